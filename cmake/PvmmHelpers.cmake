@@ -1,0 +1,19 @@
+# Warnings for pvmm's own targets; errors when PVMM_WARNINGS_AS_ERRORS (CI sets it).
+function(pvmm_set_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
+    $<$<BOOL:${PVMM_WARNINGS_AS_ERRORS}>:-Werror>>)
+endfunction()
+
+# A backend library: the neutral layer's objects plus the backend's sources.
+function(pvmm_add_backend name)
+  add_library(pvmm_${name} SHARED ${ARGN} $<TARGET_OBJECTS:pvmm_neutral>)
+  target_include_directories(pvmm_${name}
+    PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
+    PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(pvmm_${name} PRIVATE fmt::fmt-header-only)
+  target_compile_features(pvmm_${name} PUBLIC cxx_std_17)
+  set_target_properties(pvmm_${name} PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
+    EXPORT_NAME ${name})
+  pvmm_set_warnings(pvmm_${name})
+endfunction()

@@ -1,0 +1,75 @@
+// pvmm/allocation.hpp - physical memory: create, read back, retain from an address, export, import.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <pvmm/error.hpp>
+#include <pvmm/exported_fd.hpp>
+#include <pvmm/types.hpp>
+
+namespace pvmm {
+
+namespace detail {
+struct allocation_state;
+}
+
+/// Owns one reference to physical memory (the creation reference, a retained one, or an imported one).
+///
+/// Lifetime: the memory lives while an owner or a mapping refers to it. release() (or the destructor)
+/// drops this owner's reference; mappings of the memory stay valid until they are unmapped.
+/// Move-only; a moved-from or released owner is empty and reports errc::already_released.
+class physical_allocation {
+ public:
+  physical_allocation() noexcept;
+  physical_allocation(physical_allocation&&) noexcept;
+  physical_allocation& operator=(physical_allocation&&) noexcept;
+  physical_allocation(const physical_allocation&) = delete;
+  physical_allocation& operator=(const physical_allocation&) = delete;
+  ~physical_allocation();
+
+  /// Physical memory of `size` bytes (a nonzero multiple of query_granularity(properties).minimum).
+  static result<physical_allocation> create(const allocation_properties& properties, std::size_t size);
+
+  /// A new reference to the allocation mapped at `address` (anywhere inside a mapping). Released once,
+  /// like any owner, independently of the creation reference.
+  static result<physical_allocation> retain(const void* address);
+
+  /// Imports an allocation exported as a POSIX fd. The fd is borrowed: the caller still owns it and may
+  /// close it right after; the import holds its own reference. `size` is the exported allocation's size.
+  static result<physical_allocation> import_posix_fd(int fd, std::size_t size);
+
+  /// Imports an allocation exported as a fabric handle. The handle does not keep the memory alive: the
+  /// exporter must keep its allocation until the importer has released its import.
+  static result<physical_allocation> import_fabric(const fabric_handle& handle, std::size_t size);
+
+  /// A POSIX fd naming this allocation; needs handle_types::posix_fd in the properties it was created with.
+  /// The fd keeps the memory alive until it and every import of it are closed/released.
+  result<exported_fd> export_posix_fd() const;
+
+  /// A fabric handle naming this allocation; needs handle_types::fabric at creation.
+  result<fabric_handle> export_fabric() const;
+
+  /// The properties as the backend reports them for this allocation (not as requested).
+  result<allocation_properties> properties() const;
+
+  /// Drops this owner's reference now. Fails with already_released when empty.
+  status release() noexcept;
+
+  bool valid() const noexcept { return state_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
+  std::size_t size() const noexcept;
+  /// The backend's own handle (CUmemGenericAllocationHandle, hipMemGenericAllocationHandle_t, memfd).
+  std::uint64_t native_handle() const noexcept;
+
+  // Internal: shared with the mappings made of this allocation.
+  const std::shared_ptr<detail::allocation_state>& state() const noexcept { return state_; }
+
+ private:
+  explicit physical_allocation(std::shared_ptr<detail::allocation_state> state) noexcept;
+  friend struct detail::allocation_state;
+  std::shared_ptr<detail::allocation_state> state_;
+};
+
+}  // namespace pvmm

@@ -1,0 +1,24 @@
+// pvmm/device.hpp - the configured backend, its devices, their capabilities and granularities.
+#pragma once
+
+#include <pvmm/error.hpp>
+#include <pvmm/types.hpp>
+
+namespace pvmm {
+
+/// The backend this build was configured with, and whether it can run here.
+backend_info query_backend();
+
+/// Number of devices; 0 (not an error) when the backend is unavailable.
+result<int> device_count();
+
+/// One device's name and capabilities.
+result<device_info> query_device(int ordinal);
+
+/// Minimum and recommended granularity for allocations with these properties.
+result<granularity> query_granularity(const allocation_properties& properties);
+
+/// Free and total memory of a device (for leak checks and budgets).
+result<memory_info> query_memory(int ordinal);
+
+}  // namespace pvmm

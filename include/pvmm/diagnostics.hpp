@@ -1,0 +1,20 @@
+// pvmm/diagnostics.hpp - counts of live pvmm objects, for leak checks in tests and long-running services.
+#pragma once
+
+#include <cstddef>
+
+namespace pvmm {
+
+struct live_objects {
+  std::size_t allocations = 0;   ///< physical allocations and multicast objects still referenced
+  std::size_t reservations = 0;  ///< reserved ranges not yet freed
+  std::size_t mappings = 0;      ///< mappings not yet unmapped
+  friend bool operator==(const live_objects& a, const live_objects& b) noexcept {
+    return a.allocations == b.allocations && a.reservations == b.reservations && a.mappings == b.mappings;
+  }
+};
+
+/// What this process holds through pvmm right now.
+live_objects query_live_objects() noexcept;
+
+}  // namespace pvmm

@@ -1,0 +1,135 @@
+// pvmm/error.hpp - portable error codes, the error record every operation reports, and result<T>.
+//
+// Every pvmm operation returns result<T>: it never throws (except std::bad_alloc) and never aborts.
+// result<T>::value() is the throwing convenience: it throws pvmm::exception carrying the same record.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+namespace pvmm {
+
+/// Portable error codes: identical on every backend for the same mistake.
+enum class errc : int {
+  invalid_argument = 1,      ///< an argument is malformed (null pointer, empty list, ...)
+  invalid_size,              ///< a size is zero
+  unaligned,                 ///< a size or offset is not a multiple of the granularity that applies
+  invalid_alignment,         ///< an alignment is not a power of two or not a multiple of the granularity
+  invalid_device,            ///< the device ordinal does not exist
+  invalid_location,          ///< the location kind or id is not valid for this operation
+  out_of_range,              ///< a range falls outside its reservation, allocation or multicast object
+  overlapping_mapping,       ///< the target range already holds a mapping
+  partial_mapping,           ///< the range cuts through a mapping; pvmm works on whole mappings
+  not_mapped,                ///< the range (or address) is not covered by mappings
+  busy,                      ///< the object still has dependants (for example a reservation with mappings)
+  already_released,          ///< the owner was released or moved from
+  invalid_handle,            ///< a handle or fd does not name memory pvmm can import
+  handle_type_not_requested, ///< export of a handle type the allocation was not created for
+  not_supported,             ///< the backend or device lacks the capability
+  not_permitted,             ///< the system refuses (for example: fabric handles without an IMEX channel)
+  address_unavailable,       ///< a fixed-address hint was not honoured; the range was given back
+  out_of_memory,             ///< physical memory or address space is exhausted
+  backend_unavailable,       ///< no driver, no runtime, or no device
+  runtime_too_old,           ///< the runtime is older than the version whose VMM works
+  timeout,                   ///< a transfer did not complete in time
+  peer_rejected,             ///< the peer's credentials did not satisfy the caller's rule
+  protocol_error,            ///< a message or descriptor is malformed, truncated or inconsistent
+  system_error,              ///< an operating-system call failed (native_name holds the errno name)
+  backend_error,             ///< the backend failed in a way with no portable meaning (see native_name)
+};
+
+/// The stable name of a code ("overlapping_mapping").
+const char* to_string(errc code) noexcept;
+
+/// What went wrong, where, with what, and what to do about it.
+struct error {
+  errc code = errc::backend_error;
+  std::string operation;    ///< "pvmm::reservation::map"
+  std::string arguments;    ///< "offset=0x200000, size=0x200000, ..."
+  std::string detail;       ///< what exactly was wrong
+  std::string native_name;  ///< "CUDA_ERROR_INVALID_VALUE", "EBADF", or empty when pvmm refused by itself
+  long long native_code = 0;
+  std::string hint;         ///< what to do, where pvmm knows
+
+  /// One line holding everything above.
+  std::string message() const;
+};
+
+/// Thrown by result<T>::value() on failure.
+class exception : public std::runtime_error {
+ public:
+  explicit exception(pvmm::error e) : std::runtime_error(e.message()), error_(std::move(e)) {}
+  const pvmm::error& error() const noexcept { return error_; }
+  errc code() const noexcept { return error_.code; }
+
+ private:
+  pvmm::error error_;
+};
+
+/// A value or an error. Move-only when T is.
+template <class T>
+class [[nodiscard]] result {
+ public:
+  result(T value) : state_(std::in_place_index<0>, std::move(value)) {}
+  result(pvmm::error e) : state_(std::in_place_index<1>, std::move(e)) {}
+
+  bool has_value() const noexcept { return state_.index() == 0; }
+  explicit operator bool() const noexcept { return has_value(); }
+
+  /// The value; throws pvmm::exception when this holds an error.
+  T& value() & {
+    check();
+    return std::get<0>(state_);
+  }
+  T&& value() && {
+    check();
+    return std::get<0>(std::move(state_));
+  }
+  const T& value() const& {
+    check();
+    return std::get<0>(state_);
+  }
+  T* operator->() { return &value(); }
+  T& operator*() & { return value(); }
+
+  /// The error; precondition: !has_value().
+  const pvmm::error& error() const& { return std::get<1>(state_); }
+  pvmm::error&& error() && { return std::get<1>(std::move(state_)); }
+  /// The error code, or errc{} (0) when this holds a value.
+  errc code() const noexcept { return has_value() ? errc{} : std::get<1>(state_).code; }
+
+ private:
+  void check() const {
+    if (!has_value()) throw exception(std::get<1>(state_));
+  }
+  std::variant<T, pvmm::error> state_;
+};
+
+/// Success or an error.
+template <>
+class [[nodiscard]] result<void> {
+ public:
+  result() = default;
+  result(pvmm::error e) : error_(std::move(e)), failed_(true) {}
+
+  bool has_value() const noexcept { return !failed_; }
+  explicit operator bool() const noexcept { return !failed_; }
+  void value() const {
+    if (failed_) throw exception(error_);
+  }
+  const pvmm::error& error() const& { return error_; }
+  pvmm::error&& error() && { return std::move(error_); }
+  errc code() const noexcept { return failed_ ? error_.code : errc{}; }
+
+ private:
+  pvmm::error error_;
+  bool failed_ = false;
+};
+
+using status = result<void>;
+
+}  // namespace pvmm

@@ -1,0 +1,63 @@
+// pvmm/multicast.hpp - multicast objects (NVLink SHARP): one address that reaches memory on every team device.
+//
+// Backends without multicast (host, hip) answer errc::not_supported. On CUDA, check
+// query_device(d).capabilities.multicast first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <pvmm/allocation.hpp>
+#include <pvmm/error.hpp>
+#include <pvmm/exported_fd.hpp>
+#include <pvmm/types.hpp>
+
+namespace pvmm {
+
+struct multicast_properties {
+  unsigned team_size = 0;                         ///< number of devices that will be added
+  std::size_t size = 0;                           ///< multiple of multicast_granularity().minimum
+  handle_types exportable = handle_types::none;  ///< how it may be shared with other processes
+};
+
+/// Granularity of multicast objects with these properties.
+result<granularity> multicast_granularity(const multicast_properties& properties);
+
+/// Owns one multicast object. Move-only. Map it with address_reservation::map (like an allocation).
+class multicast_object {
+ public:
+  multicast_object() noexcept;
+  multicast_object(multicast_object&&) noexcept;
+  multicast_object& operator=(multicast_object&&) noexcept;
+  multicast_object(const multicast_object&) = delete;
+  multicast_object& operator=(const multicast_object&) = delete;
+  ~multicast_object();
+
+  static result<multicast_object> create(const multicast_properties& properties);
+  static result<multicast_object> import_posix_fd(int fd, std::size_t size);
+  static result<multicast_object> import_fabric(const fabric_handle& handle, std::size_t size);
+
+  /// Adds a device to the team; every device must be added before memory is bound on any.
+  status add_device(int ordinal);
+  /// Binds `size` bytes of `memory` from `memory_offset` at `offset` of the object.
+  status bind_memory(std::size_t offset, const physical_allocation& memory, std::size_t memory_offset,
+                     std::size_t size);
+  /// Unbinds the memory of `ordinal` at `offset` for `size`.
+  status unbind(int ordinal, std::size_t offset, std::size_t size);
+
+  result<exported_fd> export_posix_fd() const;
+  result<fabric_handle> export_fabric() const;
+  status release() noexcept;
+
+  bool valid() const noexcept { return state_ != nullptr; }
+  std::size_t size() const noexcept;
+  std::uint64_t native_handle() const noexcept;
+  const std::shared_ptr<detail::allocation_state>& state() const noexcept { return state_; }
+
+ private:
+  explicit multicast_object(std::shared_ptr<detail::allocation_state> state) noexcept;
+  std::shared_ptr<detail::allocation_state> state_;
+};
+
+}  // namespace pvmm

@@ -1,0 +1,86 @@
+// pvmm/reservation.hpp - address reservations, the mappings inside them, and access control.
+//
+// Portable semantics (every backend, checked in one place):
+// - offsets and sizes are multiples of the mapped allocation's minimum granularity;
+// - a mapping may not overlap another; unmap and set_access work on whole mappings: their range must start
+//   and end on mapping boundaries and be fully mapped (a range may cover several adjacent mappings);
+// - a new mapping has no access until access is granted; mapping again after an unmap needs a new grant;
+// - unmap and release are not ordered with device work in flight: synchronise the devices first;
+// - a fixed-address hint is a requirement: if the range lands elsewhere it is given back and
+//   errc::address_unavailable is reported.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+
+#include <pvmm/allocation.hpp>
+#include <pvmm/error.hpp>
+#include <pvmm/multicast.hpp>
+#include <pvmm/types.hpp>
+
+namespace pvmm {
+
+namespace detail {
+struct reservation_state;
+}
+
+/// Owns one reserved virtual address range and every mapping made inside it. Move-only.
+/// The destructor unmaps whatever is still mapped, then frees the range with its exact (address, size);
+/// mapped allocations stay alive as long as a mapping refers to them.
+class address_reservation {
+ public:
+  address_reservation() noexcept;
+  address_reservation(address_reservation&&) noexcept;
+  address_reservation& operator=(address_reservation&&) noexcept;
+  address_reservation(const address_reservation&) = delete;
+  address_reservation& operator=(const address_reservation&) = delete;
+  ~address_reservation();
+
+  /// Reserves `size` bytes aligned to `alignment` (0: the backend's default), at `fixed_address` when given.
+  static result<address_reservation> reserve(std::size_t size, std::size_t alignment = 0,
+                                             const void* fixed_address = nullptr);
+
+  /// Maps `size` bytes of `memory`, from `memory_offset`, at `offset` in this range. Returns the address.
+  result<void*> map(std::size_t offset, const physical_allocation& memory, std::size_t memory_offset,
+                    std::size_t size);
+  /// Maps a multicast object like an allocation.
+  result<void*> map(std::size_t offset, const multicast_object& object, std::size_t object_offset,
+                    std::size_t size);
+  /// map() then set_access() over the new mapping; on any failure nothing stays mapped.
+  result<void*> map_and_grant(std::size_t offset, const physical_allocation& memory, std::size_t memory_offset,
+                              std::size_t size, std::initializer_list<access_descriptor> grants);
+
+  /// Unmaps whole mappings covering exactly [offset, offset + size).
+  status unmap(std::size_t offset, std::size_t size);
+
+  /// Grants access over whole mappings covering exactly [offset, offset + size).
+  status set_access(std::size_t offset, std::size_t size, const access_descriptor* grants, std::size_t count);
+  status set_access(std::size_t offset, std::size_t size, std::initializer_list<access_descriptor> grants) {
+    return set_access(offset, size, grants.begin(), grants.size());
+  }
+
+  /// Frees the range now. Refuses with errc::busy while mappings remain (unmap them first).
+  status release() noexcept;
+
+  bool valid() const noexcept { return state_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
+  void* address() const noexcept;
+  std::size_t size() const noexcept;
+  std::size_t mapping_count() const noexcept;
+  /// address() + offset, as a typed pointer.
+  template <class T = void>
+  T* at(std::size_t offset) const noexcept {
+    return reinterpret_cast<T*>(static_cast<unsigned char*>(address()) + offset);
+  }
+
+ private:
+  explicit address_reservation(std::unique_ptr<detail::reservation_state> state) noexcept;
+  std::unique_ptr<detail::reservation_state> state_;
+};
+
+/// The access `where` has at `address` (which must be mapped).
+result<access> query_access(location where, const void* address);
+
+}  // namespace pvmm

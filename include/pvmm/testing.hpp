@@ -1,0 +1,29 @@
+// pvmm/testing.hpp - fault injection for testing code built on pvmm (rollback paths, error handling).
+#pragma once
+
+#include <cstddef>
+
+namespace pvmm::testing {
+
+/// Makes the n-th backend call from now (1 = the next one) fail with errc::backend_error and native name
+/// "PVMM_INJECTED_FAILURE". 0 disarms. Process-wide; meant for tests, not for production.
+void fail_nth_backend_call(std::size_t n) noexcept;
+
+/// Backend calls made since the process started (to size a fault-injection sweep).
+std::size_t backend_call_count() noexcept;
+
+}  // namespace pvmm::testing
+
+#include <pvmm/error.hpp>
+
+namespace pvmm::testing {
+
+/// Copies host bytes into mapped memory, as device 0 would see it (host backend: memcpy; GPU: a copy).
+status copy_to_mapping(void* destination, const void* source, std::size_t size);
+/// Copies mapped memory into host bytes.
+status copy_from_mapping(void* destination, const void* source, std::size_t size);
+/// True when a write at `address` by device 0 faults (probed in a child process on the host backend);
+/// errc::not_supported where a probe would poison the device context.
+result<bool> write_faults(void* address);
+
+}  // namespace pvmm::testing

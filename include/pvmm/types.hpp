@@ -1,0 +1,109 @@
+// pvmm/types.hpp - the value types shared by every part of the interface.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace pvmm {
+
+/// Where physical memory lives, or which processor an access right is for.
+struct location {
+  enum class kind : std::uint8_t { device, host, host_numa };
+  kind type = kind::device;
+  int id = 0;  ///< device ordinal, or NUMA node for host_numa; 0 for host
+
+  static constexpr location device(int ordinal) noexcept { return {kind::device, ordinal}; }
+  static constexpr location host() noexcept { return {kind::host, 0}; }
+  static constexpr location host_numa(int node) noexcept { return {kind::host_numa, node}; }
+
+  friend constexpr bool operator==(location a, location b) noexcept { return a.type == b.type && a.id == b.id; }
+  friend constexpr bool operator!=(location a, location b) noexcept { return !(a == b); }
+};
+
+/// Shareable handle kinds an allocation may be exported as; combine with |.
+enum class handle_types : std::uint32_t { none = 0, posix_fd = 1u << 0, fabric = 1u << 1 };
+constexpr handle_types operator|(handle_types a, handle_types b) noexcept {
+  return static_cast<handle_types>(static_cast<std::uint32_t>(a) | static_cast<std::uint32_t>(b));
+}
+constexpr handle_types operator&(handle_types a, handle_types b) noexcept {
+  return static_cast<handle_types>(static_cast<std::uint32_t>(a) & static_cast<std::uint32_t>(b));
+}
+constexpr bool contains(handle_types set, handle_types which) noexcept {
+  return (set & which) == which && which != handle_types::none;
+}
+
+/// What to create physical memory with. Read back from an allocation by physical_allocation::properties().
+struct allocation_properties {
+  pvmm::location location = pvmm::location::device(0);
+  handle_types exportable = handle_types::none;  ///< handle types the allocation may be exported as
+  bool gpu_direct_rdma = false;                  ///< usable by GPUDirect RDMA (device capability)
+  bool compression = false;                      ///< generic compression (device capability)
+};
+
+/// Access a location has to a mapped range. New mappings start with none.
+enum class access : std::uint8_t { none, read, read_write };
+
+/// One access grant: this location gets this access.
+struct access_descriptor {
+  pvmm::location location;
+  pvmm::access access = pvmm::access::read_write;
+};
+
+/// Allocation granularities for a set of properties.
+struct granularity {
+  std::size_t minimum = 0;      ///< sizes and offsets must be multiples of this
+  std::size_t recommended = 0;  ///< the fastest multiple to use
+};
+
+/// What a device can do. Queried, never assumed.
+struct capabilities {
+  bool virtual_memory = false;            ///< VMM works at all
+  bool posix_fd_handles = false;          ///< export/import as POSIX fd
+  bool fabric_handles = false;            ///< export/import as fabric handle (support, not permission)
+  bool multicast = false;                 ///< multicast objects
+  bool gpu_direct_rdma_with_vmm = false;  ///< RDMA on VMM allocations
+  bool host_location = false;             ///< physical memory on the host, mapped for this device
+  bool host_numa_location = false;        ///< physical memory on a host NUMA node
+  bool compression = false;               ///< generic compression
+  bool map_at_physical_offset = false;    ///< map from a nonzero offset into a physical allocation
+  int host_numa_id = -1;                  ///< NUMA node nearest the device, -1 when unknown
+};
+
+/// One device as the backend sees it.
+struct device_info {
+  int ordinal = 0;
+  std::string name;
+  std::string identifier;  ///< PCI bus id or similar, empty when unknown
+  pvmm::capabilities capabilities;
+  std::size_t total_memory = 0;
+};
+
+/// The configured backend and the software under it.
+struct backend_info {
+  std::string name;             ///< "cuda", "hip", "host"
+  std::string runtime_version;  ///< the runtime or driver API version found, empty when none
+  std::string driver_version;   ///< the kernel driver / OS version
+  bool available = false;       ///< false: no driver, no runtime or no device; see unavailable_reason
+  std::string unavailable_reason;
+};
+
+/// Free and total memory of a device, in bytes.
+struct memory_info {
+  std::size_t free = 0;
+  std::size_t total = 0;
+  /// True where `free` is shared with the whole system (host RAM) and moves with other activity, so a
+  /// before/after comparison cannot detect a leak.
+  bool shared_with_system = false;
+};
+
+/// A fabric handle: 64 opaque bytes, a value type that may be copied and sent anywhere.
+/// It does not keep the memory alive: the exporter must keep its allocation until importers are done.
+struct fabric_handle {
+  std::array<std::uint8_t, 64> bytes{};
+  friend bool operator==(const fabric_handle& a, const fabric_handle& b) noexcept { return a.bytes == b.bytes; }
+  friend bool operator!=(const fabric_handle& a, const fabric_handle& b) noexcept { return !(a == b); }
+};
+
+}  // namespace pvmm

@@ -1,0 +1,116 @@
+// SCM_RIGHTS transport: the part every communication runtime writes by hand.
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include <pvmm/ipc.hpp>
+
+#include "state.hpp"
+
+namespace pvmm::ipc {
+namespace {
+
+error system_failure(const char* op, std::string args, int err, std::string what) {
+  error e = detail::make_error(errc::system_error, op, std::move(args), fmt::format("{}: {}", what, std::strerror(err)));
+  e.native_name = strerrorname_np(err) ? strerrorname_np(err) : "errno";
+  e.native_code = err;
+  return e;
+}
+
+/// Waits for `events` on `socket`; timeout/hang-up reported as errors.
+status wait_for(int socket, short events, std::chrono::milliseconds timeout, const char* op, const std::string& args) {
+  pollfd p{socket, events, 0};
+  for (;;) {
+    int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return system_failure(op, args, errno, "poll");
+    if (n == 0)
+      return detail::make_error(errc::timeout, op, args,
+                                fmt::format("the peer did not respond within {} ms", timeout.count()));
+    if (p.revents & POLLNVAL) return system_failure(op, args, EBADF, "the socket is not open");
+    return {};
+  }
+}
+
+}  // namespace
+
+status send_fds(int socket, const int* fds, std::size_t count, const void* payload, std::size_t payload_size,
+                std::chrono::milliseconds timeout) {
+  const char* op = "pvmm::ipc::send_fds";
+  auto args = fmt::format("socket={}, fds={}, payload={} bytes", socket, count, payload_size);
+  constexpr std::size_t max_fds = 253;  // SCM_MAX_FD
+  if (count > max_fds)
+    return detail::make_error(errc::invalid_argument, op, args, fmt::format("at most {} fds per message", max_fds));
+  if (count > 0 && fds == nullptr) return detail::make_error(errc::invalid_argument, op, args, "fds is null");
+  std::uint8_t zero = 0;
+  iovec iov{payload_size ? const_cast<void*>(payload) : &zero, payload_size ? payload_size : 1};
+  std::vector<char> control(count ? CMSG_SPACE(sizeof(int) * count) : 0);
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (count) {
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * count);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * count);
+  }
+  if (auto ok = wait_for(socket, POLLOUT, timeout, op, args); !ok) return ok;
+  for (;;) {
+    ssize_t n = ::sendmsg(socket, &msg, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return system_failure(op, args, errno, "sendmsg");
+    if (static_cast<std::size_t>(n) != iov.iov_len)
+      return detail::make_error(errc::protocol_error, op, args, "the message was sent only in part");
+    return {};
+  }
+}
+
+result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_payload,
+                             std::chrono::milliseconds timeout) {
+  const char* op = "pvmm::ipc::receive_fds";
+  auto args = fmt::format("socket={}, max_fds={}, max_payload={}", socket, max_fds, max_payload);
+  received out;
+  out.payload.resize(max_payload ? max_payload : 1);
+  iovec iov{out.payload.data(), out.payload.size()};
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * (max_fds ? max_fds : 1)));
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  if (auto ok = wait_for(socket, POLLIN, timeout, op, args); !ok) return std::move(ok).error();
+  ssize_t n;
+  do n = ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  if (n < 0) return system_failure(op, args, errno, "recvmsg");
+  // Own every fd that arrived before judging the message, so none leaks on a rejection below.
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < k; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      out.fds.emplace_back(fd);
+    }
+  }
+  if (n == 0) return detail::make_error(errc::protocol_error, op, args, "the peer closed the connection");
+  if (msg.msg_flags & MSG_CTRUNC)
+    return detail::make_error(errc::protocol_error, op, args,
+                              fmt::format("the peer sent more than {} fds; the extra ones were discarded", max_fds));
+  if (msg.msg_flags & MSG_TRUNC)
+    return detail::make_error(errc::protocol_error, op, args,
+                              fmt::format("the message was longer than {} bytes", max_payload));
+  out.payload.resize(max_payload ? static_cast<std::size_t>(n) : 0);
+  return out;
+}
+
+}  // namespace pvmm::ipc

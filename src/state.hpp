@@ -1,0 +1,113 @@
+// Neutral-layer state: the ownership graph behind the public owners, and the helpers every operation uses.
+//
+// Ownership graph (each edge a shared_ptr, so teardown order follows from the types):
+//   physical_allocation / multicast_object ──▶ allocation_state ◀── mapping_record ◀── reservation_state
+// An allocation_state releases its backend handle exactly once, when its last owner or mapping goes.
+// A reservation_state unmaps its remaining mappings, then frees (address, size) exactly as reserved.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include <pvmm/error.hpp>
+#include <pvmm/types.hpp>
+
+#include "backend.hpp"
+
+namespace pvmm::detail {
+
+// Live-object counters (pvmm/diagnostics.hpp). Process-wide because leaks are process-wide; atomics
+// because owners are created and destroyed on any thread.
+extern std::atomic<std::size_t> live_allocations;
+extern std::atomic<std::size_t> live_reservations;
+extern std::atomic<std::size_t> live_mappings;
+
+struct allocation_state {
+  enum class kind : std::uint8_t { memory, multicast };
+  allocation_state(native_handle h, std::size_t sz, std::size_t gran, allocation_properties props, kind k)
+      : handle(h), size(sz), granularity(gran), properties(props), what(k) {
+    ++live_allocations;
+  }
+  allocation_state(const allocation_state&) = delete;
+  allocation_state& operator=(const allocation_state&) = delete;
+  ~allocation_state();
+  /// Releases the backend handle once; later calls are no-ops.
+  status release_handle();
+
+  native_handle handle;
+  std::size_t size;
+  std::size_t granularity;            // minimum granularity offsets/sizes must respect
+  allocation_properties properties;   // as requested at creation, or read back at import
+  kind what;
+  bool released = false;
+};
+
+struct mapping_record {
+  std::size_t size = 0;
+  std::shared_ptr<allocation_state> memory;
+  std::size_t memory_offset = 0;
+};
+
+struct reservation_state {
+  reservation_state(void* a, std::size_t s) : address(a), size(s) { ++live_reservations; }
+  reservation_state(const reservation_state&) = delete;
+  reservation_state& operator=(const reservation_state&) = delete;
+  ~reservation_state();
+  status unmap_all();
+  /// Frees (address, size) exactly once.
+  status free_range();
+
+  void* address;
+  bool freed = false;
+  std::size_t size;
+  std::map<std::size_t, mapping_record> mappings;  // keyed by offset in the reservation
+};
+
+/// Fault injection and call counting, applied to every backend call.
+bool inject_failure_now() noexcept;
+error injected_failure(const char* call);
+
+template <class F>
+auto call_backend(const char* name, F&& f) -> decltype(f()) {
+  if (inject_failure_now()) return injected_failure(name);
+  return f();
+}
+
+/// An error pvmm raises by itself (no native error).
+inline error make_error(errc code, std::string operation, std::string arguments, std::string detail,
+                        std::string hint = {}) {
+  error e;
+  e.code = code;
+  e.operation = std::move(operation);
+  e.arguments = std::move(arguments);
+  e.detail = std::move(detail);
+  e.hint = std::move(hint);
+  return e;
+}
+
+/// Adds the neutral operation and its arguments to an error a backend reported.
+inline error in_operation(error e, const char* operation, std::string arguments) {
+  if (e.operation.empty()) e.operation = operation;
+  if (e.arguments.empty()) e.arguments = std::move(arguments);
+  return e;
+}
+
+std::string describe(location where);
+std::string describe(const allocation_properties& properties);
+const char* describe(access a) noexcept;
+
+/// Validates a location for physical memory or access (device ordinal exists, ids in range).
+status check_location(location where, const char* operation, const std::string& arguments);
+/// Cached capabilities of a device (attributes are immutable for the life of the process).
+result<capabilities> device_capabilities(int ordinal);
+
+constexpr bool is_power_of_two(std::size_t v) noexcept { return v != 0 && (v & (v - 1)) == 0; }
+
+}  // namespace pvmm::detail

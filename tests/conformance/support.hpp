@@ -1,0 +1,129 @@
+// Shared pieces of the conformance suite: the leak check every case runs under, skipping without a
+// device, error assertions, and small helpers. Backend-neutral: nothing here names a backend.
+#pragma once
+
+#include <dirent.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <pvmm/pvmm.hpp>
+#include <pvmm/testing.hpp>
+
+#include "data.hpp"
+
+namespace pvmm_test {
+
+inline std::size_t open_fd_count() {
+  std::size_t n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d)) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+/// Mappings of pvmm host memory the kernel still holds (host backend; 0 elsewhere).
+inline std::size_t kernel_pvmm_mappings() {
+  std::ifstream maps("/proc/self/maps");
+  std::size_t n = 0;
+  for (std::string line; std::getline(maps, line);)
+    if (line.find("/memfd:pvmm-") != std::string::npos) ++n;
+  return n;
+}
+
+/// Why this process cannot run device cases, or empty when it can.
+inline std::string no_device_reason() {
+  auto backend = pvmm::query_backend();
+  if (!backend.available) return backend.unavailable_reason;
+  auto count = pvmm::device_count();
+  if (!count) return count.error().message();
+  if (*count == 0) return "no device";
+  return {};
+}
+
+/// Every case runs under this: afterwards fds, pvmm objects, kernel mappings and device memory are back.
+struct leak_check {
+  std::size_t fds = open_fd_count();
+  pvmm::live_objects live = pvmm::query_live_objects();
+  std::size_t kernel_mappings = kernel_pvmm_mappings();
+  std::size_t device_free = free_device_memory();
+
+  static std::size_t free_device_memory() {
+    if (!no_device_reason().empty()) return 0;
+    auto m = pvmm::query_memory(0);
+    return m && !m->shared_with_system ? m->free : 0;
+  }
+  ~leak_check() {
+    auto now = pvmm::query_live_objects();
+    CHECK_MESSAGE(open_fd_count() == fds, "file descriptors leaked");
+    CHECK_MESSAGE(now.allocations == live.allocations, "physical allocations leaked");
+    CHECK_MESSAGE(now.reservations == live.reservations, "address reservations leaked");
+    CHECK_MESSAGE(now.mappings == live.mappings, "mappings leaked");
+    CHECK_MESSAGE(kernel_pvmm_mappings() == kernel_mappings, "kernel mappings of pvmm memory leaked");
+    CHECK_MESSAGE(free_device_memory() == device_free, "device memory leaked");
+  }
+};
+
+/// Prints the skip marker CTest recognises (SKIP_REGULAR_EXPRESSION) and a reason.
+inline void report_skip(const std::string& reason) {
+  std::printf("[pvmm-skip] %s: %s\n", doctest::getContextOptions()->currentTest
+                                          ? doctest::getContextOptions()->currentTest->m_name
+                                          : "case",
+              reason.c_str());
+  std::fflush(stdout);
+}
+
+/// The properties the suite allocates with: device 0, exportable as POSIX fd where the device can.
+inline pvmm::allocation_properties default_properties(int device = 0) {
+  pvmm::allocation_properties p;
+  p.location = pvmm::location::device(device);
+  auto d = pvmm::query_device(device);
+  if (d && d->capabilities.posix_fd_handles) p.exportable = pvmm::handle_types::posix_fd;
+  return p;
+}
+
+inline std::size_t granule(int device = 0) { return pvmm::query_granularity(default_properties(device)).value().minimum; }
+
+inline pvmm::capabilities caps(int device = 0) { return pvmm::query_device(device).value().capabilities; }
+
+inline pvmm::access_descriptor rw(int device = 0) { return {pvmm::location::device(device), pvmm::access::read_write}; }
+inline pvmm::access_descriptor ro(int device = 0) { return {pvmm::location::device(device), pvmm::access::read}; }
+
+}  // namespace pvmm_test
+
+/// Asserts that `expr` failed with exactly `expected`, showing the full error otherwise.
+#define PVMM_CHECK_ERRC(expr, expected)                                                                        \
+  do {                                                                                                         \
+    auto&& pvmm_r_ = (expr);                                                                                   \
+    CHECK_MESSAGE(pvmm_r_.code() == (expected),                                                                \
+                  (pvmm_r_.has_value() ? std::string("succeeded") : pvmm_r_.error().message()) \
+                      << " (expected " << pvmm::to_string(expected) << ")");                                                              \
+  } while (0)
+
+/// Asserts success, showing the error otherwise.
+#define PVMM_CHECK_OK(expr)                                                                                   \
+  do {                                                                                                        \
+    auto&& pvmm_r_ = (expr);                                                                                  \
+    CHECK_MESSAGE(pvmm_r_.has_value(), (pvmm_r_.has_value() ? std::string() : pvmm_r_.error().message())); \
+  } while (0)
+
+/// A conformance case: runs under the leak check, and reports itself skipped where no device can run it.
+#define PVMM_CASE(name) TEST_CASE_FIXTURE(pvmm_test::leak_check, name)
+#define PVMM_REQUIRE_DEVICES(n)                                                                        \
+  do {                                                                                                 \
+    auto reason_ = pvmm_test::no_device_reason();                                                      \
+    if (reason_.empty() && pvmm::device_count().value() < (n))                                         \
+      reason_ = "needs " #n " devices, found " + std::to_string(pvmm::device_count().value());         \
+    if (!reason_.empty()) {                                                                            \
+      pvmm_test::report_skip(reason_);                                                                 \
+      return;                                                                                          \
+    }                                                                                                  \
+  } while (0)
+#define PVMM_REQUIRE_DEVICE() PVMM_REQUIRE_DEVICES(1)
