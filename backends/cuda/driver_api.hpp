@@ -1,0 +1,57 @@
+// The CUDA driver entry points pvmm uses, loaded at run time (no link-time libcuda). The table can be
+// replaced (install_driver_api) to record or fail calls: that is how multicast is verified without ever
+// creating a multicast object on shared machines.
+#pragma once
+
+#include <cuda.h>
+
+namespace pvmm::cuda {
+
+// X(name, first CUDA version with the signature pvmm uses)
+#define PVMM_CUDA_ENTRY_POINTS(X)              \
+  X(cuInit, 2000)                              \
+  X(cuDriverGetVersion, 2020)                  \
+  X(cuGetErrorName, 6000)                      \
+  X(cuGetErrorString, 6000)                    \
+  X(cuDeviceGet, 2000)                         \
+  X(cuDeviceGetCount, 2000)                    \
+  X(cuDeviceGetName, 2000)                     \
+  X(cuDeviceGetAttribute, 2000)                \
+  X(cuDeviceGetPCIBusId, 4010)                 \
+  X(cuDeviceTotalMem, 3020)                    \
+  X(cuDevicePrimaryCtxRetain, 7000)            \
+  X(cuCtxGetCurrent, 4000)                     \
+  X(cuCtxSetCurrent, 4000)                     \
+  X(cuMemGetInfo, 3020)                        \
+  X(cuMemcpyHtoD, 3020)                        \
+  X(cuMemcpyDtoH, 3020)                        \
+  X(cuMemGetAllocationGranularity, 10020)      \
+  X(cuMemCreate, 10020)                        \
+  X(cuMemRelease, 10020)                       \
+  X(cuMemGetAllocationPropertiesFromHandle, 10020) \
+  X(cuMemRetainAllocationHandle, 11000)        \
+  X(cuMemAddressReserve, 10020)                \
+  X(cuMemAddressFree, 10020)                   \
+  X(cuMemMap, 10020)                           \
+  X(cuMemUnmap, 10020)                         \
+  X(cuMemSetAccess, 10020)                     \
+  X(cuMemGetAccess, 10020)                     \
+  X(cuMemExportToShareableHandle, 10020)       \
+  X(cuMemImportFromShareableHandle, 10020)     \
+  X(cuMulticastGetGranularity, 12010)          \
+  X(cuMulticastCreate, 12010)                  \
+  X(cuMulticastAddDevice, 12010)               \
+  X(cuMulticastBindMem, 12010)                 \
+  X(cuMulticastUnbind, 12010)
+
+struct driver_api {
+#define PVMM_CUDA_FIELD(name, version) decltype(&::name) name = nullptr;
+  PVMM_CUDA_ENTRY_POINTS(PVMM_CUDA_FIELD)
+#undef PVMM_CUDA_FIELD
+};
+
+/// Replaces the driver table (tests only; the table must outlive its use). Marks the backend available,
+/// as if a driver with this table were loaded. Returns the table in use before (null if none was loaded).
+const driver_api* install_driver_api(const driver_api* api) noexcept;
+
+}  // namespace pvmm::cuda
