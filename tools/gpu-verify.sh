@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Builds the CUDA backend on a GPU machine and runs pvmm-info --check and the conformance suite.
+# The GPU machines have no package manager: fmt and doctest come unpacked in .deps/root (tools/fetch-deps.sh).
+# Usage: tools/gpu-verify.sh [build-dir]     (writes logs to $OUT when set)
+set -uo pipefail
+build=${1:-build/gpu}
+out=${OUT:-/tmp}
+export PATH=/usr/local/cuda/bin:$PATH
+cmake -S . -B "$build" -G Ninja -DPVMM_BACKEND=cuda -DPVMM_WARNINGS_AS_ERRORS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_PREFIX_PATH="$PWD/.deps/root/usr" >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+cmake --build "$build" -j"$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; exit 1; }
+nvidia-smi -L
+"$build/tools/pvmm-info" --check | tee "$out/pvmm-info.log"
+info_rc=${PIPESTATUS[0]}
+ctest --test-dir "$build" -j1 --output-on-failure >"$out/ctest.log" 2>&1
+ctest_rc=$?
+grep -E "tests passed|Skipped|Failed|\*\*\*" "$out/ctest.log" | tail -40
+"$build/tests/pvmm_conformance" >"$out/conformance.log" 2>&1
+suite_rc=$?
+tail -4 "$out/conformance.log"
+echo "pvmm-info rc=$info_rc ctest rc=$ctest_rc suite rc=$suite_rc"
