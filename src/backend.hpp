@@ -60,8 +60,9 @@ status multicast_unbind(native_handle object, int ordinal, std::size_t offset, s
 
 namespace pvmm::detail::backend {
 // Data movement for tests and self-checks (the user's own runtime does this in real programs).
-status copy_to_mapping(void* destination, const void* source, std::size_t size);
-status copy_from_mapping(void* destination, const void* source, std::size_t size);
+// `device` < 0: any device that has access to the mapped side.
+status copy_to_mapping(void* destination, const void* source, std::size_t size, int device);
+status copy_from_mapping(void* destination, const void* source, std::size_t size, int device);
 /// Whether a write at `address` by device 0 faults; not_supported where probing would be fatal.
 result<bool> write_faults(void* address);
 }  // namespace pvmm::detail::backend

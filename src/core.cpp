@@ -152,9 +152,9 @@ status check_location(location where, const char* operation, const std::string& 
                           fmt::format("host location id must be 0, got {}", where.id));
       return {};
     case location::kind::host_numa:
-      if (where.id < 0)
+      if (where.id < 0 || ::access(fmt::format("/sys/devices/system/node/node{}", where.id).c_str(), F_OK) != 0)
         return make_error(errc::invalid_location, operation, arguments,
-                          fmt::format("NUMA node {} is negative", where.id));
+                          fmt::format("NUMA node {} does not exist on this host (/sys/devices/system/node)", where.id));
       return {};
   }
   return make_error(errc::invalid_location, operation, arguments,
@@ -207,13 +207,13 @@ std::size_t backend_call_count() noexcept { return detail::backend_calls.load();
 }  // namespace pvmm
 
 namespace pvmm::testing {
-status copy_to_mapping(void* destination, const void* source, std::size_t size) {
-  auto ok = detail::backend::copy_to_mapping(destination, source, size);
+status copy_to_mapping(void* destination, const void* source, std::size_t size, int device) {
+  auto ok = detail::backend::copy_to_mapping(destination, source, size, device);
   if (!ok) return detail::in_operation(std::move(ok).error(), "pvmm::testing::copy_to_mapping", "");
   return {};
 }
-status copy_from_mapping(void* destination, const void* source, std::size_t size) {
-  auto ok = detail::backend::copy_from_mapping(destination, source, size);
+status copy_from_mapping(void* destination, const void* source, std::size_t size, int device) {
+  auto ok = detail::backend::copy_from_mapping(destination, source, size, device);
   if (!ok) return detail::in_operation(std::move(ok).error(), "pvmm::testing::copy_from_mapping", "");
   return {};
 }

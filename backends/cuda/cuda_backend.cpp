@@ -154,6 +154,14 @@ status bind_context(int ordinal) {
   return {};
 }
 
+/// An import that fails for any reason but resources or permission was handed something that is not
+/// importable memory.
+errc import_failure_code(CUresult rc) {
+  if (rc == CUDA_ERROR_OUT_OF_MEMORY || rc == CUDA_ERROR_NOT_PERMITTED || rc == CUDA_ERROR_NOT_SUPPORTED)
+    return portable(rc);
+  return errc::invalid_handle;
+}
+
 CUmemLocation to_cuda(location where) {
   CUmemLocation l{};
   switch (where.type) {
@@ -434,9 +442,9 @@ result<native_handle> import_posix_fd(int fd, std::size_t) {
   void* os_handle = reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd));  // the fd by value
   if (CUresult rc = api().cuMemImportFromShareableHandle(&h, os_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
       rc != CUDA_SUCCESS) {
-    // The driver answers "invalid value" for an fd that names no CUDA memory.
+    // The driver answers "invalid value" or "unknown" for an (open) fd that names no CUDA memory.
     return failure(rc, "cuMemImportFromShareableHandle", "pass an fd exported by cuMemExportToShareableHandle",
-                   rc == CUDA_ERROR_INVALID_VALUE || rc == CUDA_ERROR_INVALID_HANDLE ? errc::invalid_handle : errc{});
+                   import_failure_code(rc));
   }
   return static_cast<native_handle>(h);
 }
@@ -448,7 +456,7 @@ result<native_handle> import_fabric(const fabric_handle& handle, std::size_t) {
   CUmemGenericAllocationHandle h = 0;
   if (CUresult rc = api().cuMemImportFromShareableHandle(&h, &fh, CU_MEM_HANDLE_TYPE_FABRIC); rc != CUDA_SUCCESS) {
     return failure(rc, "cuMemImportFromShareableHandle", rc == CUDA_ERROR_NOT_PERMITTED ? imex_hint : "",
-                   rc == CUDA_ERROR_INVALID_VALUE || rc == CUDA_ERROR_INVALID_HANDLE ? errc::invalid_handle : errc{});
+                   import_failure_code(rc));
   }
   return static_cast<native_handle>(h);
 }
@@ -505,8 +513,9 @@ status multicast_unbind(native_handle object, int ordinal, std::size_t offset, s
 }
 
 namespace {
-/// Binds the context of the first device that can read `address` (the copy runs on that device).
-status bind_context_for(const void* address) {
+/// Binds the context of `device`, or of the first device that can read `address` (the copy runs there).
+status bind_context_for(const void* address, int device) {
+  if (device >= 0) return bind_context(device);
   int n = 0;
   PVMM_CU(cuDeviceGetCount, &n);
   for (int d = 0; d < n; ++d) {
@@ -517,16 +526,18 @@ status bind_context_for(const void* address) {
 }
 }  // namespace
 
-status copy_to_mapping(void* destination, const void* source, std::size_t size) {
+status copy_to_mapping(void* destination, const void* source, std::size_t size, int device) {
   PVMM_REQUIRE_DRIVER();
-  if (auto ok = bind_context_for(destination); !ok) return ok;
+  if (auto ok = bind_context_for(destination, device); !ok) return ok;
   PVMM_CU(cuMemcpyHtoD, ptr(destination), source, size);
+  // A copy from pageable memory may return before its DMA lands: finish it, so an unmap right after is safe.
+  if (CUresult rc = api().cuCtxSynchronize(); rc != CUDA_SUCCESS) return failure(rc, "cuCtxSynchronize");
   return {};
 }
 
-status copy_from_mapping(void* destination, const void* source, std::size_t size) {
+status copy_from_mapping(void* destination, const void* source, std::size_t size, int device) {
   PVMM_REQUIRE_DRIVER();
-  if (auto ok = bind_context_for(source); !ok) return ok;
+  if (auto ok = bind_context_for(source, device); !ok) return ok;
   PVMM_CU(cuMemcpyDtoH, destination, ptr(source), size);
   return {};
 }

@@ -22,6 +22,7 @@ namespace pvmm::cuda {
   X(cuDevicePrimaryCtxRetain, 7000)            \
   X(cuCtxGetCurrent, 4000)                     \
   X(cuCtxSetCurrent, 4000)                     \
+  X(cuCtxSynchronize, 2000)                    \
   X(cuMemGetInfo, 3020)                        \
   X(cuMemcpyHtoD, 3020)                        \
   X(cuMemcpyDtoH, 3020)                        \

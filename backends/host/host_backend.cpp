@@ -61,9 +61,6 @@ bool numa_node_exists(int node) {
 status check_memory_location(location where) {
   if (where.type == location::kind::device && where.id != 0)
     return make_error(errc::invalid_device, {}, {}, fmt::format("the host backend has only device 0, not {}", where.id));
-  if (where.type == location::kind::host_numa && !numa_node_exists(where.id))
-    return make_error(errc::invalid_location, {}, {},
-                      fmt::format("NUMA node {} does not exist on this host (/sys/devices/system/node)", where.id));
   return {};
 }
 
@@ -295,12 +292,14 @@ status multicast_bind(native_handle, std::size_t, native_handle, std::size_t, st
 }
 status multicast_unbind(native_handle, int, std::size_t, std::size_t) { return unsupported("multicast objects"); }
 
-status copy_to_mapping(void* destination, const void* source, std::size_t size) {
+status copy_to_mapping(void* destination, const void* source, std::size_t size, int device) {
+  if (device > 0) return make_error(errc::invalid_device, {}, {}, "the host backend has only device 0");
   std::memcpy(destination, source, size);
   return {};
 }
 
-status copy_from_mapping(void* destination, const void* source, std::size_t size) {
+status copy_from_mapping(void* destination, const void* source, std::size_t size, int device) {
+  if (device > 0) return make_error(errc::invalid_device, {}, {}, "the host backend has only device 0");
   std::memcpy(destination, source, size);
   return {};
 }

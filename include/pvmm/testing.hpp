@@ -18,10 +18,11 @@ std::size_t backend_call_count() noexcept;
 
 namespace pvmm::testing {
 
-/// Copies host bytes into mapped memory, as device 0 would see it (host backend: memcpy; GPU: a copy).
-status copy_to_mapping(void* destination, const void* source, std::size_t size);
-/// Copies mapped memory into host bytes.
-status copy_from_mapping(void* destination, const void* source, std::size_t size);
+/// Copies host bytes into mapped memory through `device` (host backend: memcpy; GPU: a synchronous copy run
+/// by that device, so it needs access). device < 0: the first device that has access.
+status copy_to_mapping(void* destination, const void* source, std::size_t size, int device = -1);
+/// Copies mapped memory into host bytes through `device` (read access suffices).
+status copy_from_mapping(void* destination, const void* source, std::size_t size, int device = -1);
 /// True when a write at `address` by device 0 faults (probed in a child process on the host backend);
 /// errc::not_supported where a probe would poison the device context.
 result<bool> write_faults(void* address);

@@ -93,8 +93,7 @@ PVMM_CASE("create: NUMA node that does not exist") {
   PVMM_REQUIRE_DEVICE();
   allocation_properties p = default_properties();
   p.location = location::host_numa(100000);
-  PVMM_CHECK_ERRC(physical_allocation::create(p, granule()),
-                  caps().host_numa_location ? errc::invalid_location : errc::not_supported);
+  PVMM_CHECK_ERRC(physical_allocation::create(p, granule()), errc::invalid_location);
 }
 PVMM_CASE("create: unknown handle type bits") {
   PVMM_REQUIRE_DEVICE();
@@ -434,8 +433,8 @@ PVMM_CASE("import_fabric: a handle nobody exported") {
   if (!caps().fabric_handles) {
     PVMM_CHECK_ERRC(r, errc::not_supported);
   } else {
-    CHECK(!r.has_value());
-    CHECK((r.code() == errc::invalid_handle || r.code() == errc::not_permitted));
+    CHECK_MESSAGE((r.code() == errc::invalid_handle || r.code() == errc::not_permitted),
+                  (r ? std::string("succeeded") : r.error().message()));
   }
 }
 

@@ -15,13 +15,13 @@ inline std::vector<std::uint32_t> pattern(std::size_t bytes, std::uint32_t seed)
   return v;
 }
 
-inline void write_words(void* where, const std::vector<std::uint32_t>& words) {
-  pvmm::testing::copy_to_mapping(where, words.data(), words.size() * sizeof(std::uint32_t)).value();
+inline void write_words(void* where, const std::vector<std::uint32_t>& words, int device = -1) {
+  pvmm::testing::copy_to_mapping(where, words.data(), words.size() * sizeof(std::uint32_t), device).value();
 }
 
-inline std::vector<std::uint32_t> read_words(const void* where, std::size_t bytes) {
+inline std::vector<std::uint32_t> read_words(const void* where, std::size_t bytes, int device = -1) {
   std::vector<std::uint32_t> v(bytes / sizeof(std::uint32_t));
-  pvmm::testing::copy_from_mapping(v.data(), where, bytes).value();
+  pvmm::testing::copy_from_mapping(v.data(), where, bytes, device).value();
   return v;
 }
 

@@ -1,0 +1,103 @@
+// Several devices: per-device access control, striping, read-only peers, and cross-device export/import.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support.hpp"
+
+extern char** environ;
+
+using namespace pvmm;
+using namespace pvmm_test;
+
+TEST_SUITE("multi-device") {
+
+PVMM_CASE("access granted to the peer device, and only to it") {
+  PVMM_REQUIRE_DEVICES(2);
+  const std::size_t g = granule(0);
+  auto memory = physical_allocation::create(default_properties(0), g).value();
+  auto range = address_reservation::reserve(g).value();
+  void* p = range.map_and_grant(0, memory, 0, g, {rw(1)}).value();
+  CHECK(query_access(location::device(1), p).value() == access::read_write);
+  CHECK(query_access(location::device(0), p).value() == access::none);
+  write_words(p, pattern(g, 70), 1);  // the peer writes into device 0's memory
+  CHECK(read_words(p, g, 1) == pattern(g, 70));
+  auto through_owner = testing::copy_from_mapping(std::vector<std::uint32_t>(g / 4).data(), p, g, 0);
+  CHECK_FALSE(through_owner.has_value());  // device 0 was not granted: its copy is refused
+  PVMM_CHECK_OK(range.set_access(0, g, {rw(0)}));
+  CHECK(read_words(p, g, 0) == pattern(g, 70));
+}
+
+PVMM_CASE("one reservation striped with chunks from every device") {
+  PVMM_REQUIRE_DEVICES(2);
+  const int devices = device_count().value();
+  std::size_t g = 0;
+  for (int d = 0; d < devices; ++d) g = std::max(g, granule(d));
+  const std::size_t chunks = 2 * static_cast<std::size_t>(devices);
+  auto range = address_reservation::reserve(chunks * g).value();
+  std::vector<physical_allocation> memory;
+  for (std::size_t i = 0; i < chunks; ++i) {
+    int d = static_cast<int>(i % devices);
+    memory.push_back(physical_allocation::create(default_properties(d), g).value());
+    range.map(i * g, memory.back(), 0, g).value();
+  }
+  std::vector<access_descriptor> all;
+  for (int d = 0; d < devices; ++d) all.push_back(rw(d));
+  PVMM_CHECK_OK(range.set_access(0, chunks * g, all.data(), all.size()));
+  auto words = pattern(chunks * g, 71);
+  write_words(range.address(), words, 0);
+  for (int d = 0; d < devices; ++d) CHECK(read_words(range.address(), chunks * g, d) == words);
+  for (std::size_t i = 0; i < chunks; ++i)
+    CHECK(memory[i].properties().value().location == location::device(static_cast<int>(i % devices)));
+}
+
+PVMM_CASE("a peer reads through a read-only grant") {
+  PVMM_REQUIRE_DEVICES(2);
+  const std::size_t g = granule(0);
+  auto memory = physical_allocation::create(default_properties(0), g).value();
+  auto range = address_reservation::reserve(g).value();
+  void* p = range.map(0, memory, 0, g).value();
+  PVMM_CHECK_OK(range.set_access(0, g, {rw(0), ro(1)}));
+  CHECK(query_access(location::device(1), p).value() == access::read);
+  write_words(p, pattern(g, 72), 0);
+  CHECK(read_words(p, g, 1) == pattern(g, 72));
+}
+
+PVMM_CASE("exported on device 0, imported, mapped and written on device 1 by an exec'd process") {
+  PVMM_REQUIRE_DEVICES(2);
+  if (!caps(0).posix_fd_handles) return;
+  const std::size_t g = granule(0);
+  auto memory = physical_allocation::create(default_properties(0), g).value();
+  auto range = address_reservation::reserve(g).value();
+  range.map_and_grant(0, memory, 0, g, {rw(0)}).value();
+  write_words(range.address(), pattern(g, 73));
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+  int child_end = ::fcntl(sv[1], F_DUPFD, 0);
+  ::close(sv[1]);
+  std::vector<std::string> args{PVMM_CONFORMANCE_CHILD, std::to_string(child_end), "import-write", "1",
+                                std::to_string(g), "73", "74"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  REQUIRE(::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+  ::close(child_end);
+  {
+    auto fd = memory.export_posix_fd().value();
+    int raw = fd.get();
+    PVMM_CHECK_OK(ipc::send_fds(sv[0], &raw, 1, "import", 6));
+  }
+  auto reply = ipc::receive_fds(sv[0], 0, 4096, std::chrono::milliseconds(60000));
+  ::close(sv[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  REQUIRE(reply);
+  CHECK(std::string(reply->payload.begin(), reply->payload.end()) == "ok");
+  CHECK(WIFEXITED(st));
+  CHECK(read_words(range.address(), g, 0) == pattern(g, 74));
+}
+
+}  // TEST_SUITE
