@@ -268,7 +268,7 @@ result<device_info> device(int ordinal) {
   if (api().cuDeviceGetPCIBusId && api().cuDeviceGetPCIBusId(bus, static_cast<int>(sizeof bus), dev) == CUDA_SUCCESS)
     d.identifier = bus;
   std::size_t total = 0;
-  if (api().cuDeviceTotalMem(&total, dev) == CUDA_SUCCESS) d.total_memory = total;
+  if (api().cuDeviceTotalMem && api().cuDeviceTotalMem(&total, dev) == CUDA_SUCCESS) d.total_memory = total;
   auto& c = d.capabilities;
   c.virtual_memory = attribute(dev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) != 0;
   c.posix_fd_handles = attribute(dev, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED) != 0;
