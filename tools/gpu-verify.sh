@@ -19,3 +19,8 @@ grep -E "tests passed|Skipped|Failed|\*\*\*" "$out/ctest.log" | tail -40
 suite_rc=$?
 tail -4 "$out/conformance.log"
 echo "pvmm-info rc=$info_rc ctest rc=$ctest_rc suite rc=$suite_rc"
+if [ "$(nvidia-smi -L | wc -l)" -gt 1 ]; then
+  echo "--- the same suite restricted to one GPU (CUDA_VISIBLE_DEVICES=0) ---"
+  CUDA_VISIBLE_DEVICES=0 "$build/tests/pvmm_conformance" >"$out/conformance-1gpu.log" 2>&1
+  echo "single-GPU suite rc=$?"; tail -3 "$out/conformance-1gpu.log"
+fi
