@@ -51,9 +51,10 @@ void load(driver_state& s) {
     if (rc != CUDA_SUCCESS) *fn = nullptr;
   };
   std::vector<const char*> missing;
-#define PVMM_CUDA_RESOLVE(name, version)                                                 \
-  resolve(#name, CUDA_VERSION, reinterpret_cast<void**>(&s.loaded.name));                \
-  if (!s.loaded.name) resolve(#name, version, reinterpret_cast<void**>(&s.loaded.name)); \
+  // Each symbol is asked for at the version whose signature driver_api.hpp declares: asking for the
+  // header's own version would return newer ABIs (CUDA 13's cuCtxSynchronize takes a context).
+#define PVMM_CUDA_RESOLVE(name, version)                                \
+  resolve(#name, version, reinterpret_cast<void**>(&s.loaded.name));    \
   if (!s.loaded.name) missing.push_back(#name);
   PVMM_CUDA_ENTRY_POINTS(PVMM_CUDA_RESOLVE)
 #undef PVMM_CUDA_RESOLVE

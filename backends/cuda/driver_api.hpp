@@ -7,7 +7,8 @@
 
 namespace pvmm::cuda {
 
-// X(name, first CUDA version with the signature pvmm uses)
+// X(name, the CUDA version whose ABI of `name` matches the prototype cuda.h declares under that name;
+//    resolved at exactly that version)
 #define PVMM_CUDA_ENTRY_POINTS(X)              \
   X(cuInit, 2000)                              \
   X(cuDriverGetVersion, 2020)                  \
