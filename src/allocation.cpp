@@ -22,7 +22,7 @@ allocation_state::~allocation_state() {
 status allocation_state::release_handle() {
   if (released) return {};
   released = true;
-  return call_backend("release", [&] { return backend::release(handle); });
+  return backend::release(handle);  // teardown: never fault-injected (see state.hpp)
 }
 
 namespace {
@@ -76,7 +76,7 @@ result<std::shared_ptr<allocation_state>> adopt_import(native_handle handle, std
     auto g = p ? call_backend("allocation_granularity", [&] { return backend::allocation_granularity(*p); })
                : result<granularity>(p.error());
     if (!g) {
-      (void)call_backend("release", [&] { return backend::release(handle); });
+      (void)backend::release(handle);  // rollback: never fault-injected
       return in_operation(std::move(g).error(), op, args);
     }
     props = *p;

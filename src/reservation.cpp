@@ -62,7 +62,7 @@ status reservation_state::free_range() {
     std::lock_guard<std::mutex> lock(registry_mutex);
     registry.erase(to_int(address));
   }
-  return call_backend("free_reservation", [&] { return backend::free_reservation(address, size); });
+  return backend::free_reservation(address, size);  // teardown: never fault-injected
 }
 
 status reservation_state::unmap_all() {
@@ -73,9 +73,7 @@ status reservation_state::unmap_all() {
     doomed.swap(mappings);
   }
   for (auto& [offset, m] : doomed) {
-    auto ok = call_backend("unmap", [&, off = offset, sz = m.size] {
-      return backend::unmap(static_cast<char*>(address) + off, sz);
-    });
+    auto ok = backend::unmap(static_cast<char*>(address) + offset, m.size);  // teardown: never fault-injected
     if (!ok && first_failure) first_failure = std::move(ok);
     --live_mappings;
   }
@@ -226,7 +224,7 @@ result<address_reservation> address_reservation::reserve(std::size_t size, std::
   auto address = call_backend("reserve", [&] { return detail::backend::reserve(size, alignment, fixed_address); });
   if (!address) return in_operation(std::move(address).error(), op, args);
   if (fixed_address && *address != fixed_address) {
-    (void)call_backend("free_reservation", [&] { return detail::backend::free_reservation(*address, size); });
+    (void)detail::backend::free_reservation(*address, size);  // rollback: never fault-injected
     return make_error(errc::address_unavailable, op, args,
                       fmt::format("the range landed at {} instead; it was given back", *address),
                       "reserve without a fixed address and remap the physical memory there");

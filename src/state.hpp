@@ -70,7 +70,9 @@ struct reservation_state {
   std::map<std::size_t, mapping_record> mappings;  // keyed by offset in the reservation
 };
 
-/// Fault injection and call counting, applied to every backend call.
+/// Fault injection and call counting, applied to every backend call that is a step of an operation.
+/// Teardown and rollback calls (release, unmap of a dying reservation, free) bypass it: injecting there
+/// would only simulate the leak that rollback exists to prevent.
 bool inject_failure_now() noexcept;
 error injected_failure(const char* call);
 

@@ -279,7 +279,7 @@ result<device_info> device(int ordinal) {
   c.compression = attribute(dev, CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED) != 0;
   c.host_numa_location = attribute(dev, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) != 0;
   c.host_location = attribute(dev, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) != 0;
-  c.map_at_physical_offset = true;
+  c.map_at_physical_offset = false;  // cuMemMap: "offset ... currently must be zero"
   int numa = -1;
   if (api().cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev) != CUDA_SUCCESS) numa = -1;
   c.host_numa_id = numa;
@@ -456,8 +456,11 @@ result<native_handle> import_fabric(const fabric_handle& handle, std::size_t) {
   std::memcpy(fh.data, handle.bytes.data(), sizeof(fh.data));
   CUmemGenericAllocationHandle h = 0;
   if (CUresult rc = api().cuMemImportFromShareableHandle(&h, &fh, CU_MEM_HANDLE_TYPE_FABRIC); rc != CUDA_SUCCESS) {
-    return failure(rc, "cuMemImportFromShareableHandle", rc == CUDA_ERROR_NOT_PERMITTED ? imex_hint : "",
-                   import_failure_code(rc));
+    // With no IMEX channel the driver refuses fabric imports as "not permitted" or "not supported" even on
+    // devices that support fabric handles: both mean the system, not the device, says no.
+    if (rc == CUDA_ERROR_NOT_PERMITTED || rc == CUDA_ERROR_NOT_SUPPORTED)
+      return failure(rc, "cuMemImportFromShareableHandle", imex_hint, errc::not_permitted);
+    return failure(rc, "cuMemImportFromShareableHandle", "", import_failure_code(rc));
   }
   return static_cast<native_handle>(h);
 }

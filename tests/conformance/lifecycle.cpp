@@ -213,7 +213,7 @@ PVMM_CASE("a mapping from a nonzero physical offset, where the device can") {
     CHECK(p.code() == errc::not_supported);
     return;
   }
-  REQUIRE(p);
+  REQUIRE_MESSAGE(p, p.error().message());
   PVMM_CHECK_OK(part.set_access(0, g, {rw()}));
   auto all = pattern(2 * g, 12);
   CHECK(read_words(*p, g) == std::vector<std::uint32_t>(all.begin() + g / 4, all.end()));

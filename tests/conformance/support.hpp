@@ -58,7 +58,8 @@ struct leak_check {
   std::size_t device_free = free_device_memory();
 
   static bool warm_up() {
-    (void)free_device_memory();
+    if (no_device_reason().empty())
+      for (int d = 0; d < pvmm::device_count().value(); ++d) (void)pvmm::query_memory(d);
     return true;
   }
   static std::size_t free_device_memory() {
