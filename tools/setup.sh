@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Everything a fresh Debian machine needs, then the job:
+#   tools/setup.sh info   build for the backend that fits this machine (cuda, hip, else host) and run
+#                         pvmm-info --check
+#   tools/setup.sh test   build every backend this machine can compile (host always; cuda where the CUDA
+#                         toolkit is; hip with Debian's ROCm packages) with warnings as errors, run each suite
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+apt_updated=0
+install_missing() {
+  local missing=() p
+  for p in "$@"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "installing: ${missing[*]}"
+  if [ $apt_updated -eq 0 ]; then as_root apt-get update -qq; apt_updated=1; fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# One attribute of the <testsuite> element of a CTest JUnit file (attributes span several lines there).
+junit_count() { tr '\n\t' '  ' <"$1" | grep -o '<testsuite [^>]*>' | sed -n "s/.* $2=\"\([0-9]*\)\".*/\1/p"; }
+
+cuda_toolkit() { [ -f /usr/local/cuda/include/cuda.h ] || [ -f /usr/include/cuda.h ]; }
+nvidia_gpu() { [ -e /dev/nvidiactl ] && ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1'; }
+amd_gpu() { [ -e /dev/kfd ]; }
+
+base_packages=(cmake ninja-build g++ libfmt-dev doctest-dev)
+
+case "${1:-}" in
+  info)
+    install_missing "${base_packages[@]}"
+    backend=host
+    if nvidia_gpu && cuda_toolkit; then backend=cuda
+    elif amd_gpu; then install_missing libamdhip64-dev; backend=hip; fi
+    cmake --preset "$backend" >/dev/null
+    cmake --build --preset "$backend" --target pvmm-info
+    exec "build/$backend/tools/pvmm-info" --check
+    ;;
+  test)
+    install_missing "${base_packages[@]}"
+    backends=(host)
+    if cuda_toolkit; then backends+=(cuda); else echo "note: no CUDA toolkit here; the cuda backend is not compiled"; fi
+    total=0 failed=0 skipped=0
+    for b in "${backends[@]}"; do
+      echo "=== backend: $b ==="
+      rm -f "build/$b/junit.xml"
+      status=0
+      cmake --workflow --preset "$b" || status=$?
+      if [ -f "build/$b/junit.xml" ]; then
+        t=$(junit_count "build/$b/junit.xml" tests)
+        f=$(junit_count "build/$b/junit.xml" failures)
+        s=$(junit_count "build/$b/junit.xml" skipped)
+        total=$((total + t)) failed=$((failed + f)) skipped=$((skipped + s))
+      fi
+      if [ $status -ne 0 ]; then failed=$((failed + 1)); echo "backend $b: workflow failed (status $status)"; fi
+    done
+    echo "pvmm: $((total - failed - skipped)) passed, $failed failed, $skipped skipped"
+    [ $failed -eq 0 ]
+    ;;
+  *)
+    echo "usage: tools/setup.sh info|test" >&2
+    exit 2
+    ;;
+esac
