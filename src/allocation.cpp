@@ -155,13 +155,11 @@ result<physical_allocation> physical_allocation::retain(const void* address) {
   auto args = fmt::format("address={}", address);
   auto found = detail::find_mapped_allocation(address, op);
   if (!found) return std::move(found).error();
-  auto& mapped = *found;
-  if (mapped->what != detail::allocation_state::kind::memory)
+  if ((*found)->what != detail::allocation_state::kind::memory)
     return make_error(errc::invalid_argument, op, args, "the address maps a multicast object, not an allocation");
-  auto handle = call_backend("retain", [&] { return detail::backend::retain(address, mapped->handle); });
-  if (!handle) return in_operation(std::move(handle).error(), op, args);
-  return physical_allocation(std::make_shared<detail::allocation_state>(
-      *handle, mapped->size, mapped->granularity, mapped->properties, detail::allocation_state::kind::memory));
+  // The new owner shares the mapping's reference, so it is counted exactly on every backend (HIP 6.2's
+  // hipMemRetainAllocationHandle added no reference; CUDA's does): the memory goes with its last owner.
+  return physical_allocation(std::move(*found));
 }
 
 namespace detail {

@@ -33,14 +33,14 @@ result<std::size_t> reservation_granularity();
 result<native_handle> create(const allocation_properties& properties, std::size_t size);
 status release(native_handle handle);
 result<allocation_properties> properties(native_handle handle);
-/// A new reference to the allocation mapped at `address`; `known` is the handle pvmm mapped there.
-result<native_handle> retain(const void* address, native_handle known);
 
 result<void*> reserve(std::size_t size, std::size_t alignment, const void* hint);
 status free_reservation(void* address, std::size_t size);
 status map(void* address, std::size_t size, native_handle handle, std::size_t handle_offset);
 status unmap(void* address, std::size_t size);
 status set_access(void* address, std::size_t size, const access_descriptor* grants, std::size_t count);
+/// Whether one set_access call may span several adjacent mappings (HIP: one call per mapping).
+bool set_access_spans_mappings() noexcept;
 result<access> get_access(location where, const void* address);
 
 result<int> export_posix_fd(native_handle handle);

@@ -138,9 +138,11 @@ status check_location(location where, const char* operation, const std::string& 
     case location::kind::device: {
       auto count = call_backend("device_count", [] { return backend::device_count(); });
       if (!count) return in_operation(std::move(count).error(), operation, arguments);
-      if (*count == 0)
-        return make_error(errc::backend_unavailable, operation, arguments,
-                          fmt::format("no device: {}", backend::info().unavailable_reason));
+      if (*count == 0) {
+        auto b = backend::info();
+        return make_error(b.available ? errc::backend_unavailable : b.unavailable_code, operation, arguments,
+                          b.available ? "no device" : b.unavailable_reason);
+      }
       if (where.id < 0 || where.id >= *count)
         return make_error(errc::invalid_device, operation, arguments,
                           fmt::format("device {} does not exist; {} device(s) present", where.id, *count));

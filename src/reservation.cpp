@@ -311,16 +311,22 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, con
         return make_error(errc::invalid_argument, op, args,
                           fmt::format("grants {} and {} both name {}", j, i, detail::describe(g.location)));
   }
+  std::vector<std::pair<std::size_t, std::size_t>> pieces;
   {
     std::lock_guard<std::mutex> lock(detail::registry_mutex);
     auto range = detail::whole_mappings(*state_, offset, size, op, args);
     if (!range) return std::move(range).error();
+    if (detail::backend::set_access_spans_mappings())
+      pieces.emplace_back(offset, size);  // one driver call over the whole range
+    else
+      for (auto it = range->first; it != range->second; ++it) pieces.emplace_back(it->first, it->second.size);
   }
-  // One call over the whole range where the backend allows it (CUDA: spans mappings, fewer driver calls).
-  auto ok = call_backend("set_access", [&] {
-    return detail::backend::set_access(static_cast<char*>(state_->address) + offset, size, grants, count);
-  });
-  if (!ok) return in_operation(std::move(ok).error(), op, args);
+  for (auto [off, sz] : pieces) {
+    auto ok = call_backend("set_access", [&, o = off, s = sz] {
+      return detail::backend::set_access(static_cast<char*>(state_->address) + o, s, grants, count);
+    });
+    if (!ok) return in_operation(std::move(ok).error(), op, args);
+  }
   return {};
 }
 

@@ -357,12 +357,7 @@ result<allocation_properties> properties(native_handle handle) {
   return p;
 }
 
-result<native_handle> retain(const void* address, native_handle) {
-  PVMM_REQUIRE_DRIVER();
-  CUmemGenericAllocationHandle h = 0;
-  PVMM_CU(cuMemRetainAllocationHandle, &h, const_cast<void*>(address));
-  return static_cast<native_handle>(h);
-}
+bool set_access_spans_mappings() noexcept { return true; }
 
 result<void*> reserve(std::size_t size, std::size_t alignment, const void* hint) {
   PVMM_REQUIRE_DRIVER();

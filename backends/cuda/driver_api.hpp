@@ -31,7 +31,6 @@ namespace pvmm::cuda {
   X(cuMemCreate, 10020)                        \
   X(cuMemRelease, 10020)                       \
   X(cuMemGetAllocationPropertiesFromHandle, 10020) \
-  X(cuMemRetainAllocationHandle, 11000)        \
   X(cuMemAddressReserve, 10020)                \
   X(cuMemAddressFree, 10020)                   \
   X(cuMemMap, 10020)                           \

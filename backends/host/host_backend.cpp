@@ -179,11 +179,7 @@ result<allocation_properties> properties(native_handle handle) {
   return p;
 }
 
-result<native_handle> retain(const void*, native_handle known) {
-  int fd = ::fcntl(static_cast<int>(known), F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return os_error(errc::system_error, "fcntl(F_DUPFD_CLOEXEC)", errno);
-  return static_cast<native_handle>(fd);
-}
+bool set_access_spans_mappings() noexcept { return true; }
 
 result<void*> reserve(std::size_t size, std::size_t alignment, const void* hint) {
   const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include <pvmm/error.hpp>
+
 namespace pvmm {
 
 /// Where physical memory lives, or which processor an access right is for.
@@ -87,6 +89,7 @@ struct backend_info {
   std::string driver_version;   ///< the kernel driver / OS version
   bool available = false;       ///< false: no driver, no runtime or no device; see unavailable_reason
   std::string unavailable_reason;
+  errc unavailable_code = errc::backend_unavailable;  ///< runtime_too_old where the runtime is too old
 };
 
 /// Free and total memory of a device, in bytes.
