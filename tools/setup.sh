@@ -41,6 +41,10 @@ case "${1:-}" in
     install_missing "${base_packages[@]}"
     backends=(host)
     if cuda_toolkit; then backends+=(cuda); else echo "note: no CUDA toolkit here; the cuda backend is not compiled"; fi
+    # hip: Debian's ROCm runtime and headers, plus a compile check against the newest headers Debian has.
+    install_missing libamdhip64-dev
+    bash tools/fetch-rocm-headers.sh build/rocm-unstable >/dev/null
+    backends+=(hip)
     total=0 failed=0 skipped=0
     for b in "${backends[@]}"; do
       echo "=== backend: $b ==="
