@@ -6,6 +6,7 @@
 #include <pvmm/diagnostics.hpp>
 #include <pvmm/error.hpp>
 #include <pvmm/exported_fd.hpp>
+#include <pvmm/growable_buffer.hpp>
 #include <pvmm/ipc.hpp>
 #include <pvmm/multicast.hpp>
 #include <pvmm/reservation.hpp>

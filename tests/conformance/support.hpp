@@ -52,10 +52,10 @@ inline std::string no_device_reason() {
 struct leak_check {
   // Driver start-up opens files and creates contexts once per process: do it before the first snapshot.
   bool warmed_up = warm_up();
-  std::size_t fds = open_fd_count();
-  pvmm::live_objects live = pvmm::query_live_objects();
-  std::size_t kernel_mappings = kernel_pvmm_mappings();
-  std::size_t device_free = free_device_memory();
+  std::size_t baseline_fds = open_fd_count();
+  pvmm::live_objects baseline_live = pvmm::query_live_objects();
+  std::size_t baseline_kernel_mappings = kernel_pvmm_mappings();
+  std::size_t baseline_device_free = free_device_memory();
 
   static bool warm_up() {
     if (no_device_reason().empty())
@@ -69,12 +69,12 @@ struct leak_check {
   }
   ~leak_check() {
     auto now = pvmm::query_live_objects();
-    CHECK_MESSAGE(open_fd_count() == fds, "file descriptors leaked");
-    CHECK_MESSAGE(now.allocations == live.allocations, "physical allocations leaked");
-    CHECK_MESSAGE(now.reservations == live.reservations, "address reservations leaked");
-    CHECK_MESSAGE(now.mappings == live.mappings, "mappings leaked");
-    CHECK_MESSAGE(kernel_pvmm_mappings() == kernel_mappings, "kernel mappings of pvmm memory leaked");
-    CHECK_MESSAGE(free_device_memory() == device_free, "device memory leaked");
+    CHECK_MESSAGE(open_fd_count() == baseline_fds, "file descriptors leaked");
+    CHECK_MESSAGE(now.allocations == baseline_live.allocations, "physical allocations leaked");
+    CHECK_MESSAGE(now.reservations == baseline_live.reservations, "address reservations leaked");
+    CHECK_MESSAGE(now.mappings == baseline_live.mappings, "mappings leaked");
+    CHECK_MESSAGE(kernel_pvmm_mappings() == baseline_kernel_mappings, "kernel mappings of pvmm memory leaked");
+    CHECK_MESSAGE(free_device_memory() == baseline_device_free, "device memory leaked");
   }
 };
 

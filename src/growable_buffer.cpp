@@ -1,0 +1,188 @@
+// growable_buffer: chunks mapped on demand at the tail of one or more adjacent reservations.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include <pvmm/device.hpp>
+#include <pvmm/growable_buffer.hpp>
+
+#include "state.hpp"
+
+namespace pvmm {
+
+namespace {
+// Default chunk size, from tools/pvmm-bench-growth on H200: see README "Performance". Each chunk costs one
+// cuMemCreate (~12 us) and one cuMemMap (~1.6 us); the grant is one call per growth whatever the chunk count.
+constexpr std::size_t default_chunk_bytes = std::size_t{32} << 20;
+constexpr std::size_t default_reserve_bytes = std::size_t{1} << 30;
+
+std::size_t round_up(std::size_t v, std::size_t unit) { return (v + unit - 1) / unit * unit; }
+}  // namespace
+
+struct growable_buffer::state {
+  growable_options options;
+  std::size_t chunk = 0;
+  std::vector<address_reservation> ranges;  // adjacent, in address order
+  std::vector<physical_allocation> chunks;  // mapped back to back from the start of ranges[0]
+
+  char* base() const { return static_cast<char*>(ranges.front().address()); }
+  std::size_t capacity() const {
+    std::size_t c = 0;
+    for (auto& r : ranges) c += r.size();
+    return c;
+  }
+
+  /// Calls f(range, local offset, length) for each piece of [offset, offset + size) per range.
+  template <class F>
+  status for_each_piece(std::vector<address_reservation>& rs, std::size_t offset, std::size_t size, F&& f) {
+    std::size_t start = 0;
+    for (auto& r : rs) {
+      const std::size_t end = start + r.size();
+      const std::size_t lo = std::max(offset, start), hi = std::min(offset + size, end);
+      if (lo < hi)
+        if (auto ok = f(r, lo - start, hi - lo); !ok) return ok;
+      start = end;
+    }
+    return {};
+  }
+
+  status grant(std::vector<address_reservation>& rs, std::size_t offset, std::size_t size) {
+    return for_each_piece(rs, offset, size, [&](address_reservation& r, std::size_t off, std::size_t len) {
+      return r.set_access(off, len, options.access.data(), options.access.size());
+    });
+  }
+
+  /// Maps chunks[first..) from `first * chunk` into `rs`; on failure unmaps what it mapped.
+  status map_chunks(std::vector<address_reservation>& rs, const std::vector<physical_allocation>& source,
+                    std::size_t first_slot) {
+    std::size_t mapped = 0;
+    status failed;
+    for (std::size_t i = 0; i < source.size() && failed; ++i) {
+      failed = for_each_piece(rs, (first_slot + i) * chunk, chunk,
+                              [&](address_reservation& r, std::size_t off, std::size_t len) -> status {
+                                auto p = r.map(off, source[i], 0, len);
+                                if (!p) return std::move(p).error();
+                                return {};
+                              });
+      if (failed) ++mapped;
+    }
+    if (!failed) (void)unmap_slots(rs, first_slot, mapped);
+    return failed;
+  }
+
+  status unmap_slots(std::vector<address_reservation>& rs, std::size_t first_slot, std::size_t count) {
+    if (count == 0) return {};
+    return for_each_piece(rs, first_slot * chunk, count * chunk,
+                          [&](address_reservation& r, std::size_t off, std::size_t len) { return r.unmap(off, len); });
+  }
+};
+
+growable_buffer::growable_buffer() noexcept = default;
+growable_buffer::growable_buffer(growable_buffer&&) noexcept = default;
+growable_buffer& growable_buffer::operator=(growable_buffer&&) noexcept = default;
+growable_buffer::~growable_buffer() = default;  // ranges unmap and free; chunks release after their mappings
+growable_buffer::growable_buffer(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
+
+void* growable_buffer::data() const noexcept { return state_ ? state_->base() : nullptr; }
+std::size_t growable_buffer::size() const noexcept { return state_ ? state_->chunks.size() * state_->chunk : 0; }
+std::size_t growable_buffer::capacity() const noexcept { return state_ ? state_->capacity() : 0; }
+std::size_t growable_buffer::chunk_size() const noexcept { return state_ ? state_->chunk : 0; }
+std::size_t growable_buffer::reservation_count() const noexcept { return state_ ? state_->ranges.size() : 0; }
+const std::vector<physical_allocation>& growable_buffer::chunks() const noexcept {
+  static const std::vector<physical_allocation> none;
+  return state_ ? state_->chunks : none;
+}
+
+result<growable_buffer> growable_buffer::create(const growable_options& options) {
+  const char* op = "pvmm::growable_buffer::create";
+  auto args = fmt::format("properties={}, chunk_size={:#x}, reserve_size={:#x}, grants={}",
+                          detail::describe(options.properties), options.chunk_size, options.reserve_size,
+                          options.access.size());
+  if (options.access.empty())
+    return detail::make_error(errc::invalid_argument, op, args, "no device to grant access to",
+                              "add at least one access_descriptor");
+  auto g = query_granularity(options.properties);
+  if (!g) return std::move(g).error();
+  auto s = std::make_unique<state>();
+  s->options = options;
+  s->chunk = options.chunk_size ? options.chunk_size : round_up(default_chunk_bytes, g->recommended);
+  if (s->chunk % g->minimum != 0)
+    return detail::make_error(errc::unaligned, op, args,
+                              fmt::format("chunk_size is not a multiple of the granularity {:#x}", g->minimum));
+  auto range = address_reservation::reserve(
+      round_up(options.reserve_size ? options.reserve_size : default_reserve_bytes, s->chunk));
+  if (!range) return std::move(range).error();
+  s->ranges.push_back(std::move(*range));
+  return growable_buffer(std::move(s));
+}
+
+result<resize_outcome> growable_buffer::resize(std::size_t size) {
+  const char* op = "pvmm::growable_buffer::resize";
+  if (!state_) return detail::make_error(errc::already_released, op, "", "this growable_buffer is empty");
+  auto& s = *state_;
+  const std::size_t have = s.chunks.size();
+  const std::size_t want = round_up(size, s.chunk) / s.chunk;
+  resize_outcome out;
+
+  if (want <= have) {  // shrink: unmap then release the tail chunks
+    if (auto ok = s.unmap_slots(s.ranges, want, have - want); !ok) return std::move(ok).error();
+    s.chunks.resize(want);
+    out.chunks_removed = have - want;
+    out.address = s.base();
+    return out;
+  }
+
+  const std::size_t needed = want * s.chunk;
+  std::vector<address_reservation> ranges;  // the ranges after a move; committed only on success
+  bool moved = false;
+  // An adjacent range added below is taken back off if anything later fails: the buffer stays as it was.
+  struct tail_guard {
+    std::vector<address_reservation>* ranges = nullptr;
+    ~tail_guard() {
+      if (ranges) ranges->pop_back();
+    }
+  } added_tail;
+  if (needed > s.capacity()) {
+    // First choice: the addresses right after the buffer, so nothing moves.
+    const std::size_t extra = round_up(std::max(needed - s.capacity(), s.capacity()), s.chunk);
+    auto tail = address_reservation::reserve(extra, 0, s.base() + s.capacity());
+    if (tail) {
+      s.ranges.push_back(std::move(*tail));
+      added_tail.ranges = &s.ranges;
+    } else if (tail.code() == errc::address_unavailable) {
+      auto bigger = address_reservation::reserve(round_up(std::max(needed, 2 * s.capacity()), s.chunk));
+      if (!bigger) return std::move(bigger).error();
+      ranges.push_back(std::move(*bigger));
+      if (auto ok = s.map_chunks(ranges, s.chunks, 0); !ok) return std::move(ok).error();
+      if (have)
+        if (auto ok = s.grant(ranges, 0, have * s.chunk); !ok) return std::move(ok).error();
+      moved = true;
+    } else {
+      return std::move(tail).error();
+    }
+  }
+  auto& target = moved ? ranges : s.ranges;
+
+  std::vector<physical_allocation> fresh;
+  fresh.reserve(want - have);
+  for (std::size_t i = have; i < want; ++i) {
+    auto c = physical_allocation::create(s.options.properties, s.chunk);
+    if (!c) return std::move(c).error();
+    fresh.push_back(std::move(*c));
+  }
+  if (auto ok = s.map_chunks(target, fresh, have); !ok) return std::move(ok).error();
+  if (auto ok = s.grant(target, have * s.chunk, (want - have) * s.chunk); !ok) {
+    (void)s.unmap_slots(target, have, want - have);
+    return std::move(ok).error();
+  }
+  // Commit.
+  added_tail.ranges = nullptr;
+  for (auto& c : fresh) s.chunks.push_back(std::move(c));
+  if (moved) s.ranges = std::move(ranges);  // the old ranges unmap and free here; chunks stay mapped in the new
+  out.moved = moved;
+  out.address = s.base();
+  out.chunks_added = want - have;
+  return out;
+}
+
+}  // namespace pvmm
