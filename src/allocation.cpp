@@ -32,7 +32,7 @@ error released_owner(const char* operation, const char* what) {
 }
 
 /// Capability checks for creating memory with `p` (location already validated).
-status check_requested_capabilities(const allocation_properties& p, const char* op, const std::string& args) {
+status check_requested_capabilities(const allocation_properties& p, const char* op, lazy_args args) {
   int ordinal = p.location.type == location::kind::device ? p.location.id : 0;
   auto caps = device_capabilities(ordinal);
   if (!caps) return in_operation(std::move(caps).error(), op, args);
@@ -56,7 +56,7 @@ status check_requested_capabilities(const allocation_properties& p, const char* 
   return {};
 }
 
-status check_size(std::size_t size, std::size_t unit, const char* what, const char* op, const std::string& args) {
+status check_size(std::size_t size, std::size_t unit, const char* what, const char* op, lazy_args args) {
   if (size == 0) return make_error(errc::invalid_size, op, args, fmt::format("{} is zero", what));
   if (size % unit != 0)
     return make_error(errc::unaligned, op, args,
@@ -68,13 +68,12 @@ status check_size(std::size_t size, std::size_t unit, const char* what, const ch
 /// Wraps an imported handle: reads its properties back to learn its granularity; releases it on failure.
 result<std::shared_ptr<allocation_state>> adopt_import(native_handle handle, std::size_t size,
                                                        allocation_state::kind what, const char* op,
-                                                       const std::string& args) {
+                                                       lazy_args args) {
   allocation_properties props;
   std::size_t unit = 1;
   if (what == allocation_state::kind::memory) {
     auto p = call_backend("properties", [&] { return backend::properties(handle); });
-    auto g = p ? call_backend("allocation_granularity", [&] { return backend::allocation_granularity(*p); })
-               : result<granularity>(p.error());
+    auto g = p ? cached_granularity(*p) : result<granularity>(p.error());
     if (!g) {
       (void)backend::release(handle);  // rollback: never fault-injected
       return in_operation(std::move(g).error(), op, args);
@@ -85,7 +84,7 @@ result<std::shared_ptr<allocation_state>> adopt_import(native_handle handle, std
   return std::make_shared<allocation_state>(handle, size, unit, props, what);
 }
 
-status check_import_fd(int fd, std::size_t size, const char* op, const std::string& args) {
+status check_import_fd(int fd, std::size_t size, const char* op, lazy_args args) {
   if (size == 0) return make_error(errc::invalid_size, op, args, "size is zero");
   if (fd < 0 || ::fcntl(fd, F_GETFD) < 0) {
     error e = make_error(errc::invalid_handle, op, args, fmt::format("fd {} is not an open file descriptor", fd));
@@ -115,11 +114,10 @@ std::uint64_t physical_allocation::native_handle() const noexcept { return state
 
 result<physical_allocation> physical_allocation::create(const allocation_properties& properties, std::size_t size) {
   const char* op = "pvmm::physical_allocation::create";
-  auto args = fmt::format("properties={}, size={:#x}", detail::describe(properties), size);
+  auto args = [&] { return fmt::format("properties={}, size={:#x}", detail::describe(properties), size); };
   if (auto ok = detail::check_location(properties.location, op, args); !ok) return std::move(ok).error();
   if (auto ok = detail::check_requested_capabilities(properties, op, args); !ok) return std::move(ok).error();
-  auto g = call_backend("allocation_granularity",
-                        [&] { return detail::backend::allocation_granularity(properties); });
+  auto g = detail::cached_granularity(properties);
   if (!g) return in_operation(std::move(g).error(), op, args);
   if (auto ok = detail::check_size(size, g->minimum, "size", op, args); !ok) return std::move(ok).error();
   auto handle = call_backend("create", [&] { return detail::backend::create(properties, size); });
@@ -152,7 +150,7 @@ result<std::shared_ptr<allocation_state>> find_mapped_allocation(const void* add
 
 result<physical_allocation> physical_allocation::retain(const void* address) {
   const char* op = "pvmm::physical_allocation::retain";
-  auto args = fmt::format("address={}", address);
+  auto args = [&] { return fmt::format("address={}", address); };
   auto found = detail::find_mapped_allocation(address, op);
   if (!found) return std::move(found).error();
   if ((*found)->what != detail::allocation_state::kind::memory)
@@ -166,7 +164,7 @@ namespace detail {
 namespace {
 result<exported_fd> export_fd(const std::shared_ptr<allocation_state>& state, const char* op, const char* what) {
   if (!state) return released_owner(op, what);
-  auto args = fmt::format("handle={:#x}", state->handle);
+  auto args = [&] { return fmt::format("handle={:#x}", state->handle); };
   if (state->what == allocation_state::kind::memory && !contains(state->properties.exportable, handle_types::posix_fd))
     return make_error(errc::handle_type_not_requested, op, args,
                       "the allocation was not created with handle_types::posix_fd",
@@ -178,7 +176,7 @@ result<exported_fd> export_fd(const std::shared_ptr<allocation_state>& state, co
 
 result<fabric_handle> export_fabric(const std::shared_ptr<allocation_state>& state, const char* op, const char* what) {
   if (!state) return released_owner(op, what);
-  auto args = fmt::format("handle={:#x}", state->handle);
+  auto args = [&] { return fmt::format("handle={:#x}", state->handle); };
   if (state->what == allocation_state::kind::memory && !contains(state->properties.exportable, handle_types::fabric))
     return make_error(errc::handle_type_not_requested, op, args,
                       "the allocation was not created with handle_types::fabric",
@@ -200,7 +198,7 @@ result<fabric_handle> physical_allocation::export_fabric() const {
 
 result<physical_allocation> physical_allocation::import_posix_fd(int fd, std::size_t size) {
   const char* op = "pvmm::physical_allocation::import_posix_fd";
-  auto args = fmt::format("fd={}, size={:#x}", fd, size);
+  auto args = [&] { return fmt::format("fd={}, size={:#x}", fd, size); };
   if (auto ok = detail::check_import_fd(fd, size, op, args); !ok) return std::move(ok).error();
   auto handle = call_backend("import_posix_fd", [&] { return detail::backend::import_posix_fd(fd, size); });
   if (!handle) return in_operation(std::move(handle).error(), op, args);
@@ -211,7 +209,7 @@ result<physical_allocation> physical_allocation::import_posix_fd(int fd, std::si
 
 result<physical_allocation> physical_allocation::import_fabric(const fabric_handle& handle, std::size_t size) {
   const char* op = "pvmm::physical_allocation::import_fabric";
-  auto args = fmt::format("size={:#x}", size);
+  auto args = [&] { return fmt::format("size={:#x}", size); };
   if (size == 0) return make_error(errc::invalid_size, op, args, "size is zero");
   auto imported = call_backend("import_fabric", [&] { return detail::backend::import_fabric(handle, size); });
   if (!imported) return in_operation(std::move(imported).error(), op, args);
@@ -249,7 +247,7 @@ result<granularity> multicast_granularity(const multicast_properties& properties
 
 result<multicast_object> multicast_object::create(const multicast_properties& properties) {
   const char* op = "pvmm::multicast_object::create";
-  auto args = describe(properties);
+  auto args = [&] { return describe(properties); };
   if (properties.team_size == 0)
     return make_error(errc::invalid_argument, op, args, "team_size is zero");
   auto g = call_backend("multicast_granularity",
@@ -266,7 +264,7 @@ result<multicast_object> multicast_object::create(const multicast_properties& pr
 
 result<multicast_object> multicast_object::import_posix_fd(int fd, std::size_t size) {
   const char* op = "pvmm::multicast_object::import_posix_fd";
-  auto args = fmt::format("fd={}, size={:#x}", fd, size);
+  auto args = [&] { return fmt::format("fd={}, size={:#x}", fd, size); };
   if (auto ok = detail::check_import_fd(fd, size, op, args); !ok) return std::move(ok).error();
   auto h = call_backend("import_posix_fd", [&] { return detail::backend::import_posix_fd(fd, size); });
   if (!h) return in_operation(std::move(h).error(), op, args);
@@ -277,7 +275,7 @@ result<multicast_object> multicast_object::import_posix_fd(int fd, std::size_t s
 
 result<multicast_object> multicast_object::import_fabric(const fabric_handle& handle, std::size_t size) {
   const char* op = "pvmm::multicast_object::import_fabric";
-  auto args = fmt::format("size={:#x}", size);
+  auto args = [&] { return fmt::format("size={:#x}", size); };
   if (size == 0) return make_error(errc::invalid_size, op, args, "size is zero");
   auto h = call_backend("import_fabric", [&] { return detail::backend::import_fabric(handle, size); });
   if (!h) return in_operation(std::move(h).error(), op, args);
@@ -288,7 +286,7 @@ result<multicast_object> multicast_object::import_fabric(const fabric_handle& ha
 
 status multicast_object::add_device(int ordinal) {
   const char* op = "pvmm::multicast_object::add_device";
-  auto args = fmt::format("ordinal={}", ordinal);
+  auto args = [&] { return fmt::format("ordinal={}", ordinal); };
   if (!state_) return detail::released_owner(op, "multicast_object");
   if (auto ok = detail::check_location(location::device(ordinal), op, args); !ok) return ok;
   auto ok = call_backend("multicast_add_device",
@@ -300,7 +298,7 @@ status multicast_object::add_device(int ordinal) {
 status multicast_object::bind_memory(std::size_t offset, const physical_allocation& memory, std::size_t memory_offset,
                                      std::size_t size) {
   const char* op = "pvmm::multicast_object::bind_memory";
-  auto args = fmt::format("offset={:#x}, memory_offset={:#x}, size={:#x}", offset, memory_offset, size);
+  auto args = [&] { return fmt::format("offset={:#x}, memory_offset={:#x}, size={:#x}", offset, memory_offset, size); };
   if (!state_) return detail::released_owner(op, "multicast_object");
   if (!memory.valid()) return detail::released_owner(op, "physical_allocation");
   if (auto ok = detail::check_size(size, state_->granularity, "size", op, args); !ok) return ok;
@@ -322,7 +320,7 @@ status multicast_object::bind_memory(std::size_t offset, const physical_allocati
 
 status multicast_object::unbind(int ordinal, std::size_t offset, std::size_t size) {
   const char* op = "pvmm::multicast_object::unbind";
-  auto args = fmt::format("ordinal={}, offset={:#x}, size={:#x}", ordinal, offset, size);
+  auto args = [&] { return fmt::format("ordinal={}, offset={:#x}, size={:#x}", ordinal, offset, size); };
   if (!state_) return detail::released_owner(op, "multicast_object");
   if (auto ok = detail::check_location(location::device(ordinal), op, args); !ok) return ok;
   if (offset > state_->size || size > state_->size - offset || size == 0)

@@ -78,7 +78,7 @@ std::atomic<std::size_t> fail_at_call{0};  // absolute call number that fails; 0
 }  // namespace
 
 bool inject_failure_now() noexcept {
-  std::size_t n = ++backend_calls;
+  std::size_t n = backend_calls.fetch_add(1, std::memory_order_relaxed) + 1;
   std::size_t target = fail_at_call.load(std::memory_order_relaxed);
   if (target == 0 || n != target) return false;
   fail_at_call.store(0);
@@ -133,10 +133,44 @@ result<capabilities> device_capabilities(int ordinal) {
   return info->capabilities;
 }
 
-status check_location(location where, const char* operation, const std::string& arguments) {
+result<int> cached_device_count() {
+  // The device count is fixed once the driver has started; a count of 0 is not cached (nothing to speed up).
+  static std::atomic<int> known{0};
+  if (int n = known.load(std::memory_order_relaxed); n > 0) return n;
+  auto count = call_backend("device_count", [] { return backend::device_count(); });
+  if (count && *count > 0) known.store(*count, std::memory_order_relaxed);
+  return count;
+}
+
+result<granularity> cached_granularity(const allocation_properties& p) {
+  // Granularities depend only on the properties and never change: asking the driver twice per create
+  // (minimum and recommended) would add measurable time to every allocation.
+  struct entry {
+    allocation_properties key;
+    granularity value;
+  };
+  static std::mutex cache_mutex;
+  static std::vector<entry> cache;
+  auto same = [&](const allocation_properties& k) {
+    return k.location == p.location && k.exportable == p.exportable && k.gpu_direct_rdma == p.gpu_direct_rdma &&
+           k.compression == p.compression;
+  };
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex);
+    for (auto& e : cache)
+      if (same(e.key)) return e.value;
+  }
+  auto g = call_backend("allocation_granularity", [&] { return backend::allocation_granularity(p); });
+  if (!g) return g;
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  if (cache.size() < 64) cache.push_back({p, *g});
+  return g;
+}
+
+status check_location(location where, const char* operation, lazy_args arguments) {
   switch (where.type) {
     case location::kind::device: {
-      auto count = call_backend("device_count", [] { return backend::device_count(); });
+      auto count = cached_device_count();
       if (!count) return in_operation(std::move(count).error(), operation, arguments);
       if (*count == 0) {
         auto b = backend::info();
@@ -173,7 +207,7 @@ result<int> device_count() {
 
 result<device_info> query_device(int ordinal) {
   const char* op = "pvmm::query_device";
-  auto args = fmt::format("ordinal={}", ordinal);
+  auto args = [&] { return fmt::format("ordinal={}", ordinal); };
   if (auto ok = detail::check_location(location::device(ordinal), op, args); !ok) return std::move(ok).error();
   auto info = detail::call_backend("device", [&] { return detail::backend::device(ordinal); });
   if (!info) return detail::in_operation(std::move(info).error(), op, args);
@@ -182,17 +216,16 @@ result<device_info> query_device(int ordinal) {
 
 result<granularity> query_granularity(const allocation_properties& properties) {
   const char* op = "pvmm::query_granularity";
-  auto args = detail::describe(properties);
+  auto args = [&] { return detail::describe(properties); };
   if (auto ok = detail::check_location(properties.location, op, args); !ok) return std::move(ok).error();
-  auto g = detail::call_backend("allocation_granularity",
-                                [&] { return detail::backend::allocation_granularity(properties); });
+  auto g = detail::cached_granularity(properties);
   if (!g) return detail::in_operation(std::move(g).error(), op, args);
   return g;
 }
 
 result<memory_info> query_memory(int ordinal) {
   const char* op = "pvmm::query_memory";
-  auto args = fmt::format("ordinal={}", ordinal);
+  auto args = [&] { return fmt::format("ordinal={}", ordinal); };
   if (auto ok = detail::check_location(location::device(ordinal), op, args); !ok) return std::move(ok).error();
   auto m = detail::call_backend("memory", [&] { return detail::backend::memory(ordinal); });
   if (!m) return detail::in_operation(std::move(m).error(), op, args);

@@ -95,9 +95,9 @@ const std::vector<physical_allocation>& growable_buffer::chunks() const noexcept
 
 result<growable_buffer> growable_buffer::create(const growable_options& options) {
   const char* op = "pvmm::growable_buffer::create";
-  auto args = fmt::format("properties={}, chunk_size={:#x}, reserve_size={:#x}, grants={}",
+  auto args = [&] { return fmt::format("properties={}, chunk_size={:#x}, reserve_size={:#x}, grants={}",
                           detail::describe(options.properties), options.chunk_size, options.reserve_size,
-                          options.access.size());
+                          options.access.size()); };
   if (options.access.empty())
     return detail::make_error(errc::invalid_argument, op, args, "no device to grant access to",
                               "add at least one access_descriptor");

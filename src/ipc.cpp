@@ -16,15 +16,15 @@
 namespace pvmm::ipc {
 namespace {
 
-error system_failure(const char* op, std::string args, int err, std::string what) {
-  error e = detail::make_error(errc::system_error, op, std::move(args), fmt::format("{}: {}", what, std::strerror(err)));
+error system_failure(const char* op, detail::lazy_args args, int err, std::string what) {
+  error e = detail::make_error(errc::system_error, op, args, fmt::format("{}: {}", what, std::strerror(err)));
   e.native_name = strerrorname_np(err) ? strerrorname_np(err) : "errno";
   e.native_code = err;
   return e;
 }
 
 /// Waits for `events` on `socket`; timeout/hang-up reported as errors.
-status wait_for(int socket, short events, std::chrono::milliseconds timeout, const char* op, const std::string& args) {
+status wait_for(int socket, short events, std::chrono::milliseconds timeout, const char* op, detail::lazy_args args) {
   pollfd p{socket, events, 0};
   for (;;) {
     int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
@@ -43,7 +43,7 @@ status wait_for(int socket, short events, std::chrono::milliseconds timeout, con
 status send_fds(int socket, const int* fds, std::size_t count, const void* payload, std::size_t payload_size,
                 std::chrono::milliseconds timeout) {
   const char* op = "pvmm::ipc::send_fds";
-  auto args = fmt::format("socket={}, fds={}, payload={} bytes", socket, count, payload_size);
+  auto args = [&] { return fmt::format("socket={}, fds={}, payload={} bytes", socket, count, payload_size); };
   constexpr std::size_t max_fds = 253;  // SCM_MAX_FD
   if (count > max_fds)
     return detail::make_error(errc::invalid_argument, op, args, fmt::format("at most {} fds per message", max_fds));
@@ -77,7 +77,7 @@ status send_fds(int socket, const int* fds, std::size_t count, const void* paylo
 result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_payload,
                              std::chrono::milliseconds timeout) {
   const char* op = "pvmm::ipc::receive_fds";
-  auto args = fmt::format("socket={}, max_fds={}, max_payload={}", socket, max_fds, max_payload);
+  auto args = [&] { return fmt::format("socket={}, max_fds={}, max_payload={}", socket, max_fds, max_payload); };
   received out;
   out.payload.resize(max_payload ? max_payload : 1);
   iovec iov{out.payload.data(), out.payload.size()};

@@ -89,7 +89,7 @@ error released_reservation(const char* op) {
 /// Checks that [offset, offset+size) is within the reservation and covered exactly by whole, adjacent
 /// mappings. Caller holds registry_mutex. Returns the first and one-past-last mapping.
 result<std::pair<std::map<std::size_t, mapping_record>::iterator, std::map<std::size_t, mapping_record>::iterator>>
-whole_mappings(reservation_state& r, std::size_t offset, std::size_t size, const char* op, const std::string& args) {
+whole_mappings(reservation_state& r, std::size_t offset, std::size_t size, const char* op, lazy_args args) {
   if (size == 0) return make_error(errc::invalid_size, op, args, "size is zero");
   if (offset > r.size || size > r.size - offset)
     return make_error(errc::out_of_range, op, args,
@@ -127,7 +127,7 @@ whole_mappings(reservation_state& r, std::size_t offset, std::size_t size, const
 
 result<void*> map_state(reservation_state* r, std::size_t offset, const std::shared_ptr<allocation_state>& memory,
                         std::size_t memory_offset, std::size_t size, const char* op) {
-  auto args = fmt::format("offset={:#x}, memory_offset={:#x}, size={:#x}", offset, memory_offset, size);
+  auto args = [&] { return fmt::format("offset={:#x}, memory_offset={:#x}, size={:#x}", offset, memory_offset, size); };
   if (!r) return released_reservation(op);
   if (!memory) return make_error(errc::already_released, op, args, "the memory to map is empty (released or moved from)");
   const std::size_t unit = memory->granularity;
@@ -153,7 +153,9 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
                                     backend::info().name),
                         "map whole allocations (memory_offset 0), or split the allocation into chunks");
   }
+  std::map<std::size_t, mapping_record>::iterator slot;
   {
+    // Check and claim the range in one critical section; the claim is withdrawn if the backend fails.
     std::lock_guard<std::mutex> lock(registry_mutex);
     auto next = r->mappings.lower_bound(offset);
     if (next != r->mappings.end() && next->first < offset + size)
@@ -169,13 +171,14 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
                                       prev->first, prev->first + prev->second.size),
                           "unmap it first");
     }
+    slot = r->mappings.emplace_hint(next, offset, mapping_record{size, memory, memory_offset});
   }
   void* address = static_cast<char*>(r->address) + offset;
   auto ok = call_backend("map", [&] { return backend::map(address, size, memory->handle, memory_offset); });
-  if (!ok) return in_operation(std::move(ok).error(), op, args);
-  {
+  if (!ok) {
     std::lock_guard<std::mutex> lock(registry_mutex);
-    r->mappings.emplace(offset, mapping_record{size, memory, memory_offset});
+    r->mappings.erase(slot);
+    return in_operation(std::move(ok).error(), op, args);
   }
   ++live_mappings;
   return address;
@@ -206,7 +209,7 @@ std::size_t address_reservation::mapping_count() const noexcept {
 result<address_reservation> address_reservation::reserve(std::size_t size, std::size_t alignment,
                                                          const void* fixed_address) {
   const char* op = "pvmm::address_reservation::reserve";
-  auto args = fmt::format("size={:#x}, alignment={:#x}, fixed_address={}", size, alignment, fixed_address);
+  auto args = [&] { return fmt::format("size={:#x}, alignment={:#x}, fixed_address={}", size, alignment, fixed_address); };
   auto unit = call_backend("reservation_granularity", [] { return detail::backend::reservation_granularity(); });
   if (!unit) return in_operation(std::move(unit).error(), op, args);
   if (size == 0) return make_error(errc::invalid_size, op, args, "size is zero");
@@ -263,7 +266,7 @@ result<void*> address_reservation::map_and_grant(std::size_t offset, const physi
 
 status address_reservation::unmap(std::size_t offset, std::size_t size) {
   const char* op = "pvmm::address_reservation::unmap";
-  auto args = fmt::format("offset={:#x}, size={:#x}", offset, size);
+  auto args = [&] { return fmt::format("offset={:#x}, size={:#x}", offset, size); };
   if (!state_) return detail::released_reservation(op);
   std::vector<std::pair<std::size_t, std::size_t>> pieces;
   {
@@ -294,7 +297,7 @@ status address_reservation::unmap(std::size_t offset, std::size_t size) {
 status address_reservation::set_access(std::size_t offset, std::size_t size, const access_descriptor* grants,
                                        std::size_t count) {
   const char* op = "pvmm::address_reservation::set_access";
-  auto args = fmt::format("offset={:#x}, size={:#x}, grants={}", offset, size, count);
+  auto args = [&] { return fmt::format("offset={:#x}, size={:#x}, grants={}", offset, size, count); };
   if (!state_) return detail::released_reservation(op);
   if (grants == nullptr || count == 0) return make_error(errc::invalid_argument, op, args, "no access grants given");
   for (std::size_t i = 0; i < count; ++i) {
@@ -345,7 +348,7 @@ status address_reservation::release() noexcept {
 
 result<access> query_access(location where, const void* address) {
   const char* op = "pvmm::query_access";
-  auto args = fmt::format("location={}, address={}", detail::describe(where), address);
+  auto args = [&] { return fmt::format("location={}, address={}", detail::describe(where), address); };
   if (auto ok = detail::check_location(where, op, args); !ok) return std::move(ok).error();
   {
     auto found = detail::find_mapped_allocation(address, op);

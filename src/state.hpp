@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -82,22 +83,39 @@ auto call_backend(const char* name, F&& f) -> decltype(f()) {
   return f();
 }
 
+/// An operation's arguments as text, formatted only if an error needs them: formatting on every call would
+/// cost more than the driver calls pvmm wraps. Holds a reference to a callable that outlives the call.
+class lazy_args {
+ public:
+  lazy_args() = default;
+  lazy_args(const char* text) : text_(text) {}
+  lazy_args(const std::string& text) : text_(text.c_str()) {}
+  template <class F, class = std::enable_if_t<std::is_invocable_r_v<std::string, const F&>>>
+  lazy_args(const F& f) : object_(&f), call_([](const void* o) { return (*static_cast<const F*>(o))(); }) {}
+  std::string operator()() const { return call_ ? call_(object_) : std::string(text_ ? text_ : ""); }
+
+ private:
+  const char* text_ = nullptr;
+  const void* object_ = nullptr;
+  std::string (*call_)(const void*) = nullptr;
+};
+
 /// An error pvmm raises by itself (no native error).
-inline error make_error(errc code, std::string operation, std::string arguments, std::string detail,
+inline error make_error(errc code, std::string operation, lazy_args arguments, std::string detail,
                         std::string hint = {}) {
   error e;
   e.code = code;
   e.operation = std::move(operation);
-  e.arguments = std::move(arguments);
+  e.arguments = arguments();
   e.detail = std::move(detail);
   e.hint = std::move(hint);
   return e;
 }
 
 /// Adds the neutral operation and its arguments to an error a backend reported.
-inline error in_operation(error e, const char* operation, std::string arguments) {
+inline error in_operation(error e, const char* operation, lazy_args arguments) {
   if (e.operation.empty()) e.operation = operation;
-  if (e.arguments.empty()) e.arguments = std::move(arguments);
+  if (e.arguments.empty()) e.arguments = arguments();
   return e;
 }
 
@@ -105,8 +123,11 @@ std::string describe(location where);
 std::string describe(const allocation_properties& properties);
 const char* describe(access a) noexcept;
 
+/// The device count and granularities, asked of the backend once (they never change).
+result<int> cached_device_count();
+result<granularity> cached_granularity(const allocation_properties& properties);
 /// Validates a location for physical memory or access (device ordinal exists, ids in range).
-status check_location(location where, const char* operation, const std::string& arguments);
+status check_location(location where, const char* operation, lazy_args arguments);
 /// Cached capabilities of a device (attributes are immutable for the life of the process).
 result<capabilities> device_capabilities(int ordinal);
 

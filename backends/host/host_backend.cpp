@@ -203,8 +203,6 @@ status free_reservation(void* address, std::size_t size) {
 }
 
 status map(void* address, std::size_t size, native_handle handle, std::size_t offset) {
-  struct stat st {};
-  if (::fstat(static_cast<int>(handle), &st) != 0) return os_error(errc::invalid_handle, "fstat", errno);
   void* p = ::mmap(address, size, PROT_NONE, MAP_SHARED | MAP_FIXED, static_cast<int>(handle),
                    static_cast<off_t>(offset));
   if (p == MAP_FAILED) return os_error(errc::out_of_memory, "mmap(MAP_FIXED|MAP_SHARED)", errno);

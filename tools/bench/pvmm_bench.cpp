@@ -1,0 +1,439 @@
+// pvmm-bench: what pvmm costs against the raw API it wraps, measured in the same process and run.
+// Every table prints pvmm's time, the alternative's, and their ratio. Sections:
+//   overhead  create / reserve / map / grant / unmap / release / free: pvmm against the raw calls
+//   growth    (cuda) to 8 GiB in 256 MiB steps: growable_buffer vs a raw cuMem loop vs cudaMalloc+copy+cudaFree
+//   batching  (cuda) to 2 GiB in 2 MiB steps: growable_buffer chunk sizes vs the naive create/map/grant per step
+//   peer      (cuda, 2 GPUs) copy into GPU 1 from GPU 0 memory through a pvmm peer mapping vs cudaMemcpyPeer
+//   sharing   export -> send fd -> import -> map -> first read: pvmm vs the raw calls
+// Usage: pvmm-bench [section ...]   (default: all that apply here)
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <pvmm/pvmm.hpp>
+#include <pvmm/testing.hpp>
+
+#if PVMM_BENCH_CUDA
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#else
+#include <fcntl.h>
+#include <sys/mman.h>
+#endif
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+void check(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "pvmm-bench: %s failed\n", what);
+    std::exit(1);
+  }
+}
+
+#if PVMM_BENCH_CUDA
+#define CU(call) check((call) == CUDA_SUCCESS, #call)
+#define CUDART(call) check((call) == cudaSuccess, #call)
+#endif
+
+void header() {
+  auto b = pvmm::query_backend();
+  std::time_t now = std::time(nullptr);
+  char date[64];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  fmt::print("pvmm-bench  backend={}  {}  {}\n", b.name, b.driver_version, date);
+  int n = pvmm::device_count().value();
+  for (int d = 0; d < n; ++d) fmt::print("  device {}: {}\n", d, pvmm::query_device(d).value().name);
+}
+
+void row(const std::string& what, double pvmm_s, double other_s, const char* unit_scale = "us") {
+  double scale = std::string(unit_scale) == "ms" ? 1e3 : 1e6;
+  fmt::print("  {:<44} {:>11.2f} {:>11.2f} {:>8.3f}x\n", what, pvmm_s * scale, other_s * scale,
+             other_s > 0 ? pvmm_s / other_s : 0.0);
+}
+
+// ---- overhead ------------------------------------------------------------------------------------------------
+
+struct op_times {
+  std::vector<double> create, reserve, map, grant, unmap, release, free;
+};
+
+void overhead() {
+  const int rounds = 7, per_round = 64;
+  pvmm::allocation_properties props;
+  const std::size_t size = pvmm::query_granularity(props).value().recommended;
+  op_times p, r;
+  auto time_pvmm = [&] {
+    std::vector<pvmm::physical_allocation> mem(per_round);
+    std::vector<pvmm::address_reservation> ranges(per_round);
+    double t[7] = {};
+    auto t0 = clock_type::now();
+    for (auto& m : mem) m = pvmm::physical_allocation::create(props, size).value();
+    t[0] = seconds_since(t0), t0 = clock_type::now();
+    for (auto& x : ranges) x = pvmm::address_reservation::reserve(size).value();
+    t[1] = seconds_since(t0), t0 = clock_type::now();
+    for (int i = 0; i < per_round; ++i) check(ranges[i].map(0, mem[i], 0, size).has_value(), "map");
+    t[2] = seconds_since(t0), t0 = clock_type::now();
+    for (auto& x : ranges) check(x.set_access(0, size, {{pvmm::location::device(0), pvmm::access::read_write}}).has_value(), "grant");
+    t[3] = seconds_since(t0), t0 = clock_type::now();
+    for (auto& x : ranges) check(x.unmap(0, size).has_value(), "unmap");
+    t[4] = seconds_since(t0), t0 = clock_type::now();
+    for (auto& m : mem) check(m.release().has_value(), "release");
+    t[5] = seconds_since(t0), t0 = clock_type::now();
+    for (auto& x : ranges) check(x.release().has_value(), "free");
+    t[6] = seconds_since(t0);
+    p.create.push_back(t[0] / per_round), p.reserve.push_back(t[1] / per_round), p.map.push_back(t[2] / per_round);
+    p.grant.push_back(t[3] / per_round), p.unmap.push_back(t[4] / per_round), p.release.push_back(t[5] / per_round);
+    p.free.push_back(t[6] / per_round);
+  };
+  auto time_raw = [&] {
+    double t[7] = {};
+#if PVMM_BENCH_CUDA
+    std::vector<CUmemGenericAllocationHandle> mem(per_round);
+    std::vector<CUdeviceptr> ranges(per_round);
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemAccessDesc desc{};
+    desc.location = prop.location;
+    desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    auto t0 = clock_type::now();
+    for (auto& m : mem) CU(cuMemCreate(&m, size, &prop, 0));
+    t[0] = seconds_since(t0), t0 = clock_type::now();
+    for (auto& x : ranges) CU(cuMemAddressReserve(&x, size, 0, 0, 0));
+    t[1] = seconds_since(t0), t0 = clock_type::now();
+    for (int i = 0; i < per_round; ++i) CU(cuMemMap(ranges[i], size, 0, mem[i], 0));
+    t[2] = seconds_since(t0), t0 = clock_type::now();
+    for (auto& x : ranges) CU(cuMemSetAccess(x, size, &desc, 1));
+    t[3] = seconds_since(t0), t0 = clock_type::now();
+    for (auto& x : ranges) CU(cuMemUnmap(x, size));
+    t[4] = seconds_since(t0), t0 = clock_type::now();
+    for (auto& m : mem) CU(cuMemRelease(m));
+    t[5] = seconds_since(t0), t0 = clock_type::now();
+    for (auto& x : ranges) CU(cuMemAddressFree(x, size));
+    t[6] = seconds_since(t0);
+#else
+    std::vector<int> mem(per_round);
+    std::vector<void*> ranges(per_round);
+    auto t0 = clock_type::now();
+    for (auto& m : mem) {
+      m = memfd_create("raw", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+      check(m >= 0 && ftruncate(m, static_cast<off_t>(size)) == 0, "memfd");
+      check(fcntl(m, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0, "seal");
+    }
+    t[0] = seconds_since(t0), t0 = clock_type::now();
+    for (auto& x : ranges) x = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    t[1] = seconds_since(t0), t0 = clock_type::now();
+    for (int i = 0; i < per_round; ++i) check(mmap(ranges[i], size, PROT_NONE, MAP_SHARED | MAP_FIXED, mem[i], 0) != MAP_FAILED, "map");
+    t[2] = seconds_since(t0), t0 = clock_type::now();
+    for (auto& x : ranges) check(mprotect(x, size, PROT_READ | PROT_WRITE) == 0, "mprotect");
+    t[3] = seconds_since(t0), t0 = clock_type::now();
+    for (auto& x : ranges)
+      check(mmap(x, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != MAP_FAILED, "unmap");
+    t[4] = seconds_since(t0), t0 = clock_type::now();
+    for (auto& m : mem) close(m);
+    t[5] = seconds_since(t0), t0 = clock_type::now();
+    for (auto& x : ranges) munmap(x, size);
+    t[6] = seconds_since(t0);
+#endif
+    r.create.push_back(t[0] / per_round), r.reserve.push_back(t[1] / per_round), r.map.push_back(t[2] / per_round);
+    r.grant.push_back(t[3] / per_round), r.unmap.push_back(t[4] / per_round), r.release.push_back(t[5] / per_round);
+    r.free.push_back(t[6] / per_round);
+  };
+  time_pvmm(), time_raw();  // warm-up round, discarded
+  p = {}, r = {};
+  for (int i = 0; i < rounds; ++i) {
+    if (i % 2) time_pvmm(), time_raw();
+    else time_raw(), time_pvmm();
+  }
+  fmt::print("\noverhead: {} rounds x {} operations on {} chunks, median per operation (target <= 1.02x)\n", rounds,
+             per_round, size >> 20 ? fmt::format("{} MiB", size >> 20) : fmt::format("{} KiB", size >> 10));
+  fmt::print("  {:<44} {:>11} {:>11} {:>9}\n", "operation", "pvmm us", "raw us", "ratio");
+  const char* raw_names[] =
+#if PVMM_BENCH_CUDA
+      {"cuMemCreate", "cuMemAddressReserve", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease", "cuMemAddressFree"};
+#else
+      {"memfd_create+ftruncate+seal", "mmap PROT_NONE", "mmap MAP_FIXED|MAP_SHARED", "mprotect", "mmap over (unmap)", "close", "munmap"};
+#endif
+  const char* names[] = {"create", "reserve", "map", "grant", "unmap", "release", "free"};
+  std::vector<double>* pv[] = {&p.create, &p.reserve, &p.map, &p.grant, &p.unmap, &p.release, &p.free};
+  std::vector<double>* rv[] = {&r.create, &r.reserve, &r.map, &r.grant, &r.unmap, &r.release, &r.free};
+  double ptotal = 0, rtotal = 0;
+  for (int i = 0; i < 7; ++i) {
+    row(fmt::format("{} vs {}", names[i], raw_names[i]), median(*pv[i]), median(*rv[i]));
+    ptotal += median(*pv[i]), rtotal += median(*rv[i]);
+  }
+  row("whole lifecycle", ptotal, rtotal);
+}
+
+// ---- sharing -------------------------------------------------------------------------------------------------
+
+void sharing() {
+  pvmm::allocation_properties props;
+  props.exportable = pvmm::handle_types::posix_fd;
+  if (!pvmm::query_device(0).value().capabilities.posix_fd_handles) return;
+  const std::size_t size = pvmm::query_granularity(props).value().recommended;
+  int sv[2];
+  check(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
+  auto exporter = pvmm::physical_allocation::create(props, size).value();
+  const int rounds = 41;
+  std::vector<double> pv, rv;
+  unsigned char byte = 0;
+  for (int i = 0; i < rounds; ++i) {
+    auto t0 = clock_type::now();
+    {
+      auto fd = exporter.export_posix_fd().value();
+      int raw = fd.get();
+      check(pvmm::ipc::send_fds(sv[0], &raw, 1, "x", 1).has_value(), "send");
+      auto got = pvmm::ipc::receive_fds(sv[1], 1, 16).value();
+      auto imported = pvmm::physical_allocation::import_posix_fd(got.fds[0].get(), size).value();
+      auto range = pvmm::address_reservation::reserve(size).value();
+      void* p = range.map_and_grant(0, imported, 0, size, {{pvmm::location::device(0), pvmm::access::read_write}}).value();
+      check(pvmm::testing::copy_from_mapping(&byte, p, 1).has_value(), "read");
+    }
+    pv.push_back(seconds_since(t0));
+#if PVMM_BENCH_CUDA
+    t0 = clock_type::now();
+    {
+      int fd = -1;
+      CU(cuMemExportToShareableHandle(&fd, static_cast<CUmemGenericAllocationHandle>(exporter.native_handle()),
+                                      CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+      check(pvmm::ipc::send_fds(sv[0], &fd, 1, "x", 1).has_value(), "send");  // the same transport for both
+      auto got = pvmm::ipc::receive_fds(sv[1], 1, 16).value();
+      close(fd);
+      CUmemGenericAllocationHandle h;
+      CU(cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<std::uintptr_t>(got.fds[0].get())),
+                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+      CUdeviceptr p;
+      CU(cuMemAddressReserve(&p, size, 0, 0, 0));
+      CU(cuMemMap(p, size, 0, h, 0));
+      CUmemAccessDesc desc{};
+      desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      CU(cuMemSetAccess(p, size, &desc, 1));
+      CU(cuMemcpyDtoH(&byte, p, 1));
+      CU(cuMemUnmap(p, size));
+      CU(cuMemAddressFree(p, size));
+      CU(cuMemRelease(h));
+    }
+    rv.push_back(seconds_since(t0));
+#endif
+  }
+  close(sv[0]), close(sv[1]);
+  fmt::print("\nsharing: export -> send fd -> import -> reserve -> map -> grant -> first read -> teardown ({} rounds)\n",
+             rounds);
+  fmt::print("  {:<44} {:>11} {:>11} {:>9}\n", "", "pvmm us", "raw us", "ratio");
+  row("round trip (median)", median(pv), rv.empty() ? 0 : median(rv));
+}
+
+#if PVMM_BENCH_CUDA
+// ---- growth --------------------------------------------------------------------------------------------------
+
+std::size_t used_bytes(std::size_t baseline_free) {
+  std::size_t free = 0, total = 0;
+  CUDART(cudaMemGetInfo(&free, &total));
+  return baseline_free > free ? baseline_free - free : 0;
+}
+
+void growth() {
+  const std::size_t step = std::size_t{256} << 20, target = std::size_t{8} << 30;
+  std::size_t free0 = 0, total = 0;
+  CUDART(cudaMemGetInfo(&free0, &total));
+  // pvmm growable buffer
+  double pvmm_s, raw_s, malloc_s;
+  std::size_t pvmm_peak = 0, malloc_peak = 0;
+  {
+    pvmm::growable_options o;
+    o.access = {{pvmm::location::device(0), pvmm::access::read_write}};
+    o.chunk_size = step;
+    o.reserve_size = target;
+    auto t0 = clock_type::now();
+    auto buffer = pvmm::growable_buffer::create(o).value();
+    for (std::size_t s = step; s <= target; s += step) {
+      check(buffer.resize(s).has_value(), "resize");
+      pvmm_peak = std::max(pvmm_peak, used_bytes(free0));
+    }
+    pvmm_s = seconds_since(t0);
+  }
+  {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemAccessDesc desc{};
+    desc.location = prop.location;
+    desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    std::vector<CUmemGenericAllocationHandle> handles;
+    auto t0 = clock_type::now();
+    CUdeviceptr base;
+    CU(cuMemAddressReserve(&base, target, 0, 0, 0));
+    for (std::size_t s = 0; s < target; s += step) {
+      CUmemGenericAllocationHandle h;
+      CU(cuMemCreate(&h, step, &prop, 0));
+      CU(cuMemMap(base + s, step, 0, h, 0));
+      CU(cuMemSetAccess(base + s, step, &desc, 1));
+      handles.push_back(h);
+    }
+    raw_s = seconds_since(t0);
+    CU(cuMemUnmap(base, target));
+    for (auto h : handles) CU(cuMemRelease(h));
+    CU(cuMemAddressFree(base, target));
+  }
+  {
+    auto t0 = clock_type::now();
+    void* old = nullptr;
+    std::size_t old_size = 0;
+    for (std::size_t s = step; s <= target; s += step) {
+      void* fresh = nullptr;
+      CUDART(cudaMalloc(&fresh, s));
+      if (old) CUDART(cudaMemcpy(fresh, old, old_size, cudaMemcpyDeviceToDevice));
+      malloc_peak = std::max(malloc_peak, used_bytes(free0));
+      if (old) CUDART(cudaFree(old));
+      old = fresh, old_size = s;
+    }
+    CUDART(cudaDeviceSynchronize());
+    malloc_s = seconds_since(t0);
+    CUDART(cudaFree(old));
+  }
+  fmt::print("\ngrowth: to 8 GiB in 256 MiB steps (targets: <= 1.1x the raw loop; >= 50x faster than cudaMalloc+copy)\n");
+  fmt::print("  {:<44} {:>11} {:>11} {:>9}\n", "", "pvmm ms", "other ms", "ratio");
+  row("growable_buffer vs raw cuMem loop", pvmm_s, raw_s, "ms");
+  row("growable_buffer vs cudaMalloc+copy+cudaFree", pvmm_s, malloc_s, "ms");
+  fmt::print("  cudaMalloc+copy is {:.1f}x slower; peak device memory: pvmm {} MiB, cudaMalloc+copy {} MiB "
+             "(final size + one chunk = {} MiB)\n",
+             malloc_s / pvmm_s, pvmm_peak >> 20, malloc_peak >> 20, (target + step) >> 20);
+}
+
+void batching() {
+  const std::size_t step = std::size_t{2} << 20, target = std::size_t{2} << 30;
+  double naive_s;
+  {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemAccessDesc desc{};
+    desc.location = prop.location;
+    desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    std::vector<CUmemGenericAllocationHandle> handles;
+    auto t0 = clock_type::now();
+    CUdeviceptr base;
+    CU(cuMemAddressReserve(&base, target, 0, 0, 0));
+    for (std::size_t s = 0; s < target; s += step) {
+      CUmemGenericAllocationHandle h;
+      CU(cuMemCreate(&h, step, &prop, 0));
+      CU(cuMemMap(base + s, step, 0, h, 0));
+      CU(cuMemSetAccess(base + s, step, &desc, 1));
+      handles.push_back(h);
+    }
+    naive_s = seconds_since(t0);
+    CU(cuMemUnmap(base, target));
+    for (auto h : handles) CU(cuMemRelease(h));
+    CU(cuMemAddressFree(base, target));
+  }
+  fmt::print("\nbatching: to 2 GiB in 2 MiB steps; growable_buffer chunk size vs naive create/map/grant per step "
+             "(target >= 5x faster)\n");
+  fmt::print("  {:<44} {:>11} {:>11} {:>9}\n", "", "pvmm ms", "naive ms", "ratio");
+  double best = 1e9;
+  std::size_t best_chunk = 0;
+  for (std::size_t chunk_mib : {2, 8, 32, 64, 128, 256}) {
+    pvmm::growable_options o;
+    o.access = {{pvmm::location::device(0), pvmm::access::read_write}};
+    o.chunk_size = chunk_mib << 20;
+    o.reserve_size = target;
+    auto t0 = clock_type::now();
+    {
+      auto buffer = pvmm::growable_buffer::create(o).value();
+      for (std::size_t s = step; s <= target; s += step) check(buffer.resize(s).has_value(), "resize");
+    }
+    double t = seconds_since(t0);
+    row(fmt::format("chunk {:>3} MiB (teardown included)", chunk_mib), t, naive_s, "ms");
+    if (t < best) best = t, best_chunk = chunk_mib;
+  }
+  fmt::print("  best: {} MiB chunks, {:.1f}x faster than naive\n", best_chunk, naive_s / best);
+}
+
+void peer() {
+  int n = 0;
+  CUDART(cudaGetDeviceCount(&n));
+  if (n < 2) {
+    fmt::print("\npeer: skipped (needs 2 GPUs, found {})\n", n);
+    return;
+  }
+  const std::size_t size = std::size_t{1} << 30;
+  const int reps = 20;
+  // Source: GPU 0 memory through pvmm, mapped with access for GPU 1 (and GPU 0).
+  pvmm::allocation_properties props;
+  auto src_mem = pvmm::physical_allocation::create(props, size).value();
+  auto src_range = pvmm::address_reservation::reserve(size).value();
+  void* src = src_range.map(0, src_mem, 0, size).value();
+  check(src_range.set_access(0, size, {{pvmm::location::device(0), pvmm::access::read_write},
+                                       {pvmm::location::device(1), pvmm::access::read_write}}).has_value(), "grant");
+  void *dst = nullptr, *src_plain = nullptr;
+  CUDART(cudaSetDevice(0));
+  CUDART(cudaMalloc(&src_plain, size));
+  CUDART(cudaSetDevice(1));
+  CUDART(cudaMalloc(&dst, size));
+  cudaStream_t stream;
+  CUDART(cudaStreamCreate(&stream));
+  auto bandwidth = [&](const std::function<void()>& copy) {
+    copy();
+    CUDART(cudaStreamSynchronize(stream));
+    auto t0 = clock_type::now();
+    for (int i = 0; i < reps; ++i) copy();
+    CUDART(cudaStreamSynchronize(stream));
+    return static_cast<double>(size) * reps / seconds_since(t0) / 1e9;
+  };
+  double through_mapping = bandwidth([&] { CUDART(cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToDevice, stream)); });
+  double memcpy_peer = bandwidth([&] { CUDART(cudaMemcpyPeerAsync(dst, 1, src_plain, 0, size, stream)); });
+  fmt::print("\npeer: 1 GiB copies into GPU 1 from GPU 0 memory, {} reps (target >= 0.97x)\n", reps);
+  fmt::print("  {:<44} {:>11} {:>11} {:>9}\n", "", "pvmm GB/s", "peer GB/s", "ratio");
+  fmt::print("  {:<44} {:>11.1f} {:>11.1f} {:>8.3f}x\n", "pvmm peer mapping vs cudaMemcpyPeer", through_mapping,
+             memcpy_peer, through_mapping / memcpy_peer);
+  CUDART(cudaStreamDestroy(stream));
+  CUDART(cudaFree(dst));
+  CUDART(cudaSetDevice(0));
+  CUDART(cudaFree(src_plain));
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto b = pvmm::query_backend();
+  if (!b.available || pvmm::device_count().value() == 0) {
+    fmt::print("pvmm-bench: no device here ({})\n", b.unavailable_reason);
+    return 0;
+  }
+#if PVMM_BENCH_CUDA
+  CUDART(cudaSetDevice(0));
+  CUDART(cudaFree(nullptr));  // create the primary context pvmm also uses
+#endif
+  std::vector<std::string> sections(argv + 1, argv + argc);
+  auto want = [&](const char* s) { return sections.empty() || std::find(sections.begin(), sections.end(), s) != sections.end(); };
+  header();
+  if (want("overhead")) overhead();
+#if PVMM_BENCH_CUDA
+  if (want("growth")) growth();
+  if (want("batching")) batching();
+  if (want("peer")) peer();
+#endif
+  if (want("sharing")) sharing();
+  return 0;
+}
