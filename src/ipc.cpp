@@ -1,11 +1,15 @@
 // SCM_RIGHTS transport: the part every communication runtime writes by hand.
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -74,8 +78,77 @@ status send_fds(int socket, const int* fds, std::size_t count, const void* paylo
   }
 }
 
+peer_rule peer_rule::same_user() {
+  peer_rule r;
+  r.uid = ::geteuid();
+  return r;
+}
+
+result<peer_credentials> query_peer(int socket) {
+  ucred c{};
+  socklen_t len = sizeof c;
+  if (::getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &c, &len) != 0)
+    return system_failure("pvmm::ipc::query_peer", [&] { return fmt::format("socket={}", socket); }, errno,
+                          "getsockopt(SO_PEERCRED)");
+  return peer_credentials{c.pid, c.uid, c.gid};
+}
+
+status check_peer(int socket, const peer_rule& rule) {
+  const char* op = "pvmm::ipc::check_peer";
+  auto args = [&] { return fmt::format("socket={}", socket); };
+  auto who = query_peer(socket);
+  if (!who) return std::move(who).error();
+  auto reject = [&](const char* field, long long want, long long got) {
+    return detail::make_error(errc::peer_rejected, op, args,
+                              fmt::format("the peer's {} is {}, the rule requires {}", field, got, want));
+  };
+  if (rule.uid && *rule.uid != who->uid) return reject("uid", *rule.uid, who->uid);
+  if (rule.gid && *rule.gid != who->gid) return reject("gid", *rule.gid, who->gid);
+  if (rule.pid && *rule.pid != who->pid) return reject("pid", *rule.pid, who->pid);
+  return {};
+}
+
+result<exported_fd> take_fd_from_process(pid_t pid, int remote_fd) {
+  const char* op = "pvmm::ipc::take_fd_from_process";
+  auto args = [&] { return fmt::format("pid={}, fd={}", pid, remote_fd); };
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) {
+    int err = errno;
+    error e = system_failure(op, args, err, "pidfd_open");
+    e.code = err == ENOSYS ? errc::not_supported : err == ESRCH ? errc::invalid_argument : errc::system_error;
+    if (err == ENOSYS) e.hint = "pidfd_open needs Linux 5.3 and pidfd_getfd Linux 5.6; pass the fd over a socket";
+    return e;
+  }
+  int fd = static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, remote_fd, 0));
+  int err = errno;
+  ::close(pidfd);
+  if (fd >= 0) return exported_fd(fd);
+  error e = system_failure(op, args, err, "pidfd_getfd");
+  switch (err) {
+    case EPERM: {
+      e.code = errc::not_permitted;
+      int scope = -1;
+      if (std::FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r")) {
+        if (std::fscanf(f, "%d", &scope) != 1) scope = -1;
+        std::fclose(f);
+      }
+      e.hint = fmt::format(
+          "pidfd_getfd needs ptrace access to process {}: kernel.yama.ptrace_scope is {} (0 allows the same user, "
+          "1 only descendants, 2 only CAP_SYS_PTRACE, 3 nobody); grant CAP_SYS_PTRACE, have the target call "
+          "prctl(PR_SET_PTRACER, <this pid>), run both in the same user namespace, or pass the fd over a socket",
+          pid, scope < 0 ? std::string("unknown (no Yama)") : std::to_string(scope));
+      break;
+    }
+    case EBADF: e.code = errc::invalid_argument; e.detail += fmt::format(" (process {} has no fd {})", pid, remote_fd); break;
+    case ESRCH: e.code = errc::invalid_argument; break;
+    case ENOSYS: e.code = errc::not_supported; e.hint = "pidfd_getfd needs Linux 5.6; pass the fd over a socket"; break;
+    default: break;
+  }
+  return e;
+}
+
 result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_payload,
-                             std::chrono::milliseconds timeout) {
+                             std::chrono::milliseconds timeout, const peer_rule* rule) {
   const char* op = "pvmm::ipc::receive_fds";
   auto args = [&] { return fmt::format("socket={}, max_fds={}, max_payload={}", socket, max_fds, max_payload); };
   received out;
@@ -103,6 +176,8 @@ result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_pa
     }
   }
   if (n == 0) return detail::make_error(errc::protocol_error, op, args, "the peer closed the connection");
+  if (rule)
+    if (auto ok = check_peer(socket, *rule); !ok) return std::move(ok).error();
   if (msg.msg_flags & MSG_CTRUNC)
     return detail::make_error(errc::protocol_error, op, args,
                               fmt::format("the peer sent more than {} fds; the extra ones were discarded", max_fds));

@@ -1,9 +1,12 @@
 // pvmm/ipc.hpp - passing file descriptors between processes over Unix domain sockets (SCM_RIGHTS).
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <pvmm/error.hpp>
@@ -22,9 +25,37 @@ struct received {
   std::vector<std::uint8_t> payload;
 };
 
+/// Who the peer must be (SO_PEERCRED): every field that is set must match.
+struct peer_rule {
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+  std::optional<pid_t> pid;
+  /// The peer runs as this process's effective user.
+  static peer_rule same_user();
+};
+
+/// The connected peer's process, user and group, as the kernel recorded them at connect time.
+struct peer_credentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+result<peer_credentials> query_peer(int socket);
+/// Fails with errc::peer_rejected, naming the field that differs, unless the peer satisfies `rule`.
+status check_peer(int socket, const peer_rule& rule);
+
 /// Receives one message with up to `max_fds` fds and up to `max_payload` bytes. Fails with errc::timeout,
-/// errc::protocol_error when the peer closed or the message was truncated (received fds are closed then).
+/// errc::protocol_error when the peer closed or the message was truncated, errc::peer_rejected when `rule`
+/// is given and the peer does not satisfy it (received fds are closed in every failure).
 result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_payload,
-                             std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
+                             std::chrono::milliseconds timeout = std::chrono::milliseconds(10000),
+                             const peer_rule* rule = nullptr);
+
+/// Duplicates file descriptor `remote_fd` of process `pid` into this process (pidfd_open + pidfd_getfd,
+/// Linux 5.6+). Needs ptrace access to the target: the same user with kernel.yama.ptrace_scope 0 (or the
+/// target being a descendant with scope 1), or CAP_SYS_PTRACE, in the same or an ancestor user namespace.
+/// Fails with errc::not_permitted naming what is missing, errc::not_supported on older kernels,
+/// errc::invalid_argument for a process or fd that does not exist.
+result<exported_fd> take_fd_from_process(pid_t pid, int remote_fd);
 
 }  // namespace pvmm::ipc

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <pvmm/allocation.hpp>
+#include <pvmm/descriptor.hpp>
 #include <pvmm/device.hpp>
 #include <pvmm/diagnostics.hpp>
 #include <pvmm/error.hpp>

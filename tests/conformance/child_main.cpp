@@ -1,7 +1,15 @@
 // The conformance suite's child process: exec'd fresh (a fork after GPU initialisation cannot use the GPU).
 //   pvmm_conformance_child <socket> import-write <device> <size> <expected-seed> <write-seed>
-// receives one fd over the socket, imports it, maps it for <device>, checks the parent's data, writes its
-// own, and answers "ok" or the error.
+//       receives one fd, imports it, maps it for <device>, checks the parent's data, writes its own
+//   pvmm_conformance_child <socket> import-buffer <device> <expected-seed> <write-seed>
+//       receives a buffer descriptor with its fds, rebuilds the buffer, checks, writes
+//   pvmm_conformance_child <socket> die-mid-transfer
+//       sends the first message of a transfer, then dies before the second
+//   pvmm_conformance_child <socket> hold-fd
+//       opens a pipe holding "hello from the child", tells the parent the read end's number, and waits
+// Each answers "ok" or the error over the socket (exit status 0 or 1).
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -9,30 +17,78 @@
 
 #include "data.hpp"
 
+namespace {
+
+int answer(int sock, const std::string& text) {
+  (void)pvmm::ipc::send_fds(sock, nullptr, 0, text.data(), text.size());
+  return text == "ok" ? 0 : 1;
+}
+
+int import_write(int sock, int device, std::size_t size, std::uint32_t expected_seed, std::uint32_t write_seed) {
+  auto message = pvmm::ipc::receive_fds(sock, 1, 64).value();
+  if (message.fds.size() != 1) return answer(sock, "expected one fd");
+  auto memory = pvmm::physical_allocation::import_posix_fd(message.fds[0].get(), size).value();
+  message.fds.clear();  // closing the fd after import leaves the import intact
+  auto range = pvmm::address_reservation::reserve(size).value();
+  void* p =
+      range.map_and_grant(0, memory, 0, size, {{pvmm::location::device(device), pvmm::access::read_write}}).value();
+  if (pvmm_test::read_words(p, size) != pvmm_test::pattern(size, expected_seed))
+    return answer(sock, "the parent's data did not arrive");
+  pvmm_test::write_words(p, pvmm_test::pattern(size, write_seed));
+  return answer(sock, "ok");
+}
+
+int import_buffer(int sock, int device, std::uint32_t expected_seed, std::uint32_t write_seed) {
+  auto message = pvmm::ipc::receive_fds(sock, 64, 1 << 16, std::chrono::milliseconds(10000),
+                                        nullptr).value();
+  auto descriptor =
+      pvmm::buffer_descriptor::parse(message.payload.data(), message.payload.size(), message.fds.size()).value();
+  std::vector<int> fds;
+  for (auto& fd : message.fds) fds.push_back(fd.get());
+  auto buffer = pvmm::import_buffer(descriptor, fds.data(), fds.size(),
+                                    {{pvmm::location::device(device), pvmm::access::read_write}})
+                    .value();
+  message.fds.clear();
+  if (pvmm_test::read_words(buffer.data(), buffer.size()) != pvmm_test::pattern(buffer.size(), expected_seed))
+    return answer(sock, "the parent's data did not arrive in the same layout");
+  pvmm_test::write_words(buffer.data(), pvmm_test::pattern(buffer.size(), write_seed));
+  return answer(sock, "ok");
+}
+
+int hold_fd(int sock) {
+  int p[2];
+  if (::pipe(p) != 0) return answer(sock, "pipe failed");
+  const char text[] = "hello from the child";
+  if (::write(p[1], text, sizeof text) != static_cast<ssize_t>(sizeof text)) return answer(sock, "write failed");
+  ::close(p[1]);
+  std::string number = std::to_string(p[0]);
+  (void)pvmm::ipc::send_fds(sock, nullptr, 0, number.data(), number.size());
+  char c;
+  (void)::read(sock, &c, 1);  // until the parent closes its end
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc != 7 || std::string(argv[2]) != "import-write") return 2;
+  if (argc < 3) return 2;
   const int sock = std::atoi(argv[1]);
-  const int device = std::atoi(argv[3]);
-  const std::size_t size = std::strtoull(argv[4], nullptr, 10);
-  const auto expected_seed = static_cast<std::uint32_t>(std::atoi(argv[5]));
-  const auto write_seed = static_cast<std::uint32_t>(std::atoi(argv[6]));
-  auto answer = [&](const std::string& text) {
-    (void)pvmm::ipc::send_fds(sock, nullptr, 0, text.data(), text.size());
-    return text == "ok" ? 0 : 1;
-  };
+  const std::string mode = argv[2];
   try {
-    auto message = pvmm::ipc::receive_fds(sock, 1, 64).value();
-    if (message.fds.size() != 1) return answer("expected one fd");
-    auto memory = pvmm::physical_allocation::import_posix_fd(message.fds[0].get(), size).value();
-    message.fds.clear();  // closing the fd after import leaves the import intact
-    auto range = pvmm::address_reservation::reserve(size).value();
-    void* p = range.map_and_grant(0, memory, 0, size, {{pvmm::location::device(device), pvmm::access::read_write}})
-                  .value();
-    if (pvmm_test::read_words(p, size) != pvmm_test::pattern(size, expected_seed))
-      return answer("the parent's data did not arrive");
-    pvmm_test::write_words(p, pvmm_test::pattern(size, write_seed));
-    return answer("ok");
+    if (mode == "import-write" && argc == 7)
+      return import_write(sock, std::atoi(argv[3]), std::strtoull(argv[4], nullptr, 10),
+                          static_cast<std::uint32_t>(std::atoi(argv[5])), static_cast<std::uint32_t>(std::atoi(argv[6])));
+    if (mode == "import-buffer" && argc == 6)
+      return import_buffer(sock, std::atoi(argv[3]), static_cast<std::uint32_t>(std::atoi(argv[4])),
+                           static_cast<std::uint32_t>(std::atoi(argv[5])));
+    if (mode == "die-mid-transfer") {
+      const char first[] = "first half";
+      (void)pvmm::ipc::send_fds(sock, nullptr, 0, first, sizeof first);
+      ::_exit(3);  // dies before the message with the fds
+    }
+    if (mode == "hold-fd") return hold_fd(sock);
+    return 2;
   } catch (const pvmm::exception& e) {
-    return answer(e.what());
+    return answer(sock, e.what());
   }
 }

@@ -1,13 +1,5 @@
 // Several devices: per-device access control, striping, read-only peers, and cross-device export/import.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "support.hpp"
-
-extern char** environ;
 
 using namespace pvmm;
 using namespace pvmm_test;
@@ -71,30 +63,17 @@ PVMM_CASE("exported on device 0, imported, mapped and written on device 1 by an 
   auto range = address_reservation::reserve(g).value();
   range.map_and_grant(0, memory, 0, g, {rw(0)}).value();
   write_words(range.address(), pattern(g, 73));
-  int sv[2];
-  REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
-  int child_end = ::fcntl(sv[1], F_DUPFD, 0);
-  ::close(sv[1]);
-  std::vector<std::string> args{PVMM_CONFORMANCE_CHILD, std::to_string(child_end), "import-write", "1",
-                                std::to_string(g), "73", "74"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  REQUIRE(::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
-  ::close(child_end);
+  auto [sock, pid] = spawn_child({"import-write", "1", std::to_string(g), "73", "74"});
   {
     auto fd = memory.export_posix_fd().value();
     int raw = fd.get();
-    PVMM_CHECK_OK(ipc::send_fds(sv[0], &raw, 1, "import", 6));
+    PVMM_CHECK_OK(ipc::send_fds(sock, &raw, 1, "import", 6));
   }
-  auto reply = ipc::receive_fds(sv[0], 0, 4096, std::chrono::milliseconds(60000));
-  ::close(sv[0]);
-  int st = 0;
-  ::waitpid(pid, &st, 0);
+  auto reply = ipc::receive_fds(sock, 0, 4096, std::chrono::milliseconds(60000));
+  ::close(sock);
+  CHECK(wait_child(pid) == 0);
   REQUIRE(reply);
   CHECK(std::string(reply->payload.begin(), reply->payload.end()) == "ok");
-  CHECK(WIFEXITED(st));
   CHECK(read_words(range.address(), g, 0) == pattern(g, 74));
 }
 

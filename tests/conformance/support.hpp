@@ -3,6 +3,14 @@
 #pragma once
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <utility>
 
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +25,8 @@
 #include <pvmm/testing.hpp>
 
 #include "data.hpp"
+
+extern char** environ;
 
 namespace pvmm_test {
 
@@ -102,6 +112,36 @@ inline pvmm::capabilities caps(int device = 0) { return pvmm::query_device(devic
 
 inline pvmm::access_descriptor rw(int device = 0) { return {pvmm::location::device(device), pvmm::access::read_write}; }
 inline pvmm::access_descriptor ro(int device = 0) { return {pvmm::location::device(device), pvmm::access::read}; }
+
+#ifdef PVMM_CONFORMANCE_CHILD
+
+/// Runs the child program with one end of a socket pair; returns the parent's end and the child's pid.
+inline std::pair<int, pid_t> spawn_child(const std::vector<std::string>& args) {
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+  // The child's end must survive exec: duplicate it without close-on-exec.
+  int child_end = ::fcntl(sv[1], F_DUPFD, 0);
+  REQUIRE(child_end >= 0);
+  ::close(sv[1]);
+  std::vector<std::string> argv_s{PVMM_CONFORMANCE_CHILD, std::to_string(child_end)};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
+  ::close(child_end);
+  REQUIRE_MESSAGE(rc == 0, "posix_spawn failed: " << std::strerror(rc));
+  return {sv[0], pid};
+}
+
+inline int wait_child(pid_t pid) {
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#endif
 
 }  // namespace pvmm_test
 

@@ -1,0 +1,171 @@
+// buffer_descriptor: the wire format, its validation, and export/import of multi-chunk buffers.
+#include <cstring>
+#include <set>
+
+#include <fmt/format.h>
+
+#include <pvmm/descriptor.hpp>
+#include <pvmm/growable_buffer.hpp>
+
+#include "state.hpp"
+
+namespace pvmm {
+namespace {
+
+constexpr char magic[8] = {'P', 'V', 'M', 'M', 'B', 'U', 'F', '1'};
+constexpr std::uint32_t version = 1;
+constexpr std::size_t header_bytes = 8 + 4 + 4 + 4 + 8 + 4;  // magic, version, kind, device, size, count
+constexpr std::size_t chunk_bytes = 8 + 8 + 4 + 4 + 64;      // offset, size, fd slot, reserved, fabric
+constexpr std::uint32_t max_chunks = 1u << 20;
+
+template <class T>
+void put(std::uint8_t*& p, const T& v) {
+  std::memcpy(p, &v, sizeof v);
+  p += sizeof v;
+}
+
+template <class T>
+T get(const std::uint8_t*& p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  p += sizeof v;
+  return v;
+}
+
+error malformed(std::string detail) {
+  return detail::make_error(errc::protocol_error, "pvmm::buffer_descriptor::parse", "", std::move(detail),
+                            "the sender and receiver must run compatible pvmm versions; never trust a peer's layout");
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> buffer_descriptor::serialize() const {
+  std::vector<std::uint8_t> out(header_bytes + chunks.size() * chunk_bytes);
+  std::uint8_t* p = out.data();
+  put(p, magic);
+  put(p, version);
+  put(p, static_cast<std::uint32_t>(kind));
+  put(p, device);
+  put(p, size);
+  put(p, static_cast<std::uint32_t>(chunks.size()));
+  for (const auto& c : chunks) {
+    put(p, c.offset);
+    put(p, c.size);
+    put(p, c.fd_slot);
+    put(p, std::uint32_t{0});
+    put(p, c.fabric.bytes);
+  }
+  return out;
+}
+
+result<buffer_descriptor> buffer_descriptor::parse(const std::uint8_t* data, std::size_t length,
+                                                   std::size_t fds_received) {
+  if (!data || length < header_bytes)
+    return malformed(fmt::format("{} bytes is shorter than the {}-byte header", length, header_bytes));
+  if (std::memcmp(data, magic, 8) != 0) return malformed("the magic bytes are not PVMMBUF1");
+  const std::uint8_t* p = data + 8;
+  if (auto v = get<std::uint32_t>(p); v != version)
+    return malformed(fmt::format("descriptor version {} (this pvmm reads version {})", v, version));
+  buffer_descriptor d;
+  auto kind = get<std::uint32_t>(p);
+  if (kind != static_cast<std::uint32_t>(handle_kind::posix_fd) && kind != static_cast<std::uint32_t>(handle_kind::fabric))
+    return malformed(fmt::format("unknown handle kind {}", kind));
+  d.kind = static_cast<handle_kind>(kind);
+  d.device = get<std::int32_t>(p);
+  d.size = get<std::uint64_t>(p);
+  auto count = get<std::uint32_t>(p);
+  if (d.device < 0) return malformed(fmt::format("device {} is negative", d.device));
+  if (count == 0 || count > max_chunks) return malformed(fmt::format("{} chunks (1 to {} allowed)", count, max_chunks));
+  const std::size_t expected = header_bytes + std::size_t{count} * chunk_bytes;
+  if (length != expected)
+    return malformed(fmt::format("{} bytes for {} chunks: expected exactly {} ({})", length, count, expected,
+                                 length < expected ? "truncated" : "trailing bytes"));
+  std::set<std::uint32_t> slots;
+  std::uint64_t next = 0;
+  d.chunks.resize(count);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    auto& c = d.chunks[i];
+    c.offset = get<std::uint64_t>(p);
+    c.size = get<std::uint64_t>(p);
+    c.fd_slot = get<std::uint32_t>(p);
+    (void)get<std::uint32_t>(p);
+    std::memcpy(c.fabric.bytes.data(), p, 64);
+    p += 64;
+    if (c.size == 0) return malformed(fmt::format("chunk {} has size 0", i));
+    if (c.offset != next)
+      return malformed(fmt::format("chunk {} starts at {:#x}, but the chunks before it end at {:#x}", i, c.offset, next));
+    if (c.size > d.size || next > d.size - c.size)
+      return malformed(fmt::format("chunk {} ends past the buffer size {:#x}", i, d.size));
+    next += c.size;
+    if (d.kind == handle_kind::posix_fd) {
+      if (c.fd_slot >= fds_received)
+        return malformed(fmt::format("chunk {} names fd slot {}, but {} fd(s) arrived", i, c.fd_slot, fds_received));
+      if (!slots.insert(c.fd_slot).second) return malformed(fmt::format("fd slot {} is used twice", c.fd_slot));
+    }
+  }
+  if (next != d.size) return malformed(fmt::format("the chunks cover {:#x} bytes, the header says {:#x}", next, d.size));
+  return d;
+}
+
+result<exported_buffer> export_buffer(const std::vector<physical_allocation>& chunks, handle_kind kind) {
+  const char* op = "pvmm::export_buffer";
+  auto args = [&] { return fmt::format("chunks={}, kind={}", chunks.size(), static_cast<int>(kind)); };
+  if (chunks.empty()) return detail::make_error(errc::invalid_argument, op, args, "no chunks to export");
+  exported_buffer out;
+  out.descriptor.kind = kind;
+  for (const auto& c : chunks) {
+    chunk_descriptor cd;
+    cd.offset = out.descriptor.size;
+    cd.size = c.size();
+    if (!c.valid()) return detail::make_error(errc::already_released, op, args, "a chunk is empty");
+    if (kind == handle_kind::posix_fd) {
+      auto fd = c.export_posix_fd();
+      if (!fd) return std::move(fd).error();
+      cd.fd_slot = static_cast<std::uint32_t>(out.fds.size());
+      out.fds.push_back(std::move(*fd));
+    } else {
+      auto h = c.export_fabric();
+      if (!h) return std::move(h).error();
+      cd.fabric = *h;
+    }
+    out.descriptor.size += c.size();
+    out.descriptor.chunks.push_back(cd);
+  }
+  auto props = chunks.front().properties();
+  if (props && props->location.type == location::kind::device) out.descriptor.device = props->location.id;
+  return out;
+}
+
+result<exported_buffer> export_buffer(const growable_buffer& buffer, handle_kind kind) {
+  return export_buffer(buffer.chunks(), kind);
+}
+
+result<imported_buffer> import_buffer(const buffer_descriptor& d, const int* fds, std::size_t fd_count,
+                                      std::initializer_list<access_descriptor> grants) {
+  const char* op = "pvmm::import_buffer";
+  auto args = [&] { return fmt::format("size={:#x}, chunks={}, fds={}", d.size, d.chunks.size(), fd_count); };
+  // Re-validate a descriptor built by hand the same way as one that arrived as bytes.
+  auto bytes = d.serialize();
+  auto checked = buffer_descriptor::parse(bytes.data(), bytes.size(), fd_count);
+  if (!checked) return detail::in_operation(std::move(checked).error(), op, args);
+  if (d.kind == handle_kind::posix_fd && !fds)
+    return detail::make_error(errc::invalid_argument, op, args, "no fds for a posix_fd descriptor");
+  imported_buffer out;  // on any early return its destructor undoes everything done so far
+  for (const auto& c : d.chunks) {
+    auto chunk = d.kind == handle_kind::posix_fd ? physical_allocation::import_posix_fd(fds[c.fd_slot], c.size)
+                                                 : physical_allocation::import_fabric(c.fabric, c.size);
+    if (!chunk) return detail::in_operation(std::move(chunk).error(), op, args);
+    out.chunks.push_back(std::move(*chunk));
+  }
+  auto range = address_reservation::reserve(d.size);
+  if (!range) return std::move(range).error();
+  out.range = std::move(*range);
+  for (std::size_t i = 0; i < d.chunks.size(); ++i) {
+    auto p = out.range.map(d.chunks[i].offset, out.chunks[i], 0, d.chunks[i].size);
+    if (!p) return std::move(p).error();
+  }
+  if (auto ok = out.range.set_access(0, d.size, grants); !ok) return std::move(ok).error();
+  return out;
+}
+
+}  // namespace pvmm
