@@ -151,7 +151,7 @@ inline int wait_child(pid_t pid) {
     auto&& pvmm_r_ = (expr);                                                                                   \
     CHECK_MESSAGE(pvmm_r_.code() == (expected),                                                                \
                   (pvmm_r_.has_value() ? std::string("succeeded") : pvmm_r_.error().message()) \
-                      << " (expected " << pvmm::to_string(expected) << ")");                                                              \
+                      << " (expected " << std::string(pvmm::to_string(expected)) << ")");                                                              \
   } while (0)
 
 /// Asserts success, showing the error otherwise.
