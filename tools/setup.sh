@@ -42,7 +42,7 @@ case "${1:-}" in
     backends=(host)
     if cuda_toolkit; then backends+=(cuda); else echo "note: no CUDA toolkit here; the cuda backend is not compiled"; fi
     # hip: Debian's ROCm runtime and headers, plus a compile check against the newest headers Debian has.
-    install_missing libamdhip64-dev
+    install_missing libamdhip64-dev hipcc
     bash tools/fetch-rocm-headers.sh build/rocm-unstable >/dev/null
     backends+=(hip)
     total=0 failed=0 skipped=0
