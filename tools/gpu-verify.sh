@@ -24,3 +24,7 @@ if [ "$(nvidia-smi -L | wc -l)" -gt 1 ]; then
   CUDA_VISIBLE_DEVICES=0 "$build/tests/pvmm_conformance" >"$out/conformance-1gpu.log" 2>&1
   echo "single-GPU suite rc=$?"; tail -3 "$out/conformance-1gpu.log"
 fi
+echo "--- examples ---"
+for example in vector_add grow multi_gpu_stripes; do "$build/examples/pvmm_example_$example"; echo "$example rc=$?"; done
+"$build/examples/pvmm_example_ipc_ring" 4; echo "ipc_ring rc=$?"
+"$build/examples/pvmm_example_multicast_allreduce"; echo "multicast_allreduce rc=$? (must refuse: PVMM_ENABLE_MULTICAST_TESTS unset)"
