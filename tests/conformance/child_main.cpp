@@ -64,7 +64,8 @@ int hold_fd(int sock) {
   std::string number = std::to_string(p[0]);
   (void)pvmm::ipc::send_fds(sock, nullptr, 0, number.data(), number.size());
   char c;
-  (void)::read(sock, &c, 1);  // until the parent closes its end
+  while (::read(sock, &c, 1) > 0) {
+  }  // until the parent closes its end
   return 0;
 }
 
