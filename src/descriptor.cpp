@@ -32,6 +32,18 @@ T get(const std::uint8_t*& p) {
   return v;
 }
 
+/// A chunk the descriptor describes that cannot be imported or mapped as described: the descriptor does not
+/// match the memory behind it (the host backend notices at import, CUDA only when mapping).
+error descriptor_mismatch(error e, std::size_t chunk, const char* op, detail::lazy_args args) {
+  if (e.code == errc::out_of_memory || e.code == errc::not_permitted || e.code == errc::backend_unavailable)
+    return detail::in_operation(std::move(e), op, args);
+  e.detail = fmt::format("chunk {} does not match the memory it names: {}", chunk, e.detail);
+  e.code = errc::protocol_error;
+  e.operation = op;
+  e.arguments = args();
+  return e;
+}
+
 error malformed(std::string detail) {
   return detail::make_error(errc::protocol_error, "pvmm::buffer_descriptor::parse", "", std::move(detail),
                             "the sender and receiver must run compatible pvmm versions; never trust a peer's layout");
@@ -154,7 +166,7 @@ result<imported_buffer> import_buffer(const buffer_descriptor& d, const int* fds
   for (const auto& c : d.chunks) {
     auto chunk = d.kind == handle_kind::posix_fd ? physical_allocation::import_posix_fd(fds[c.fd_slot], c.size)
                                                  : physical_allocation::import_fabric(c.fabric, c.size);
-    if (!chunk) return detail::in_operation(std::move(chunk).error(), op, args);
+    if (!chunk) return descriptor_mismatch(std::move(chunk).error(), out.chunks.size(), op, args);
     out.chunks.push_back(std::move(*chunk));
   }
   auto range = address_reservation::reserve(d.size);
@@ -162,7 +174,7 @@ result<imported_buffer> import_buffer(const buffer_descriptor& d, const int* fds
   out.range = std::move(*range);
   for (std::size_t i = 0; i < d.chunks.size(); ++i) {
     auto p = out.range.map(d.chunks[i].offset, out.chunks[i], 0, d.chunks[i].size);
-    if (!p) return std::move(p).error();
+    if (!p) return descriptor_mismatch(std::move(p).error(), i, op, args);
   }
   if (auto ok = out.range.set_access(0, d.size, grants); !ok) return std::move(ok).error();
   return out;

@@ -50,8 +50,10 @@ result<std::shared_ptr<allocation_state>> find_mapped_allocation(const void* add
 }
 
 reservation_state::~reservation_state() {
-  (void)unmap_all();
-  (void)free_range();
+  if (!freed) {  // release() already emptied and freed it otherwise (then no other thread can reach it)
+    (void)unmap_all();
+    (void)free_range();
+  }
   --live_reservations;
 }
 
@@ -336,11 +338,16 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, con
 status address_reservation::release() noexcept {
   const char* op = "pvmm::address_reservation::release";
   if (!state_) return detail::released_reservation(op);
-  std::size_t mapped = mapping_count();
-  if (mapped != 0)
-    return make_error(errc::busy, op, fmt::format("address={}, size={:#x}", state_->address, state_->size),
-                      fmt::format("{} mapping(s) remain in the range", mapped), "unmap them first");
-  auto ok = state_->free_range();
+  {
+    std::lock_guard<std::mutex> lock(detail::registry_mutex);
+    if (std::size_t mapped = state_->mappings.size(); mapped != 0)
+      return make_error(errc::busy, op, fmt::format("address={}, size={:#x}", state_->address, state_->size),
+                        fmt::format("{} mapping(s) remain in the range", mapped), "unmap them first");
+    detail::registry.erase(detail::to_int(state_->address));
+    state_->freed = true;
+  }
+  auto ok = call_backend("free_reservation",
+                         [&] { return detail::backend::free_reservation(state_->address, state_->size); });
   state_.reset();
   if (!ok) return in_operation(std::move(ok).error(), op, "");
   return {};

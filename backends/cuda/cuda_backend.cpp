@@ -26,8 +26,7 @@ struct driver_state {
   std::vector<CUcontext> primary;  // retained primary context per device, for copies and memory queries
 };
 
-std::mutex state_mutex;
-driver_state* state = nullptr;
+std::mutex state_mutex;  // guards primary[] and install_driver_api; never taken on the hot path
 
 using get_proc_v2 = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 using get_proc_v1 = CUresult (*)(const char*, void**, int, cuuint64_t);
@@ -82,11 +81,13 @@ void load(driver_state& s) {
 }
 
 driver_state& driver() {
-  std::lock_guard<std::mutex> lock(state_mutex);
-  if (!state) {
-    state = new driver_state();  // never freed: the driver stays loaded for the life of the process
-    load(*state);
-  }
+  // Loaded once, thread-safely (a function-local static); afterwards a plain read on every call.
+  // Never freed: the driver stays loaded for the life of the process.
+  static driver_state* const state = [] {
+    auto* s = new driver_state();
+    load(*s);
+    return s;
+  }();
   return *state;
 }
 

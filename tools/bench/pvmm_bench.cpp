@@ -16,6 +16,7 @@
 #include <ctime>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -323,7 +324,13 @@ void growth() {
   for (int round = 0; round < 3; ++round) {
     std::function<void()> order[] = {run_pvmm, run_raw, run_malloc};
     std::rotate(order, order + round, order + 3);
-    for (auto& f : order) f();
+    for (auto& f : order) {
+      // Let the driver finish reclaiming what the previous variant released: allocations made right after
+      // multi-GiB releases are several times slower, which would penalise whichever variant runs next.
+      CUDART(cudaDeviceSynchronize());
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      f();
+    }
   }
   const double pvmm_s = median(pvmm_runs), raw_s = median(raw_runs), malloc_s = median(malloc_runs);
   fmt::print("\ngrowth: to 8 GiB in 256 MiB steps (targets: <= 1.1x the raw loop; >= 50x faster than cudaMalloc+copy)\n");
