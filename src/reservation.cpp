@@ -19,12 +19,12 @@ namespace {
 // The mutex guards the registry and every reservation's mapping table (so lookups never see a table
 // being changed); it is never held across a backend call.
 std::mutex registry_mutex;
-std::map<std::uintptr_t, reservation_state*> registry;
+std::map<std::uintptr_t, reservation_state*> registry;  // many entries, inserted anywhere: a tree
 
 std::uintptr_t to_int(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 /// The reservation and mapping covering `address`, or nullptrs. Caller holds registry_mutex.
-std::pair<reservation_state*, const std::pair<const std::size_t, mapping_record>*> lookup(const void* address) {
+std::pair<reservation_state*, const std::pair<std::size_t, mapping_record>*> lookup(const void* address) {
   auto a = to_int(address);
   auto it = registry.upper_bound(a);
   if (it == registry.begin()) return {nullptr, nullptr};
@@ -69,7 +69,7 @@ status reservation_state::free_range() {
 
 status reservation_state::unmap_all() {
   status first_failure;
-  std::map<std::size_t, mapping_record> doomed;
+  flat_map<std::size_t, mapping_record> doomed;
   {
     std::lock_guard<std::mutex> lock(registry_mutex);
     doomed.swap(mappings);
@@ -90,7 +90,7 @@ error released_reservation(const char* op) {
 
 /// Checks that [offset, offset+size) is within the reservation and covered exactly by whole, adjacent
 /// mappings. Caller holds registry_mutex. Returns the first and one-past-last mapping.
-result<std::pair<std::map<std::size_t, mapping_record>::iterator, std::map<std::size_t, mapping_record>::iterator>>
+result<std::pair<flat_map<std::size_t, mapping_record>::iterator, flat_map<std::size_t, mapping_record>::iterator>>
 whole_mappings(reservation_state& r, std::size_t offset, std::size_t size, const char* op, lazy_args args) {
   if (size == 0) return make_error(errc::invalid_size, op, args, "size is zero");
   if (offset > r.size || size > r.size - offset)
@@ -155,7 +155,6 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
                                     backend::info().name),
                         "map whole allocations (memory_offset 0), or split the allocation into chunks");
   }
-  std::map<std::size_t, mapping_record>::iterator slot;
   {
     // Check and claim the range in one critical section; the claim is withdrawn if the backend fails.
     std::lock_guard<std::mutex> lock(registry_mutex);
@@ -173,13 +172,13 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
                                       prev->first, prev->first + prev->second.size),
                           "unmap it first");
     }
-    slot = r->mappings.emplace_hint(next, offset, mapping_record{size, memory, memory_offset});
+    r->mappings.emplace_hint(next, offset, mapping_record{size, memory, memory_offset});
   }
   void* address = static_cast<char*>(r->address) + offset;
   auto ok = call_backend("map", [&] { return backend::map(address, size, memory->handle, memory_offset); });
   if (!ok) {
     std::lock_guard<std::mutex> lock(registry_mutex);
-    r->mappings.erase(slot);
+    r->mappings.erase(offset);
     return in_operation(std::move(ok).error(), op, args);
   }
   ++live_mappings;
@@ -237,7 +236,8 @@ result<address_reservation> address_reservation::reserve(std::size_t size, std::
   auto state = std::make_unique<detail::reservation_state>(*address, size);
   {
     std::lock_guard<std::mutex> lock(detail::registry_mutex);
-    detail::registry.emplace(detail::to_int(*address), state.get());
+    auto key = detail::to_int(*address);
+    detail::registry.emplace_hint(detail::registry.lower_bound(key), key, state.get());
   }
   return address_reservation(std::move(state));
 }

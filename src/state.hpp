@@ -21,6 +21,7 @@
 #include <pvmm/types.hpp>
 
 #include "backend.hpp"
+#include "flat_map.hpp"
 
 namespace pvmm::detail {
 
@@ -68,7 +69,7 @@ struct reservation_state {
   void* address;
   bool freed = false;
   std::size_t size;
-  std::map<std::size_t, mapping_record> mappings;  // keyed by offset in the reservation
+  flat_map<std::size_t, mapping_record> mappings;  // keyed by offset in the reservation
 };
 
 /// Fault injection and call counting, applied to every backend call that is a step of an operation.

@@ -262,6 +262,9 @@ void growth() {
   // medians are reported.
   std::vector<double> pvmm_runs, raw_runs, malloc_runs;
   std::size_t pvmm_peak = 0, malloc_peak = 0;
+  // Timed runs take no memory samples (a cudaMemGetInfo between steps changes what the next step costs);
+  // one extra untimed run of pvmm and of cudaMalloc+copy records the peak.
+  bool sample = false;
   auto run_pvmm = [&] {
     pvmm::growable_options o;
     o.access = {{pvmm::location::device(0), pvmm::access::read_write}};
@@ -274,9 +277,9 @@ void growth() {
       auto r0 = clock_type::now();
       check(buffer.resize(s).has_value(), "resize");
       busy += seconds_since(r0);
-      pvmm_peak = std::max(pvmm_peak, used_bytes(free0));  // not timed
+      if (sample) pvmm_peak = std::max(pvmm_peak, used_bytes(free0));
     }
-    pvmm_runs.push_back(busy);
+    if (!sample) pvmm_runs.push_back(busy);
   };
   auto run_raw = [&] {
     CUmemAllocationProp prop{};
@@ -312,13 +315,13 @@ void growth() {
       if (old) CUDART(cudaMemcpy(fresh, old, old_size, cudaMemcpyDeviceToDevice));
       CUDART(cudaDeviceSynchronize());
       busy += seconds_since(r0);
-      malloc_peak = std::max(malloc_peak, used_bytes(free0));  // not timed; measured while old and new coexist
+      if (sample) malloc_peak = std::max(malloc_peak, used_bytes(free0));  // while old and new coexist
       r0 = clock_type::now();
       if (old) CUDART(cudaFree(old));
       busy += seconds_since(r0);
       old = fresh, old_size = s;
     }
-    malloc_runs.push_back(busy);
+    if (!sample) malloc_runs.push_back(busy);
     CUDART(cudaFree(old));
   };
   for (int round = 0; round < 3; ++round) {
@@ -332,6 +335,9 @@ void growth() {
       f();
     }
   }
+  sample = true;
+  run_pvmm();
+  run_malloc();
   const double pvmm_s = median(pvmm_runs), raw_s = median(raw_runs), malloc_s = median(malloc_runs);
   fmt::print("\ngrowth: to 8 GiB in 256 MiB steps (targets: <= 1.1x the raw loop; >= 50x faster than cudaMalloc+copy)\n");
   fmt::print("  {:<44} {:>11} {:>11} {:>9}\n", "", "pvmm ms", "other ms", "ratio");
@@ -342,10 +348,16 @@ void growth() {
              malloc_s / pvmm_s, pvmm_peak >> 20, malloc_peak >> 20, (target + step) >> 20);
 }
 
+void settle() {
+  CUDART(cudaDeviceSynchronize());
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
 void batching() {
   const std::size_t step = std::size_t{2} << 20, target = std::size_t{2} << 30;
-  double naive_s;
-  {
+  std::vector<double> naive_runs;
+  for (int round = 0; round < 3; ++round) {
+    settle();
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -363,13 +375,14 @@ void batching() {
       CU(cuMemSetAccess(base + s, step, &desc, 1));
       handles.push_back(h);
     }
-    naive_s = seconds_since(t0);
+    naive_runs.push_back(seconds_since(t0));
     CU(cuMemUnmap(base, target));
     for (auto h : handles) CU(cuMemRelease(h));
     CU(cuMemAddressFree(base, target));
   }
-  fmt::print("\nbatching: to 2 GiB in 2 MiB steps; growable_buffer chunk size vs naive create/map/grant per step "
-             "(target >= 5x faster)\n");
+  const double naive_s = median(naive_runs);
+  fmt::print("\nbatching: to 2 GiB in 2 MiB steps; growable_buffer chunk size vs naive create/map/grant per step; "
+             "median of 3, teardown excluded (target >= 5x faster)\n");
   fmt::print("  {:<44} {:>11} {:>11} {:>9}\n", "", "pvmm ms", "naive ms", "ratio");
   double best = 1e9;
   std::size_t best_chunk = 0;
@@ -378,13 +391,16 @@ void batching() {
     o.access = {{pvmm::location::device(0), pvmm::access::read_write}};
     o.chunk_size = chunk_mib << 20;
     o.reserve_size = target;
-    auto t0 = clock_type::now();
-    {
+    std::vector<double> runs;
+    for (int round = 0; round < 3; ++round) {
+      settle();
+      auto t0 = clock_type::now();
       auto buffer = pvmm::growable_buffer::create(o).value();
       for (std::size_t s = step; s <= target; s += step) check(buffer.resize(s).has_value(), "resize");
+      runs.push_back(seconds_since(t0));
     }
-    double t = seconds_since(t0);
-    row(fmt::format("chunk {:>3} MiB (teardown included)", chunk_mib), t, naive_s, "ms");
+    double t = median(runs);
+    row(fmt::format("growable_buffer, chunk {:>3} MiB", chunk_mib), t, naive_s, "ms");
     if (t < best) best = t, best_chunk = chunk_mib;
   }
   fmt::print("  best: {} MiB chunks, {:.1f}x faster than naive\n", best_chunk, naive_s / best);
