@@ -254,41 +254,40 @@ std::size_t used_bytes(std::size_t baseline_free) {
   return baseline_free > free ? baseline_free - free : 0;
 }
 
-void growth() {
+// Each growth variant runs in a fresh process (this program, re-executed): in one process, whichever
+// variant runs after multi-GiB releases pays for the driver reclaiming them, which no sleep reliably avoids.
+struct growth_result {
+  double seconds = 0;
+  std::size_t peak = 0;
+};
+
+growth_result growth_variant(const std::string& which) {
   const std::size_t step = std::size_t{256} << 20, target = std::size_t{8} << 30;
   std::size_t free0 = 0, total = 0;
   CUDART(cudaMemGetInfo(&free0, &total));
-  // Each variant runs three times in rotating order (the driver is slower right after large releases);
-  // medians are reported.
-  std::vector<double> pvmm_runs, raw_runs, malloc_runs;
-  std::size_t pvmm_peak = 0, malloc_peak = 0;
-  // Timed runs take no memory samples (a cudaMemGetInfo between steps changes what the next step costs);
-  // one extra untimed run of pvmm and of cudaMalloc+copy records the peak.
-  bool sample = false;
-  auto run_pvmm = [&] {
+  growth_result r;
+  const bool sample = which.find("peak") != std::string::npos;
+  if (which.rfind("pvmm", 0) == 0) {
     pvmm::growable_options o;
     o.access = {{pvmm::location::device(0), pvmm::access::read_write}};
     o.chunk_size = step;
     o.reserve_size = target;
     auto t0 = clock_type::now();
     auto buffer = pvmm::growable_buffer::create(o).value();
-    double busy = seconds_since(t0);  // the reservation, as in the raw loop
+    r.seconds = seconds_since(t0);
     for (std::size_t s = step; s <= target; s += step) {
       auto r0 = clock_type::now();
       check(buffer.resize(s).has_value(), "resize");
-      busy += seconds_since(r0);
-      if (sample) pvmm_peak = std::max(pvmm_peak, used_bytes(free0));
+      r.seconds += seconds_since(r0);
+      if (sample) r.peak = std::max(r.peak, used_bytes(free0));  // untimed, and only in the peak runs
     }
-    if (!sample) pvmm_runs.push_back(busy);
-  };
-  auto run_raw = [&] {
+  } else if (which == "raw") {
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     CUmemAccessDesc desc{};
     desc.location = prop.location;
     desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    std::vector<CUmemGenericAllocationHandle> handles;
     auto t0 = clock_type::now();
     CUdeviceptr base;
     CU(cuMemAddressReserve(&base, target, 0, 0, 0));
@@ -297,15 +296,9 @@ void growth() {
       CU(cuMemCreate(&h, step, &prop, 0));
       CU(cuMemMap(base + s, step, 0, h, 0));
       CU(cuMemSetAccess(base + s, step, &desc, 1));
-      handles.push_back(h);
     }
-    raw_runs.push_back(seconds_since(t0));
-    CU(cuMemUnmap(base, target));
-    for (auto h : handles) CU(cuMemRelease(h));
-    CU(cuMemAddressFree(base, target));
-  };
-  auto run_malloc = [&] {
-    double busy = 0;
+    r.seconds = seconds_since(t0);
+  } else {  // cudaMalloc(new) + copy + cudaFree(old)
     void* old = nullptr;
     std::size_t old_size = 0;
     for (std::size_t s = step; s <= target; s += step) {
@@ -314,32 +307,41 @@ void growth() {
       CUDART(cudaMalloc(&fresh, s));
       if (old) CUDART(cudaMemcpy(fresh, old, old_size, cudaMemcpyDeviceToDevice));
       CUDART(cudaDeviceSynchronize());
-      busy += seconds_since(r0);
-      if (sample) malloc_peak = std::max(malloc_peak, used_bytes(free0));  // while old and new coexist
+      r.seconds += seconds_since(r0);
+      if (sample) r.peak = std::max(r.peak, used_bytes(free0));  // while old and new coexist
       r0 = clock_type::now();
       if (old) CUDART(cudaFree(old));
-      busy += seconds_since(r0);
+      r.seconds += seconds_since(r0);
       old = fresh, old_size = s;
     }
-    if (!sample) malloc_runs.push_back(busy);
-    CUDART(cudaFree(old));
-  };
-  for (int round = 0; round < 3; ++round) {
-    std::function<void()> order[] = {run_pvmm, run_raw, run_malloc};
-    std::rotate(order, order + round, order + 3);
-    for (auto& f : order) {
-      // Let the driver finish reclaiming what the previous variant released: allocations made right after
-      // multi-GiB releases are several times slower, which would penalise whichever variant runs next.
-      CUDART(cudaDeviceSynchronize());
-      std::this_thread::sleep_for(std::chrono::seconds(2));
-      f();
-    }
   }
-  sample = true;
-  run_pvmm();
-  run_malloc();
+  return r;  // the process exits next: teardown is not measured for any variant
+}
+
+growth_result run_growth_variant(const std::string& which) {
+  std::string command = "/proc/" + std::to_string(::getpid()) + "/exe --growth-variant " + which;
+  growth_result r;
+  if (std::FILE* p = ::popen(command.c_str(), "r")) {
+    if (std::fscanf(p, "%lf %zu", &r.seconds, &r.peak) != 2) r.seconds = -1;
+    ::pclose(p);
+  }
+  check(r.seconds >= 0, "growth variant process");
+  return r;
+}
+
+void growth() {
+  const std::size_t step = std::size_t{256} << 20, target = std::size_t{8} << 30;
+  std::vector<double> pvmm_runs, raw_runs, malloc_runs;
+  for (int round = 0; round < 3; ++round) {
+    pvmm_runs.push_back(run_growth_variant("pvmm").seconds);
+    raw_runs.push_back(run_growth_variant("raw").seconds);
+    malloc_runs.push_back(run_growth_variant("malloc").seconds);
+  }
+  const std::size_t pvmm_peak = run_growth_variant("pvmm-peak").peak;
+  const std::size_t malloc_peak = run_growth_variant("malloc-peak").peak;
   const double pvmm_s = median(pvmm_runs), raw_s = median(raw_runs), malloc_s = median(malloc_runs);
-  fmt::print("\ngrowth: to 8 GiB in 256 MiB steps (targets: <= 1.1x the raw loop; >= 50x faster than cudaMalloc+copy)\n");
+  fmt::print("\ngrowth: to 8 GiB in 256 MiB steps, each variant in a fresh process, median of 3 "
+             "(targets: <= 1.1x the raw loop; >= 50x faster than cudaMalloc+copy)\n");
   fmt::print("  {:<44} {:>11} {:>11} {:>9}\n", "", "pvmm ms", "other ms", "ratio");
   row("growable_buffer vs raw cuMem loop", pvmm_s, raw_s, "ms");
   row("growable_buffer vs cudaMalloc+copy+cudaFree", pvmm_s, malloc_s, "ms");
@@ -458,12 +460,19 @@ void peer() {
 int main(int argc, char** argv) {
   auto b = pvmm::query_backend();
   if (!b.available || pvmm::device_count().value() == 0) {
-    fmt::print("pvmm-bench: no device here ({})\n", b.unavailable_reason);
+    std::printf("pvmm-bench: no device here (%s)\n", b.unavailable_reason.c_str());
     return 0;
   }
 #if PVMM_BENCH_CUDA
   CUDART(cudaSetDevice(0));
   CUDART(cudaFree(nullptr));  // create the primary context pvmm also uses
+#endif
+#if PVMM_BENCH_CUDA
+  if (argc == 3 && std::string(argv[1]) == "--growth-variant") {
+    auto r = growth_variant(argv[2]);
+    std::printf("%.9f %zu\n", r.seconds, r.peak);
+    return 0;
+  }
 #endif
   std::vector<std::string> sections(argv + 1, argv + argc);
   auto want = [&](const char* s) { return sections.empty() || std::find(sections.begin(), sections.end(), s) != sections.end(); };
