@@ -44,7 +44,8 @@ int main() {
     for (std::size_t chunks = 1; chunks <= 12; ++chunks) {
       if (chunks == 6) {
         // Take the addresses right after the buffer, so the next growth past capacity must move.
-        auto blocker = pvmm::address_reservation::reserve(chunk, 0, static_cast<char*>(buffer.data()) + buffer.capacity());
+        auto blocker =
+            pvmm::address_reservation::reserve(chunk, 0, static_cast<char*>(buffer.data()) + buffer.capacity());
         (void)blocker;  // if they were taken already, the buffer moves all the same
       }
       void* before = buffer.data();

@@ -99,8 +99,7 @@ int launcher(int peers) {
     }
     std::vector<int> raw;
     for (auto& fd : fds) raw.push_back(fd.get());
-    for (int rank = 0; rank < peers; ++rank)
-      pvmm::ipc::send_fds(socks[rank], raw.data(), raw.size(), "all", 3).value();
+    for (int rank = 0; rank < peers; ++rank) pvmm::ipc::send_fds(socks[rank], raw.data(), raw.size(), "all", 3).value();
     for (int rank = 0; rank < peers; ++rank)
       if (text(pvmm::ipc::receive_fds(socks[rank], 0, 64, 60s).value()) != "written") ++failures;
     for (int rank = 0; rank < peers; ++rank) say(socks[rank], "verify");

@@ -26,8 +26,9 @@ __global__ void all_reduce(const float* multicast, float* out, std::size_t n) {
 int main() {
   const char* enabled = std::getenv("PVMM_ENABLE_MULTICAST_TESTS");
   if (!enabled || std::string(enabled) != "1") {
-    std::printf("multicast_allreduce: refused: it creates a multicast object; set PVMM_ENABLE_MULTICAST_TESTS=1 "
-                "only on a machine you own\n");
+    std::printf(
+        "multicast_allreduce: refused: it creates a multicast object; set PVMM_ENABLE_MULTICAST_TESTS=1 "
+        "only on a machine you own\n");
     return 0;
   }
   try {
@@ -52,7 +53,8 @@ int main() {
       memory.push_back(pvmm::physical_allocation::create(p, mp.size).value());
       mc.bind_memory(0, memory.back(), 0, mp.size).value();
       unicast.push_back(pvmm::address_reservation::reserve(mp.size).value());
-      void* u = unicast.back().map_and_grant(0, memory.back(), 0, mp.size, {{p.location, pvmm::access::read_write}}).value();
+      void* u =
+          unicast.back().map_and_grant(0, memory.back(), 0, mp.size, {{p.location, pvmm::access::read_write}}).value();
       std::vector<float> ones(n, static_cast<float>(d + 1));
       cudaSetDevice(d);
       cudaMemcpy(u, ones.data(), mp.size, cudaMemcpyHostToDevice);

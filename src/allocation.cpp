@@ -28,7 +28,8 @@ status allocation_state::release_handle() {
 namespace {
 
 error released_owner(const char* operation, const char* what) {
-  return make_error(errc::already_released, operation, "", fmt::format("this {} is empty (released or moved from)", what));
+  return make_error(errc::already_released, operation, "",
+                    fmt::format("this {} is empty (released or moved from)", what));
 }
 
 /// Capability checks for creating memory with `p` (location already validated).
@@ -37,9 +38,9 @@ status check_requested_capabilities(const allocation_properties& p, const char* 
   auto caps = device_capabilities(ordinal);
   if (!caps) return in_operation(std::move(caps).error(), op, args);
   auto refuse = [&](const char* feature) {
-    return make_error(errc::not_supported, op, args,
-                      fmt::format("the {} backend's device {} does not support {}", backend::info().name, ordinal,
-                                  feature));
+    return make_error(
+        errc::not_supported, op, args,
+        fmt::format("the {} backend's device {} does not support {}", backend::info().name, ordinal, feature));
   };
   if (!caps->virtual_memory) return refuse("virtual memory management");
   if (p.location.type == location::kind::host && !caps->host_location) return refuse("host-located physical memory");
@@ -67,8 +68,7 @@ status check_size(std::size_t size, std::size_t unit, const char* what, const ch
 
 /// Wraps an imported handle: reads its properties back to learn its granularity; releases it on failure.
 result<std::shared_ptr<allocation_state>> adopt_import(native_handle handle, std::size_t size,
-                                                       allocation_state::kind what, const char* op,
-                                                       lazy_args args) {
+                                                       allocation_state::kind what, const char* op, lazy_args args) {
   allocation_properties props;
   std::size_t unit = 1;
   if (what == allocation_state::kind::memory) {
@@ -122,8 +122,8 @@ result<physical_allocation> physical_allocation::create(const allocation_propert
   if (auto ok = detail::check_size(size, g->minimum, "size", op, args); !ok) return std::move(ok).error();
   auto handle = call_backend("create", [&] { return detail::backend::create(properties, size); });
   if (!handle) return in_operation(std::move(handle).error(), op, args);
-  return physical_allocation(std::make_shared<detail::allocation_state>(
-      *handle, size, g->minimum, properties, detail::allocation_state::kind::memory));
+  return physical_allocation(std::make_shared<detail::allocation_state>(*handle, size, g->minimum, properties,
+                                                                        detail::allocation_state::kind::memory));
 }
 
 status physical_allocation::release() noexcept {
@@ -248,8 +248,7 @@ result<granularity> multicast_granularity(const multicast_properties& properties
 result<multicast_object> multicast_object::create(const multicast_properties& properties) {
   const char* op = "pvmm::multicast_object::create";
   auto args = [&] { return describe(properties); };
-  if (properties.team_size == 0)
-    return make_error(errc::invalid_argument, op, args, "team_size is zero");
+  if (properties.team_size == 0) return make_error(errc::invalid_argument, op, args, "team_size is zero");
   auto g = call_backend("multicast_granularity",
                         [&] { return detail::backend::multicast_granularity(to_request(properties)); });
   if (!g) return in_operation(std::move(g).error(), op, args);

@@ -19,31 +19,56 @@ namespace pvmm {
 
 const char* to_string(errc code) noexcept {
   switch (code) {
-    case errc::invalid_argument: return "invalid_argument";
-    case errc::invalid_size: return "invalid_size";
-    case errc::unaligned: return "unaligned";
-    case errc::invalid_alignment: return "invalid_alignment";
-    case errc::invalid_device: return "invalid_device";
-    case errc::invalid_location: return "invalid_location";
-    case errc::out_of_range: return "out_of_range";
-    case errc::overlapping_mapping: return "overlapping_mapping";
-    case errc::partial_mapping: return "partial_mapping";
-    case errc::not_mapped: return "not_mapped";
-    case errc::busy: return "busy";
-    case errc::already_released: return "already_released";
-    case errc::invalid_handle: return "invalid_handle";
-    case errc::handle_type_not_requested: return "handle_type_not_requested";
-    case errc::not_supported: return "not_supported";
-    case errc::not_permitted: return "not_permitted";
-    case errc::address_unavailable: return "address_unavailable";
-    case errc::out_of_memory: return "out_of_memory";
-    case errc::backend_unavailable: return "backend_unavailable";
-    case errc::runtime_too_old: return "runtime_too_old";
-    case errc::timeout: return "timeout";
-    case errc::peer_rejected: return "peer_rejected";
-    case errc::protocol_error: return "protocol_error";
-    case errc::system_error: return "system_error";
-    case errc::backend_error: return "backend_error";
+    case errc::invalid_argument:
+      return "invalid_argument";
+    case errc::invalid_size:
+      return "invalid_size";
+    case errc::unaligned:
+      return "unaligned";
+    case errc::invalid_alignment:
+      return "invalid_alignment";
+    case errc::invalid_device:
+      return "invalid_device";
+    case errc::invalid_location:
+      return "invalid_location";
+    case errc::out_of_range:
+      return "out_of_range";
+    case errc::overlapping_mapping:
+      return "overlapping_mapping";
+    case errc::partial_mapping:
+      return "partial_mapping";
+    case errc::not_mapped:
+      return "not_mapped";
+    case errc::busy:
+      return "busy";
+    case errc::already_released:
+      return "already_released";
+    case errc::invalid_handle:
+      return "invalid_handle";
+    case errc::handle_type_not_requested:
+      return "handle_type_not_requested";
+    case errc::not_supported:
+      return "not_supported";
+    case errc::not_permitted:
+      return "not_permitted";
+    case errc::address_unavailable:
+      return "address_unavailable";
+    case errc::out_of_memory:
+      return "out_of_memory";
+    case errc::backend_unavailable:
+      return "backend_unavailable";
+    case errc::runtime_too_old:
+      return "runtime_too_old";
+    case errc::timeout:
+      return "timeout";
+    case errc::peer_rejected:
+      return "peer_rejected";
+    case errc::protocol_error:
+      return "protocol_error";
+    case errc::system_error:
+      return "system_error";
+    case errc::backend_error:
+      return "backend_error";
   }
   return "unknown_error";
 }
@@ -94,9 +119,12 @@ error injected_failure(const char* call) {
 
 std::string describe(location where) {
   switch (where.type) {
-    case location::kind::device: return fmt::format("device {}", where.id);
-    case location::kind::host: return "host";
-    case location::kind::host_numa: return fmt::format("host NUMA node {}", where.id);
+    case location::kind::device:
+      return fmt::format("device {}", where.id);
+    case location::kind::host:
+      return "host";
+    case location::kind::host_numa:
+      return fmt::format("host NUMA node {}", where.id);
   }
   return fmt::format("location kind {}", static_cast<int>(where.type));
 }
@@ -109,9 +137,12 @@ std::string describe(const allocation_properties& p) {
 
 const char* describe(access a) noexcept {
   switch (a) {
-    case access::none: return "none";
-    case access::read: return "read";
-    case access::read_write: return "read_write";
+    case access::none:
+      return "none";
+    case access::read:
+      return "read";
+    case access::read_write:
+      return "read_write";
   }
   return "invalid";
 }

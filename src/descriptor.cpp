@@ -80,7 +80,8 @@ result<buffer_descriptor> buffer_descriptor::parse(const std::uint8_t* data, std
     return malformed(fmt::format("descriptor version {} (this pvmm reads version {})", v, version));
   buffer_descriptor d;
   auto kind = get<std::uint32_t>(p);
-  if (kind != static_cast<std::uint32_t>(handle_kind::posix_fd) && kind != static_cast<std::uint32_t>(handle_kind::fabric))
+  if (kind != static_cast<std::uint32_t>(handle_kind::posix_fd) &&
+      kind != static_cast<std::uint32_t>(handle_kind::fabric))
     return malformed(fmt::format("unknown handle kind {}", kind));
   d.kind = static_cast<handle_kind>(kind);
   d.device = get<std::int32_t>(p);
@@ -105,7 +106,8 @@ result<buffer_descriptor> buffer_descriptor::parse(const std::uint8_t* data, std
     p += 64;
     if (c.size == 0) return malformed(fmt::format("chunk {} has size 0", i));
     if (c.offset != next)
-      return malformed(fmt::format("chunk {} starts at {:#x}, but the chunks before it end at {:#x}", i, c.offset, next));
+      return malformed(
+          fmt::format("chunk {} starts at {:#x}, but the chunks before it end at {:#x}", i, c.offset, next));
     if (c.size > d.size || next > d.size - c.size)
       return malformed(fmt::format("chunk {} ends past the buffer size {:#x}", i, d.size));
     next += c.size;
@@ -115,7 +117,8 @@ result<buffer_descriptor> buffer_descriptor::parse(const std::uint8_t* data, std
       if (!slots.insert(c.fd_slot).second) return malformed(fmt::format("fd slot {} is used twice", c.fd_slot));
     }
   }
-  if (next != d.size) return malformed(fmt::format("the chunks cover {:#x} bytes, the header says {:#x}", next, d.size));
+  if (next != d.size)
+    return malformed(fmt::format("the chunks cover {:#x} bytes, the header says {:#x}", next, d.size));
   return d;
 }
 

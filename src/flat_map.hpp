@@ -25,10 +25,12 @@ class flat_map {
   void swap(flat_map& other) noexcept { items_.swap(other.items_); }
 
   iterator lower_bound(const Key& k) {
-    return std::lower_bound(items_.begin(), items_.end(), k, [](const value_type& v, const Key& x) { return v.first < x; });
+    return std::lower_bound(items_.begin(), items_.end(), k,
+                            [](const value_type& v, const Key& x) { return v.first < x; });
   }
   iterator upper_bound(const Key& k) {
-    return std::upper_bound(items_.begin(), items_.end(), k, [](const Key& x, const value_type& v) { return x < v.first; });
+    return std::upper_bound(items_.begin(), items_.end(), k,
+                            [](const Key& x, const value_type& v) { return x < v.first; });
   }
   iterator find(const Key& k) {
     auto it = lower_bound(k);

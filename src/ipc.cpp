@@ -88,8 +88,8 @@ result<peer_credentials> query_peer(int socket) {
   ucred c{};
   socklen_t len = sizeof c;
   if (::getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &c, &len) != 0)
-    return system_failure("pvmm::ipc::query_peer", [&] { return fmt::format("socket={}", socket); }, errno,
-                          "getsockopt(SO_PEERCRED)");
+    return system_failure(
+        "pvmm::ipc::query_peer", [&] { return fmt::format("socket={}", socket); }, errno, "getsockopt(SO_PEERCRED)");
   return peer_credentials{c.pid, c.uid, c.gid};
 }
 
@@ -139,10 +139,19 @@ result<exported_fd> take_fd_from_process(pid_t pid, int remote_fd) {
           pid, scope < 0 ? std::string("unknown (no Yama)") : std::to_string(scope));
       break;
     }
-    case EBADF: e.code = errc::invalid_argument; e.detail += fmt::format(" (process {} has no fd {})", pid, remote_fd); break;
-    case ESRCH: e.code = errc::invalid_argument; break;
-    case ENOSYS: e.code = errc::not_supported; e.hint = "pidfd_getfd needs Linux 5.6; pass the fd over a socket"; break;
-    default: break;
+    case EBADF:
+      e.code = errc::invalid_argument;
+      e.detail += fmt::format(" (process {} has no fd {})", pid, remote_fd);
+      break;
+    case ESRCH:
+      e.code = errc::invalid_argument;
+      break;
+    case ENOSYS:
+      e.code = errc::not_supported;
+      e.hint = "pidfd_getfd needs Linux 5.6; pass the fd over a socket";
+      break;
+    default:
+      break;
   }
   return e;
 }

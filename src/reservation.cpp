@@ -94,9 +94,9 @@ result<std::pair<flat_map<std::size_t, mapping_record>::iterator, flat_map<std::
 whole_mappings(reservation_state& r, std::size_t offset, std::size_t size, const char* op, lazy_args args) {
   if (size == 0) return make_error(errc::invalid_size, op, args, "size is zero");
   if (offset > r.size || size > r.size - offset)
-    return make_error(errc::out_of_range, op, args,
-                      fmt::format("[{:#x}, {:#x}) is outside the reservation of size {:#x}", offset, offset + size,
-                                  r.size));
+    return make_error(
+        errc::out_of_range, op, args,
+        fmt::format("[{:#x}, {:#x}) is outside the reservation of size {:#x}", offset, offset + size, r.size));
   auto first = r.mappings.upper_bound(offset);
   if (first != r.mappings.begin()) {
     auto prev = std::prev(first);
@@ -114,9 +114,9 @@ whole_mappings(reservation_state& r, std::size_t offset, std::size_t size, const
   const std::size_t end = offset + size;
   while (cursor < end) {
     if (it == r.mappings.end() || it->first != cursor)
-      return make_error(errc::not_mapped, op, args,
-                        fmt::format("[{:#x}, {:#x}) is not mapped", cursor,
-                                    it == r.mappings.end() ? end : std::min(end, it->first)));
+      return make_error(
+          errc::not_mapped, op, args,
+          fmt::format("[{:#x}, {:#x}) is not mapped", cursor, it == r.mappings.end() ? end : std::min(end, it->first)));
     cursor = it->first + it->second.size;
     ++it;
   }
@@ -131,16 +131,17 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
                         std::size_t memory_offset, std::size_t size, const char* op) {
   auto args = [&] { return fmt::format("offset={:#x}, memory_offset={:#x}, size={:#x}", offset, memory_offset, size); };
   if (!r) return released_reservation(op);
-  if (!memory) return make_error(errc::already_released, op, args, "the memory to map is empty (released or moved from)");
+  if (!memory)
+    return make_error(errc::already_released, op, args, "the memory to map is empty (released or moved from)");
   const std::size_t unit = memory->granularity;
   if (size == 0) return make_error(errc::invalid_size, op, args, "size is zero");
   if (size % unit != 0 || offset % unit != 0 || memory_offset % unit != 0)
     return make_error(errc::unaligned, op, args,
                       fmt::format("offset, memory_offset and size must be multiples of the granularity {:#x}", unit));
   if (offset > r->size || size > r->size - offset)
-    return make_error(errc::out_of_range, op, args,
-                      fmt::format("[{:#x}, {:#x}) is outside the reservation of size {:#x}", offset, offset + size,
-                                  r->size));
+    return make_error(
+        errc::out_of_range, op, args,
+        fmt::format("[{:#x}, {:#x}) is outside the reservation of size {:#x}", offset, offset + size, r->size));
   if (memory_offset > memory->size || size > memory->size - memory_offset)
     return make_error(errc::out_of_range, op, args,
                       fmt::format("[{:#x}, {:#x}) is outside the memory of size {:#x}", memory_offset,
@@ -150,10 +151,10 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
     auto caps = device_capabilities(ordinal);
     if (!caps) return in_operation(std::move(caps).error(), op, args);
     if (!caps->map_at_physical_offset)
-      return make_error(errc::not_supported, op, args,
-                        fmt::format("the {} backend cannot map from a nonzero offset into physical memory",
-                                    backend::info().name),
-                        "map whole allocations (memory_offset 0), or split the allocation into chunks");
+      return make_error(
+          errc::not_supported, op, args,
+          fmt::format("the {} backend cannot map from a nonzero offset into physical memory", backend::info().name),
+          "map whole allocations (memory_offset 0), or split the allocation into chunks");
   }
   {
     // Check and claim the range in one critical section; the claim is withdrawn if the backend fails.
@@ -210,7 +211,9 @@ std::size_t address_reservation::mapping_count() const noexcept {
 result<address_reservation> address_reservation::reserve(std::size_t size, std::size_t alignment,
                                                          const void* fixed_address) {
   const char* op = "pvmm::address_reservation::reserve";
-  auto args = [&] { return fmt::format("size={:#x}, alignment={:#x}, fixed_address={}", size, alignment, fixed_address); };
+  auto args = [&] {
+    return fmt::format("size={:#x}, alignment={:#x}, fixed_address={}", size, alignment, fixed_address);
+  };
   auto unit = call_backend("reservation_granularity", [] { return detail::backend::reservation_granularity(); });
   if (!unit) return in_operation(std::move(unit).error(), op, args);
   if (size == 0) return make_error(errc::invalid_size, op, args, "size is zero");
@@ -242,16 +245,14 @@ result<address_reservation> address_reservation::reserve(std::size_t size, std::
   return address_reservation(std::move(state));
 }
 
-result<void*> address_reservation::map(std::size_t offset, const physical_allocation& memory,
-                                       std::size_t memory_offset, std::size_t size) {
-  return detail::map_state(state_.get(), offset, memory.state(), memory_offset, size,
-                           "pvmm::address_reservation::map");
+result<void*> address_reservation::map(std::size_t offset, const physical_allocation& memory, std::size_t memory_offset,
+                                       std::size_t size) {
+  return detail::map_state(state_.get(), offset, memory.state(), memory_offset, size, "pvmm::address_reservation::map");
 }
 
 result<void*> address_reservation::map(std::size_t offset, const multicast_object& object, std::size_t object_offset,
                                        std::size_t size) {
-  return detail::map_state(state_.get(), offset, object.state(), object_offset, size,
-                           "pvmm::address_reservation::map");
+  return detail::map_state(state_.get(), offset, object.state(), object_offset, size, "pvmm::address_reservation::map");
 }
 
 result<void*> address_reservation::map_and_grant(std::size_t offset, const physical_allocation& memory,
@@ -280,9 +281,8 @@ status address_reservation::unmap(std::size_t offset, std::size_t size) {
   // Unmap mapping by mapping (HIP needs whole mappings); each one is forgotten as soon as it is gone, so a
   // failure part-way leaves the table true to what is still mapped.
   for (auto [off, sz] : pieces) {
-    auto ok = call_backend("unmap", [&, o = off, s = sz] {
-      return detail::backend::unmap(static_cast<char*>(state_->address) + o, s);
-    });
+    auto ok = call_backend(
+        "unmap", [&, o = off, s = sz] { return detail::backend::unmap(static_cast<char*>(state_->address) + o, s); });
     if (!ok) return in_operation(std::move(ok).error(), op, args);
     std::shared_ptr<detail::allocation_state> memory;
     {

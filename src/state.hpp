@@ -45,8 +45,8 @@ struct allocation_state {
 
   native_handle handle;
   std::size_t size;
-  std::size_t granularity;            // minimum granularity offsets/sizes must respect
-  allocation_properties properties;   // as requested at creation, or read back at import
+  std::size_t granularity;           // minimum granularity offsets/sizes must respect
+  allocation_properties properties;  // as requested at creation, or read back at import
   kind what;
   bool released = false;
 };

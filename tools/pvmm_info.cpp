@@ -78,7 +78,7 @@ struct outcome {
 
 outcome from_error(const pvmm::error& e) {
   return {e.code == pvmm::errc::not_supported || e.code == pvmm::errc::not_permitted ? outcome::not_supported
-                                                                                      : outcome::fail,
+                                                                                     : outcome::fail,
           e.message()};
 }
 
@@ -229,11 +229,10 @@ int self_check() {
     failures += o.what == outcome::fail;
     fmt::print("  {:<36} {:<14} {}\n", name, label, o.detail);
   }
-  fmt::print("self-check: {} passed, {} failed, {} not supported\n",
-             std::count_if(results.begin(), results.end(), [](auto& r) { return r.second.what == outcome::pass; }),
-             failures,
-             std::count_if(results.begin(), results.end(),
-                           [](auto& r) { return r.second.what == outcome::not_supported; }));
+  fmt::print(
+      "self-check: {} passed, {} failed, {} not supported\n",
+      std::count_if(results.begin(), results.end(), [](auto& r) { return r.second.what == outcome::pass; }), failures,
+      std::count_if(results.begin(), results.end(), [](auto& r) { return r.second.what == outcome::not_supported; }));
   return failures ? 1 : 0;
 }
 
@@ -247,8 +246,9 @@ int main(int argc, char** argv) {
     if (a == "--check") {
       check = true;
     } else {
-      fmt::print("usage: pvmm-info [--check]\n  prints the backend and each device's capabilities;\n"
-                 "  --check also runs a self-check of every feature and exits non-zero on a failure\n");
+      fmt::print(
+          "usage: pvmm-info [--check]\n  prints the backend and each device's capabilities;\n"
+          "  --check also runs a self-check of every feature and exits non-zero on a failure\n");
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
@@ -259,8 +259,8 @@ int main(int argc, char** argv) {
   auto count = pvmm::device_count();
   if (!b.available || !count || *count == 0) {
     fmt::print("  devices: 0 ({})\n", !b.unavailable_reason.empty() ? b.unavailable_reason
-                                      : count                      ? std::string("no device")
-                                                                   : count.error().message());
+                                      : count                       ? std::string("no device")
+                                                                    : count.error().message());
     if (check) fmt::print("self-check: 0 passed, 0 failed, all not supported (no device here)\n");
     return 0;
   }

@@ -52,8 +52,8 @@ void load(driver_state& s) {
   std::vector<const char*> missing;
   // Each symbol is asked for at the version whose signature driver_api.hpp declares: asking for the
   // header's own version would return newer ABIs (CUDA 13's cuCtxSynchronize takes a context).
-#define PVMM_CUDA_RESOLVE(name, version)                                \
-  resolve(#name, version, reinterpret_cast<void**>(&s.loaded.name));    \
+#define PVMM_CUDA_RESOLVE(name, version)                             \
+  resolve(#name, version, reinterpret_cast<void**>(&s.loaded.name)); \
   if (!s.loaded.name) missing.push_back(#name);
   PVMM_CUDA_ENTRY_POINTS(PVMM_CUDA_RESOLVE)
 #undef PVMM_CUDA_RESOLVE
@@ -106,17 +106,27 @@ const char* error_name(CUresult rc) {
 
 errc portable(CUresult rc) {
   switch (rc) {
-    case CUDA_ERROR_INVALID_VALUE: return errc::invalid_argument;
-    case CUDA_ERROR_OUT_OF_MEMORY: return errc::out_of_memory;
-    case CUDA_ERROR_NOT_SUPPORTED: return errc::not_supported;
-    case CUDA_ERROR_NOT_PERMITTED: return errc::not_permitted;
-    case CUDA_ERROR_INVALID_DEVICE: return errc::invalid_device;
+    case CUDA_ERROR_INVALID_VALUE:
+      return errc::invalid_argument;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return errc::out_of_memory;
+    case CUDA_ERROR_NOT_SUPPORTED:
+      return errc::not_supported;
+    case CUDA_ERROR_NOT_PERMITTED:
+      return errc::not_permitted;
+    case CUDA_ERROR_INVALID_DEVICE:
+      return errc::invalid_device;
     case CUDA_ERROR_NOT_INITIALIZED:
-    case CUDA_ERROR_NO_DEVICE: return errc::backend_unavailable;
-    case CUDA_ERROR_INVALID_HANDLE: return errc::invalid_handle;
-    case CUDA_ERROR_ALREADY_MAPPED: return errc::overlapping_mapping;
-    case CUDA_ERROR_NOT_MAPPED: return errc::not_mapped;
-    default: return errc::backend_error;
+    case CUDA_ERROR_NO_DEVICE:
+      return errc::backend_unavailable;
+    case CUDA_ERROR_INVALID_HANDLE:
+      return errc::invalid_handle;
+    case CUDA_ERROR_ALREADY_MAPPED:
+      return errc::overlapping_mapping;
+    case CUDA_ERROR_NOT_MAPPED:
+      return errc::not_mapped;
+    default:
+      return errc::backend_error;
   }
 }
 
@@ -167,9 +177,15 @@ errc import_failure_code(CUresult rc) {
 CUmemLocation to_cuda(location where) {
   CUmemLocation l{};
   switch (where.type) {
-    case location::kind::device: l.type = CU_MEM_LOCATION_TYPE_DEVICE; break;
-    case location::kind::host: l.type = CU_MEM_LOCATION_TYPE_HOST; break;
-    case location::kind::host_numa: l.type = CU_MEM_LOCATION_TYPE_HOST_NUMA; break;
+    case location::kind::device:
+      l.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      break;
+    case location::kind::host:
+      l.type = CU_MEM_LOCATION_TYPE_HOST;
+      break;
+    case location::kind::host_numa:
+      l.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+      break;
   }
   l.id = where.id;
   return l;
@@ -177,9 +193,12 @@ CUmemLocation to_cuda(location where) {
 
 location from_cuda(const CUmemLocation& l) {
   switch (l.type) {
-    case CU_MEM_LOCATION_TYPE_HOST: return location::host();
-    case CU_MEM_LOCATION_TYPE_HOST_NUMA: return location::host_numa(l.id);
-    default: return location::device(l.id);
+    case CU_MEM_LOCATION_TYPE_HOST:
+      return location::host();
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+      return location::host_numa(l.id);
+    default:
+      return location::device(l.id);
   }
 }
 
@@ -236,7 +255,7 @@ using namespace pvmm::cuda;
 
 #define PVMM_REQUIRE_DRIVER() \
   if (!driver().available) return unavailable()
-#define PVMM_CU(call, ...)                                                      \
+#define PVMM_CU(call, ...) \
   if (CUresult rc_ = api().call(__VA_ARGS__); rc_ != CUDA_SUCCESS) return failure(rc_, #call)
 
 backend_info info() {

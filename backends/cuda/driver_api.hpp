@@ -9,40 +9,40 @@ namespace pvmm::cuda {
 
 // X(name, the CUDA version whose ABI of `name` matches the prototype cuda.h declares under that name;
 //    resolved at exactly that version)
-#define PVMM_CUDA_ENTRY_POINTS(X)              \
-  X(cuInit, 2000)                              \
-  X(cuDriverGetVersion, 2020)                  \
-  X(cuGetErrorName, 6000)                      \
-  X(cuGetErrorString, 6000)                    \
-  X(cuDeviceGet, 2000)                         \
-  X(cuDeviceGetCount, 2000)                    \
-  X(cuDeviceGetName, 2000)                     \
-  X(cuDeviceGetAttribute, 2000)                \
-  X(cuDeviceGetPCIBusId, 4010)                 \
-  X(cuDeviceTotalMem, 3020)                    \
-  X(cuDevicePrimaryCtxRetain, 7000)            \
-  X(cuCtxGetCurrent, 4000)                     \
-  X(cuCtxSetCurrent, 4000)                     \
-  X(cuCtxSynchronize, 2000)                    \
-  X(cuMemGetInfo, 3020)                        \
-  X(cuMemcpyHtoD, 3020)                        \
-  X(cuMemcpyDtoH, 3020)                        \
-  X(cuMemGetAllocationGranularity, 10020)      \
-  X(cuMemCreate, 10020)                        \
-  X(cuMemRelease, 10020)                       \
+#define PVMM_CUDA_ENTRY_POINTS(X)                  \
+  X(cuInit, 2000)                                  \
+  X(cuDriverGetVersion, 2020)                      \
+  X(cuGetErrorName, 6000)                          \
+  X(cuGetErrorString, 6000)                        \
+  X(cuDeviceGet, 2000)                             \
+  X(cuDeviceGetCount, 2000)                        \
+  X(cuDeviceGetName, 2000)                         \
+  X(cuDeviceGetAttribute, 2000)                    \
+  X(cuDeviceGetPCIBusId, 4010)                     \
+  X(cuDeviceTotalMem, 3020)                        \
+  X(cuDevicePrimaryCtxRetain, 7000)                \
+  X(cuCtxGetCurrent, 4000)                         \
+  X(cuCtxSetCurrent, 4000)                         \
+  X(cuCtxSynchronize, 2000)                        \
+  X(cuMemGetInfo, 3020)                            \
+  X(cuMemcpyHtoD, 3020)                            \
+  X(cuMemcpyDtoH, 3020)                            \
+  X(cuMemGetAllocationGranularity, 10020)          \
+  X(cuMemCreate, 10020)                            \
+  X(cuMemRelease, 10020)                           \
   X(cuMemGetAllocationPropertiesFromHandle, 10020) \
-  X(cuMemAddressReserve, 10020)                \
-  X(cuMemAddressFree, 10020)                   \
-  X(cuMemMap, 10020)                           \
-  X(cuMemUnmap, 10020)                         \
-  X(cuMemSetAccess, 10020)                     \
-  X(cuMemGetAccess, 10020)                     \
-  X(cuMemExportToShareableHandle, 10020)       \
-  X(cuMemImportFromShareableHandle, 10020)     \
-  X(cuMulticastGetGranularity, 12010)          \
-  X(cuMulticastCreate, 12010)                  \
-  X(cuMulticastAddDevice, 12010)               \
-  X(cuMulticastBindMem, 12010)                 \
+  X(cuMemAddressReserve, 10020)                    \
+  X(cuMemAddressFree, 10020)                       \
+  X(cuMemMap, 10020)                               \
+  X(cuMemUnmap, 10020)                             \
+  X(cuMemSetAccess, 10020)                         \
+  X(cuMemGetAccess, 10020)                         \
+  X(cuMemExportToShareableHandle, 10020)           \
+  X(cuMemImportFromShareableHandle, 10020)         \
+  X(cuMulticastGetGranularity, 12010)              \
+  X(cuMulticastCreate, 12010)                      \
+  X(cuMulticastAddDevice, 12010)                   \
+  X(cuMulticastBindMem, 12010)                     \
   X(cuMulticastUnbind, 12010)
 
 struct driver_api {

@@ -73,13 +73,20 @@ error unavailable() {
 
 errc portable(hipError_t rc) {
   switch (rc) {
-    case hipErrorInvalidValue: return errc::invalid_argument;
-    case hipErrorOutOfMemory: return errc::out_of_memory;
-    case hipErrorNotSupported: return errc::not_supported;
-    case hipErrorInvalidDevice: return errc::invalid_device;
-    case hipErrorNoDevice: return errc::backend_unavailable;
-    case hipErrorInvalidHandle: return errc::invalid_handle;
-    default: return errc::backend_error;
+    case hipErrorInvalidValue:
+      return errc::invalid_argument;
+    case hipErrorOutOfMemory:
+      return errc::out_of_memory;
+    case hipErrorNotSupported:
+      return errc::not_supported;
+    case hipErrorInvalidDevice:
+      return errc::invalid_device;
+    case hipErrorNoDevice:
+      return errc::backend_unavailable;
+    case hipErrorInvalidHandle:
+      return errc::invalid_handle;
+    default:
+      return errc::backend_error;
   }
 }
 
@@ -110,8 +117,8 @@ hipMemAllocationProp to_hip(const allocation_properties& p) {
   prop.type = hipMemAllocationTypePinned;
   prop.location.type = hipMemLocationTypeDevice;
   prop.location.id = p.location.id;
-  auto handle = contains(p.exportable, handle_types::posix_fd) ? hipMemHandleTypePosixFileDescriptor
-                                                                : hipMemHandleTypeNone;
+  auto handle =
+      contains(p.exportable, handle_types::posix_fd) ? hipMemHandleTypePosixFileDescriptor : hipMemHandleTypeNone;
 #if PVMM_HIP_HAS_REQUESTED_HANDLE_TYPES
   prop.requestedHandleTypes = handle;
 #else
@@ -246,8 +253,9 @@ result<void*> reserve(std::size_t size, std::size_t alignment, const void* hint)
   PVMM_REQUIRE_RUNTIME();
   void* p = nullptr;
   PVMM_HIP(hipMemAddressReserve, &p, size, alignment, const_cast<void*>(hint), 0);
-  if (!p) return make_error(errc::backend_error, {}, {}, "hipMemAddressReserve succeeded with a null address",
-                            "this runtime's VMM is a stub: use ROCm 6.1 or later");
+  if (!p)
+    return make_error(errc::backend_error, {}, {}, "hipMemAddressReserve succeeded with a null address",
+                      "this runtime's VMM is a stub: use ROCm 6.1 or later");
   return p;
 }
 

@@ -60,7 +60,8 @@ bool numa_node_exists(int node) {
 
 status check_memory_location(location where) {
   if (where.type == location::kind::device && where.id != 0)
-    return make_error(errc::invalid_device, {}, {}, fmt::format("the host backend has only device 0, not {}", where.id));
+    return make_error(errc::invalid_device, {}, {},
+                      fmt::format("the host backend has only device 0, not {}", where.id));
   return {};
 }
 
@@ -203,8 +204,8 @@ status free_reservation(void* address, std::size_t size) {
 }
 
 status map(void* address, std::size_t size, native_handle handle, std::size_t offset) {
-  void* p = ::mmap(address, size, PROT_NONE, MAP_SHARED | MAP_FIXED, static_cast<int>(handle),
-                   static_cast<off_t>(offset));
+  void* p =
+      ::mmap(address, size, PROT_NONE, MAP_SHARED | MAP_FIXED, static_cast<int>(handle), static_cast<off_t>(offset));
   if (p == MAP_FAILED) return os_error(errc::out_of_memory, "mmap(MAP_FIXED|MAP_SHARED)", errno);
   return {};
 }

@@ -15,31 +15,31 @@ namespace pvmm {
 
 /// Portable error codes: identical on every backend for the same mistake.
 enum class errc : int {
-  invalid_argument = 1,      ///< an argument is malformed (null pointer, empty list, ...)
-  invalid_size,              ///< a size is zero
-  unaligned,                 ///< a size or offset is not a multiple of the granularity that applies
-  invalid_alignment,         ///< an alignment is not a power of two or not a multiple of the granularity
-  invalid_device,            ///< the device ordinal does not exist
-  invalid_location,          ///< the location kind or id is not valid for this operation
-  out_of_range,              ///< a range falls outside its reservation, allocation or multicast object
-  overlapping_mapping,       ///< the target range already holds a mapping
-  partial_mapping,           ///< the range cuts through a mapping; pvmm works on whole mappings
-  not_mapped,                ///< the range (or address) is not covered by mappings
-  busy,                      ///< the object still has dependants (for example a reservation with mappings)
-  already_released,          ///< the owner was released or moved from
-  invalid_handle,            ///< a handle or fd does not name memory pvmm can import
-  handle_type_not_requested, ///< export of a handle type the allocation was not created for
-  not_supported,             ///< the backend or device lacks the capability
-  not_permitted,             ///< the system refuses (for example: fabric handles without an IMEX channel)
-  address_unavailable,       ///< a fixed-address hint was not honoured; the range was given back
-  out_of_memory,             ///< physical memory or address space is exhausted
-  backend_unavailable,       ///< no driver, no runtime, or no device
-  runtime_too_old,           ///< the runtime is older than the version whose VMM works
-  timeout,                   ///< a transfer did not complete in time
-  peer_rejected,             ///< the peer's credentials did not satisfy the caller's rule
-  protocol_error,            ///< a message or descriptor is malformed, truncated or inconsistent
-  system_error,              ///< an operating-system call failed (native_name holds the errno name)
-  backend_error,             ///< the backend failed in a way with no portable meaning (see native_name)
+  invalid_argument = 1,       ///< an argument is malformed (null pointer, empty list, ...)
+  invalid_size,               ///< a size is zero
+  unaligned,                  ///< a size or offset is not a multiple of the granularity that applies
+  invalid_alignment,          ///< an alignment is not a power of two or not a multiple of the granularity
+  invalid_device,             ///< the device ordinal does not exist
+  invalid_location,           ///< the location kind or id is not valid for this operation
+  out_of_range,               ///< a range falls outside its reservation, allocation or multicast object
+  overlapping_mapping,        ///< the target range already holds a mapping
+  partial_mapping,            ///< the range cuts through a mapping; pvmm works on whole mappings
+  not_mapped,                 ///< the range (or address) is not covered by mappings
+  busy,                       ///< the object still has dependants (for example a reservation with mappings)
+  already_released,           ///< the owner was released or moved from
+  invalid_handle,             ///< a handle or fd does not name memory pvmm can import
+  handle_type_not_requested,  ///< export of a handle type the allocation was not created for
+  not_supported,              ///< the backend or device lacks the capability
+  not_permitted,              ///< the system refuses (for example: fabric handles without an IMEX channel)
+  address_unavailable,        ///< a fixed-address hint was not honoured; the range was given back
+  out_of_memory,              ///< physical memory or address space is exhausted
+  backend_unavailable,        ///< no driver, no runtime, or no device
+  runtime_too_old,            ///< the runtime is older than the version whose VMM works
+  timeout,                    ///< a transfer did not complete in time
+  peer_rejected,              ///< the peer's credentials did not satisfy the caller's rule
+  protocol_error,             ///< a message or descriptor is malformed, truncated or inconsistent
+  system_error,               ///< an operating-system call failed (native_name holds the errno name)
+  backend_error,              ///< the backend failed in a way with no portable meaning (see native_name)
 };
 
 /// The stable name of a code ("overlapping_mapping").
@@ -53,7 +53,7 @@ struct error {
   std::string detail;       ///< what exactly was wrong
   std::string native_name;  ///< "CUDA_ERROR_INVALID_VALUE", "EBADF", or empty when pvmm refused by itself
   long long native_code = 0;
-  std::string hint;         ///< what to do, where pvmm knows
+  std::string hint;  ///< what to do, where pvmm knows
 
   /// One line holding everything above.
   std::string message() const;

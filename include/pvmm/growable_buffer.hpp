@@ -23,16 +23,16 @@
 namespace pvmm {
 
 struct growable_options {
-  allocation_properties properties;     ///< where chunks live and how they may be exported
+  allocation_properties properties;       ///< where chunks live and how they may be exported
   std::vector<access_descriptor> access;  ///< devices that get access to every chunk (at least one)
-  std::size_t chunk_size = 0;           ///< physical chunk size; 0: the measured default (see growable_buffer.cpp)
-  std::size_t reserve_size = 0;         ///< address space reserved up front; 0: 1 GiB (rounded to chunks)
+  std::size_t chunk_size = 0;             ///< physical chunk size; 0: 64 MiB (measured; see growable_buffer.cpp)
+  std::size_t reserve_size = 0;           ///< address space reserved up front; 0: 1 GiB (rounded to chunks)
 };
 
 /// What resize() did.
 struct resize_outcome {
-  bool moved = false;          ///< the buffer moved to a new range: addresses into it changed
-  void* address = nullptr;     ///< the buffer's address now
+  bool moved = false;       ///< the buffer moved to a new range: addresses into it changed
+  void* address = nullptr;  ///< the buffer's address now
   std::size_t chunks_added = 0;
   std::size_t chunks_removed = 0;
 };
@@ -53,8 +53,8 @@ class growable_buffer {
   result<resize_outcome> resize(std::size_t size);
 
   void* data() const noexcept;
-  std::size_t size() const noexcept;       ///< bytes mapped (a multiple of chunk_size())
-  std::size_t capacity() const noexcept;   ///< bytes reserved
+  std::size_t size() const noexcept;      ///< bytes mapped (a multiple of chunk_size())
+  std::size_t capacity() const noexcept;  ///< bytes reserved
   std::size_t chunk_size() const noexcept;
   std::size_t reservation_count() const noexcept;  ///< more than one after growing into the adjacent range
   /// The physical chunks, in address order (for export: physical_allocation::export_posix_fd).

@@ -16,8 +16,8 @@
 namespace pvmm {
 
 struct multicast_properties {
-  unsigned team_size = 0;                         ///< number of devices that will be added
-  std::size_t size = 0;                           ///< multiple of multicast_granularity().minimum
+  unsigned team_size = 0;                        ///< number of devices that will be added
+  std::size_t size = 0;                          ///< multiple of multicast_granularity().minimum
   handle_types exportable = handle_types::none;  ///< how it may be shared with other processes
 };
 

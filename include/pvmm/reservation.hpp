@@ -43,11 +43,9 @@ class address_reservation {
                                              const void* fixed_address = nullptr);
 
   /// Maps `size` bytes of `memory`, from `memory_offset`, at `offset` in this range. Returns the address.
-  result<void*> map(std::size_t offset, const physical_allocation& memory, std::size_t memory_offset,
-                    std::size_t size);
+  result<void*> map(std::size_t offset, const physical_allocation& memory, std::size_t memory_offset, std::size_t size);
   /// Maps a multicast object like an allocation.
-  result<void*> map(std::size_t offset, const multicast_object& object, std::size_t object_offset,
-                    std::size_t size);
+  result<void*> map(std::size_t offset, const multicast_object& object, std::size_t object_offset, std::size_t size);
   /// map() then set_access() over the new mapping; on any failure nothing stays mapped.
   result<void*> map_and_grant(std::size_t offset, const physical_allocation& memory, std::size_t memory_offset,
                               std::size_t size, std::initializer_list<access_descriptor> grants);

@@ -39,8 +39,7 @@ int import_write(int sock, int device, std::size_t size, std::uint32_t expected_
 }
 
 int import_buffer(int sock, int device, std::uint32_t expected_seed, std::uint32_t write_seed) {
-  auto message = pvmm::ipc::receive_fds(sock, 64, 1 << 16, std::chrono::milliseconds(10000),
-                                        nullptr).value();
+  auto message = pvmm::ipc::receive_fds(sock, 64, 1 << 16, std::chrono::milliseconds(10000), nullptr).value();
   auto descriptor =
       pvmm::buffer_descriptor::parse(message.payload.data(), message.payload.size(), message.fds.size()).value();
   std::vector<int> fds;
@@ -78,7 +77,8 @@ int main(int argc, char** argv) {
   try {
     if (mode == "import-write" && argc == 7)
       return import_write(sock, std::atoi(argv[3]), std::strtoull(argv[4], nullptr, 10),
-                          static_cast<std::uint32_t>(std::atoi(argv[5])), static_cast<std::uint32_t>(std::atoi(argv[6])));
+                          static_cast<std::uint32_t>(std::atoi(argv[5])),
+                          static_cast<std::uint32_t>(std::atoi(argv[6])));
     if (mode == "import-buffer" && argc == 6)
       return import_buffer(sock, std::atoi(argv[3]), static_cast<std::uint32_t>(std::atoi(argv[4])),
                            static_cast<std::uint32_t>(std::atoi(argv[5])));

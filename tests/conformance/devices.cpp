@@ -5,74 +5,73 @@ using namespace pvmm;
 using namespace pvmm_test;
 
 TEST_SUITE("devices") {
-
-TEST_CASE("the backend describes itself, and says why when it cannot run") {
-  auto b = query_backend();
-  CHECK_FALSE(b.name.empty());
-  if (!b.available) {
-    CHECK_FALSE(b.unavailable_reason.empty());
-    CHECK(device_count().value() == 0);
+  TEST_CASE("the backend describes itself, and says why when it cannot run") {
+    auto b = query_backend();
+    CHECK_FALSE(b.name.empty());
+    if (!b.available) {
+      CHECK_FALSE(b.unavailable_reason.empty());
+      CHECK(device_count().value() == 0);
+    }
   }
-}
 
-PVMM_CASE("every device reports capabilities and sane granularities") {
-  PVMM_REQUIRE_DEVICE();
-  const int n = device_count().value();
-  CHECK(n >= 1);
-  for (int d = 0; d < n; ++d) {
-    auto info = query_device(d).value();
-    CHECK(info.ordinal == d);
-    CHECK_FALSE(info.name.empty());
-    CHECK(info.capabilities.virtual_memory);
-    auto g = query_granularity(default_properties(d)).value();
-    CHECK(g.minimum > 0);
-    CHECK((g.minimum & (g.minimum - 1)) == 0);
-    CHECK(g.recommended % g.minimum == 0);
-    auto m = query_memory(d).value();
-    CHECK(m.total >= m.free);
-    CHECK(m.total > 0);
+  PVMM_CASE("every device reports capabilities and sane granularities") {
+    PVMM_REQUIRE_DEVICE();
+    const int n = device_count().value();
+    CHECK(n >= 1);
+    for (int d = 0; d < n; ++d) {
+      auto info = query_device(d).value();
+      CHECK(info.ordinal == d);
+      CHECK_FALSE(info.name.empty());
+      CHECK(info.capabilities.virtual_memory);
+      auto g = query_granularity(default_properties(d)).value();
+      CHECK(g.minimum > 0);
+      CHECK((g.minimum & (g.minimum - 1)) == 0);
+      CHECK(g.recommended % g.minimum == 0);
+      auto m = query_memory(d).value();
+      CHECK(m.total >= m.free);
+      CHECK(m.total > 0);
+    }
   }
-}
 
-PVMM_CASE("errors carry the operation, its arguments, the detail, and a hint") {
-  PVMM_REQUIRE_DEVICE();
-  const std::size_t g = granule();
-  auto r = physical_allocation::create(default_properties(), g + 1);
-  REQUIRE_FALSE(r.has_value());
-  const auto& e = r.error();
-  CHECK(e.code == errc::unaligned);
-  CHECK(e.operation == "pvmm::physical_allocation::create");
-  CHECK(e.arguments.find("size=") != std::string::npos);
-  CHECK_FALSE(e.detail.empty());
-  CHECK_FALSE(e.hint.empty());
-  CHECK(e.message().find("unaligned") != std::string::npos);
-  // The throwing convenience carries the same record.
-  try {
-    (void)physical_allocation::create(default_properties(), g + 1).value();
-    FAIL("value() did not throw");
-  } catch (const pvmm::exception& ex) {
-    CHECK(ex.code() == errc::unaligned);
-    CHECK(std::string(ex.what()) == e.message());
+  PVMM_CASE("errors carry the operation, its arguments, the detail, and a hint") {
+    PVMM_REQUIRE_DEVICE();
+    const std::size_t g = granule();
+    auto r = physical_allocation::create(default_properties(), g + 1);
+    REQUIRE_FALSE(r.has_value());
+    const auto& e = r.error();
+    CHECK(e.code == errc::unaligned);
+    CHECK(e.operation == "pvmm::physical_allocation::create");
+    CHECK(e.arguments.find("size=") != std::string::npos);
+    CHECK_FALSE(e.detail.empty());
+    CHECK_FALSE(e.hint.empty());
+    CHECK(e.message().find("unaligned") != std::string::npos);
+    // The throwing convenience carries the same record.
+    try {
+      (void)physical_allocation::create(default_properties(), g + 1).value();
+      FAIL("value() did not throw");
+    } catch (const pvmm::exception& ex) {
+      CHECK(ex.code() == errc::unaligned);
+      CHECK(std::string(ex.what()) == e.message());
+    }
   }
-}
 
-PVMM_CASE("host-located physical memory is mapped and used by the device, where supported") {
-  PVMM_REQUIRE_DEVICE();
-  const auto c = caps();
-  allocation_properties p;
-  p.location = location::host_numa(c.host_numa_id < 0 ? 0 : c.host_numa_id);
-  auto g = query_granularity(p);
-  auto memory = g ? physical_allocation::create(p, g->minimum) : result<physical_allocation>(g.error());
-  if (!c.host_numa_location) {
-    PVMM_CHECK_ERRC(memory, errc::not_supported);
-    return;
+  PVMM_CASE("host-located physical memory is mapped and used by the device, where supported") {
+    PVMM_REQUIRE_DEVICE();
+    const auto c = caps();
+    allocation_properties p;
+    p.location = location::host_numa(c.host_numa_id < 0 ? 0 : c.host_numa_id);
+    auto g = query_granularity(p);
+    auto memory = g ? physical_allocation::create(p, g->minimum) : result<physical_allocation>(g.error());
+    if (!c.host_numa_location) {
+      PVMM_CHECK_ERRC(memory, errc::not_supported);
+      return;
+    }
+    REQUIRE(memory);
+    auto range = address_reservation::reserve(g->minimum).value();
+    void* at = range.map_and_grant(0, *memory, 0, g->minimum, {rw()}).value();
+    write_words(at, pattern(g->minimum, 60));
+    CHECK(read_words(at, g->minimum) == pattern(g->minimum, 60));
+    CHECK(memory->properties().value().location == p.location);
   }
-  REQUIRE(memory);
-  auto range = address_reservation::reserve(g->minimum).value();
-  void* at = range.map_and_grant(0, *memory, 0, g->minimum, {rw()}).value();
-  write_words(at, pattern(g->minimum, 60));
-  CHECK(read_words(at, g->minimum) == pattern(g->minimum, 60));
-  CHECK(memory->properties().value().location == p.location);
-}
 
 }  // TEST_SUITE

@@ -34,122 +34,121 @@ bool tail_is_free(const growable_buffer& buffer) {
 }  // namespace
 
 TEST_SUITE("growable buffer") {
-
-PVMM_CASE("grows in place: old data stays, only new chunks are created, the address does not change") {
-  PVMM_REQUIRE_DEVICE();
-  auto buffer = growable_buffer::create(small_options(8)).value();
-  const std::size_t c = buffer.chunk_size();
-  auto first = buffer.resize(c).value();
-  CHECK(first.chunks_added == 1);
-  CHECK_FALSE(first.moved);
-  write_words(buffer.data(), pattern(c, 80));
-  void* at = buffer.data();
-  const auto live = query_live_objects();
-  auto more = buffer.resize(3 * c + 1).value();  // rounds up to 4 chunks
-  CHECK(more.chunks_added == 3);
-  CHECK(buffer.size() == 4 * c);
-  CHECK(buffer.data() == at);
-  CHECK(query_live_objects().allocations == live.allocations + 3);
-  CHECK(read_words(at, c) == pattern(c, 80));
-  CHECK(query_access(location::device(0), static_cast<char*>(at) + 3 * c).value() == access::read_write);
-  write_words(static_cast<char*>(at) + c, pattern(3 * c, 81));
-  CHECK(read_words(static_cast<char*>(at) + c, 3 * c) == pattern(3 * c, 81));
-}
-
-PVMM_CASE("when the adjacent addresses are taken it moves, remapping the same chunks: data intact, no copy") {
-  PVMM_REQUIRE_DEVICE();
-  auto buffer = growable_buffer::create(small_options(2)).value();
-  const std::size_t c = buffer.chunk_size();
-  buffer.resize(2 * c).value();
-  write_words(buffer.data(), pattern(2 * c, 82));
-  void* old_address = buffer.data();
-  std::vector<std::uint64_t> handles;
-  for (auto& chunk : buffer.chunks()) handles.push_back(chunk.native_handle());
-  auto blocker = block_tail(buffer);
-  auto outcome = buffer.resize(3 * c).value();
-  CHECK(outcome.moved);
-  CHECK(buffer.data() != old_address);
-  CHECK(outcome.address == buffer.data());
-  CHECK(buffer.reservation_count() == 1);
-  for (std::size_t i = 0; i < handles.size(); ++i) CHECK(buffer.chunks()[i].native_handle() == handles[i]);
-  CHECK(read_words(buffer.data(), 2 * c) == pattern(2 * c, 82));
-  write_words(static_cast<char*>(buffer.data()) + 2 * c, pattern(c, 83));
-  CHECK(read_words(static_cast<char*>(buffer.data()) + 2 * c, c) == pattern(c, 83));
-}
-
-PVMM_CASE("when the adjacent addresses are free it extends into them; both reservations are freed at the end") {
-  PVMM_REQUIRE_DEVICE();
-  const auto live = query_live_objects();
-  {
-    auto buffer = growable_buffer::create(small_options(1)).value();
+  PVMM_CASE("grows in place: old data stays, only new chunks are created, the address does not change") {
+    PVMM_REQUIRE_DEVICE();
+    auto buffer = growable_buffer::create(small_options(8)).value();
     const std::size_t c = buffer.chunk_size();
-    buffer.resize(c).value();
-    write_words(buffer.data(), pattern(c, 84));
-    auto outcome = buffer.resize(2 * c).value();
-    if (!outcome.moved) CHECK(buffer.reservation_count() == 2);  // invariant 5: it owns two ranges now
-    CHECK(read_words(buffer.data(), c) == pattern(c, 84));
-    write_words(buffer.data(), pattern(2 * c, 85));  // one write across the two reservations
-    CHECK(read_words(buffer.data(), 2 * c) == pattern(2 * c, 85));
+    auto first = buffer.resize(c).value();
+    CHECK(first.chunks_added == 1);
+    CHECK_FALSE(first.moved);
+    write_words(buffer.data(), pattern(c, 80));
+    void* at = buffer.data();
+    const auto live = query_live_objects();
+    auto more = buffer.resize(3 * c + 1).value();  // rounds up to 4 chunks
+    CHECK(more.chunks_added == 3);
+    CHECK(buffer.size() == 4 * c);
+    CHECK(buffer.data() == at);
+    CHECK(query_live_objects().allocations == live.allocations + 3);
+    CHECK(read_words(at, c) == pattern(c, 80));
+    CHECK(query_access(location::device(0), static_cast<char*>(at) + 3 * c).value() == access::read_write);
+    write_words(static_cast<char*>(at) + c, pattern(3 * c, 81));
+    CHECK(read_words(static_cast<char*>(at) + c, 3 * c) == pattern(3 * c, 81));
   }
-  CHECK(query_live_objects() == live);
-}
 
-PVMM_CASE("shrinking unmaps and releases the tail chunks") {
-  PVMM_REQUIRE_DEVICE();
-  auto buffer = growable_buffer::create(small_options(8)).value();
-  const std::size_t c = buffer.chunk_size();
-  buffer.resize(4 * c).value();
-  write_words(buffer.data(), pattern(c, 86));
-  const auto live = query_live_objects();
-  auto outcome = buffer.resize(c).value();
-  CHECK(outcome.chunks_removed == 3);
-  CHECK(query_live_objects().allocations == live.allocations - 3);
-  CHECK(query_live_objects().mappings == live.mappings - 3);
-  CHECK(read_words(buffer.data(), c) == pattern(c, 86));
-  PVMM_CHECK_ERRC(query_access(location::device(0), static_cast<char*>(buffer.data()) + c), errc::not_mapped);
-}
-
-PVMM_CASE("a failed resize rolls back completely, at every failure point, in place and when moving") {
-  PVMM_REQUIRE_DEVICE();
-  for (bool blocked : {false, true}) {
+  PVMM_CASE("when the adjacent addresses are taken it moves, remapping the same chunks: data intact, no copy") {
+    PVMM_REQUIRE_DEVICE();
     auto buffer = growable_buffer::create(small_options(2)).value();
     const std::size_t c = buffer.chunk_size();
     buffer.resize(2 * c).value();
-    write_words(buffer.data(), pattern(2 * c, 87));
-    address_reservation blocker;
-    if (blocked) blocker = block_tail(buffer);
-    const bool expect_move = blocked || !tail_is_free(buffer);
-    for (std::size_t n = 1; n < 64; ++n) {
-      const auto live = query_live_objects();
-      void* at = buffer.data();
-      testing::fail_nth_backend_call(n);
-      auto r = buffer.resize(4 * c);
-      testing::fail_nth_backend_call(0);
-      if (r) {
-        CHECK(r->moved == expect_move);
-        break;
+    write_words(buffer.data(), pattern(2 * c, 82));
+    void* old_address = buffer.data();
+    std::vector<std::uint64_t> handles;
+    for (auto& chunk : buffer.chunks()) handles.push_back(chunk.native_handle());
+    auto blocker = block_tail(buffer);
+    auto outcome = buffer.resize(3 * c).value();
+    CHECK(outcome.moved);
+    CHECK(buffer.data() != old_address);
+    CHECK(outcome.address == buffer.data());
+    CHECK(buffer.reservation_count() == 1);
+    for (std::size_t i = 0; i < handles.size(); ++i) CHECK(buffer.chunks()[i].native_handle() == handles[i]);
+    CHECK(read_words(buffer.data(), 2 * c) == pattern(2 * c, 82));
+    write_words(static_cast<char*>(buffer.data()) + 2 * c, pattern(c, 83));
+    CHECK(read_words(static_cast<char*>(buffer.data()) + 2 * c, c) == pattern(c, 83));
+  }
+
+  PVMM_CASE("when the adjacent addresses are free it extends into them; both reservations are freed at the end") {
+    PVMM_REQUIRE_DEVICE();
+    const auto live = query_live_objects();
+    {
+      auto buffer = growable_buffer::create(small_options(1)).value();
+      const std::size_t c = buffer.chunk_size();
+      buffer.resize(c).value();
+      write_words(buffer.data(), pattern(c, 84));
+      auto outcome = buffer.resize(2 * c).value();
+      if (!outcome.moved) CHECK(buffer.reservation_count() == 2);  // invariant 5: it owns two ranges now
+      CHECK(read_words(buffer.data(), c) == pattern(c, 84));
+      write_words(buffer.data(), pattern(2 * c, 85));  // one write across the two reservations
+      CHECK(read_words(buffer.data(), 2 * c) == pattern(2 * c, 85));
+    }
+    CHECK(query_live_objects() == live);
+  }
+
+  PVMM_CASE("shrinking unmaps and releases the tail chunks") {
+    PVMM_REQUIRE_DEVICE();
+    auto buffer = growable_buffer::create(small_options(8)).value();
+    const std::size_t c = buffer.chunk_size();
+    buffer.resize(4 * c).value();
+    write_words(buffer.data(), pattern(c, 86));
+    const auto live = query_live_objects();
+    auto outcome = buffer.resize(c).value();
+    CHECK(outcome.chunks_removed == 3);
+    CHECK(query_live_objects().allocations == live.allocations - 3);
+    CHECK(query_live_objects().mappings == live.mappings - 3);
+    CHECK(read_words(buffer.data(), c) == pattern(c, 86));
+    PVMM_CHECK_ERRC(query_access(location::device(0), static_cast<char*>(buffer.data()) + c), errc::not_mapped);
+  }
+
+  PVMM_CASE("a failed resize rolls back completely, at every failure point, in place and when moving") {
+    PVMM_REQUIRE_DEVICE();
+    for (bool blocked : {false, true}) {
+      auto buffer = growable_buffer::create(small_options(2)).value();
+      const std::size_t c = buffer.chunk_size();
+      buffer.resize(2 * c).value();
+      write_words(buffer.data(), pattern(2 * c, 87));
+      address_reservation blocker;
+      if (blocked) blocker = block_tail(buffer);
+      const bool expect_move = blocked || !tail_is_free(buffer);
+      for (std::size_t n = 1; n < 64; ++n) {
+        const auto live = query_live_objects();
+        void* at = buffer.data();
+        testing::fail_nth_backend_call(n);
+        auto r = buffer.resize(4 * c);
+        testing::fail_nth_backend_call(0);
+        if (r) {
+          CHECK(r->moved == expect_move);
+          break;
+        }
+        CHECK_MESSAGE(query_live_objects() == live, "failure at call " << n << " leaked");
+        CHECK(buffer.size() == 2 * c);
+        CHECK(buffer.data() == at);
+        CHECK(buffer.reservation_count() == 1);
+        CHECK(read_words(buffer.data(), 2 * c) == pattern(2 * c, 87));
       }
-      CHECK_MESSAGE(query_live_objects() == live, "failure at call " << n << " leaked");
-      CHECK(buffer.size() == 2 * c);
-      CHECK(buffer.data() == at);
-      CHECK(buffer.reservation_count() == 1);
+      CHECK(buffer.size() == 4 * c);
       CHECK(read_words(buffer.data(), 2 * c) == pattern(2 * c, 87));
     }
-    CHECK(buffer.size() == 4 * c);
-    CHECK(read_words(buffer.data(), 2 * c) == pattern(2 * c, 87));
   }
-}
 
-PVMM_CASE("bad input: no device to grant, and a chunk size off the granularity") {
-  PVMM_REQUIRE_DEVICE();
-  growable_options o = small_options(2);
-  o.access.clear();
-  PVMM_CHECK_ERRC(growable_buffer::create(o), errc::invalid_argument);
-  o = small_options(2);
-  o.chunk_size = granule() + 1;
-  PVMM_CHECK_ERRC(growable_buffer::create(o), errc::unaligned);
-  growable_buffer empty;
-  PVMM_CHECK_ERRC(empty.resize(1), errc::already_released);
-}
+  PVMM_CASE("bad input: no device to grant, and a chunk size off the granularity") {
+    PVMM_REQUIRE_DEVICE();
+    growable_options o = small_options(2);
+    o.access.clear();
+    PVMM_CHECK_ERRC(growable_buffer::create(o), errc::invalid_argument);
+    o = small_options(2);
+    o.chunk_size = granule() + 1;
+    PVMM_CHECK_ERRC(growable_buffer::create(o), errc::unaligned);
+    growable_buffer empty;
+    PVMM_CHECK_ERRC(empty.resize(1), errc::already_released);
+  }
 
 }  // TEST_SUITE

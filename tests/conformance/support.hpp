@@ -90,9 +90,8 @@ struct leak_check {
 
 /// Prints the skip marker CTest recognises (SKIP_REGULAR_EXPRESSION) and a reason.
 inline void report_skip(const std::string& reason) {
-  std::printf("[pvmm-skip] %s: %s\n", doctest::getContextOptions()->currentTest
-                                          ? doctest::getContextOptions()->currentTest->m_name
-                                          : "case",
+  std::printf("[pvmm-skip] %s: %s\n",
+              doctest::getContextOptions()->currentTest ? doctest::getContextOptions()->currentTest->m_name : "case",
               reason.c_str());
   std::fflush(stdout);
 }
@@ -106,7 +105,9 @@ inline pvmm::allocation_properties default_properties(int device = 0) {
   return p;
 }
 
-inline std::size_t granule(int device = 0) { return pvmm::query_granularity(default_properties(device)).value().minimum; }
+inline std::size_t granule(int device = 0) {
+  return pvmm::query_granularity(default_properties(device)).value().minimum;
+}
 
 inline pvmm::capabilities caps(int device = 0) { return pvmm::query_device(device).value().capabilities; }
 
@@ -146,31 +147,31 @@ inline int wait_child(pid_t pid) {
 }  // namespace pvmm_test
 
 /// Asserts that `expr` failed with exactly `expected`, showing the full error otherwise.
-#define PVMM_CHECK_ERRC(expr, expected)                                                                        \
-  do {                                                                                                         \
-    auto&& pvmm_r_ = (expr);                                                                                   \
-    CHECK_MESSAGE(pvmm_r_.code() == (expected),                                                                \
+#define PVMM_CHECK_ERRC(expr, expected)                                                        \
+  do {                                                                                         \
+    auto&& pvmm_r_ = (expr);                                                                   \
+    CHECK_MESSAGE(pvmm_r_.code() == (expected),                                                \
                   (pvmm_r_.has_value() ? std::string("succeeded") : pvmm_r_.error().message()) \
-                      << " (expected " << std::string(pvmm::to_string(expected)) << ")");                                                              \
+                      << " (expected " << std::string(pvmm::to_string(expected)) << ")");      \
   } while (0)
 
 /// Asserts success, showing the error otherwise.
-#define PVMM_CHECK_OK(expr)                                                                                   \
-  do {                                                                                                        \
-    auto&& pvmm_r_ = (expr);                                                                                  \
+#define PVMM_CHECK_OK(expr)                                                                                \
+  do {                                                                                                     \
+    auto&& pvmm_r_ = (expr);                                                                               \
     CHECK_MESSAGE(pvmm_r_.has_value(), (pvmm_r_.has_value() ? std::string() : pvmm_r_.error().message())); \
   } while (0)
 
 /// A conformance case: runs under the leak check, and reports itself skipped where no device can run it.
 #define PVMM_CASE(name) TEST_CASE_FIXTURE(pvmm_test::leak_check, name)
-#define PVMM_REQUIRE_DEVICES(n)                                                                        \
-  do {                                                                                                 \
-    auto reason_ = pvmm_test::no_device_reason();                                                      \
-    if (reason_.empty() && pvmm::device_count().value() < (n))                                         \
-      reason_ = "needs " #n " devices, found " + std::to_string(pvmm::device_count().value());         \
-    if (!reason_.empty()) {                                                                            \
-      pvmm_test::report_skip(reason_);                                                                 \
-      return;                                                                                          \
-    }                                                                                                  \
+#define PVMM_REQUIRE_DEVICES(n)                                                                \
+  do {                                                                                         \
+    auto reason_ = pvmm_test::no_device_reason();                                              \
+    if (reason_.empty() && pvmm::device_count().value() < (n))                                 \
+      reason_ = "needs " #n " devices, found " + std::to_string(pvmm::device_count().value()); \
+    if (!reason_.empty()) {                                                                    \
+      pvmm_test::report_skip(reason_);                                                         \
+      return;                                                                                  \
+    }                                                                                          \
   } while (0)
 #define PVMM_REQUIRE_DEVICE() PVMM_REQUIRE_DEVICES(1)

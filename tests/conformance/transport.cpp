@@ -38,192 +38,191 @@ std::vector<physical_allocation> chunks_with_pattern(std::size_t count, address_
 }  // namespace
 
 TEST_SUITE("transport") {
-
-PVMM_CASE("several fds in one message, each received fd owned") {
-  socket_pair s;
-  int p1[2], p2[2];
-  REQUIRE(::pipe(p1) == 0);
-  REQUIRE(::pipe(p2) == 0);
-  int send[] = {p1[1], p2[1]};
-  PVMM_CHECK_OK(ipc::send_fds(s.a, send, 2, "two", 3));
-  auto got = ipc::receive_fds(s.b, 4, 16).value();
-  REQUIRE(got.fds.size() == 2);
-  CHECK(std::string(got.payload.begin(), got.payload.end()) == "two");
-  CHECK(::write(got.fds[1].get(), "x", 1) == 1);  // the received fd is the pipe's write end
-  char c = 0;
-  CHECK(::read(p2[0], &c, 1) == 1);
-  CHECK(c == 'x');
-  for (int fd : {p1[0], p1[1], p2[0], p2[1]}) ::close(fd);
-}
-
-PVMM_CASE("peer credentials: the same user passes, another uid is rejected and the fds are closed") {
-  socket_pair s;
-  auto who = ipc::query_peer(s.b).value();
-  CHECK(who.pid == ::getpid());
-  CHECK(who.uid == ::geteuid());
-  PVMM_CHECK_OK(ipc::check_peer(s.b, ipc::peer_rule::same_user()));
-  ipc::peer_rule stranger;
-  stranger.uid = ::geteuid() + 1;
-  PVMM_CHECK_ERRC(ipc::check_peer(s.b, stranger), errc::peer_rejected);
-  int p[2];
-  REQUIRE(::pipe(p) == 0);
-  PVMM_CHECK_OK(ipc::send_fds(s.a, &p[0], 1, "x", 1));
-  PVMM_CHECK_ERRC(ipc::receive_fds(s.b, 1, 16, std::chrono::milliseconds(1000), &stranger), errc::peer_rejected);
-  ::close(p[0]);
-  ::close(p[1]);  // the leak check proves the rejected message's fd was closed
-}
-
-PVMM_CASE("a peer that dies mid-transfer: the first message arrives, the second reports the closed peer") {
-  auto [sock, pid] = spawn_child({"die-mid-transfer"});
-  auto first = ipc::receive_fds(sock, 1, 64, std::chrono::milliseconds(10000));
-  PVMM_CHECK_OK(first);
-  PVMM_CHECK_ERRC(ipc::receive_fds(sock, 4, 64, std::chrono::milliseconds(10000)), errc::protocol_error);
-  ::close(sock);
-  CHECK(wait_child(pid) == 3);
-}
-
-PVMM_CASE("pidfd_getfd takes a child's fd, or says exactly which permission is missing") {
-  auto [sock, pid] = spawn_child({"hold-fd"});
-  auto number = ipc::receive_fds(sock, 0, 32).value();
-  int remote = std::stoi(std::string(number.payload.begin(), number.payload.end()));
-  auto taken = ipc::take_fd_from_process(pid, remote);
-  if (taken) {
-    char text[32] = {};
-    CHECK(::read(taken->get(), text, sizeof text) > 0);
-    CHECK(std::string(text) == "hello from the child");
-  } else if (taken.code() == errc::not_permitted) {
-    CHECK(taken.error().hint.find("ptrace_scope") != std::string::npos);
-  } else {
-    CHECK_MESSAGE(taken.code() == errc::not_supported, taken.error().message());
+  PVMM_CASE("several fds in one message, each received fd owned") {
+    socket_pair s;
+    int p1[2], p2[2];
+    REQUIRE(::pipe(p1) == 0);
+    REQUIRE(::pipe(p2) == 0);
+    int send[] = {p1[1], p2[1]};
+    PVMM_CHECK_OK(ipc::send_fds(s.a, send, 2, "two", 3));
+    auto got = ipc::receive_fds(s.b, 4, 16).value();
+    REQUIRE(got.fds.size() == 2);
+    CHECK(std::string(got.payload.begin(), got.payload.end()) == "two");
+    CHECK(::write(got.fds[1].get(), "x", 1) == 1);  // the received fd is the pipe's write end
+    char c = 0;
+    CHECK(::read(p2[0], &c, 1) == 1);
+    CHECK(c == 'x');
+    for (int fd : {p1[0], p1[1], p2[0], p2[1]}) ::close(fd);
   }
-  // A fd the child does not have: "no such fd" where taking is allowed, the same refusal where it is not.
-  PVMM_CHECK_ERRC(ipc::take_fd_from_process(pid, 987654), taken ? errc::invalid_argument : taken.code());
-  ::close(sock);
-  CHECK(wait_child(pid) == 0);
-}
 
-PVMM_CASE("pidfd_getfd: a process that does not exist") {
-  auto r = ipc::take_fd_from_process(0x3ffffff0, 0);
-  CHECK_MESSAGE((r.code() == errc::invalid_argument || r.code() == errc::not_supported), r.error().message());
-}
-
-PVMM_CASE("a descriptor survives serialization exactly") {
-  buffer_descriptor d;
-  d.device = 3;
-  d.size = 3 * 4096;
-  for (std::uint32_t i = 0; i < 3; ++i) {
-    chunk_descriptor c;
-    c.offset = i * 4096u;
-    c.size = 4096;
-    c.fd_slot = 2 - i;
-    c.fabric.bytes[i] = 0xAB;
-    d.chunks.push_back(c);
+  PVMM_CASE("peer credentials: the same user passes, another uid is rejected and the fds are closed") {
+    socket_pair s;
+    auto who = ipc::query_peer(s.b).value();
+    CHECK(who.pid == ::getpid());
+    CHECK(who.uid == ::geteuid());
+    PVMM_CHECK_OK(ipc::check_peer(s.b, ipc::peer_rule::same_user()));
+    ipc::peer_rule stranger;
+    stranger.uid = ::geteuid() + 1;
+    PVMM_CHECK_ERRC(ipc::check_peer(s.b, stranger), errc::peer_rejected);
+    int p[2];
+    REQUIRE(::pipe(p) == 0);
+    PVMM_CHECK_OK(ipc::send_fds(s.a, &p[0], 1, "x", 1));
+    PVMM_CHECK_ERRC(ipc::receive_fds(s.b, 1, 16, std::chrono::milliseconds(1000), &stranger), errc::peer_rejected);
+    ::close(p[0]);
+    ::close(p[1]);  // the leak check proves the rejected message's fd was closed
   }
-  auto bytes = d.serialize();
-  auto back = buffer_descriptor::parse(bytes.data(), bytes.size(), 3).value();
-  CHECK(back.device == 3);
-  CHECK(back.size == d.size);
-  REQUIRE(back.chunks.size() == 3);
-  for (int i = 0; i < 3; ++i) {
-    CHECK(back.chunks[i].offset == d.chunks[i].offset);
-    CHECK(back.chunks[i].fd_slot == d.chunks[i].fd_slot);
-    CHECK(back.chunks[i].fabric == d.chunks[i].fabric);
+
+  PVMM_CASE("a peer that dies mid-transfer: the first message arrives, the second reports the closed peer") {
+    auto [sock, pid] = spawn_child({"die-mid-transfer"});
+    auto first = ipc::receive_fds(sock, 1, 64, std::chrono::milliseconds(10000));
+    PVMM_CHECK_OK(first);
+    PVMM_CHECK_ERRC(ipc::receive_fds(sock, 4, 64, std::chrono::milliseconds(10000)), errc::protocol_error);
+    ::close(sock);
+    CHECK(wait_child(pid) == 3);
   }
-}
 
-PVMM_CASE("malformed descriptors are rejected, each with its reason") {
-  buffer_descriptor d;
-  d.size = 2 * 4096;
-  d.chunks = {chunk_descriptor{0, 4096, 0, {}}, chunk_descriptor{4096, 4096, 1, {}}};
-  const auto good = d.serialize();
-  auto reject = [](std::vector<std::uint8_t> bytes, std::size_t fds, const char* why) {
-    auto r = buffer_descriptor::parse(bytes.data(), bytes.size(), fds);
-    CHECK_MESSAGE(r.code() == errc::protocol_error, why);
-    if (!r) CHECK_MESSAGE(r.error().detail.find(why) != std::string::npos, r.error().detail);
-  };
-  reject(std::vector<std::uint8_t>(good.begin(), good.begin() + 20), 2, "shorter than");
-  reject(std::vector<std::uint8_t>(good.begin(), good.end() - 1), 2, "truncated");
-  auto extra = good;
-  extra.push_back(0);
-  reject(extra, 2, "trailing bytes");
-  auto bad_magic = good;
-  bad_magic[0] = 'X';
-  reject(bad_magic, 2, "magic");
-  auto bad_version = good;
-  bad_version[8] = 9;
-  reject(bad_version, 2, "version");
-  reject(good, 1, "fd slot 1");  // only one fd arrived
-  auto lie = d;
-  lie.chunks[1].offset = 8192;  // a gap
-  reject(lie.serialize(), 2, "starts at");
-  lie = d;
-  lie.size = 3 * 4096;  // says more than the chunks cover
-  reject(lie.serialize(), 2, "cover");
-  lie = d;
-  lie.chunks[1].fd_slot = 0;
-  reject(lie.serialize(), 2, "used twice");
-  lie = d;
-  lie.chunks[0].size = 0;
-  reject(lie.serialize(), 2, "size 0");
-  PVMM_CHECK_ERRC(buffer_descriptor::parse(nullptr, 0, 0), errc::protocol_error);
-}
+  PVMM_CASE("pidfd_getfd takes a child's fd, or says exactly which permission is missing") {
+    auto [sock, pid] = spawn_child({"hold-fd"});
+    auto number = ipc::receive_fds(sock, 0, 32).value();
+    int remote = std::stoi(std::string(number.payload.begin(), number.payload.end()));
+    auto taken = ipc::take_fd_from_process(pid, remote);
+    if (taken) {
+      char text[32] = {};
+      CHECK(::read(taken->get(), text, sizeof text) > 0);
+      CHECK(std::string(text) == "hello from the child");
+    } else if (taken.code() == errc::not_permitted) {
+      CHECK(taken.error().hint.find("ptrace_scope") != std::string::npos);
+    } else {
+      CHECK_MESSAGE(taken.code() == errc::not_supported, taken.error().message());
+    }
+    // A fd the child does not have: "no such fd" where taking is allowed, the same refusal where it is not.
+    PVMM_CHECK_ERRC(ipc::take_fd_from_process(pid, 987654), taken ? errc::invalid_argument : taken.code());
+    ::close(sock);
+    CHECK(wait_child(pid) == 0);
+  }
 
-PVMM_CASE("a descriptor that lies about a chunk's size is refused at import, and nothing stays") {
-  PVMM_REQUIRE_DEVICE();
-  if (!caps().posix_fd_handles) return;
-  address_reservation view;
-  auto chunks = chunks_with_pattern(2, view, 90);
-  auto exported = export_buffer(chunks, handle_kind::posix_fd).value();
-  auto d = exported.descriptor;
-  d.chunks[1].size *= 2;  // the second chunk claims twice its size
-  d.size += exported.descriptor.chunks[1].size;
-  std::vector<int> fds{exported.fds[0].get(), exported.fds[1].get()};
-  const auto live = query_live_objects();
-  auto r = import_buffer(d, fds.data(), fds.size(), {rw()});
-  CHECK_FALSE(r.has_value());
-  CHECK_MESSAGE(r.code() == errc::protocol_error, r.error().message());
-  CHECK(query_live_objects() == live);
-}
+  PVMM_CASE("pidfd_getfd: a process that does not exist") {
+    auto r = ipc::take_fd_from_process(0x3ffffff0, 0);
+    CHECK_MESSAGE((r.code() == errc::invalid_argument || r.code() == errc::not_supported), r.error().message());
+  }
 
-PVMM_CASE("a multi-chunk buffer rebuilt with the same layout in the same process") {
-  PVMM_REQUIRE_DEVICE();
-  if (!caps().posix_fd_handles) return;
-  address_reservation view;
-  auto chunks = chunks_with_pattern(3, view, 91);
-  auto exported = export_buffer(chunks, handle_kind::posix_fd).value();
-  auto bytes = exported.descriptor.serialize();
-  auto parsed = buffer_descriptor::parse(bytes.data(), bytes.size(), exported.fds.size()).value();
-  std::vector<int> fds;
-  for (auto& fd : exported.fds) fds.push_back(fd.get());
-  auto imported = import_buffer(parsed, fds.data(), fds.size(), {rw()}).value();
-  exported.fds.clear();
-  CHECK(imported.size() == view.size());
-  CHECK(read_words(imported.data(), imported.size()) == pattern(view.size(), 91));
-}
+  PVMM_CASE("a descriptor survives serialization exactly") {
+    buffer_descriptor d;
+    d.device = 3;
+    d.size = 3 * 4096;
+    for (std::uint32_t i = 0; i < 3; ++i) {
+      chunk_descriptor c;
+      c.offset = i * 4096u;
+      c.size = 4096;
+      c.fd_slot = 2 - i;
+      c.fabric.bytes[i] = 0xAB;
+      d.chunks.push_back(c);
+    }
+    auto bytes = d.serialize();
+    auto back = buffer_descriptor::parse(bytes.data(), bytes.size(), 3).value();
+    CHECK(back.device == 3);
+    CHECK(back.size == d.size);
+    REQUIRE(back.chunks.size() == 3);
+    for (int i = 0; i < 3; ++i) {
+      CHECK(back.chunks[i].offset == d.chunks[i].offset);
+      CHECK(back.chunks[i].fd_slot == d.chunks[i].fd_slot);
+      CHECK(back.chunks[i].fabric == d.chunks[i].fabric);
+    }
+  }
 
-PVMM_CASE("a growable buffer exported to an exec'd process: it rebuilds the layout, writes, the exporter sees it") {
-  PVMM_REQUIRE_DEVICE();
-  if (!caps().posix_fd_handles) return;
-  growable_options o;
-  o.properties = default_properties();
-  o.access = {rw()};
-  o.chunk_size = granule();
-  auto buffer = growable_buffer::create(o).value();
-  buffer.resize(3 * o.chunk_size).value();
-  write_words(buffer.data(), pattern(buffer.size(), 92));
-  auto exported = export_buffer(buffer, handle_kind::posix_fd).value();
-  auto bytes = exported.descriptor.serialize();
-  std::vector<int> fds;
-  for (auto& fd : exported.fds) fds.push_back(fd.get());
-  auto [sock, pid] = spawn_child({"import-buffer", "0", "92", "93"});
-  PVMM_CHECK_OK(ipc::send_fds(sock, fds.data(), fds.size(), bytes.data(), bytes.size()));
-  exported.fds.clear();
-  auto reply = ipc::receive_fds(sock, 0, 4096, std::chrono::milliseconds(60000));
-  ::close(sock);
-  CHECK(wait_child(pid) == 0);
-  REQUIRE(reply);
-  CHECK(std::string(reply->payload.begin(), reply->payload.end()) == "ok");
-  CHECK(read_words(buffer.data(), buffer.size()) == pattern(buffer.size(), 93));
-}
+  PVMM_CASE("malformed descriptors are rejected, each with its reason") {
+    buffer_descriptor d;
+    d.size = 2 * 4096;
+    d.chunks = {chunk_descriptor{0, 4096, 0, {}}, chunk_descriptor{4096, 4096, 1, {}}};
+    const auto good = d.serialize();
+    auto reject = [](std::vector<std::uint8_t> bytes, std::size_t fds, const char* why) {
+      auto r = buffer_descriptor::parse(bytes.data(), bytes.size(), fds);
+      CHECK_MESSAGE(r.code() == errc::protocol_error, why);
+      if (!r) CHECK_MESSAGE(r.error().detail.find(why) != std::string::npos, r.error().detail);
+    };
+    reject(std::vector<std::uint8_t>(good.begin(), good.begin() + 20), 2, "shorter than");
+    reject(std::vector<std::uint8_t>(good.begin(), good.end() - 1), 2, "truncated");
+    auto extra = good;
+    extra.push_back(0);
+    reject(extra, 2, "trailing bytes");
+    auto bad_magic = good;
+    bad_magic[0] = 'X';
+    reject(bad_magic, 2, "magic");
+    auto bad_version = good;
+    bad_version[8] = 9;
+    reject(bad_version, 2, "version");
+    reject(good, 1, "fd slot 1");  // only one fd arrived
+    auto lie = d;
+    lie.chunks[1].offset = 8192;  // a gap
+    reject(lie.serialize(), 2, "starts at");
+    lie = d;
+    lie.size = 3 * 4096;  // says more than the chunks cover
+    reject(lie.serialize(), 2, "cover");
+    lie = d;
+    lie.chunks[1].fd_slot = 0;
+    reject(lie.serialize(), 2, "used twice");
+    lie = d;
+    lie.chunks[0].size = 0;
+    reject(lie.serialize(), 2, "size 0");
+    PVMM_CHECK_ERRC(buffer_descriptor::parse(nullptr, 0, 0), errc::protocol_error);
+  }
+
+  PVMM_CASE("a descriptor that lies about a chunk's size is refused at import, and nothing stays") {
+    PVMM_REQUIRE_DEVICE();
+    if (!caps().posix_fd_handles) return;
+    address_reservation view;
+    auto chunks = chunks_with_pattern(2, view, 90);
+    auto exported = export_buffer(chunks, handle_kind::posix_fd).value();
+    auto d = exported.descriptor;
+    d.chunks[1].size *= 2;  // the second chunk claims twice its size
+    d.size += exported.descriptor.chunks[1].size;
+    std::vector<int> fds{exported.fds[0].get(), exported.fds[1].get()};
+    const auto live = query_live_objects();
+    auto r = import_buffer(d, fds.data(), fds.size(), {rw()});
+    CHECK_FALSE(r.has_value());
+    CHECK_MESSAGE(r.code() == errc::protocol_error, r.error().message());
+    CHECK(query_live_objects() == live);
+  }
+
+  PVMM_CASE("a multi-chunk buffer rebuilt with the same layout in the same process") {
+    PVMM_REQUIRE_DEVICE();
+    if (!caps().posix_fd_handles) return;
+    address_reservation view;
+    auto chunks = chunks_with_pattern(3, view, 91);
+    auto exported = export_buffer(chunks, handle_kind::posix_fd).value();
+    auto bytes = exported.descriptor.serialize();
+    auto parsed = buffer_descriptor::parse(bytes.data(), bytes.size(), exported.fds.size()).value();
+    std::vector<int> fds;
+    for (auto& fd : exported.fds) fds.push_back(fd.get());
+    auto imported = import_buffer(parsed, fds.data(), fds.size(), {rw()}).value();
+    exported.fds.clear();
+    CHECK(imported.size() == view.size());
+    CHECK(read_words(imported.data(), imported.size()) == pattern(view.size(), 91));
+  }
+
+  PVMM_CASE("a growable buffer exported to an exec'd process: it rebuilds the layout, writes, the exporter sees it") {
+    PVMM_REQUIRE_DEVICE();
+    if (!caps().posix_fd_handles) return;
+    growable_options o;
+    o.properties = default_properties();
+    o.access = {rw()};
+    o.chunk_size = granule();
+    auto buffer = growable_buffer::create(o).value();
+    buffer.resize(3 * o.chunk_size).value();
+    write_words(buffer.data(), pattern(buffer.size(), 92));
+    auto exported = export_buffer(buffer, handle_kind::posix_fd).value();
+    auto bytes = exported.descriptor.serialize();
+    std::vector<int> fds;
+    for (auto& fd : exported.fds) fds.push_back(fd.get());
+    auto [sock, pid] = spawn_child({"import-buffer", "0", "92", "93"});
+    PVMM_CHECK_OK(ipc::send_fds(sock, fds.data(), fds.size(), bytes.data(), bytes.size()));
+    exported.fds.clear();
+    auto reply = ipc::receive_fds(sock, 0, 4096, std::chrono::milliseconds(60000));
+    ::close(sock);
+    CHECK(wait_child(pid) == 0);
+    REQUIRE(reply);
+    CHECK(std::string(reply->payload.begin(), reply->payload.end()) == "ok");
+    CHECK(read_words(buffer.data(), buffer.size()) == pattern(buffer.size(), 93));
+  }
 
 }  // TEST_SUITE

@@ -95,8 +95,8 @@ CUresult mc_granularity(size_t* g, const CUmulticastObjectProp* p, CUmulticastGr
   return CUDA_SUCCESS;
 }
 CUresult mc_create(CUmemGenericAllocationHandle* h, const CUmulticastObjectProp* p) {
-  record(fmt::format("cuMulticastCreate(devices={}, size={:#x}, handleTypes={})", p->numDevices, p->size,
-                     p->handleTypes));
+  record(
+      fmt::format("cuMulticastCreate(devices={}, size={:#x}, handleTypes={})", p->numDevices, p->size, p->handleTypes));
   *h = fake_multicast;
   return CUDA_SUCCESS;
 }
@@ -104,8 +104,8 @@ CUresult mc_add(CUmemGenericAllocationHandle h, CUdevice d) {
   record(fmt::format("cuMulticastAddDevice({:#x}, {})", h, d));
   return CUDA_SUCCESS;
 }
-CUresult mc_bind(CUmemGenericAllocationHandle mc, size_t mc_offset, CUmemGenericAllocationHandle mem,
-                 size_t mem_offset, size_t size, unsigned long long) {
+CUresult mc_bind(CUmemGenericAllocationHandle mc, size_t mc_offset, CUmemGenericAllocationHandle mem, size_t mem_offset,
+                 size_t size, unsigned long long) {
   record(fmt::format("cuMulticastBindMem({:#x}, {:#x}, {:#x}, {:#x}, {:#x})", mc, mc_offset, mem, mem_offset, size));
   return CUDA_SUCCESS;
 }

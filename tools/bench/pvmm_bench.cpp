@@ -92,7 +92,8 @@ void overhead() {
     t[1] = seconds_since(t0), t0 = clock_type::now();
     for (int i = 0; i < per_round; ++i) check(ranges[i].map(0, mem[i], 0, size).has_value(), "map");
     t[2] = seconds_since(t0), t0 = clock_type::now();
-    for (auto& x : ranges) check(x.set_access(0, size, {{pvmm::location::device(0), pvmm::access::read_write}}).has_value(), "grant");
+    for (auto& x : ranges)
+      check(x.set_access(0, size, {{pvmm::location::device(0), pvmm::access::read_write}}).has_value(), "grant");
     t[3] = seconds_since(t0), t0 = clock_type::now();
     for (auto& x : ranges) check(x.unmap(0, size).has_value(), "unmap");
     t[4] = seconds_since(t0), t0 = clock_type::now();
@@ -143,12 +144,14 @@ void overhead() {
     t[0] = seconds_since(t0), t0 = clock_type::now();
     for (auto& x : ranges) x = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     t[1] = seconds_since(t0), t0 = clock_type::now();
-    for (int i = 0; i < per_round; ++i) check(mmap(ranges[i], size, PROT_NONE, MAP_SHARED | MAP_FIXED, mem[i], 0) != MAP_FAILED, "map");
+    for (int i = 0; i < per_round; ++i)
+      check(mmap(ranges[i], size, PROT_NONE, MAP_SHARED | MAP_FIXED, mem[i], 0) != MAP_FAILED, "map");
     t[2] = seconds_since(t0), t0 = clock_type::now();
     for (auto& x : ranges) check(mprotect(x, size, PROT_READ | PROT_WRITE) == 0, "mprotect");
     t[3] = seconds_since(t0), t0 = clock_type::now();
     for (auto& x : ranges)
-      check(mmap(x, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != MAP_FAILED, "unmap");
+      check(mmap(x, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != MAP_FAILED,
+            "unmap");
     t[4] = seconds_since(t0), t0 = clock_type::now();
     for (auto& m : mem) close(m);
     t[5] = seconds_since(t0), t0 = clock_type::now();
@@ -162,17 +165,26 @@ void overhead() {
   time_pvmm(), time_raw();  // warm-up round, discarded
   p = {}, r = {};
   for (int i = 0; i < rounds; ++i) {
-    if (i % 2) time_pvmm(), time_raw();
-    else time_raw(), time_pvmm();
+    if (i % 2)
+      time_pvmm(), time_raw();
+    else
+      time_raw(), time_pvmm();
   }
   fmt::print("\noverhead: {} rounds x {} operations on {} chunks, median per operation (target <= 1.02x)\n", rounds,
              per_round, size >> 20 ? fmt::format("{} MiB", size >> 20) : fmt::format("{} KiB", size >> 10));
   fmt::print("  {:<44} {:>11} {:>11} {:>9}\n", "operation", "pvmm us", "raw us", "ratio");
   const char* raw_names[] =
 #if PVMM_BENCH_CUDA
-      {"cuMemCreate", "cuMemAddressReserve", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease", "cuMemAddressFree"};
+      {"cuMemCreate", "cuMemAddressReserve", "cuMemMap",        "cuMemSetAccess",
+       "cuMemUnmap",  "cuMemRelease",        "cuMemAddressFree"};
 #else
-      {"memfd_create+ftruncate+seal", "mmap PROT_NONE", "mmap MAP_FIXED|MAP_SHARED", "mprotect", "mmap over (unmap)", "close", "munmap"};
+      {"memfd_create+ftruncate+seal",
+       "mmap PROT_NONE",
+       "mmap MAP_FIXED|MAP_SHARED",
+       "mprotect",
+       "mmap over (unmap)",
+       "close",
+       "munmap"};
 #endif
   const char* names[] = {"create", "reserve", "map", "grant", "unmap", "release", "free"};
   std::vector<double>* pv[] = {&p.create, &p.reserve, &p.map, &p.grant, &p.unmap, &p.release, &p.free};
@@ -207,7 +219,8 @@ void sharing() {
       auto got = pvmm::ipc::receive_fds(sv[1], 1, 16).value();
       auto imported = pvmm::physical_allocation::import_posix_fd(got.fds[0].get(), size).value();
       auto range = pvmm::address_reservation::reserve(size).value();
-      void* p = range.map_and_grant(0, imported, 0, size, {{pvmm::location::device(0), pvmm::access::read_write}}).value();
+      void* p =
+          range.map_and_grant(0, imported, 0, size, {{pvmm::location::device(0), pvmm::access::read_write}}).value();
       check(pvmm::testing::copy_from_mapping(&byte, p, 1).has_value(), "read");
     }
     pv.push_back(seconds_since(t0));
@@ -239,8 +252,9 @@ void sharing() {
 #endif
   }
   close(sv[0]), close(sv[1]);
-  fmt::print("\nsharing: export -> send fd -> import -> reserve -> map -> grant -> first read -> teardown ({} rounds)\n",
-             rounds);
+  fmt::print(
+      "\nsharing: export -> send fd -> import -> reserve -> map -> grant -> first read -> teardown ({} rounds)\n",
+      rounds);
   fmt::print("  {:<44} {:>11} {:>11} {:>9}\n", "", "pvmm us", "raw us", "ratio");
   row("round trip (median)", median(pv), rv.empty() ? 0 : median(rv));
 }
@@ -340,14 +354,16 @@ void growth() {
   const std::size_t pvmm_peak = run_growth_variant("pvmm-peak").peak;
   const std::size_t malloc_peak = run_growth_variant("malloc-peak").peak;
   const double pvmm_s = median(pvmm_runs), raw_s = median(raw_runs), malloc_s = median(malloc_runs);
-  fmt::print("\ngrowth: to 8 GiB in 256 MiB steps, each variant in a fresh process, median of 3 "
-             "(targets: <= 1.1x the raw loop; >= 50x faster than cudaMalloc+copy)\n");
+  fmt::print(
+      "\ngrowth: to 8 GiB in 256 MiB steps, each variant in a fresh process, median of 3 "
+      "(targets: <= 1.1x the raw loop; >= 50x faster than cudaMalloc+copy)\n");
   fmt::print("  {:<44} {:>11} {:>11} {:>9}\n", "", "pvmm ms", "other ms", "ratio");
   row("growable_buffer vs raw cuMem loop", pvmm_s, raw_s, "ms");
   row("growable_buffer vs cudaMalloc+copy+cudaFree", pvmm_s, malloc_s, "ms");
-  fmt::print("  cudaMalloc+copy is {:.1f}x slower; peak device memory: pvmm {} MiB, cudaMalloc+copy {} MiB "
-             "(final size + one chunk = {} MiB)\n",
-             malloc_s / pvmm_s, pvmm_peak >> 20, malloc_peak >> 20, (target + step) >> 20);
+  fmt::print(
+      "  cudaMalloc+copy is {:.1f}x slower; peak device memory: pvmm {} MiB, cudaMalloc+copy {} MiB "
+      "(final size + one chunk = {} MiB)\n",
+      malloc_s / pvmm_s, pvmm_peak >> 20, malloc_peak >> 20, (target + step) >> 20);
 }
 
 void settle() {
@@ -383,8 +399,9 @@ void batching() {
     CU(cuMemAddressFree(base, target));
   }
   const double naive_s = median(naive_runs);
-  fmt::print("\nbatching: to 2 GiB in 2 MiB steps; growable_buffer chunk size vs naive create/map/grant per step; "
-             "median of 3, teardown excluded (target >= 5x faster)\n");
+  fmt::print(
+      "\nbatching: to 2 GiB in 2 MiB steps; growable_buffer chunk size vs naive create/map/grant per step; "
+      "median of 3, teardown excluded (target >= 5x faster)\n");
   fmt::print("  {:<44} {:>11} {:>11} {:>9}\n", "", "pvmm ms", "naive ms", "ratio");
   double best = 1e9;
   std::size_t best_chunk = 0;
@@ -422,8 +439,12 @@ void peer() {
   auto src_mem = pvmm::physical_allocation::create(props, size).value();
   auto src_range = pvmm::address_reservation::reserve(size).value();
   void* src = src_range.map(0, src_mem, 0, size).value();
-  check(src_range.set_access(0, size, {{pvmm::location::device(0), pvmm::access::read_write},
-                                       {pvmm::location::device(1), pvmm::access::read_write}}).has_value(), "grant");
+  check(src_range
+            .set_access(0, size,
+                        {{pvmm::location::device(0), pvmm::access::read_write},
+                         {pvmm::location::device(1), pvmm::access::read_write}})
+            .has_value(),
+        "grant");
   void *dst = nullptr, *src_plain = nullptr;
   CUDART(cudaSetDevice(0));
   CUDART(cudaMalloc(&src_plain, size));
@@ -442,7 +463,8 @@ void peer() {
     return static_cast<double>(size) * reps / seconds_since(t0) / 1e9;
   };
   (void)bandwidth([&] { CUDART(cudaMemcpyPeerAsync(dst, 1, src_plain, 0, size, stream)); });  // warm both paths
-  double through_mapping = bandwidth([&] { CUDART(cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToDevice, stream)); });
+  double through_mapping =
+      bandwidth([&] { CUDART(cudaMemcpyAsync(dst, src, size, cudaMemcpyDeviceToDevice, stream)); });
   double memcpy_peer = bandwidth([&] { CUDART(cudaMemcpyPeerAsync(dst, 1, src_plain, 0, size, stream)); });
   fmt::print("\npeer: 1 GiB copies into GPU 1 from GPU 0 memory, {} reps (target >= 0.97x)\n", reps);
   fmt::print("  {:<44} {:>11} {:>11} {:>9}\n", "", "pvmm GB/s", "peer GB/s", "ratio");
@@ -475,7 +497,9 @@ int main(int argc, char** argv) {
   }
 #endif
   std::vector<std::string> sections(argv + 1, argv + argc);
-  auto want = [&](const char* s) { return sections.empty() || std::find(sections.begin(), sections.end(), s) != sections.end(); };
+  auto want = [&](const char* s) {
+    return sections.empty() || std::find(sections.begin(), sections.end(), s) != sections.end();
+  };
   header();
   if (want("overhead")) overhead();
 #if PVMM_BENCH_CUDA
