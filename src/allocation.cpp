@@ -95,6 +95,25 @@ status check_import_fd(int fd, std::size_t size, const char* op, lazy_args args)
   return {};
 }
 
+/// Imports an fd or a fabric handle as `what` (an allocation or a multicast object): one path for both.
+result<std::shared_ptr<allocation_state>> import_fd_state(int fd, std::size_t size, allocation_state::kind what,
+                                                          const char* op) {
+  auto args = [&] { return fmt::format("fd={}, size={:#x}", fd, size); };
+  if (auto ok = check_import_fd(fd, size, op, args); !ok) return std::move(ok).error();
+  auto handle = call_backend("import_posix_fd", [&] { return backend::import_posix_fd(fd, size); });
+  if (!handle) return in_operation(std::move(handle).error(), op, args);
+  return adopt_import(*handle, size, what, op, args);
+}
+
+result<std::shared_ptr<allocation_state>> import_fabric_state(const fabric_handle& h, std::size_t size,
+                                                              allocation_state::kind what, const char* op) {
+  auto args = [&] { return fmt::format("size={:#x}", size); };
+  if (size == 0) return make_error(errc::invalid_size, op, args, "size is zero");
+  auto handle = call_backend("import_fabric", [&] { return backend::import_fabric(h, size); });
+  if (!handle) return in_operation(std::move(handle).error(), op, args);
+  return adopt_import(*handle, size, what, op, args);
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -197,23 +216,15 @@ result<fabric_handle> physical_allocation::export_fabric() const {
 }
 
 result<physical_allocation> physical_allocation::import_posix_fd(int fd, std::size_t size) {
-  const char* op = "pvmm::physical_allocation::import_posix_fd";
-  auto args = [&] { return fmt::format("fd={}, size={:#x}", fd, size); };
-  if (auto ok = detail::check_import_fd(fd, size, op, args); !ok) return std::move(ok).error();
-  auto handle = call_backend("import_posix_fd", [&] { return detail::backend::import_posix_fd(fd, size); });
-  if (!handle) return in_operation(std::move(handle).error(), op, args);
-  auto state = detail::adopt_import(*handle, size, detail::allocation_state::kind::memory, op, args);
+  auto state = detail::import_fd_state(fd, size, detail::allocation_state::kind::memory,
+                                       "pvmm::physical_allocation::import_posix_fd");
   if (!state) return std::move(state).error();
   return physical_allocation(std::move(*state));
 }
 
 result<physical_allocation> physical_allocation::import_fabric(const fabric_handle& handle, std::size_t size) {
-  const char* op = "pvmm::physical_allocation::import_fabric";
-  auto args = [&] { return fmt::format("size={:#x}", size); };
-  if (size == 0) return make_error(errc::invalid_size, op, args, "size is zero");
-  auto imported = call_backend("import_fabric", [&] { return detail::backend::import_fabric(handle, size); });
-  if (!imported) return in_operation(std::move(imported).error(), op, args);
-  auto state = detail::adopt_import(*imported, size, detail::allocation_state::kind::memory, op, args);
+  auto state = detail::import_fabric_state(handle, size, detail::allocation_state::kind::memory,
+                                           "pvmm::physical_allocation::import_fabric");
   if (!state) return std::move(state).error();
   return physical_allocation(std::move(*state));
 }
@@ -262,23 +273,15 @@ result<multicast_object> multicast_object::create(const multicast_properties& pr
 }
 
 result<multicast_object> multicast_object::import_posix_fd(int fd, std::size_t size) {
-  const char* op = "pvmm::multicast_object::import_posix_fd";
-  auto args = [&] { return fmt::format("fd={}, size={:#x}", fd, size); };
-  if (auto ok = detail::check_import_fd(fd, size, op, args); !ok) return std::move(ok).error();
-  auto h = call_backend("import_posix_fd", [&] { return detail::backend::import_posix_fd(fd, size); });
-  if (!h) return in_operation(std::move(h).error(), op, args);
-  auto state = detail::adopt_import(*h, size, detail::allocation_state::kind::multicast, op, args);
+  auto state = detail::import_fd_state(fd, size, detail::allocation_state::kind::multicast,
+                                       "pvmm::multicast_object::import_posix_fd");
   if (!state) return std::move(state).error();
   return multicast_object(std::move(*state));
 }
 
 result<multicast_object> multicast_object::import_fabric(const fabric_handle& handle, std::size_t size) {
-  const char* op = "pvmm::multicast_object::import_fabric";
-  auto args = [&] { return fmt::format("size={:#x}", size); };
-  if (size == 0) return make_error(errc::invalid_size, op, args, "size is zero");
-  auto h = call_backend("import_fabric", [&] { return detail::backend::import_fabric(handle, size); });
-  if (!h) return in_operation(std::move(h).error(), op, args);
-  auto state = detail::adopt_import(*h, size, detail::allocation_state::kind::multicast, op, args);
+  auto state = detail::import_fabric_state(handle, size, detail::allocation_state::kind::multicast,
+                                           "pvmm::multicast_object::import_fabric");
   if (!state) return std::move(state).error();
   return multicast_object(std::move(*state));
 }

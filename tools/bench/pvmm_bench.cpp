@@ -275,6 +275,28 @@ struct growth_result {
   std::size_t peak = 0;
 };
 
+/// The hand-written loop pvmm is measured against: reserve once, then a create + map + grant per step.
+/// Returns the seconds it took; the reservation and handles are left for the caller to tear down.
+double raw_cumem_growth(std::size_t target, std::size_t step, CUdeviceptr& base,
+                        std::vector<CUmemGenericAllocationHandle>& handles) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemAccessDesc desc{};
+  desc.location = prop.location;
+  desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  auto t0 = clock_type::now();
+  CU(cuMemAddressReserve(&base, target, 0, 0, 0));
+  for (std::size_t s = 0; s < target; s += step) {
+    CUmemGenericAllocationHandle h;
+    CU(cuMemCreate(&h, step, &prop, 0));
+    CU(cuMemMap(base + s, step, 0, h, 0));
+    CU(cuMemSetAccess(base + s, step, &desc, 1));
+    handles.push_back(h);
+  }
+  return seconds_since(t0);
+}
+
 growth_result growth_variant(const std::string& which) {
   const std::size_t step = std::size_t{256} << 20, target = std::size_t{8} << 30;
   std::size_t free0 = 0, total = 0;
@@ -296,22 +318,9 @@ growth_result growth_variant(const std::string& which) {
       if (sample) r.peak = std::max(r.peak, used_bytes(free0));  // untimed, and only in the peak runs
     }
   } else if (which == "raw") {
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    CUmemAccessDesc desc{};
-    desc.location = prop.location;
-    desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    auto t0 = clock_type::now();
     CUdeviceptr base;
-    CU(cuMemAddressReserve(&base, target, 0, 0, 0));
-    for (std::size_t s = 0; s < target; s += step) {
-      CUmemGenericAllocationHandle h;
-      CU(cuMemCreate(&h, step, &prop, 0));
-      CU(cuMemMap(base + s, step, 0, h, 0));
-      CU(cuMemSetAccess(base + s, step, &desc, 1));
-    }
-    r.seconds = seconds_since(t0);
+    std::vector<CUmemGenericAllocationHandle> handles;
+    r.seconds = raw_cumem_growth(target, step, base, handles);
   } else {  // cudaMalloc(new) + copy + cudaFree(old)
     void* old = nullptr;
     std::size_t old_size = 0;
@@ -376,24 +385,9 @@ void batching() {
   std::vector<double> naive_runs;
   for (int round = 0; round < 3; ++round) {
     settle();
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    CUmemAccessDesc desc{};
-    desc.location = prop.location;
-    desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    std::vector<CUmemGenericAllocationHandle> handles;
-    auto t0 = clock_type::now();
     CUdeviceptr base;
-    CU(cuMemAddressReserve(&base, target, 0, 0, 0));
-    for (std::size_t s = 0; s < target; s += step) {
-      CUmemGenericAllocationHandle h;
-      CU(cuMemCreate(&h, step, &prop, 0));
-      CU(cuMemMap(base + s, step, 0, h, 0));
-      CU(cuMemSetAccess(base + s, step, &desc, 1));
-      handles.push_back(h);
-    }
-    naive_runs.push_back(seconds_since(t0));
+    std::vector<CUmemGenericAllocationHandle> handles;
+    naive_runs.push_back(raw_cumem_growth(target, step, base, handles));
     CU(cuMemUnmap(base, target));
     for (auto h : handles) CU(cuMemRelease(h));
     CU(cuMemAddressFree(base, target));
