@@ -20,6 +20,7 @@
 namespace {
 
 std::vector<std::string> calls;  // the recorded driver calls, in order
+int import_fd_number = -1;
 constexpr CUmemGenericAllocationHandle fake_multicast = 0xC0FFEE;
 constexpr CUmemGenericAllocationHandle fake_memory = 0xBEEF;
 constexpr CUdeviceptr fake_address = 0x7f0000000000ULL;
@@ -89,6 +90,12 @@ CUresult export_handle(void* out, CUmemGenericAllocationHandle h, CUmemAllocatio
   *static_cast<int*>(out) = ::dup(0);
   return CUDA_SUCCESS;
 }
+CUresult import_handle(CUmemGenericAllocationHandle* h, void* os_handle, CUmemAllocationHandleType t) {
+  record(fmt::format("cuMemImportFromShareableHandle(fd={}, type={})",
+                     static_cast<int>(reinterpret_cast<std::uintptr_t>(os_handle)), int(t)));
+  *h = fake_multicast + 1;
+  return CUDA_SUCCESS;
+}
 CUresult mc_granularity(size_t* g, const CUmulticastObjectProp* p, CUmulticastGranularity_flags f) {
   record(fmt::format("cuMulticastGetGranularity(devices={}, flags={})", p->numDevices, int(f)));
   *g = f == CU_MULTICAST_GRANULARITY_MINIMUM ? two_mib : 2 * two_mib;
@@ -131,6 +138,7 @@ pvmm::cuda::driver_api recording_table() {
   t.cuMemUnmap = mem_unmap;
   t.cuMemSetAccess = set_access;
   t.cuMemExportToShareableHandle = export_handle;
+  t.cuMemImportFromShareableHandle = import_handle;
   t.cuMulticastGetGranularity = mc_granularity;
   t.cuMulticastCreate = mc_create;
   t.cuMulticastAddDevice = mc_add;
@@ -170,13 +178,19 @@ TEST_CASE("multicast: create, add devices, bind, map, grant, export, unbind, rel
     CHECK(range.set_access(0, 2 * two_mib, {{pvmm::location::device(0), pvmm::access::read_write}}).has_value());
     auto fd = mc.export_posix_fd().value();
     CHECK(fd.valid());
+    {
+      // The importing side: the same object, by value of the fd; released once, on its own.
+      auto imported = pvmm::multicast_object::import_posix_fd(fd.get(), 2 * two_mib).value();
+      CHECK(imported.native_handle() == fake_multicast + 1);
+      import_fd_number = fd.get();
+    }
     CHECK(range.unmap(0, 2 * two_mib).has_value());
     CHECK(mc.unbind(0, 0, 2 * two_mib).has_value());
     CHECK(mc.release().has_value());
     CHECK(memory.release().has_value());
     CHECK(range.release().has_value());
   }
-  const std::vector<std::string> expected = {
+  const std::vector<std::string> expected{
       "cuMulticastGetGranularity(devices=2, flags=0)",
       "cuMulticastGetGranularity(devices=2, flags=1)",
       "cuMulticastCreate(devices=2, size=0x400000, handleTypes=1)",
@@ -188,6 +202,8 @@ TEST_CASE("multicast: create, add devices, bind, map, grant, export, unbind, rel
       "cuMemMap(0x7f0000000000, size=0x400000, offset=0x0, handle=0xc0ffee)",
       "cuMemSetAccess(0x7f0000000000, 0x400000, [dev0:3])",
       "cuMemExportToShareableHandle(0xc0ffee, type=1)",
+      fmt::format("cuMemImportFromShareableHandle(fd={}, type=1)", import_fd_number),
+      "cuMemRelease(0xc0ffef)",
       "cuMemUnmap(0x7f0000000000, 0x400000)",
       "cuMulticastUnbind(0xc0ffee, 0, 0x0, 0x400000)",
       "cuMemRelease(0xc0ffee)",
