@@ -2,6 +2,7 @@
 // libcuda is opened at run time: binaries start on machines without an NVIDIA driver and say so.
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -326,8 +327,8 @@ result<granularity> allocation_granularity(const allocation_properties& properti
 result<std::size_t> reservation_granularity() {
   PVMM_REQUIRE_DRIVER();
   // The largest minimum granularity of any device, so any device's memory can be mapped anywhere.
-  static std::size_t cached = 0;  // device granularities are fixed for the life of the process
-  if (cached) return cached;
+  static std::atomic<std::size_t> cached{0};  // device granularities are fixed for the life of the process
+  if (std::size_t known = cached.load(std::memory_order_relaxed)) return known;
   int n = 0;
   PVMM_CU(cuDeviceGetCount, &n);
   std::size_t unit = 0;
@@ -339,7 +340,7 @@ result<std::size_t> reservation_granularity() {
     unit = std::max(unit, g->minimum);
   }
   if (unit == 0) return make_error(errc::backend_unavailable, {}, {}, "no CUDA device");
-  cached = unit;
+  cached.store(unit, std::memory_order_relaxed);
   return unit;
 }
 
