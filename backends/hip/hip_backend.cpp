@@ -119,6 +119,9 @@ hipMemAllocationProp to_hip(const allocation_properties& p) {
   prop.location.id = p.location.id;
   auto handle =
       contains(p.exportable, handle_types::posix_fd) ? hipMemHandleTypePosixFileDescriptor : hipMemHandleTypeNone;
+#if PVMM_HIP_HAS_FABRIC
+  if (contains(p.exportable, handle_types::fabric)) handle = hipMemHandleTypeFabric;  // create() refuses both
+#endif
 #if PVMM_HIP_HAS_REQUESTED_HANDLE_TYPES
   prop.requestedHandleTypes = handle;
 #else
@@ -184,7 +187,7 @@ result<device_info> device(int ordinal) {
   c.virtual_memory = true;  // the runtime is 6.1+ (checked at start) but these headers lack the attribute
 #endif
   c.posix_fd_handles = c.virtual_memory && runtime().version >= first_working_ipc;
-  c.fabric_handles = false;
+  c.fabric_handles = PVMM_HIP_HAS_FABRIC != 0;  // the header has the type; the runtime answers at export
   c.multicast = false;
   c.map_at_physical_offset = false;
   return d;
@@ -220,6 +223,9 @@ result<std::size_t> reservation_granularity() {
 result<native_handle> create(const allocation_properties& p, std::size_t size) {
   PVMM_REQUIRE_RUNTIME();
   if (p.location.type != location::kind::device) return only_device_memory();
+  if (contains(p.exportable, handle_types::posix_fd | handle_types::fabric))
+    return make_error(errc::not_supported, {}, {},
+                      "HIP's hipMemAllocationProp holds one handle type: request posix_fd or fabric, not both");
   return on_device(p.location.id, [&]() -> result<native_handle> {
     hipMemAllocationProp prop = to_hip(p);
     hipMemGenericAllocationHandle_t h{};
@@ -246,6 +252,9 @@ result<allocation_properties> properties(native_handle handle) {
   auto bits = static_cast<unsigned>(prop.requestedHandleType);
 #endif
   p.exportable = (bits & hipMemHandleTypePosixFileDescriptor) ? handle_types::posix_fd : handle_types::none;
+#if PVMM_HIP_HAS_FABRIC
+  if (bits == static_cast<unsigned>(hipMemHandleTypeFabric)) p.exportable = handle_types::fabric;
+#endif
   return p;
 }
 
@@ -316,8 +325,25 @@ result<int> export_posix_fd(native_handle handle) {
   return fd;
 }
 
-result<fabric_handle> export_fabric(native_handle) {
-  return make_error(errc::not_supported, {}, {}, "the hip backend has no fabric handles in this ROCm");
+namespace {
+error no_fabric() {
+  return make_error(errc::not_supported, {}, {},
+                    "these ROCm headers have no fabric handle type (hipMemHandleTypeFabric, hipMemFabricHandle_t)");
+}
+}  // namespace
+
+result<fabric_handle> export_fabric(native_handle handle) {
+#if PVMM_HIP_HAS_FABRIC
+  PVMM_REQUIRE_RUNTIME();
+  hipMemFabricHandle_t fh{};
+  PVMM_HIP(hipMemExportToShareableHandle, &fh, to_hip(handle), hipMemHandleTypeFabric, 0);
+  fabric_handle out;
+  std::memcpy(out.bytes.data(), fh.data, out.bytes.size());
+  return out;
+#else
+  (void)handle;
+  return no_fabric();
+#endif
 }
 
 result<native_handle> import_posix_fd(int fd, std::size_t) {
@@ -331,8 +357,19 @@ result<native_handle> import_posix_fd(int fd, std::size_t) {
   return from_hip(h);
 }
 
-result<native_handle> import_fabric(const fabric_handle&, std::size_t) {
-  return make_error(errc::not_supported, {}, {}, "the hip backend has no fabric handles in this ROCm");
+result<native_handle> import_fabric(const fabric_handle& handle, std::size_t) {
+#if PVMM_HIP_HAS_FABRIC
+  PVMM_REQUIRE_RUNTIME();
+  hipMemFabricHandle_t fh{};
+  std::memcpy(fh.data, handle.bytes.data(), handle.bytes.size());
+  hipMemGenericAllocationHandle_t h{};
+  if (hipError_t rc = hipMemImportFromShareableHandle(&h, &fh, hipMemHandleTypeFabric); rc != hipSuccess)
+    return failure(rc, "hipMemImportFromShareableHandle", rc == hipErrorOutOfMemory ? errc{} : errc::invalid_handle);
+  return from_hip(h);
+#else
+  (void)handle;
+  return no_fabric();
+#endif
 }
 
 namespace {
