@@ -380,9 +380,10 @@ void growth() {
   row("growable_buffer vs raw cuMem loop", pvmm_s, raw_s, "ms");
   row("growable_buffer vs cudaMalloc+copy+cudaFree", pvmm_s, malloc_s, "ms");
   fmt::print(
-      fmt::print("  pvmm's first use in a process (capability and granularity queries, cached after): {:.2f} ms, "
-                 "not in the table\n",
-                 median(first_use) * 1e3);
+      "  pvmm's first use in a process (capability and granularity queries, cached after): {:.2f} ms, "
+      "not in the table\n",
+      median(first_use) * 1e3);
+  fmt::print(
       "  cudaMalloc+copy is {:.1f}x slower; peak device memory: pvmm {} MiB, cudaMalloc+copy {} MiB "
       "(final size + one chunk = {} MiB)\n",
       malloc_s / pvmm_s, pvmm_peak >> 20, malloc_peak >> 20, (target + step) >> 20);
