@@ -86,12 +86,10 @@ result<std::shared_ptr<allocation_state>> adopt_import(native_handle handle, std
 
 status check_import_fd(int fd, std::size_t size, const char* op, lazy_args args) {
   if (size == 0) return make_error(errc::invalid_size, op, args, "size is zero");
-  if (fd < 0 || ::fcntl(fd, F_GETFD) < 0) {
-    error e = make_error(errc::invalid_handle, op, args, fmt::format("fd {} is not an open file descriptor", fd));
-    e.native_name = "EBADF";
-    e.native_code = EBADF;
-    return e;
-  }
+  if (fd < 0 || ::fcntl(fd, F_GETFD) < 0)
+    return in_operation(errno_error(errc::invalid_handle, "fcntl(F_GETFD)", EBADF,
+                                    fmt::format("fd {} is not an open file descriptor", fd)),
+                        op, args);
   return {};
 }
 

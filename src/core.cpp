@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -117,6 +118,21 @@ error injected_failure(const char* call) {
   return e;
 }
 
+error errno_error(errc code, const char* call, int err, std::string context) {
+  error e;
+  e.code = code;
+  e.detail = context.empty() ? fmt::format("{} failed: {}", call, std::strerror(err))
+                             : fmt::format("{}: {} failed: {}", context, call, std::strerror(err));
+  const char* name = strerrorname_np(err);
+  e.native_name = name ? name : "errno";
+  e.native_code = err;
+  return e;
+}
+
+bool numa_node_exists(int node) {
+  return node >= 0 && ::access(fmt::format("/sys/devices/system/node/node{}", node).c_str(), F_OK) == 0;
+}
+
 std::string describe(location where) {
   switch (where.type) {
     case location::kind::device:
@@ -219,7 +235,7 @@ status check_location(location where, const char* operation, lazy_args arguments
                           fmt::format("host location id must be 0, got {}", where.id));
       return {};
     case location::kind::host_numa:
-      if (where.id < 0 || ::access(fmt::format("/sys/devices/system/node/node{}", where.id).c_str(), F_OK) != 0)
+      if (!numa_node_exists(where.id))
         return make_error(errc::invalid_location, operation, arguments,
                           fmt::format("NUMA node {} does not exist on this host (/sys/devices/system/node)", where.id));
       return {};

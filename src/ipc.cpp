@@ -20,11 +20,8 @@
 namespace pvmm::ipc {
 namespace {
 
-error system_failure(const char* op, detail::lazy_args args, int err, std::string what) {
-  error e = detail::make_error(errc::system_error, op, args, fmt::format("{}: {}", what, std::strerror(err)));
-  e.native_name = strerrorname_np(err) ? strerrorname_np(err) : "errno";
-  e.native_code = err;
-  return e;
+error system_failure(const char* op, detail::lazy_args args, int err, const char* call) {
+  return detail::in_operation(detail::errno_error(errc::system_error, call, err), op, args);
 }
 
 /// Waits for `events` on `socket`; timeout/hang-up reported as errors.
@@ -37,7 +34,7 @@ status wait_for(int socket, short events, std::chrono::milliseconds timeout, con
     if (n == 0)
       return detail::make_error(errc::timeout, op, args,
                                 fmt::format("the peer did not respond within {} ms", timeout.count()));
-    if (p.revents & POLLNVAL) return system_failure(op, args, EBADF, "the socket is not open");
+    if (p.revents & POLLNVAL) return system_failure(op, args, EBADF, "poll (the socket is not open)");
     return {};
   }
 }

@@ -120,6 +120,11 @@ inline error in_operation(error e, const char* operation, lazy_args arguments) {
   return e;
 }
 
+/// An operating-system call failed with `err`: the errno name and code, strerror, and what was being done.
+error errno_error(errc code, const char* call, int err, std::string context = {});
+/// Whether the host has NUMA node `node` (/sys/devices/system/node).
+bool numa_node_exists(int node);
+
 std::string describe(location where);
 std::string describe(const allocation_properties& properties);
 const char* describe(access a) noexcept;

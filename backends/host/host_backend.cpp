@@ -36,33 +36,10 @@ std::size_t page_size() {
   return size;
 }
 
-error os_error(errc code, const char* call, int err, std::string detail = {}, std::string hint = {}) {
-  error e;
-  e.code = code;
-  e.detail = detail.empty() ? fmt::format("{} failed: {}", call, std::strerror(err))
-                            : fmt::format("{}: {} failed: {}", detail, call, std::strerror(err));
-  const char* name = strerrorname_np(err);
-  e.native_name = name ? name : "errno";
-  e.native_code = err;
-  e.hint = std::move(hint);
-  return e;
-}
-
 error unsupported(const char* feature) {
   return make_error(errc::not_supported, {}, {},
                     fmt::format("the host backend's device 0 (the CPU) does not support {}", feature),
                     "build with PVMM_BACKEND=cuda on NVIDIA GPUs");
-}
-
-bool numa_node_exists(int node) {
-  return node >= 0 && ::access(fmt::format("/sys/devices/system/node/node{}", node).c_str(), F_OK) == 0;
-}
-
-status check_memory_location(location where) {
-  if (where.type == location::kind::device && where.id != 0)
-    return make_error(errc::invalid_device, {}, {},
-                      fmt::format("the host backend has only device 0, not {}", where.id));
-  return {};
 }
 
 std::string encode_name(const allocation_properties& p) {
@@ -73,13 +50,14 @@ std::string encode_name(const allocation_properties& p) {
 /// Applies a NUMA binding to the memfd's shared policy (through a short-lived mapping of it).
 status bind_to_node(int fd, std::size_t size, int node) {
   void* p = ::mmap(nullptr, size, PROT_NONE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return os_error(errc::out_of_memory, "mmap", errno, "binding memory to a NUMA node");
+  if (p == MAP_FAILED) return errno_error(errc::out_of_memory, "mmap", errno, "binding memory to a NUMA node");
   unsigned long mask[16] = {};
   mask[node / (8 * sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
   long rc = ::syscall(SYS_mbind, p, size, MPOL_BIND, mask, sizeof(mask) * 8, 0);
   int err = errno;
   ::munmap(p, size);
-  if (rc != 0) return os_error(errc::system_error, "mbind", err, fmt::format("binding memory to NUMA node {}", node));
+  if (rc != 0)
+    return errno_error(errc::system_error, "mbind", err, fmt::format("binding memory to NUMA node {}", node));
   return {};
 }
 
@@ -124,27 +102,26 @@ result<device_info> device(int ordinal) {
 
 result<memory_info> memory(int) {
   struct sysinfo si {};
-  if (::sysinfo(&si) != 0) return os_error(errc::system_error, "sysinfo", errno);
+  if (::sysinfo(&si) != 0) return errno_error(errc::system_error, "sysinfo", errno);
   return memory_info{static_cast<std::size_t>(si.freeram) * si.mem_unit,
                      static_cast<std::size_t>(si.totalram) * si.mem_unit, true};
 }
 
-result<granularity> allocation_granularity(const allocation_properties& p) {
-  if (auto ok = check_memory_location(p.location); !ok) return std::move(ok).error();
+result<granularity> allocation_granularity(const allocation_properties&) {
+  // Locations were validated by the neutral layer; host memory has the same granularity everywhere.
   return granularity{page_size(), huge_page};
 }
 
 result<std::size_t> reservation_granularity() { return page_size(); }
 
 result<native_handle> create(const allocation_properties& p, std::size_t size) {
-  if (auto ok = check_memory_location(p.location); !ok) return std::move(ok).error();
   if (contains(p.exportable, handle_types::fabric)) return unsupported("fabric handles");
   int fd = ::memfd_create(encode_name(p).c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return os_error(errc::system_error, "memfd_create", errno);
+  if (fd < 0) return errno_error(errc::system_error, "memfd_create", errno);
   auto fail = [&](errc code, const char* call) {
     int err = errno;
     ::close(fd);
-    return os_error(code, call, err);
+    return errno_error(code, call, err);
   };
   if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return fail(errc::out_of_memory, "ftruncate");
   // The size is fixed for life, like device memory: importers can trust it.
@@ -160,14 +137,14 @@ result<native_handle> create(const allocation_properties& p, std::size_t size) {
 }
 
 status release(native_handle handle) {
-  if (::close(static_cast<int>(handle)) != 0) return os_error(errc::invalid_handle, "close", errno);
+  if (::close(static_cast<int>(handle)) != 0) return errno_error(errc::invalid_handle, "close", errno);
   return {};
 }
 
 result<allocation_properties> properties(native_handle handle) {
   char link[128];
   ssize_t n = ::readlink(fmt::format("/proc/self/fd/{}", handle).c_str(), link, sizeof(link) - 1);
-  if (n < 0) return os_error(errc::invalid_handle, "readlink(/proc/self/fd)", errno);
+  if (n < 0) return errno_error(errc::invalid_handle, "readlink(/proc/self/fd)", errno);
   link[n] = '\0';
   char kind = 0;
   int id = 0;
@@ -186,7 +163,7 @@ result<void*> reserve(std::size_t size, std::size_t alignment, const void* hint)
   const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
   const std::size_t extra = alignment > page_size() && !hint ? alignment : 0;
   void* p = ::mmap(const_cast<void*>(hint), size + extra, PROT_NONE, flags, -1, 0);
-  if (p == MAP_FAILED) return os_error(errc::out_of_memory, "mmap", errno, "reserving address space");
+  if (p == MAP_FAILED) return errno_error(errc::out_of_memory, "mmap", errno, "reserving address space");
   if (extra) {  // trim to the requested alignment
     auto base = reinterpret_cast<std::uintptr_t>(p);
     auto aligned = (base + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
@@ -199,21 +176,21 @@ result<void*> reserve(std::size_t size, std::size_t alignment, const void* hint)
 }
 
 status free_reservation(void* address, std::size_t size) {
-  if (::munmap(address, size) != 0) return os_error(errc::invalid_argument, "munmap", errno);
+  if (::munmap(address, size) != 0) return errno_error(errc::invalid_argument, "munmap", errno);
   return {};
 }
 
 status map(void* address, std::size_t size, native_handle handle, std::size_t offset) {
   void* p =
       ::mmap(address, size, PROT_NONE, MAP_SHARED | MAP_FIXED, static_cast<int>(handle), static_cast<off_t>(offset));
-  if (p == MAP_FAILED) return os_error(errc::out_of_memory, "mmap(MAP_FIXED|MAP_SHARED)", errno);
+  if (p == MAP_FAILED) return errno_error(errc::out_of_memory, "mmap(MAP_FIXED|MAP_SHARED)", errno);
   return {};
 }
 
 status unmap(void* address, std::size_t size) {
   // Put the reservation back in place: the range stays reserved, inaccessible.
   void* p = ::mmap(address, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-  if (p == MAP_FAILED) return os_error(errc::system_error, "mmap(PROT_NONE, MAP_FIXED)", errno);
+  if (p == MAP_FAILED) return errno_error(errc::system_error, "mmap(PROT_NONE, MAP_FIXED)", errno);
   return {};
 }
 
@@ -226,7 +203,7 @@ status set_access(void* address, std::size_t size, const access_descriptor* gran
   }
   const access a = grants[count - 1].access;
   int prot = a == access::read_write ? PROT_READ | PROT_WRITE : a == access::read ? PROT_READ : PROT_NONE;
-  if (::mprotect(address, size, prot) != 0) return os_error(errc::system_error, "mprotect", errno);
+  if (::mprotect(address, size, prot) != 0) return errno_error(errc::system_error, "mprotect", errno);
   return {};
 }
 
@@ -251,7 +228,7 @@ result<access> get_access(location where, const void* address) {
 
 result<int> export_posix_fd(native_handle handle) {
   int fd = ::fcntl(static_cast<int>(handle), F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return os_error(errc::system_error, "fcntl(F_DUPFD_CLOEXEC)", errno);
+  if (fd < 0) return errno_error(errc::system_error, "fcntl(F_DUPFD_CLOEXEC)", errno);
   return fd;
 }
 
@@ -259,17 +236,17 @@ result<fabric_handle> export_fabric(native_handle) { return unsupported("fabric 
 
 result<native_handle> import_posix_fd(int fd, std::size_t size) {
   if (::fcntl(fd, F_GET_SEALS) < 0) {
-    return os_error(errc::invalid_handle, "fcntl(F_GET_SEALS)", errno,
-                    fmt::format("fd {} is not a memory fd exported by pvmm", fd));
+    return errno_error(errc::invalid_handle, "fcntl(F_GET_SEALS)", errno,
+                       fmt::format("fd {} is not a memory fd exported by pvmm", fd));
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return os_error(errc::invalid_handle, "fstat", errno);
+  if (::fstat(fd, &st) != 0) return errno_error(errc::invalid_handle, "fstat", errno);
   if (static_cast<std::size_t>(st.st_size) != size)
     return make_error(errc::invalid_argument, {}, {},
                       fmt::format("size {:#x} differs from the exported allocation's size {:#x}", size,
                                   static_cast<std::size_t>(st.st_size)));
   int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (own < 0) return os_error(errc::system_error, "fcntl(F_DUPFD_CLOEXEC)", errno);
+  if (own < 0) return errno_error(errc::system_error, "fcntl(F_DUPFD_CLOEXEC)", errno);
   if (auto p = properties(static_cast<native_handle>(own)); !p) {
     ::close(own);
     return std::move(p).error();
@@ -302,7 +279,7 @@ status copy_from_mapping(void* destination, const void* source, std::size_t size
 result<bool> write_faults(void* address) {
   // Probe in a child so a fault ends the child, not the caller.
   pid_t pid = ::fork();
-  if (pid < 0) return os_error(errc::system_error, "fork", errno);
+  if (pid < 0) return errno_error(errc::system_error, "fork", errno);
   if (pid == 0) {
     ::signal(SIGSEGV, SIG_DFL);
     ::signal(SIGBUS, SIG_DFL);
@@ -311,7 +288,7 @@ result<bool> write_faults(void* address) {
   }
   int st = 0;
   while (::waitpid(pid, &st, 0) < 0) {
-    if (errno != EINTR) return os_error(errc::system_error, "waitpid", errno);
+    if (errno != EINTR) return errno_error(errc::system_error, "waitpid", errno);
   }
   return WIFSIGNALED(st) && (WTERMSIG(st) == SIGSEGV || WTERMSIG(st) == SIGBUS);
 }
