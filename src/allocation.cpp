@@ -59,10 +59,16 @@ status check_requested_capabilities(const allocation_properties& p, const char* 
 
 status check_size(std::size_t size, std::size_t unit, const char* what, const char* op, lazy_args args) {
   if (size == 0) return make_error(errc::invalid_size, op, args, fmt::format("{} is zero", what));
-  if (size % unit != 0)
+  if (size % unit != 0) {
+    auto rounded = checked_round_up(size, unit);
+    if (!rounded)
+      return make_error(
+          errc::out_of_memory, op, args,
+          fmt::format("{} {:#x} rounded up to the granularity {:#x} exceeds what can be addressed", what, size, unit));
     return make_error(errc::unaligned, op, args,
                       fmt::format("{} {:#x} is not a multiple of the granularity {:#x}", what, size, unit),
-                      fmt::format("round up to {:#x}", (size + unit - 1) / unit * unit));
+                      fmt::format("round up to {:#x}", *rounded));
+  }
   return {};
 }
 
@@ -305,10 +311,10 @@ status multicast_object::bind_memory(std::size_t offset, const physical_allocati
   if (offset % state_->granularity != 0 || memory_offset % state_->granularity != 0)
     return make_error(errc::unaligned, op, args,
                       fmt::format("offsets must be multiples of the multicast granularity {:#x}", state_->granularity));
-  if (offset > state_->size || size > state_->size - offset)
+  if (!detail::range_within(offset, size, state_->size))
     return make_error(errc::out_of_range, op, args,
                       fmt::format("the range exceeds the multicast object's size {:#x}", state_->size));
-  if (memory_offset > memory.size() || size > memory.size() - memory_offset)
+  if (!detail::range_within(memory_offset, size, memory.size()))
     return make_error(errc::out_of_range, op, args,
                       fmt::format("the range exceeds the allocation's size {:#x}", memory.size()));
   auto ok = call_backend("multicast_bind", [&] {
@@ -323,7 +329,7 @@ status multicast_object::unbind(int ordinal, std::size_t offset, std::size_t siz
   auto args = [&] { return fmt::format("ordinal={}, offset={:#x}, size={:#x}", ordinal, offset, size); };
   if (!state_) return detail::released_owner(op, "multicast_object");
   if (auto ok = detail::check_location(location::device(ordinal), op, args); !ok) return ok;
-  if (offset > state_->size || size > state_->size - offset || size == 0)
+  if (!detail::range_within(offset, size, state_->size) || size == 0)
     return make_error(errc::out_of_range, op, args,
                       fmt::format("the range is empty or exceeds the multicast object's size {:#x}", state_->size));
   auto ok = call_backend("multicast_unbind",

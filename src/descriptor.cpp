@@ -1,4 +1,6 @@
 // buffer_descriptor: the wire format, its validation, and export/import of multi-chunk buffers.
+#include <fcntl.h>
+
 #include <cstring>
 #include <set>
 
@@ -32,16 +34,29 @@ T get(const std::uint8_t*& p) {
   return v;
 }
 
-/// A chunk the descriptor describes that cannot be imported or mapped as described: the descriptor does not
-/// match the memory behind it (the host backend notices at import, CUDA only when mapping).
+/// A chunk that cannot be imported or mapped as the descriptor says. Only what the peer controls is its
+/// fault (protocol_error): an fd that is not importable memory or a size or layout that does not match it
+/// (the host backend notices at import, CUDA only when mapping). Local failures — no fds or memory left,
+/// a capability this backend lacks, a driver error — keep their own code: blaming the peer would send the
+/// user looking in the wrong process.
 error descriptor_mismatch(error e, std::size_t chunk, const char* op, detail::lazy_args args) {
-  if (e.code == errc::out_of_memory || e.code == errc::not_permitted || e.code == errc::backend_unavailable)
-    return detail::in_operation(std::move(e), op, args);
-  e.detail = fmt::format("chunk {} does not match the memory it names: {}", chunk, e.detail);
-  e.code = errc::protocol_error;
-  e.operation = op;
-  e.arguments = args();
-  return e;
+  switch (e.code) {
+    case errc::invalid_handle:
+    case errc::invalid_argument:
+    case errc::invalid_size:
+    case errc::unaligned:
+    case errc::out_of_range:
+      e.detail = fmt::format("chunk {} does not match the memory it names: {}", chunk, e.detail);
+      e.code = errc::protocol_error;
+      e.operation = op;
+      e.arguments = args();
+      return e;
+    default:
+      e.detail = fmt::format("chunk {}: {}", chunk, e.detail);
+      e.operation = op;
+      e.arguments = args();
+      return e;
+  }
 }
 
 error malformed(std::string detail) {
@@ -143,11 +158,15 @@ result<exported_buffer> export_buffer(const std::vector<physical_allocation>& ch
       if (!h) return std::move(h).error();
       cd.fabric = *h;
     }
-    out.descriptor.size += c.size();
+    auto total = detail::checked_add(out.descriptor.size, c.size());
+    if (!total) return detail::make_error(errc::out_of_range, op, args, "the chunks' sizes add up past 2^64");
+    out.descriptor.size = *total;
     out.descriptor.chunks.push_back(cd);
   }
   auto props = chunks.front().properties();
-  if (props && props->location.type == location::kind::device) out.descriptor.device = props->location.id;
+  if (!props) return detail::in_operation(std::move(props).error(), op, args);
+  // Host-located chunks report device 0: the field is informational, importers choose their own devices.
+  if (props->location.type == location::kind::device) out.descriptor.device = props->location.id;
   return out;
 }
 
@@ -165,6 +184,10 @@ result<imported_buffer> import_buffer(const buffer_descriptor& d, const int* fds
   if (!checked) return detail::in_operation(std::move(checked).error(), op, args);
   if (d.kind == handle_kind::posix_fd && !fds)
     return detail::make_error(errc::invalid_argument, op, args, "no fds for a posix_fd descriptor");
+  if (d.kind == handle_kind::posix_fd)  // the caller's own array: a closed fd is the caller's mistake, not the peer's
+    for (std::size_t i = 0; i < fd_count; ++i)
+      if (fds[i] < 0 || ::fcntl(fds[i], F_GETFD) < 0)
+        return detail::make_error(errc::invalid_argument, op, args, fmt::format("fds[{}] = {} is not open", i, fds[i]));
   imported_buffer out;  // on any early return its destructor undoes everything done so far
   for (const auto& c : d.chunks) {
     auto chunk = d.kind == handle_kind::posix_fd ? physical_allocation::import_posix_fd(fds[c.fd_slot], c.size)

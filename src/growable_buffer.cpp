@@ -1,5 +1,7 @@
 // growable_buffer: chunks mapped on demand at the tail of one or more adjacent reservations.
 #include <algorithm>
+#include <atomic>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -18,11 +20,33 @@ namespace {
 constexpr std::size_t default_chunk_bytes = std::size_t{64} << 20;
 constexpr std::size_t default_reserve_bytes = std::size_t{1} << 30;
 
-std::size_t round_up(std::size_t v, std::size_t unit) { return (v + unit - 1) / unit * unit; }
+using detail::checked_add;
+using detail::checked_mul;
+using detail::checked_round_up;
+
+error too_large(const char* op, detail::lazy_args args, const std::string& what) {
+  return detail::make_error(errc::out_of_memory, op, args, fmt::format("{} exceeds the address space", what));
+}
+
+/// Marks a buffer in use for one call: a second thread calling in meanwhile gets errc::busy instead of
+/// racing on the chunk list (growable_buffer is not thread-safe; misuse must not corrupt, invariant 15).
+class exclusive_use {
+ public:
+  explicit exclusive_use(std::atomic<bool>& flag) noexcept : flag_(flag), owned_(!flag.exchange(true)) {}
+  ~exclusive_use() {
+    if (owned_) flag_.store(false);
+  }
+  explicit operator bool() const noexcept { return owned_; }
+
+ private:
+  std::atomic<bool>& flag_;
+  bool owned_;
+};
 }  // namespace
 
 struct growable_buffer::state {
   growable_options options;
+  std::atomic<bool> in_use{false};
   std::size_t chunk = 0;
   std::vector<address_reservation> ranges;  // adjacent, in address order
   std::vector<physical_allocation> chunks;  // mapped back to back from the start of ranges[0]
@@ -55,21 +79,45 @@ struct growable_buffer::state {
   }
 
   /// Maps chunks[first..) from `first * chunk` into `rs`; on failure unmaps what it mapped.
-  status map_chunks(std::vector<address_reservation>& rs, const std::vector<physical_allocation>& source,
+  status map_chunks(std::vector<address_reservation>& rs, const physical_allocation* source, std::size_t count,
                     std::size_t first_slot) {
     std::size_t mapped = 0;
-    status failed;
-    for (std::size_t i = 0; i < source.size() && failed; ++i) {
-      failed = for_each_piece(rs, (first_slot + i) * chunk, chunk,
-                              [&](address_reservation& r, std::size_t off, std::size_t len) -> status {
-                                auto p = r.map(off, source[i], 0, len);
-                                if (!p) return std::move(p).error();
-                                return {};
-                              });
-      if (failed) ++mapped;
+    status ok;
+    for (std::size_t i = 0; i < count && ok; ++i) {
+      ok = for_each_piece(rs, (first_slot + i) * chunk, chunk,
+                          [&](address_reservation& r, std::size_t off, std::size_t len) -> status {
+                            auto p = r.map(off, source[i], 0, len);
+                            if (!p) return std::move(p).error();
+                            return {};
+                          });
+      if (ok) ++mapped;
     }
-    if (!failed) (void)unmap_slots(rs, first_slot, mapped);
-    return failed;
+    if (!ok) (void)unmap_slots(rs, first_slot, mapped);
+    return ok;
+  }
+
+  /// Unmaps and releases chunks[want..), last first. On a failure the chunks already unmapped are mapped and
+  /// granted again, so the buffer is as it was; should that fail too, the chunk list is cut to what is still
+  /// mapped, so size() never covers a hole.
+  status shrink_to(std::size_t want) {
+    std::size_t slot = chunks.size();
+    status outcome;
+    while (slot > want) {
+      outcome = unmap_slots(ranges, slot - 1, 1);
+      if (!outcome) break;
+      --slot;
+    }
+    if (outcome) {
+      chunks.resize(want);  // the mappings are gone; the chunks release here
+      return outcome;
+    }
+    const std::size_t count = chunks.size() - slot;  // unmapped before the failure
+    if (count == 0 ||
+        (map_chunks(ranges, chunks.data() + slot, count, slot) && grant(ranges, slot * chunk, count * chunk)))
+      return outcome;  // restored: the buffer is as before the call
+    (void)unmap_slots(ranges, slot, count);
+    chunks.resize(slot);
+    return outcome;
   }
 
   status unmap_slots(std::vector<address_reservation>& rs, std::size_t first_slot, std::size_t count) {
@@ -105,16 +153,32 @@ result<growable_buffer> growable_buffer::create(const growable_options& options)
   if (options.access.empty())
     return detail::make_error(errc::invalid_argument, op, args, "no device to grant access to",
                               "add at least one access_descriptor");
+  // Every grant is checked now, not at the first resize: a buffer that cannot grow must not be created.
+  for (std::size_t i = 0; i < options.access.size(); ++i) {
+    const auto& a = options.access[i];
+    if (auto ok = detail::check_location(a.location, op, args); !ok) return std::move(ok).error();
+    if (a.access != access::read && a.access != access::read_write)
+      return detail::make_error(errc::invalid_argument, op, args,
+                                fmt::format("grant {} gives {} access; a buffer's devices need read or read_write", i,
+                                            detail::describe(a.access)));
+  }
   auto g = query_granularity(options.properties);
   if (!g) return std::move(g).error();
   auto s = std::make_unique<state>();
   s->options = options;
-  s->chunk = options.chunk_size ? options.chunk_size : round_up(default_chunk_bytes, g->recommended);
+  if (options.chunk_size) {
+    s->chunk = options.chunk_size;
+  } else {
+    auto chunk = checked_round_up(default_chunk_bytes, g->recommended);
+    if (!chunk) return too_large(op, args, "the default chunk rounded up to the recommended granularity");
+    s->chunk = *chunk;
+  }
   if (s->chunk % g->minimum != 0)
     return detail::make_error(errc::unaligned, op, args,
                               fmt::format("chunk_size is not a multiple of the granularity {:#x}", g->minimum));
-  auto range = address_reservation::reserve(
-      round_up(options.reserve_size ? options.reserve_size : default_reserve_bytes, s->chunk));
+  auto reserve_bytes = checked_round_up(options.reserve_size ? options.reserve_size : default_reserve_bytes, s->chunk);
+  if (!reserve_bytes) return too_large(op, args, "reserve_size rounded up to whole chunks");
+  auto range = address_reservation::reserve(*reserve_bytes);
   if (!range) return std::move(range).error();
   s->ranges.push_back(std::move(*range));
   return growable_buffer(std::move(s));
@@ -122,21 +186,27 @@ result<growable_buffer> growable_buffer::create(const growable_options& options)
 
 result<resize_outcome> growable_buffer::resize(std::size_t size) {
   const char* op = "pvmm::growable_buffer::resize";
-  if (!state_) return detail::make_error(errc::already_released, op, "", "this growable_buffer is empty");
+  auto args = [&] { return fmt::format("size={:#x}", size); };
+  if (!state_) return detail::make_error(errc::already_released, op, args, "this growable_buffer is empty");
+  exclusive_use guard(state_->in_use);
+  if (!guard)
+    return detail::make_error(errc::busy, op, args, "another thread is resizing this growable_buffer",
+                              "growable_buffer is not thread-safe: resize it from one thread at a time");
   auto& s = *state_;
   const std::size_t have = s.chunks.size();
-  const std::size_t want = round_up(size, s.chunk) / s.chunk;
+  const auto rounded = checked_round_up(size, s.chunk);
+  if (!rounded) return too_large(op, args, fmt::format("{:#x} bytes rounded up to {:#x}-byte chunks", size, s.chunk));
+  const std::size_t want = *rounded / s.chunk;
   resize_outcome out;
 
-  if (want <= have) {  // shrink: unmap then release the tail chunks
-    if (auto ok = s.unmap_slots(s.ranges, want, have - want); !ok) return std::move(ok).error();
-    s.chunks.resize(want);
+  if (want <= have) {
+    if (auto ok = s.shrink_to(want); !ok) return detail::in_operation(std::move(ok).error(), op, args);
     out.chunks_removed = have - want;
     out.address = s.base();
     return out;
   }
 
-  const std::size_t needed = want * s.chunk;
+  const std::size_t needed = *rounded;
   std::vector<address_reservation> ranges;  // the ranges after a move; committed only on success
   bool moved = false;
   // An adjacent range added below is taken back off if anything later fails: the buffer stays as it was.
@@ -147,17 +217,22 @@ result<resize_outcome> growable_buffer::resize(std::size_t size) {
     }
   } added_tail;
   if (needed > s.capacity()) {
-    // First choice: the addresses right after the buffer, so nothing moves.
-    const std::size_t extra = round_up(std::max(needed - s.capacity(), s.capacity()), s.chunk);
-    auto tail = address_reservation::reserve(extra, 0, s.base() + s.capacity());
+    // First choice: the addresses right after the buffer, so nothing moves. Capacity is at most half the
+    // address space here (it was reserved), so doubling it cannot wrap; the rounding still is checked.
+    const auto extra = checked_round_up(std::max(needed - s.capacity(), s.capacity()), s.chunk);
+    if (!extra) return too_large(op, args, "the adjacent range needed");
+    auto tail = address_reservation::reserve(*extra, 0, s.base() + s.capacity());
     if (tail) {
       s.ranges.push_back(std::move(*tail));
       added_tail.ranges = &s.ranges;
     } else if (tail.code() == errc::address_unavailable) {
-      auto bigger = address_reservation::reserve(round_up(std::max(needed, 2 * s.capacity()), s.chunk));
+      const auto doubled = checked_mul(s.capacity(), 2);
+      const auto bigger_size = checked_round_up(std::max(needed, doubled.value_or(needed)), s.chunk);
+      if (!bigger_size) return too_large(op, args, "the range to move into");
+      auto bigger = address_reservation::reserve(*bigger_size);
       if (!bigger) return std::move(bigger).error();
       ranges.push_back(std::move(*bigger));
-      if (auto ok = s.map_chunks(ranges, s.chunks, 0); !ok) return std::move(ok).error();
+      if (auto ok = s.map_chunks(ranges, s.chunks.data(), s.chunks.size(), 0); !ok) return std::move(ok).error();
       if (have)
         if (auto ok = s.grant(ranges, 0, have * s.chunk); !ok) return std::move(ok).error();
       moved = true;
@@ -174,7 +249,7 @@ result<resize_outcome> growable_buffer::resize(std::size_t size) {
     if (!c) return std::move(c).error();
     fresh.push_back(std::move(*c));
   }
-  if (auto ok = s.map_chunks(target, fresh, have); !ok) return std::move(ok).error();
+  if (auto ok = s.map_chunks(target, fresh.data(), fresh.size(), have); !ok) return std::move(ok).error();
   if (auto ok = s.grant(target, have * s.chunk, (want - have) * s.chunk); !ok) {
     (void)s.unmap_slots(target, have, want - have);
     return std::move(ok).error();

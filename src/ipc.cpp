@@ -5,10 +5,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include <fmt/format.h>
@@ -20,20 +22,58 @@
 namespace pvmm::ipc {
 namespace {
 
+constexpr std::size_t scm_max_fd = 253;  // the kernel's limit of fds in one SCM_RIGHTS message (SCM_MAX_FD)
+
 error system_failure(const char* op, detail::lazy_args args, int err, const char* call) {
   return detail::in_operation(detail::errno_error(errc::system_error, call, err), op, args);
 }
 
+/// Timeouts are milliseconds >= 0; wait_forever (milliseconds::max()) waits without limit. Anything longer
+/// than poll's int range is waited for in slices against a deadline, never cast.
+status check_timeout(std::chrono::milliseconds timeout, const char* op, detail::lazy_args args) {
+  if (timeout.count() < 0)
+    return detail::make_error(errc::invalid_argument, op, args,
+                              fmt::format("timeout {} ms is negative", timeout.count()),
+                              "use 0 to poll once, or pvmm::ipc::wait_forever to wait without limit");
+  return {};
+}
+
+/// Message boundaries are part of the contract (one call, one message; a longer message is an error, not
+/// the start of the next one): a byte stream cannot keep that promise.
+status check_socket_type(int socket, const char* op, detail::lazy_args args) {
+  int type = 0;
+  socklen_t len = sizeof type;
+  if (::getsockopt(socket, SOL_SOCKET, SO_TYPE, &type, &len) != 0)
+    return system_failure(op, args, errno, "getsockopt(SO_TYPE)");
+  if (type == SOCK_STREAM)
+    return detail::make_error(errc::invalid_argument, op, args,
+                              "the socket is SOCK_STREAM, which has no message boundaries",
+                              "use an AF_UNIX SOCK_SEQPACKET (or SOCK_DGRAM) socket");
+  return {};
+}
+
 /// Waits for `events` on `socket`; timeout/hang-up reported as errors.
 status wait_for(int socket, short events, std::chrono::milliseconds timeout, const char* op, detail::lazy_args args) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  const bool forever =
+      timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(clock::time_point::max() - start);
+  const auto deadline = forever ? clock::time_point::max() : start + timeout;
   pollfd p{socket, events, 0};
   for (;;) {
-    int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    int slice = -1;
+    if (!forever) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now()).count();
+      slice = static_cast<int>(std::clamp<long long>(left, 0, std::numeric_limits<int>::max()));
+    }
+    int n = ::poll(&p, 1, slice);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return system_failure(op, args, errno, "poll");
-    if (n == 0)
+    if (n == 0) {
+      if (!forever && clock::now() < deadline) continue;  // a slice of a long wait ended
       return detail::make_error(errc::timeout, op, args,
                                 fmt::format("the peer did not respond within {} ms", timeout.count()));
+    }
     if (p.revents & POLLNVAL) return system_failure(op, args, EBADF, "poll (the socket is not open)");
     return {};
   }
@@ -45,10 +85,13 @@ status send_fds(int socket, const int* fds, std::size_t count, const void* paylo
                 std::chrono::milliseconds timeout) {
   const char* op = "pvmm::ipc::send_fds";
   auto args = [&] { return fmt::format("socket={}, fds={}, payload={} bytes", socket, count, payload_size); };
-  constexpr std::size_t max_fds = 253;  // SCM_MAX_FD
-  if (count > max_fds)
-    return detail::make_error(errc::invalid_argument, op, args, fmt::format("at most {} fds per message", max_fds));
+  if (count > scm_max_fd)
+    return detail::make_error(errc::invalid_argument, op, args, fmt::format("at most {} fds per message", scm_max_fd));
   if (count > 0 && fds == nullptr) return detail::make_error(errc::invalid_argument, op, args, "fds is null");
+  if (payload_size > 0 && payload == nullptr)
+    return detail::make_error(errc::invalid_argument, op, args, "payload is null");
+  if (auto ok = check_timeout(timeout, op, args); !ok) return ok;
+  if (auto ok = check_socket_type(socket, op, args); !ok) return ok;
   std::uint8_t zero = 0;
   iovec iov{payload_size ? const_cast<void*>(payload) : &zero, payload_size ? payload_size : 1};
   std::vector<char> control(count ? CMSG_SPACE(sizeof(int) * count) : 0);
@@ -157,23 +200,42 @@ result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_pa
                              std::chrono::milliseconds timeout, const peer_rule* rule) {
   const char* op = "pvmm::ipc::receive_fds";
   auto args = [&] { return fmt::format("socket={}, max_fds={}, max_payload={}", socket, max_fds, max_payload); };
+  if (auto ok = check_timeout(timeout, op, args); !ok) return std::move(ok).error();
+  if (auto ok = check_socket_type(socket, op, args); !ok) return std::move(ok).error();
+  // No message carries more than SCM_MAX_FD fds, so a larger limit changes nothing and cannot overflow.
+  const std::size_t fd_room = std::min(max_fds, scm_max_fd);
+  if (auto ok = wait_for(socket, POLLIN, timeout, op, args); !ok) return std::move(ok).error();
+
+  // The message's real length, without taking it: the buffer is sized by what arrived, never by the
+  // caller's limit (max_payload may be SIZE_MAX), and a longer message is still taken (its fds closed).
+  ssize_t length;
+  do length = ::recv(socket, nullptr, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
+  while (length < 0 && errno == EINTR);
+  if (length < 0) return system_failure(op, args, errno, "recv(MSG_PEEK | MSG_TRUNC)");
+  // send_fds sends one zero byte for an empty payload (a message needs a byte to carry fds).
+  const std::size_t room = std::max<std::size_t>(std::min(static_cast<std::size_t>(length), max_payload), 1);
   received out;
-  out.payload.resize(max_payload ? max_payload : 1);
+  try {
+    out.payload.resize(room);
+  } catch (const std::exception&) {
+    return detail::make_error(errc::out_of_memory, op, args, fmt::format("no memory for a {}-byte message", room));
+  }
   iovec iov{out.payload.data(), out.payload.size()};
-  std::vector<char> control(CMSG_SPACE(sizeof(int) * (max_fds ? max_fds : 1)));
+  // Room for the fds asked for and for the credentials message a socket with SO_PASSCRED also receives:
+  // without it the credentials fill the buffer and the fds are discarded.
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * scm_max_fd) + CMSG_SPACE(sizeof(ucred))];
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  msg.msg_control = control.data();
-  msg.msg_controllen = control.size();
-  if (auto ok = wait_for(socket, POLLIN, timeout, op, args); !ok) return std::move(ok).error();
+  msg.msg_control = control;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * std::max<std::size_t>(fd_room, 1)) + CMSG_SPACE(sizeof(ucred));
   ssize_t n;
   do n = ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
   if (n < 0) return system_failure(op, args, errno, "recvmsg");
   // Own every fd that arrived before judging the message, so none leaks on a rejection below.
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) continue;
     std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     for (std::size_t i = 0; i < k; ++i) {
       int fd;
@@ -184,13 +246,17 @@ result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_pa
   if (n == 0) return detail::make_error(errc::protocol_error, op, args, "the peer closed the connection");
   if (rule)
     if (auto ok = check_peer(socket, *rule); !ok) return std::move(ok).error();
-  if (msg.msg_flags & MSG_CTRUNC)
+  if (out.fds.size() > max_fds || (msg.msg_flags & MSG_CTRUNC))
+    return detail::make_error(
+        errc::protocol_error, op, args,
+        fmt::format("the peer sent more than {} fd(s){}; all were closed", max_fds,
+                    msg.msg_flags & MSG_CTRUNC ? " (the kernel discarded the ones that did not fit)" : ""));
+  const bool placeholder = max_payload == 0 && n == 1 && out.payload[0] == 0;
+  const bool too_long = (msg.msg_flags & MSG_TRUNC) || static_cast<std::size_t>(length) > max_payload;
+  if (too_long && !placeholder)
     return detail::make_error(errc::protocol_error, op, args,
-                              fmt::format("the peer sent more than {} fds; the extra ones were discarded", max_fds));
-  if (msg.msg_flags & MSG_TRUNC)
-    return detail::make_error(errc::protocol_error, op, args,
-                              fmt::format("the message was longer than {} bytes", max_payload));
-  out.payload.resize(max_payload ? static_cast<std::size_t>(n) : 0);
+                              fmt::format("the message was {} bytes, longer than max_payload {}", length, max_payload));
+  out.payload.resize(placeholder ? 0 : static_cast<std::size_t>(n));
   return out;
 }
 

@@ -93,7 +93,7 @@ error released_reservation(const char* op) {
 result<std::pair<flat_map<std::size_t, mapping_record>::iterator, flat_map<std::size_t, mapping_record>::iterator>>
 whole_mappings(reservation_state& r, std::size_t offset, std::size_t size, const char* op, lazy_args args) {
   if (size == 0) return make_error(errc::invalid_size, op, args, "size is zero");
-  if (offset > r.size || size > r.size - offset)
+  if (!range_within(offset, size, r.size))
     return make_error(
         errc::out_of_range, op, args,
         fmt::format("[{:#x}, {:#x}) is outside the reservation of size {:#x}", offset, offset + size, r.size));
@@ -127,6 +127,28 @@ whole_mappings(reservation_state& r, std::size_t offset, std::size_t size, const
   return std::make_pair(first, it);
 }
 
+/// Marks the whole mappings in [first, last) busy for one operation outside the lock, or says which one another
+/// thread holds. Caller holds registry_mutex.
+template <class It>
+status claim(It first, It last, const char* op, lazy_args args) {
+  for (auto it = first; it != last; ++it)
+    if (it->second.busy)
+      return make_error(errc::busy, op, args,
+                        fmt::format("another thread is changing the mapping at [{:#x}, {:#x})", it->first,
+                                    it->first + it->second.size),
+                        "an address_reservation may be used from several threads on different mappings only");
+  for (auto it = first; it != last; ++it) it->second.busy = true;
+  return {};
+}
+
+/// Clears the busy marks of the mappings at `offsets` that are still recorded. Caller holds registry_mutex.
+void release_claim(reservation_state& r, const std::vector<std::pair<std::size_t, std::size_t>>& pieces) {
+  for (auto [off, sz] : pieces) {
+    (void)sz;
+    if (auto it = r.mappings.find(off); it != r.mappings.end()) it->second.busy = false;
+  }
+}
+
 result<void*> map_state(reservation_state* r, std::size_t offset, const std::shared_ptr<allocation_state>& memory,
                         std::size_t memory_offset, std::size_t size, const char* op) {
   auto args = [&] { return fmt::format("offset={:#x}, memory_offset={:#x}, size={:#x}", offset, memory_offset, size); };
@@ -138,11 +160,11 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
   if (size % unit != 0 || offset % unit != 0 || memory_offset % unit != 0)
     return make_error(errc::unaligned, op, args,
                       fmt::format("offset, memory_offset and size must be multiples of the granularity {:#x}", unit));
-  if (offset > r->size || size > r->size - offset)
+  if (!range_within(offset, size, r->size))
     return make_error(
         errc::out_of_range, op, args,
         fmt::format("[{:#x}, {:#x}) is outside the reservation of size {:#x}", offset, offset + size, r->size));
-  if (memory_offset > memory->size || size > memory->size - memory_offset)
+  if (!range_within(memory_offset, size, memory->size))
     return make_error(errc::out_of_range, op, args,
                       fmt::format("[{:#x}, {:#x}) is outside the memory of size {:#x}", memory_offset,
                                   memory_offset + size, memory->size));
@@ -173,15 +195,16 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
                                       prev->first, prev->first + prev->second.size),
                           "unmap it first");
     }
-    r->mappings.emplace_hint(next, offset, mapping_record{size, memory, memory_offset});
+    r->mappings.emplace_hint(next, offset, mapping_record{size, memory, memory_offset, true});
   }
   void* address = static_cast<char*>(r->address) + offset;
   auto ok = call_backend("map", [&] { return backend::map(address, size, memory->handle, memory_offset); });
+  std::lock_guard<std::mutex> lock(registry_mutex);
   if (!ok) {
-    std::lock_guard<std::mutex> lock(registry_mutex);
     r->mappings.erase(offset);
     return in_operation(std::move(ok).error(), op, args);
   }
+  r->mappings.find(offset)->second.busy = false;  // still there: busy kept every other thread off it
   ++live_mappings;
   return address;
 }
@@ -217,13 +240,23 @@ result<address_reservation> address_reservation::reserve(std::size_t size, std::
   auto unit = call_backend("reservation_granularity", [] { return detail::backend::reservation_granularity(); });
   if (!unit) return in_operation(std::move(unit).error(), op, args);
   if (size == 0) return make_error(errc::invalid_size, op, args, "size is zero");
-  if (size % *unit != 0)
+  if (size % *unit != 0) {
+    auto rounded = detail::checked_round_up(size, *unit);
+    if (!rounded)
+      return make_error(
+          errc::out_of_memory, op, args,
+          fmt::format("size rounded up to the reservation granularity {:#x} exceeds the address space", *unit));
     return make_error(errc::unaligned, op, args,
                       fmt::format("size is not a multiple of the reservation granularity {:#x}", *unit),
-                      fmt::format("round up to {:#x}", (size + *unit - 1) / *unit * *unit));
+                      fmt::format("round up to {:#x}", *rounded));
+  }
   if (alignment != 0 && (!detail::is_power_of_two(alignment) || alignment % *unit != 0))
     return make_error(errc::invalid_alignment, op, args,
                       fmt::format("alignment must be 0 or a power of two multiple of {:#x}", *unit));
+  // A backend may over-reserve by the alignment to trim the range into place: that sum must exist.
+  if (alignment > *unit && !detail::checked_add(size, alignment))
+    return make_error(errc::out_of_memory, op, args,
+                      fmt::format("size {:#x} plus alignment {:#x} exceeds the address space", size, alignment));
   std::size_t effective_alignment = alignment ? alignment : *unit;
   if (fixed_address && detail::to_int(fixed_address) % effective_alignment != 0)
     return make_error(errc::unaligned, op, args,
@@ -276,19 +309,24 @@ status address_reservation::unmap(std::size_t offset, std::size_t size) {
     std::lock_guard<std::mutex> lock(detail::registry_mutex);
     auto range = detail::whole_mappings(*state_, offset, size, op, args);
     if (!range) return std::move(range).error();
+    if (auto ok = detail::claim(range->first, range->second, op, args); !ok) return ok;
     for (auto it = range->first; it != range->second; ++it) pieces.emplace_back(it->first, it->second.size);
   }
   // Unmap mapping by mapping (HIP needs whole mappings); each one is forgotten as soon as it is gone, so a
   // failure part-way leaves the table true to what is still mapped.
-  for (auto [off, sz] : pieces) {
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    auto [off, sz] = pieces[i];
     auto ok = call_backend(
         "unmap", [&, o = off, s = sz] { return detail::backend::unmap(static_cast<char*>(state_->address) + o, s); });
-    if (!ok) return in_operation(std::move(ok).error(), op, args);
-    std::shared_ptr<detail::allocation_state> memory;
+    std::shared_ptr<detail::allocation_state> memory;  // released outside the lock
     {
       std::lock_guard<std::mutex> lock(detail::registry_mutex);
-      auto it = state_->mappings.find(off);
-      memory = std::move(it->second.memory);  // released outside the lock
+      if (!ok) {
+        detail::release_claim(*state_, pieces);
+        return in_operation(std::move(ok).error(), op, args);
+      }
+      auto it = state_->mappings.find(off);  // present: the claim kept other threads' unmaps off it
+      memory = std::move(it->second.memory);
       state_->mappings.erase(it);
     }
     --detail::live_mappings;
@@ -316,22 +354,29 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, con
         return make_error(errc::invalid_argument, op, args,
                           fmt::format("grants {} and {} both name {}", j, i, detail::describe(g.location)));
   }
-  std::vector<std::pair<std::size_t, std::size_t>> pieces;
+  std::vector<std::pair<std::size_t, std::size_t>> claimed;  // every mapping in the range, held for the call
+  std::vector<std::pair<std::size_t, std::size_t>> pieces;   // the driver calls to make
   {
     std::lock_guard<std::mutex> lock(detail::registry_mutex);
     auto range = detail::whole_mappings(*state_, offset, size, op, args);
     if (!range) return std::move(range).error();
+    if (auto ok = detail::claim(range->first, range->second, op, args); !ok) return ok;
+    for (auto it = range->first; it != range->second; ++it) claimed.emplace_back(it->first, it->second.size);
     if (detail::backend::set_access_spans_mappings())
       pieces.emplace_back(offset, size);  // one driver call over the whole range
     else
-      for (auto it = range->first; it != range->second; ++it) pieces.emplace_back(it->first, it->second.size);
+      pieces = claimed;
   }
+  status outcome;
   for (auto [off, sz] : pieces) {
-    auto ok = call_backend("set_access", [&, o = off, s = sz] {
+    outcome = call_backend("set_access", [&, o = off, s = sz] {
       return detail::backend::set_access(static_cast<char*>(state_->address) + o, s, grants, count);
     });
-    if (!ok) return in_operation(std::move(ok).error(), op, args);
+    if (!outcome) break;
   }
+  std::lock_guard<std::mutex> lock(detail::registry_mutex);
+  detail::release_claim(*state_, claimed);
+  if (!outcome) return in_operation(std::move(outcome).error(), op, args);
   return {};
 }
 

@@ -21,6 +21,7 @@
 #include <pvmm/types.hpp>
 
 #include "backend.hpp"
+#include "checked_math.hpp"
 #include "flat_map.hpp"
 
 namespace pvmm::detail {
@@ -55,6 +56,9 @@ struct mapping_record {
   std::size_t size = 0;
   std::shared_ptr<allocation_state> memory;
   std::size_t memory_offset = 0;
+  /// A thread is mapping, unmapping or granting this mapping outside the lock: other threads get errc::busy
+  /// instead of acting on a mapping that is changing under them (invariant 15).
+  bool busy = false;
 };
 
 struct reservation_state {
@@ -136,7 +140,5 @@ result<granularity> cached_granularity(const allocation_properties& properties);
 status check_location(location where, const char* operation, lazy_args arguments);
 /// Cached capabilities of a device (attributes are immutable for the life of the process).
 result<capabilities> device_capabilities(int ordinal);
-
-constexpr bool is_power_of_two(std::size_t v) noexcept { return v != 0 && (v & (v - 1)) == 0; }
 
 }  // namespace pvmm::detail

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include <fmt/format.h>
@@ -58,6 +59,39 @@ status bind_to_node(int fd, std::size_t size, int node) {
   ::munmap(p, size);
   if (rc != 0)
     return errno_error(errc::system_error, "mbind", err, fmt::format("binding memory to NUMA node {}", node));
+  return {};
+}
+
+/// Physical memory the machine can still provide: free RAM, reclaimable cache and free swap.
+std::size_t providable_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "re");
+  if (!f) return std::numeric_limits<std::size_t>::max();  // cannot tell: let fallocate decide
+  std::size_t available = 0, swap_free = 0;
+  char key[64];
+  unsigned long long kib = 0;
+  while (std::fscanf(f, "%63s %llu kB\n", key, &kib) == 2) {
+    if (std::strcmp(key, "MemAvailable:") == 0) available = static_cast<std::size_t>(kib) << 10;
+    if (std::strcmp(key, "SwapFree:") == 0) swap_free = static_cast<std::size_t>(kib) << 10;
+  }
+  std::fclose(f);
+  return available + swap_free;
+}
+
+/// Commits the memfd's pages now, as a GPU commits device memory at cuMemCreate: a size the machine cannot
+/// provide fails here with out_of_memory instead of a SIGBUS or the OOM killer at first touch later. Sizes
+/// beyond what is available are refused before fallocate, which would otherwise push the machine into
+/// reclaim. Cost: the kernel zeroes every page here instead of at first touch (README "Reliability").
+status commit(int fd, std::size_t size) {
+  const std::size_t providable = providable_bytes();
+  if (size > providable)
+    return make_error(
+        errc::out_of_memory, {}, {},
+        fmt::format("{:#x} bytes requested, the host can provide {:#x} (MemAvailable + SwapFree)", size, providable));
+  if (::fallocate(fd, 0, 0, static_cast<off_t>(size)) != 0) {
+    int err = errno;
+    return errno_error(err == ENOSPC || err == ENOMEM ? errc::out_of_memory : errc::system_error, "fallocate", err,
+                       "committing host memory");
+  }
   return {};
 }
 
@@ -123,6 +157,10 @@ result<native_handle> create(const allocation_properties& p, std::size_t size) {
     ::close(fd);
     return errno_error(code, call, err);
   };
+  if (size > static_cast<std::size_t>(std::numeric_limits<off_t>::max())) {
+    ::close(fd);
+    return make_error(errc::out_of_memory, {}, {}, fmt::format("{:#x} bytes exceed the largest file size", size));
+  }
   if (::ftruncate(fd, static_cast<off_t>(size)) != 0) return fail(errc::out_of_memory, "ftruncate");
   // The size is fixed for life, like device memory: importers can trust it.
   if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
@@ -132,6 +170,10 @@ result<native_handle> create(const allocation_properties& p, std::size_t size) {
       ::close(fd);
       return std::move(ok).error();
     }
+  }
+  if (auto ok = commit(fd, size); !ok) {
+    ::close(fd);
+    return std::move(ok).error();
   }
   return static_cast<native_handle>(fd);
 }
@@ -151,6 +193,16 @@ result<allocation_properties> properties(native_handle handle) {
   unsigned exportable = 0;
   if (std::sscanf(link, "/memfd:pvmm-%c%d-x%u", &kind, &id, &exportable) != 3)
     return make_error(errc::invalid_handle, {}, {}, fmt::format("fd {} is not pvmm host memory ({})", handle, link));
+  // The name came from another process: accept only what create() could have written.
+  const bool known_location =
+      (kind == 'd' && id == 0) || (kind == 'h' && id == 0) || (kind == 'n' && numa_node_exists(id));
+  if (!known_location)
+    return make_error(
+        errc::invalid_handle, {}, {},
+        fmt::format("fd {} names location '{}{}', which does not exist on this host ({})", handle, kind, id, link));
+  if ((exportable & ~static_cast<unsigned>(handle_types::posix_fd | handle_types::fabric)) != 0)
+    return make_error(errc::invalid_handle, {}, {},
+                      fmt::format("fd {} names unknown handle type bits {:#x} ({})", handle, exportable, link));
   allocation_properties p;
   p.location = kind == 'h' ? location::host() : kind == 'n' ? location::host_numa(id) : location::device(id);
   p.exportable = static_cast<handle_types>(exportable);
@@ -162,13 +214,17 @@ bool set_access_spans_mappings() noexcept { return true; }
 result<void*> reserve(std::size_t size, std::size_t alignment, const void* hint) {
   const int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
   const std::size_t extra = alignment > page_size() && !hint ? alignment : 0;
-  void* p = ::mmap(const_cast<void*>(hint), size + extra, PROT_NONE, flags, -1, 0);
+  const auto span = checked_add(size, extra);  // the neutral layer checked it too; a backend never trusts a sum
+  if (!span)
+    return make_error(errc::out_of_memory, {}, {},
+                      fmt::format("size {:#x} plus alignment {:#x} exceeds the address space", size, extra));
+  void* p = ::mmap(const_cast<void*>(hint), *span, PROT_NONE, flags, -1, 0);
   if (p == MAP_FAILED) return errno_error(errc::out_of_memory, "mmap", errno, "reserving address space");
   if (extra) {  // trim to the requested alignment
     auto base = reinterpret_cast<std::uintptr_t>(p);
     auto aligned = (base + alignment - 1) & ~(std::uintptr_t{alignment} - 1);
     if (aligned > base) ::munmap(p, aligned - base);
-    std::size_t tail = base + size + extra - (aligned + size);
+    std::size_t tail = base + *span - (aligned + size);
     if (tail) ::munmap(reinterpret_cast<void*>(aligned + size), tail);
     p = reinterpret_cast<void*>(aligned);
   }
@@ -211,19 +267,23 @@ result<access> get_access(location where, const void* address) {
   if (where != location::device(0))
     return make_error(errc::invalid_location, {}, {},
                       fmt::format("the host backend has access rights for device 0 only, not {}", describe(where)));
-  // Read the kernel's own record of the protection, not pvmm's.
-  std::ifstream maps("/proc/self/maps");
+  // Read the kernel's own record of the protection, not pvmm's. Opening the file can fail (a full fd table):
+  // that is reported as what it is, never as "not mapped".
+  std::FILE* maps = std::fopen("/proc/self/maps", "re");
+  if (!maps) return errno_error(errc::system_error, "fopen(/proc/self/maps)", errno, "reading the page protection");
   auto a = reinterpret_cast<std::uintptr_t>(address);
-  for (std::string line; std::getline(maps, line);) {
+  char line[8192];  // longer lines (long paths) only split a path, never a range
+  result<access> found = make_error(errc::not_mapped, {}, {}, "the kernel has no mapping at the address");
+  while (std::fgets(line, sizeof line, maps)) {
     unsigned long lo = 0, hi = 0;
     char perms[5] = {};
-    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &lo, &hi, perms) != 3) continue;
+    if (std::sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3) continue;
     if (a < lo || a >= hi) continue;
-    if (perms[1] == 'w') return access::read_write;
-    if (perms[0] == 'r') return access::read;
-    return access::none;
+    found = perms[1] == 'w' ? access::read_write : perms[0] == 'r' ? access::read : access::none;
+    break;
   }
-  return make_error(errc::not_mapped, {}, {}, "the kernel has no mapping at the address");
+  std::fclose(maps);
+  return found;
 }
 
 result<int> export_posix_fd(native_handle handle) {
@@ -235,10 +295,24 @@ result<int> export_posix_fd(native_handle handle) {
 result<fabric_handle> export_fabric(native_handle) { return unsupported("fabric handles"); }
 
 result<native_handle> import_posix_fd(int fd, std::size_t size) {
-  if (::fcntl(fd, F_GET_SEALS) < 0) {
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0) {
     return errno_error(errc::invalid_handle, "fcntl(F_GET_SEALS)", errno,
                        fmt::format("fd {} is not a memory fd exported by pvmm", fd));
   }
+  // Invariant 12: a peer that kept the right to truncate the file could SIGBUS this process at its next
+  // access to the mapping; pvmm's exports are sealed against both shrinking and growing.
+  constexpr int required = F_SEAL_SHRINK | F_SEAL_GROW;
+  if ((seals & required) != required)
+    return make_error(errc::invalid_handle, {}, {},
+                      fmt::format("fd {} is not sealed against {} (seals {:#x}); its owner could truncate it and "
+                                  "crash this process at its next access",
+                                  fd,
+                                  (seals & F_SEAL_SHRINK) == 0 && (seals & F_SEAL_GROW) == 0 ? "shrinking and growing"
+                                  : (seals & F_SEAL_SHRINK) == 0                             ? "shrinking"
+                                                                                             : "growing",
+                                  seals),
+                      "import only fds exported by pvmm (memfds sealed with F_SEAL_SHRINK | F_SEAL_GROW)");
   struct stat st {};
   if (::fstat(fd, &st) != 0) return errno_error(errc::invalid_handle, "fstat", errno);
   if (static_cast<std::size_t>(st.st_size) != size)

@@ -20,6 +20,10 @@ struct allocation_state;
 /// Lifetime: the memory lives while an owner or a mapping refers to it. release() (or the destructor)
 /// drops this owner's reference; mappings of the memory stay valid until they are unmapped.
 /// Move-only; a moved-from or released owner is empty and reports errc::already_released.
+///
+/// Threading: create, import and retain may run on any thread. The const members (size, properties, export)
+/// of one owner may be called from several threads at once; release, moving and destruction of one owner
+/// may not overlap any other use of that owner. Different owners of the same memory are independent.
 class physical_allocation {
  public:
   physical_allocation() noexcept;

@@ -8,7 +8,9 @@
 //   and resize() says so, because every address into the buffer changes.
 // - Shrinking unmaps and releases tail chunks.
 // - Any failure rolls back completely: the buffer is as it was, nothing leaked.
-// - Not thread-safe: one owner resizes it. Resizing is not ordered with device work in flight.
+// - Not thread-safe: resize it from one thread at a time. A resize that starts while another is running on
+//   the same buffer fails with errc::busy and changes nothing. Resizing is not ordered with device work in
+//   flight.
 #pragma once
 
 #include <cstddef>

@@ -14,8 +14,16 @@
 
 namespace pvmm::ipc {
 
+/// A timeout that waits without limit. Timeouts are milliseconds >= 0 (0 polls once; negative is
+/// errc::invalid_argument); any length is honoured, however long.
+inline constexpr std::chrono::milliseconds wait_forever = std::chrono::milliseconds::max();
+
+/// At most this many fds travel in one message (the kernel's SCM_MAX_FD).
+inline constexpr std::size_t max_fds_per_message = 253;
+
 /// Sends `fds` (borrowed; still owned by the caller) and `payload` in one message over a connected
-/// AF_UNIX socket. Fails with errc::timeout when the peer does not take it within `timeout`.
+/// AF_UNIX socket with message boundaries (SOCK_SEQPACKET or SOCK_DGRAM; SOCK_STREAM is refused with
+/// errc::invalid_argument). Fails with errc::timeout when the peer does not take it within `timeout`.
 status send_fds(int socket, const int* fds, std::size_t count, const void* payload, std::size_t payload_size,
                 std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
 
@@ -44,9 +52,12 @@ result<peer_credentials> query_peer(int socket);
 /// Fails with errc::peer_rejected, naming the field that differs, unless the peer satisfies `rule`.
 status check_peer(int socket, const peer_rule& rule);
 
-/// Receives one message with up to `max_fds` fds and up to `max_payload` bytes. Fails with errc::timeout,
-/// errc::protocol_error when the peer closed or the message was truncated, errc::peer_rejected when `rule`
-/// is given and the peer does not satisfy it (received fds are closed in every failure).
+/// Receives one message with up to `max_fds` fds and up to `max_payload` bytes. The buffer is sized by the
+/// message that arrived, so any limit (SIZE_MAX too) is safe. Fails with errc::timeout; errc::protocol_error
+/// when the peer closed, sent more fds than `max_fds` or a message longer than `max_payload` (the whole message
+/// is taken, so the next receive starts at the next message); errc::peer_rejected when `rule` is given and the
+/// peer does not satisfy it; errc::invalid_argument for a SOCK_STREAM socket or a negative timeout. Received
+/// fds are closed in every failure. Works whether or not SO_PASSCRED is set on the socket.
 result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_payload,
                              std::chrono::milliseconds timeout = std::chrono::milliseconds(10000),
                              const peer_rule* rule = nullptr);

@@ -1,4 +1,10 @@
 // pvmm/pvmm.hpp - everything.
+//
+// Threading contract (each header says the details for its types): every free function may be called from
+// any thread; owners (physical_allocation, address_reservation, multicast_object, growable_buffer,
+// exported_fd) are used like any C++ object — their const members concurrently, never moved or destroyed
+// while in use — and address_reservation also allows concurrent map/unmap/set_access on different mappings.
+// Concurrent misuse of one object is reported (errc::busy), never a corrupted process.
 #pragma once
 
 #include <pvmm/allocation.hpp>

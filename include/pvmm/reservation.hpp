@@ -8,6 +8,12 @@
 // - unmap and release are not ordered with device work in flight: synchronise the devices first;
 // - a fixed-address hint is a requirement: if the range lands elsewhere it is given back and
 //   errc::address_unavailable is reported.
+//
+// Threading: reservations, and the process-wide lookups retain(address) and query_access(address), may be
+// used from any thread. One address_reservation may be used from several threads at once for map, unmap,
+// set_access and the read-only accessors on different mappings; two threads acting on the same mapping at
+// once get errc::busy for the one that comes second (never a corrupted table). Moving, releasing or
+// destroying a reservation while another thread uses it is not allowed, as for any C++ object.
 #pragma once
 
 #include <cstddef>

@@ -5,28 +5,6 @@
 using namespace pvmm;
 using namespace pvmm_test;
 
-namespace {
-
-/// Fails the 1st, 2nd, ... backend call of `operation` until it succeeds; after every failure the live
-/// objects and fds must be exactly as before. Returns how many failure points were exercised.
-template <class Operation>
-std::size_t sweep_failures(Operation operation) {
-  for (std::size_t n = 1; n < 64; ++n) {
-    const auto live = query_live_objects();
-    const auto fd_count = open_fd_count();
-    testing::fail_nth_backend_call(n);
-    bool ok = operation();
-    testing::fail_nth_backend_call(0);
-    if (ok) return n - 1;
-    CHECK_MESSAGE(query_live_objects() == live, "failure at backend call " << n << " leaked pvmm objects");
-    CHECK_MESSAGE(open_fd_count() == fd_count, "failure at backend call " << n << " leaked fds");
-  }
-  FAIL("the operation never succeeded");
-  return 0;
-}
-
-}  // namespace
-
 TEST_SUITE("rollback") {
   PVMM_CASE("create + reserve + map + grant rolls back at every failure point") {
     PVMM_REQUIRE_DEVICE();
@@ -81,4 +59,78 @@ TEST_SUITE("rollback") {
     PVMM_CHECK_OK(range.unmap(0, g));
   }
 
+  PVMM_CASE("a growable_buffer shrink rolls back at every failure point: no hole, data intact, later shrinks work") {
+    PVMM_REQUIRE_DEVICE();
+    growable_options o;
+    o.properties = default_properties();
+    o.access = {rw()};
+    o.chunk_size = granule();
+    o.reserve_size = 8 * o.chunk_size;
+    const std::size_t c = o.chunk_size;
+    auto shrink_calls = [&] {
+      auto b = growable_buffer::create(o).value();
+      b.resize(4 * c).value();
+      return backend_calls_of([&] { return b.resize(c).has_value(); });
+    }();
+    auto buffer = growable_buffer::create(o).value();
+    buffer.resize(4 * c).value();
+    write_words(buffer.data(), pattern(4 * c, 77));
+    auto points = sweep_failures([&] {
+      auto r = buffer.resize(c);
+      if (r) return true;
+      CHECK(r.error().native_name == "PVMM_INJECTED_FAILURE");
+      REQUIRE(buffer.size() == 4 * c);  // rolled back: every chunk still mapped
+      CHECK(read_words(buffer.data(), 4 * c) == pattern(4 * c, 77));
+      return false;
+    });
+    CHECK(points == shrink_calls);
+    CHECK(points >= 3);
+    CHECK(buffer.size() == c);
+    CHECK(read_words(buffer.data(), c) == pattern(c, 77));
+    PVMM_CHECK_OK(buffer.resize(0));
+    CHECK(buffer.size() == 0);
+  }
+
+  PVMM_CASE("export_buffer fails at every failure point, hiding none, and leaks nothing") {
+    PVMM_REQUIRE_DEVICE();
+    if (!caps().posix_fd_handles) {
+      report_skip("the device has no POSIX fd handles");
+      return;
+    }
+    const std::size_t g = granule();
+    std::vector<physical_allocation> chunks;
+    for (int i = 0; i < 3; ++i) chunks.push_back(physical_allocation::create(default_properties(), g).value());
+    const auto calls = backend_calls_of([&] { return export_buffer(chunks, handle_kind::posix_fd).has_value(); });
+    auto points = sweep_failures([&] {
+      auto r = export_buffer(chunks, handle_kind::posix_fd);
+      if (!r) CHECK(r.error().native_name == "PVMM_INJECTED_FAILURE");
+      return r.has_value();
+    });
+    CHECK(points == calls);
+  }
+
+  PVMM_CASE("import_buffer rolls back at every failure point and never blames the peer for a local failure") {
+    PVMM_REQUIRE_DEVICE();
+    if (!caps().posix_fd_handles) {
+      report_skip("the device has no POSIX fd handles");
+      return;
+    }
+    const std::size_t g = granule();
+    std::vector<physical_allocation> chunks;
+    for (int i = 0; i < 3; ++i) chunks.push_back(physical_allocation::create(default_properties(), g).value());
+    auto out = export_buffer(chunks, handle_kind::posix_fd).value();
+    std::vector<int> fds;
+    for (auto& fd : out.fds) fds.push_back(fd.get());
+    auto import = [&] { return import_buffer(out.descriptor, fds.data(), fds.size(), {rw()}); };
+    const auto calls = backend_calls_of([&] { return import().has_value(); });
+    auto points = sweep_failures([&] {
+      auto r = import();
+      if (!r) {
+        CHECK_MESSAGE(r.code() == errc::backend_error, r.error().message());
+        CHECK(r.error().native_name == "PVMM_INJECTED_FAILURE");
+      }
+      return r.has_value();
+    });
+    CHECK(points == calls);
+  }
 }  // TEST_SUITE

@@ -5,10 +5,12 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <utility>
 
@@ -96,6 +98,43 @@ inline void report_skip(const std::string& reason) {
   std::fflush(stdout);
 }
 
+/// A connected AF_UNIX socket pair, closed at scope exit.
+struct socket_pair {
+  int a = -1, b = -1;
+  explicit socket_pair(int type = SOCK_SEQPACKET) {
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) == 0);
+    a = sv[0], b = sv[1];
+  }
+  socket_pair(const socket_pair&) = delete;
+  socket_pair& operator=(const socket_pair&) = delete;
+  ~socket_pair() {
+    ::close(a);
+    ::close(b);
+  }
+};
+
+/// Fills the fd table (RLIMIT_NOFILE lowered to just above the fds open now) for one scope, then gives
+/// everything back: what a process with no fds left sees.
+struct full_fd_table {
+  rlimit saved{};
+  std::vector<int> filler;
+  full_fd_table() {
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+    rlimit low = saved;
+    low.rlim_cur = open_fd_count() + 8;
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &low) == 0);
+    for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) filler.push_back(fd);
+    REQUIRE(errno == EMFILE);
+  }
+  full_fd_table(const full_fd_table&) = delete;
+  full_fd_table& operator=(const full_fd_table&) = delete;
+  ~full_fd_table() {
+    for (int fd : filler) ::close(fd);
+    ::setrlimit(RLIMIT_NOFILE, &saved);
+  }
+};
+
 /// The properties the suite allocates with: device 0, exportable as POSIX fd where the device can.
 inline pvmm::allocation_properties default_properties(int device = 0) {
   pvmm::allocation_properties p;
@@ -113,6 +152,33 @@ inline pvmm::capabilities caps(int device = 0) { return pvmm::query_device(devic
 
 inline pvmm::access_descriptor rw(int device = 0) { return {pvmm::location::device(device), pvmm::access::read_write}; }
 inline pvmm::access_descriptor ro(int device = 0) { return {pvmm::location::device(device), pvmm::access::read}; }
+
+/// Fails the 1st, 2nd, ... backend call of `operation` until it succeeds; after every failure the live
+/// objects and fds must be exactly as before. Returns how many failure points were exercised: a composite
+/// that hid a failed step would succeed early, so callers compare this with the calls a clean run makes.
+template <class Operation>
+inline std::size_t sweep_failures(Operation operation) {
+  for (std::size_t n = 1; n < 64; ++n) {
+    const auto live = pvmm::query_live_objects();
+    const auto fd_count = open_fd_count();
+    pvmm::testing::fail_nth_backend_call(n);
+    bool ok = operation();
+    pvmm::testing::fail_nth_backend_call(0);
+    if (ok) return n - 1;
+    CHECK_MESSAGE(pvmm::query_live_objects() == live, "failure at backend call " << n << " leaked pvmm objects");
+    CHECK_MESSAGE(open_fd_count() == fd_count, "failure at backend call " << n << " leaked fds");
+  }
+  FAIL("the operation never succeeded");
+  return 0;
+}
+
+/// Backend calls `operation` makes when nothing fails.
+template <class Operation>
+inline std::size_t backend_calls_of(Operation operation) {
+  const std::size_t before = pvmm::testing::backend_call_count();
+  REQUIRE(operation());
+  return pvmm::testing::backend_call_count() - before;
+}
 
 #ifdef PVMM_CONFORMANCE_CHILD
 

@@ -10,19 +10,6 @@ using namespace pvmm;
 using namespace pvmm_test;
 
 namespace {
-struct socket_pair {
-  int a = -1, b = -1;
-  socket_pair() {
-    int sv[2];
-    REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
-    a = sv[0], b = sv[1];
-  }
-  ~socket_pair() {
-    ::close(a);
-    ::close(b);
-  }
-};
-
 std::vector<physical_allocation> chunks_with_pattern(std::size_t count, address_reservation& view, std::uint32_t seed) {
   const std::size_t g = granule();
   std::vector<physical_allocation> chunks;
