@@ -116,7 +116,9 @@ result<buffer_descriptor> buffer_descriptor::parse(const std::uint8_t* data, std
     c.offset = get<std::uint64_t>(p);
     c.size = get<std::uint64_t>(p);
     c.fd_slot = get<std::uint32_t>(p);
-    (void)get<std::uint32_t>(p);
+    // Reserved for a later version: a sender that sets it speaks a format this pvmm does not know.
+    if (auto reserved = get<std::uint32_t>(p); reserved != 0)
+      return malformed(fmt::format("chunk {} has reserved field {:#x}; it must be 0", i, reserved));
     std::memcpy(c.fabric.bytes.data(), p, 64);
     p += 64;
     if (c.size == 0) return malformed(fmt::format("chunk {} has size 0", i));

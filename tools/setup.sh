@@ -3,7 +3,9 @@
 #   tools/setup.sh info   build for the backend that fits this machine (cuda, hip, else host) and run
 #                         pvmm-info --check
 #   tools/setup.sh test   build every backend this machine can compile (host always; cuda where the CUDA
-#                         toolkit is; hip with Debian's ROCm packages) with warnings as errors, run each suite
+#                         toolkit is; hip with Debian's ROCm packages) with warnings as errors, run each suite;
+#                         then the reliability builds: the host suite under ASan + UBSan and under TSan, and
+#                         each libFuzzer target for PVMM_FUZZ_SECONDS (default 60) — clang from Debian
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,6 +47,10 @@ case "${1:-}" in
     install_missing libamdhip64-dev hipcc
     bash tools/fetch-rocm-headers.sh build/rocm-unstable >/dev/null
     backends+=(hip)
+    # Reliability: sanitizers and fuzzing need clang and its runtimes (libFuzzer, ASan, UBSan, TSan).
+    install_missing clang libclang-rt-14-dev
+    backends+=(host-asan host-tsan fuzz)
+    export PVMM_FUZZ_SECONDS="${PVMM_FUZZ_SECONDS:-60}"
     total=0 failed=0 skipped=0
     for b in "${backends[@]}"; do
       echo "=== backend: $b ==="

@@ -27,6 +27,7 @@ TEST_SUITE("rollback") {
       return read_words(*p, g) == pattern(g, 50);
     });
     CHECK(points >= 4);
+    MESSAGE("failure points swept: " << points);
   }
 
   PVMM_CASE("import + map + grant rolls back at every failure point") {
@@ -43,6 +44,7 @@ TEST_SUITE("rollback") {
       return range->map_and_grant(0, *imported, 0, g, {rw()}).has_value();
     });
     CHECK(points >= 3);
+    MESSAGE("failure points swept: " << points);
   }
 
   PVMM_CASE("a failed unmap leaves the mapping recorded, and the destructor still cleans up") {
@@ -84,6 +86,7 @@ TEST_SUITE("rollback") {
       return false;
     });
     CHECK(points == shrink_calls);
+    MESSAGE("failure points swept: " << points);
     CHECK(points >= 3);
     CHECK(buffer.size() == c);
     CHECK(read_words(buffer.data(), c) == pattern(c, 77));
@@ -107,6 +110,7 @@ TEST_SUITE("rollback") {
       return r.has_value();
     });
     CHECK(points == calls);
+    MESSAGE("failure points swept: " << points);
   }
 
   PVMM_CASE("import_buffer rolls back at every failure point and never blames the peer for a local failure") {
@@ -132,5 +136,6 @@ TEST_SUITE("rollback") {
       return r.has_value();
     });
     CHECK(points == calls);
+    MESSAGE("failure points swept: " << points);
   }
 }  // TEST_SUITE

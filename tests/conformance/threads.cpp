@@ -12,8 +12,8 @@ using namespace pvmm_test;
 
 namespace {
 constexpr int thread_count = 8;
-constexpr int iterations = 300;
-constexpr int race_rounds = 300;
+constexpr int iterations = 5000;
+constexpr int race_rounds = 2000;
 
 /// Starts `threads` copies of f(thread index) together and joins them.
 template <class F>

@@ -151,6 +151,9 @@ TEST_SUITE("transport") {
     lie = d;
     lie.chunks[0].size = 0;
     reject(lie.serialize(), 2, "size 0");
+    auto reserved = good;          // found by fuzz_descriptor_parse: a nonzero reserved field was accepted and lost
+    reserved[32 + 8 + 8 + 4] = 1;  // header, then chunk 0: offset, size, fd slot, reserved
+    reject(reserved, 2, "reserved");
     PVMM_CHECK_ERRC(buffer_descriptor::parse(nullptr, 0, 0), errc::protocol_error);
   }
 
