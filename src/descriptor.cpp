@@ -39,8 +39,13 @@ T get(const std::uint8_t*& p) {
 /// (the host backend notices at import, CUDA only when mapping). Local failures — no fds or memory left,
 /// a capability this backend lacks, a driver error — keep their own code: blaming the peer would send the
 /// user looking in the wrong process.
-error descriptor_mismatch(error e, std::size_t chunk, const char* op, detail::lazy_args args) {
-  switch (e.code) {
+enum class stage { import, map };
+
+error descriptor_mismatch(error e, std::size_t chunk, stage at, const char* op, detail::lazy_args args) {
+  // Mapping a whole imported allocation is always supported: where the driver says otherwise (CUDA answers
+  // CUDA_ERROR_NOT_SUPPORTED to a map of another size than the allocation's), the size was a lie.
+  const bool lie_at_map = at == stage::map && e.code == errc::not_supported;
+  switch (lie_at_map ? errc::invalid_size : e.code) {
     case errc::invalid_handle:
     case errc::invalid_argument:
     case errc::invalid_size:
@@ -194,7 +199,7 @@ result<imported_buffer> import_buffer(const buffer_descriptor& d, const int* fds
   for (const auto& c : d.chunks) {
     auto chunk = d.kind == handle_kind::posix_fd ? physical_allocation::import_posix_fd(fds[c.fd_slot], c.size)
                                                  : physical_allocation::import_fabric(c.fabric, c.size);
-    if (!chunk) return descriptor_mismatch(std::move(chunk).error(), out.chunks.size(), op, args);
+    if (!chunk) return descriptor_mismatch(std::move(chunk).error(), out.chunks.size(), stage::import, op, args);
     out.chunks.push_back(std::move(*chunk));
   }
   auto range = address_reservation::reserve(d.size);
@@ -202,7 +207,7 @@ result<imported_buffer> import_buffer(const buffer_descriptor& d, const int* fds
   out.range = std::move(*range);
   for (std::size_t i = 0; i < d.chunks.size(); ++i) {
     auto p = out.range.map(d.chunks[i].offset, out.chunks[i], 0, d.chunks[i].size);
-    if (!p) return descriptor_mismatch(std::move(p).error(), i, op, args);
+    if (!p) return descriptor_mismatch(std::move(p).error(), i, stage::map, op, args);
   }
   if (auto ok = out.range.set_access(0, d.size, grants); !ok) return std::move(ok).error();
   return out;

@@ -126,7 +126,7 @@ TEST_SUITE("growable buffer") {
         testing::fail_nth_backend_call(0);
         if (r) {
           CHECK(r->moved == expect_move);
-          MESSAGE("failure points swept (" << (expect_move ? "moving" : "in place") << "): " << n - 1);
+          MESSAGE("failure points swept (" << std::string(expect_move ? "moving" : "in place") << "): " << n - 1);
           break;
         }
         CHECK_MESSAGE(query_live_objects() == live, "failure at call " << n << " leaked");

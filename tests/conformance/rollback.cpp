@@ -72,7 +72,11 @@ TEST_SUITE("rollback") {
     auto shrink_calls = [&] {
       auto b = growable_buffer::create(o).value();
       b.resize(4 * c).value();
-      return backend_calls_of([&] { return b.resize(c).has_value(); });
+      b.resize(c).value();  // warm: pvmm's caches are filled
+      b.resize(4 * c).value();
+      const std::size_t before = testing::backend_call_count();
+      b.resize(c).value();
+      return testing::backend_call_count() - before;
     }();
     auto buffer = growable_buffer::create(o).value();
     buffer.resize(4 * c).value();

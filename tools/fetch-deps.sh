@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The GPU machines have no package manager: this fetches the build dependencies pvmm takes from Debian (fmt,
+# doctest) here and unpacks them into .deps/root (git-ignored), which the device runs carry along.
+# Usage: tools/fetch-deps.sh     then: run with carry [".deps"] and tools/gpu-verify.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .deps/debs .deps/root
+(cd .deps/debs && apt-get download libfmt-dev libfmt9 doctest-dev >/dev/null)
+for deb in .deps/debs/*.deb; do dpkg -x "$deb" .deps/root; done
+rm -rf .deps/debs
+echo "unpacked into .deps/root: $(ls .deps/root/usr/lib/x86_64-linux-gnu/cmake 2>/dev/null | tr '\n' ' ')$(ls .deps/root/usr/lib/cmake 2>/dev/null | tr '\n' ' ')"
