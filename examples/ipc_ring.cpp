@@ -92,7 +92,7 @@ int launcher(int peers) {
   }
   int failures = 0;
   try {
-    std::vector<pvmm::exported_fd> fds(static_cast<std::size_t>(peers));
+    std::vector<pvmm::owned_fd> fds(static_cast<std::size_t>(peers));
     for (int rank = 0; rank < peers; ++rank) {
       auto m = pvmm::ipc::receive_fds(socks[rank], 1, sizeof(int), 60s, nullptr).value();
       fds[rank] = std::move(m.fds.at(0));
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     std::printf("ipc_ring: no device (%s)\n", backend.unavailable_reason.c_str());
     return 0;
   }
-  if (!pvmm::query_device(0).value().capabilities.posix_fd_handles) {
+  if (!pvmm::query_device(0).value().capabilities.sharing.posix_fd) {
     std::printf("ipc_ring: device 0 has no POSIX fd handles\n");
     return 0;
   }

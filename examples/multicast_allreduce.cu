@@ -34,7 +34,7 @@ int main() {
   try {
     const int devices = pvmm::device_count().value();
     for (int d = 0; d < devices; ++d)
-      if (!pvmm::query_device(d).value().capabilities.multicast) {
+      if (!pvmm::query_device(d).value().capabilities.multicast.supported) {
         std::printf("multicast_allreduce: device %d has no multicast\n", d);
         return 0;
       }

@@ -9,7 +9,10 @@
 #include <pvmm/descriptor.hpp>
 #include <pvmm/growable_buffer.hpp>
 
-#include "state.hpp"
+#include "checked_math.hpp"
+#include "describe.hpp"
+#include "device.hpp"
+#include "operation.hpp"
 
 namespace pvmm {
 namespace {
@@ -41,7 +44,7 @@ T get(const std::uint8_t*& p) {
 /// user looking in the wrong process.
 enum class stage { import, map };
 
-error descriptor_mismatch(error e, std::size_t chunk, stage at, const char* op, detail::lazy_args args) {
+error descriptor_mismatch(error e, std::size_t chunk, stage at, const detail::operation& op) {
   // Mapping a whole imported allocation is always supported: where the driver says otherwise (CUDA answers
   // CUDA_ERROR_NOT_SUPPORTED to a map of another size than the allocation's), the size was a lie.
   const bool lie_at_map = at == stage::map && e.code == errc::not_supported;
@@ -53,20 +56,17 @@ error descriptor_mismatch(error e, std::size_t chunk, stage at, const char* op, 
     case errc::out_of_range:
       e.detail = fmt::format("chunk {} does not match the memory it names: {}", chunk, e.detail);
       e.code = errc::protocol_error;
-      e.operation = op;
-      e.arguments = args();
-      return e;
+      return op.take_over(std::move(e));
     default:
       e.detail = fmt::format("chunk {}: {}", chunk, e.detail);
-      e.operation = op;
-      e.arguments = args();
-      return e;
+      return op.take_over(std::move(e));
   }
 }
 
 error malformed(std::string detail) {
-  return detail::make_error(errc::protocol_error, "pvmm::buffer_descriptor::parse", "", std::move(detail),
-                            "the sender and receiver must run compatible pvmm versions; never trust a peer's layout");
+  const detail::operation op{"pvmm::buffer_descriptor::parse"};
+  return op.fail(errc::protocol_error, std::move(detail),
+                 "the sender and receiver must run compatible pvmm versions; never trust a peer's layout");
 }
 
 }  // namespace
@@ -100,10 +100,10 @@ result<buffer_descriptor> buffer_descriptor::parse(const std::uint8_t* data, std
     return malformed(fmt::format("descriptor version {} (this pvmm reads version {})", v, version));
   buffer_descriptor d;
   auto kind = get<std::uint32_t>(p);
-  if (kind != static_cast<std::uint32_t>(handle_kind::posix_fd) &&
-      kind != static_cast<std::uint32_t>(handle_kind::fabric))
+  if (kind != static_cast<std::uint32_t>(handle_types::posix_fd) &&
+      kind != static_cast<std::uint32_t>(handle_types::fabric))
     return malformed(fmt::format("unknown handle kind {}", kind));
-  d.kind = static_cast<handle_kind>(kind);
+  d.kind = static_cast<handle_types>(kind);
   d.device = get<std::int32_t>(p);
   d.size = get<std::uint64_t>(p);
   auto count = get<std::uint32_t>(p);
@@ -133,7 +133,7 @@ result<buffer_descriptor> buffer_descriptor::parse(const std::uint8_t* data, std
     if (c.size > d.size || next > d.size - c.size)
       return malformed(fmt::format("chunk {} ends past the buffer size {:#x}", i, d.size));
     next += c.size;
-    if (d.kind == handle_kind::posix_fd) {
+    if (d.kind == handle_types::posix_fd) {
       if (c.fd_slot >= fds_received)
         return malformed(fmt::format("chunk {} names fd slot {}, but {} fd(s) arrived", i, c.fd_slot, fds_received));
       if (!slots.insert(c.fd_slot).second) return malformed(fmt::format("fd slot {} is used twice", c.fd_slot));
@@ -144,18 +144,21 @@ result<buffer_descriptor> buffer_descriptor::parse(const std::uint8_t* data, std
   return d;
 }
 
-result<exported_buffer> export_buffer(const std::vector<physical_allocation>& chunks, handle_kind kind) {
-  const char* op = "pvmm::export_buffer";
+result<exported_buffer> export_buffer(const std::vector<physical_allocation>& chunks, handle_types kind) {
   auto args = [&] { return fmt::format("chunks={}, kind={}", chunks.size(), static_cast<int>(kind)); };
-  if (chunks.empty()) return detail::make_error(errc::invalid_argument, op, args, "no chunks to export");
+  const detail::operation op{"pvmm::export_buffer", args};
+  if (chunks.empty()) return op.fail(errc::invalid_argument, "no chunks to export");
+  if (kind != handle_types::posix_fd && kind != handle_types::fabric)
+    return op.fail(errc::invalid_argument,
+                   "kind must be exactly one of handle_types::posix_fd and handle_types::fabric");
   exported_buffer out;
   out.descriptor.kind = kind;
   for (const auto& c : chunks) {
     chunk_descriptor cd;
     cd.offset = out.descriptor.size;
     cd.size = c.size();
-    if (!c.valid()) return detail::make_error(errc::already_released, op, args, "a chunk is empty");
-    if (kind == handle_kind::posix_fd) {
+    if (!c.valid()) return op.fail(errc::already_released, "a chunk is empty");
+    if (kind == handle_types::posix_fd) {
       auto fd = c.export_posix_fd();
       if (!fd) return std::move(fd).error();
       cd.fd_slot = static_cast<std::uint32_t>(out.fds.size());
@@ -166,40 +169,40 @@ result<exported_buffer> export_buffer(const std::vector<physical_allocation>& ch
       cd.fabric = *h;
     }
     auto total = detail::checked_add(out.descriptor.size, c.size());
-    if (!total) return detail::make_error(errc::out_of_range, op, args, "the chunks' sizes add up past 2^64");
+    if (!total) return op.fail(errc::out_of_range, "the chunks' sizes add up past 2^64");
     out.descriptor.size = *total;
     out.descriptor.chunks.push_back(cd);
   }
   auto props = chunks.front().properties();
-  if (!props) return detail::in_operation(std::move(props).error(), op, args);
+  if (!props) return op.wrap(std::move(props).error());
   // Host-located chunks report device 0: the field is informational, importers choose their own devices.
   if (props->location.type == location::kind::device) out.descriptor.device = props->location.id;
   return out;
 }
 
-result<exported_buffer> export_buffer(const growable_buffer& buffer, handle_kind kind) {
+result<exported_buffer> export_buffer(const growable_buffer& buffer, handle_types kind) {
   return export_buffer(buffer.chunks(), kind);
 }
 
 result<imported_buffer> import_buffer(const buffer_descriptor& d, const int* fds, std::size_t fd_count,
                                       std::initializer_list<access_descriptor> grants) {
-  const char* op = "pvmm::import_buffer";
   auto args = [&] { return fmt::format("size={:#x}, chunks={}, fds={}", d.size, d.chunks.size(), fd_count); };
+  const detail::operation op{"pvmm::import_buffer", args};
   // Re-validate a descriptor built by hand the same way as one that arrived as bytes.
   auto bytes = d.serialize();
   auto checked = buffer_descriptor::parse(bytes.data(), bytes.size(), fd_count);
-  if (!checked) return detail::in_operation(std::move(checked).error(), op, args);
-  if (d.kind == handle_kind::posix_fd && !fds)
-    return detail::make_error(errc::invalid_argument, op, args, "no fds for a posix_fd descriptor");
-  if (d.kind == handle_kind::posix_fd)  // the caller's own array: a closed fd is the caller's mistake, not the peer's
+  if (!checked) return op.wrap(std::move(checked).error());
+  if (d.kind == handle_types::posix_fd && !fds)
+    return op.fail(errc::invalid_argument, "no fds for a posix_fd descriptor");
+  if (d.kind == handle_types::posix_fd)  // the caller's own array: a closed fd is the caller's mistake, not the peer's
     for (std::size_t i = 0; i < fd_count; ++i)
       if (fds[i] < 0 || ::fcntl(fds[i], F_GETFD) < 0)
-        return detail::make_error(errc::invalid_argument, op, args, fmt::format("fds[{}] = {} is not open", i, fds[i]));
+        return op.fail(errc::invalid_argument, fmt::format("fds[{}] = {} is not open", i, fds[i]));
   imported_buffer out;  // on any early return its destructor undoes everything done so far
   for (const auto& c : d.chunks) {
-    auto chunk = d.kind == handle_kind::posix_fd ? physical_allocation::import_posix_fd(fds[c.fd_slot], c.size)
-                                                 : physical_allocation::import_fabric(c.fabric, c.size);
-    if (!chunk) return descriptor_mismatch(std::move(chunk).error(), out.chunks.size(), stage::import, op, args);
+    auto chunk = d.kind == handle_types::posix_fd ? physical_allocation::import_posix_fd(fds[c.fd_slot], c.size)
+                                                  : physical_allocation::import_fabric(c.fabric, c.size);
+    if (!chunk) return descriptor_mismatch(std::move(chunk).error(), out.chunks.size(), stage::import, op);
     out.chunks.push_back(std::move(*chunk));
   }
   auto range = address_reservation::reserve(d.size);
@@ -207,7 +210,7 @@ result<imported_buffer> import_buffer(const buffer_descriptor& d, const int* fds
   out.range = std::move(*range);
   for (std::size_t i = 0; i < d.chunks.size(); ++i) {
     auto p = out.range.map(d.chunks[i].offset, out.chunks[i], 0, d.chunks[i].size);
-    if (!p) return descriptor_mismatch(std::move(p).error(), i, stage::map, op, args);
+    if (!p) return descriptor_mismatch(std::move(p).error(), i, stage::map, op);
   }
   if (auto ok = out.range.set_access(0, d.size, grants); !ok) return std::move(ok).error();
   return out;

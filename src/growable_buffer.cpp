@@ -8,7 +8,10 @@
 #include <pvmm/device.hpp>
 #include <pvmm/growable_buffer.hpp>
 
-#include "state.hpp"
+#include "checked_math.hpp"
+#include "describe.hpp"
+#include "device.hpp"
+#include "operation.hpp"
 
 namespace pvmm {
 
@@ -24,8 +27,8 @@ using detail::checked_add;
 using detail::checked_mul;
 using detail::checked_round_up;
 
-error too_large(const char* op, detail::lazy_args args, const std::string& what) {
-  return detail::make_error(errc::out_of_memory, op, args, fmt::format("{} exceeds the address space", what));
+error too_large(const detail::operation& op, const std::string& what) {
+  return op.fail(errc::out_of_memory, fmt::format("{} exceeds the address space", what));
 }
 
 /// Marks a buffer in use for one call: a second thread calling in meanwhile gets errc::busy instead of
@@ -144,23 +147,22 @@ const std::vector<physical_allocation>& growable_buffer::chunks() const noexcept
 }
 
 result<growable_buffer> growable_buffer::create(const growable_options& options) {
-  const char* op = "pvmm::growable_buffer::create";
   auto args = [&] {
     return fmt::format("properties={}, chunk_size={:#x}, reserve_size={:#x}, grants={}",
                        detail::describe(options.properties), options.chunk_size, options.reserve_size,
                        options.access.size());
   };
+  const detail::operation op{"pvmm::growable_buffer::create", args};
   if (options.access.empty())
-    return detail::make_error(errc::invalid_argument, op, args, "no device to grant access to",
-                              "add at least one access_descriptor");
+    return op.fail(errc::invalid_argument, "no device to grant access to", "add at least one access_descriptor");
   // Every grant is checked now, not at the first resize: a buffer that cannot grow must not be created.
   for (std::size_t i = 0; i < options.access.size(); ++i) {
     const auto& a = options.access[i];
-    if (auto ok = detail::check_location(a.location, op, args); !ok) return std::move(ok).error();
+    if (auto ok = detail::check_location(a.location, op); !ok) return std::move(ok).error();
     if (a.access != access::read && a.access != access::read_write)
-      return detail::make_error(errc::invalid_argument, op, args,
-                                fmt::format("grant {} gives {} access; a buffer's devices need read or read_write", i,
-                                            detail::describe(a.access)));
+      return op.fail(errc::invalid_argument,
+                     fmt::format("grant {} gives {} access; a buffer's devices need read or read_write", i,
+                                 detail::describe(a.access)));
   }
   auto g = query_granularity(options.properties);
   if (!g) return std::move(g).error();
@@ -170,14 +172,13 @@ result<growable_buffer> growable_buffer::create(const growable_options& options)
     s->chunk = options.chunk_size;
   } else {
     auto chunk = checked_round_up(default_chunk_bytes, g->recommended);
-    if (!chunk) return too_large(op, args, "the default chunk rounded up to the recommended granularity");
+    if (!chunk) return too_large(op, "the default chunk rounded up to the recommended granularity");
     s->chunk = *chunk;
   }
   if (s->chunk % g->minimum != 0)
-    return detail::make_error(errc::unaligned, op, args,
-                              fmt::format("chunk_size is not a multiple of the granularity {:#x}", g->minimum));
+    return op.fail(errc::unaligned, fmt::format("chunk_size is not a multiple of the granularity {:#x}", g->minimum));
   auto reserve_bytes = checked_round_up(options.reserve_size ? options.reserve_size : default_reserve_bytes, s->chunk);
-  if (!reserve_bytes) return too_large(op, args, "reserve_size rounded up to whole chunks");
+  if (!reserve_bytes) return too_large(op, "reserve_size rounded up to whole chunks");
   auto range = address_reservation::reserve(*reserve_bytes);
   if (!range) return std::move(range).error();
   s->ranges.push_back(std::move(*range));
@@ -185,22 +186,22 @@ result<growable_buffer> growable_buffer::create(const growable_options& options)
 }
 
 result<resize_outcome> growable_buffer::resize(std::size_t size) {
-  const char* op = "pvmm::growable_buffer::resize";
   auto args = [&] { return fmt::format("size={:#x}", size); };
-  if (!state_) return detail::make_error(errc::already_released, op, args, "this growable_buffer is empty");
+  const detail::operation op{"pvmm::growable_buffer::resize", args};
+  if (!state_) return op.fail(errc::already_released, "this growable_buffer is empty");
   exclusive_use guard(state_->in_use);
   if (!guard)
-    return detail::make_error(errc::busy, op, args, "another thread is resizing this growable_buffer",
-                              "growable_buffer is not thread-safe: resize it from one thread at a time");
+    return op.fail(errc::busy, "another thread is resizing this growable_buffer",
+                   "growable_buffer is not thread-safe: resize it from one thread at a time");
   auto& s = *state_;
   const std::size_t have = s.chunks.size();
   const auto rounded = checked_round_up(size, s.chunk);
-  if (!rounded) return too_large(op, args, fmt::format("{:#x} bytes rounded up to {:#x}-byte chunks", size, s.chunk));
+  if (!rounded) return too_large(op, fmt::format("{:#x} bytes rounded up to {:#x}-byte chunks", size, s.chunk));
   const std::size_t want = *rounded / s.chunk;
   resize_outcome out;
 
   if (want <= have) {
-    if (auto ok = s.shrink_to(want); !ok) return detail::in_operation(std::move(ok).error(), op, args);
+    if (auto ok = s.shrink_to(want); !ok) return op.wrap(std::move(ok).error());
     out.chunks_removed = have - want;
     out.address = s.base();
     return out;
@@ -220,7 +221,7 @@ result<resize_outcome> growable_buffer::resize(std::size_t size) {
     // First choice: the addresses right after the buffer, so nothing moves. Capacity is at most half the
     // address space here (it was reserved), so doubling it cannot wrap; the rounding still is checked.
     const auto extra = checked_round_up(std::max(needed - s.capacity(), s.capacity()), s.chunk);
-    if (!extra) return too_large(op, args, "the adjacent range needed");
+    if (!extra) return too_large(op, "the adjacent range needed");
     auto tail = address_reservation::reserve(*extra, 0, s.base() + s.capacity());
     if (tail) {
       s.ranges.push_back(std::move(*tail));
@@ -228,7 +229,7 @@ result<resize_outcome> growable_buffer::resize(std::size_t size) {
     } else if (tail.code() == errc::address_unavailable) {
       const auto doubled = checked_mul(s.capacity(), 2);
       const auto bigger_size = checked_round_up(std::max(needed, doubled.value_or(needed)), s.chunk);
-      if (!bigger_size) return too_large(op, args, "the range to move into");
+      if (!bigger_size) return too_large(op, "the range to move into");
       auto bigger = address_reservation::reserve(*bigger_size);
       if (!bigger) return std::move(bigger).error();
       ranges.push_back(std::move(*bigger));

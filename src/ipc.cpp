@@ -17,43 +17,42 @@
 
 #include <pvmm/ipc.hpp>
 
-#include "state.hpp"
+#include "backend/error_helpers.hpp"
+#include "operation.hpp"
 
 namespace pvmm::ipc {
 namespace {
 
 constexpr std::size_t scm_max_fd = 253;  // the kernel's limit of fds in one SCM_RIGHTS message (SCM_MAX_FD)
 
-error system_failure(const char* op, detail::lazy_args args, int err, const char* call) {
-  return detail::in_operation(detail::errno_error(errc::system_error, call, err), op, args);
+error system_failure(const detail::operation& op, int err, const char* call) {
+  return op.wrap(detail::errno_error(errc::system_error, call, err));
 }
 
 /// Timeouts are milliseconds >= 0; wait_forever (milliseconds::max()) waits without limit. Anything longer
 /// than poll's int range is waited for in slices against a deadline, never cast.
-status check_timeout(std::chrono::milliseconds timeout, const char* op, detail::lazy_args args) {
+status check_timeout(std::chrono::milliseconds timeout, const detail::operation& op) {
   if (timeout.count() < 0)
-    return detail::make_error(errc::invalid_argument, op, args,
-                              fmt::format("timeout {} ms is negative", timeout.count()),
-                              "use 0 to poll once, or pvmm::ipc::wait_forever to wait without limit");
+    return op.fail(errc::invalid_argument, fmt::format("timeout {} ms is negative", timeout.count()),
+                   "use 0 to poll once, or pvmm::ipc::wait_forever to wait without limit");
   return {};
 }
 
 /// Message boundaries are part of the contract (one call, one message; a longer message is an error, not
 /// the start of the next one): a byte stream cannot keep that promise.
-status check_socket_type(int socket, const char* op, detail::lazy_args args) {
+status check_socket_type(int socket, const detail::operation& op) {
   int type = 0;
   socklen_t len = sizeof type;
   if (::getsockopt(socket, SOL_SOCKET, SO_TYPE, &type, &len) != 0)
-    return system_failure(op, args, errno, "getsockopt(SO_TYPE)");
+    return system_failure(op, errno, "getsockopt(SO_TYPE)");
   if (type == SOCK_STREAM)
-    return detail::make_error(errc::invalid_argument, op, args,
-                              "the socket is SOCK_STREAM, which has no message boundaries",
-                              "use an AF_UNIX SOCK_SEQPACKET (or SOCK_DGRAM) socket");
+    return op.fail(errc::invalid_argument, "the socket is SOCK_STREAM, which has no message boundaries",
+                   "use an AF_UNIX SOCK_SEQPACKET (or SOCK_DGRAM) socket");
   return {};
 }
 
 /// Waits for `events` on `socket`; timeout/hang-up reported as errors.
-status wait_for(int socket, short events, std::chrono::milliseconds timeout, const char* op, detail::lazy_args args) {
+status wait_for(int socket, short events, std::chrono::milliseconds timeout, const detail::operation& op) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   const bool forever =
@@ -68,13 +67,12 @@ status wait_for(int socket, short events, std::chrono::milliseconds timeout, con
     }
     int n = ::poll(&p, 1, slice);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return system_failure(op, args, errno, "poll");
+    if (n < 0) return system_failure(op, errno, "poll");
     if (n == 0) {
       if (!forever && clock::now() < deadline) continue;  // a slice of a long wait ended
-      return detail::make_error(errc::timeout, op, args,
-                                fmt::format("the peer did not respond within {} ms", timeout.count()));
+      return op.fail(errc::timeout, fmt::format("the peer did not respond within {} ms", timeout.count()));
     }
-    if (p.revents & POLLNVAL) return system_failure(op, args, EBADF, "poll (the socket is not open)");
+    if (p.revents & POLLNVAL) return system_failure(op, EBADF, "poll (the socket is not open)");
     return {};
   }
 }
@@ -83,15 +81,13 @@ status wait_for(int socket, short events, std::chrono::milliseconds timeout, con
 
 status send_fds(int socket, const int* fds, std::size_t count, const void* payload, std::size_t payload_size,
                 std::chrono::milliseconds timeout) {
-  const char* op = "pvmm::ipc::send_fds";
   auto args = [&] { return fmt::format("socket={}, fds={}, payload={} bytes", socket, count, payload_size); };
-  if (count > scm_max_fd)
-    return detail::make_error(errc::invalid_argument, op, args, fmt::format("at most {} fds per message", scm_max_fd));
-  if (count > 0 && fds == nullptr) return detail::make_error(errc::invalid_argument, op, args, "fds is null");
-  if (payload_size > 0 && payload == nullptr)
-    return detail::make_error(errc::invalid_argument, op, args, "payload is null");
-  if (auto ok = check_timeout(timeout, op, args); !ok) return ok;
-  if (auto ok = check_socket_type(socket, op, args); !ok) return ok;
+  const detail::operation op{"pvmm::ipc::send_fds", args};
+  if (count > scm_max_fd) return op.fail(errc::invalid_argument, fmt::format("at most {} fds per message", scm_max_fd));
+  if (count > 0 && fds == nullptr) return op.fail(errc::invalid_argument, "fds is null");
+  if (payload_size > 0 && payload == nullptr) return op.fail(errc::invalid_argument, "payload is null");
+  if (auto ok = check_timeout(timeout, op); !ok) return ok;
+  if (auto ok = check_socket_type(socket, op); !ok) return ok;
   std::uint8_t zero = 0;
   iovec iov{payload_size ? const_cast<void*>(payload) : &zero, payload_size ? payload_size : 1};
   std::vector<char> control(count ? CMSG_SPACE(sizeof(int) * count) : 0);
@@ -107,13 +103,13 @@ status send_fds(int socket, const int* fds, std::size_t count, const void* paylo
     c->cmsg_len = CMSG_LEN(sizeof(int) * count);
     std::memcpy(CMSG_DATA(c), fds, sizeof(int) * count);
   }
-  if (auto ok = wait_for(socket, POLLOUT, timeout, op, args); !ok) return ok;
+  if (auto ok = wait_for(socket, POLLOUT, timeout, op); !ok) return ok;
   for (;;) {
     ssize_t n = ::sendmsg(socket, &msg, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return system_failure(op, args, errno, "sendmsg");
+    if (n < 0) return system_failure(op, errno, "sendmsg");
     if (static_cast<std::size_t>(n) != iov.iov_len)
-      return detail::make_error(errc::protocol_error, op, args, "the message was sent only in part");
+      return op.fail(errc::protocol_error, "the message was sent only in part");
     return {};
   }
 }
@@ -127,20 +123,20 @@ peer_rule peer_rule::same_user() {
 result<peer_credentials> query_peer(int socket) {
   ucred c{};
   socklen_t len = sizeof c;
-  if (::getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &c, &len) != 0)
-    return system_failure(
-        "pvmm::ipc::query_peer", [&] { return fmt::format("socket={}", socket); }, errno, "getsockopt(SO_PEERCRED)");
+  if (::getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &c, &len) != 0) {
+    auto args = [&] { return fmt::format("socket={}", socket); };
+    return system_failure(detail::operation{"pvmm::ipc::query_peer", args}, errno, "getsockopt(SO_PEERCRED)");
+  }
   return peer_credentials{c.pid, c.uid, c.gid};
 }
 
 status check_peer(int socket, const peer_rule& rule) {
-  const char* op = "pvmm::ipc::check_peer";
   auto args = [&] { return fmt::format("socket={}", socket); };
+  const detail::operation op{"pvmm::ipc::check_peer", args};
   auto who = query_peer(socket);
   if (!who) return std::move(who).error();
   auto reject = [&](const char* field, long long want, long long got) {
-    return detail::make_error(errc::peer_rejected, op, args,
-                              fmt::format("the peer's {} is {}, the rule requires {}", field, got, want));
+    return op.fail(errc::peer_rejected, fmt::format("the peer's {} is {}, the rule requires {}", field, got, want));
   };
   if (rule.uid && *rule.uid != who->uid) return reject("uid", *rule.uid, who->uid);
   if (rule.gid && *rule.gid != who->gid) return reject("gid", *rule.gid, who->gid);
@@ -148,13 +144,13 @@ status check_peer(int socket, const peer_rule& rule) {
   return {};
 }
 
-result<exported_fd> take_fd_from_process(pid_t pid, int remote_fd) {
-  const char* op = "pvmm::ipc::take_fd_from_process";
+result<owned_fd> take_fd_from_process(pid_t pid, int remote_fd) {
   auto args = [&] { return fmt::format("pid={}, fd={}", pid, remote_fd); };
+  const detail::operation op{"pvmm::ipc::take_fd_from_process", args};
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (pidfd < 0) {
     int err = errno;
-    error e = system_failure(op, args, err, "pidfd_open");
+    error e = system_failure(op, err, "pidfd_open");
     e.code = err == ENOSYS ? errc::not_supported : err == ESRCH ? errc::invalid_argument : errc::system_error;
     if (err == ENOSYS) e.hint = "pidfd_open needs Linux 5.3 and pidfd_getfd Linux 5.6; pass the fd over a socket";
     return e;
@@ -162,8 +158,8 @@ result<exported_fd> take_fd_from_process(pid_t pid, int remote_fd) {
   int fd = static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, remote_fd, 0));
   int err = errno;
   ::close(pidfd);
-  if (fd >= 0) return exported_fd(fd);
-  error e = system_failure(op, args, err, "pidfd_getfd");
+  if (fd >= 0) return owned_fd(fd);
+  error e = system_failure(op, err, "pidfd_getfd");
   switch (err) {
     case EPERM: {
       e.code = errc::not_permitted;
@@ -198,27 +194,27 @@ result<exported_fd> take_fd_from_process(pid_t pid, int remote_fd) {
 
 result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_payload,
                              std::chrono::milliseconds timeout, const peer_rule* rule) {
-  const char* op = "pvmm::ipc::receive_fds";
   auto args = [&] { return fmt::format("socket={}, max_fds={}, max_payload={}", socket, max_fds, max_payload); };
-  if (auto ok = check_timeout(timeout, op, args); !ok) return std::move(ok).error();
-  if (auto ok = check_socket_type(socket, op, args); !ok) return std::move(ok).error();
+  const detail::operation op{"pvmm::ipc::receive_fds", args};
+  if (auto ok = check_timeout(timeout, op); !ok) return std::move(ok).error();
+  if (auto ok = check_socket_type(socket, op); !ok) return std::move(ok).error();
   // No message carries more than SCM_MAX_FD fds, so a larger limit changes nothing and cannot overflow.
   const std::size_t fd_room = std::min(max_fds, scm_max_fd);
-  if (auto ok = wait_for(socket, POLLIN, timeout, op, args); !ok) return std::move(ok).error();
+  if (auto ok = wait_for(socket, POLLIN, timeout, op); !ok) return std::move(ok).error();
 
   // The message's real length, without taking it: the buffer is sized by what arrived, never by the
   // caller's limit (max_payload may be SIZE_MAX), and a longer message is still taken (its fds closed).
   ssize_t length;
   do length = ::recv(socket, nullptr, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
   while (length < 0 && errno == EINTR);
-  if (length < 0) return system_failure(op, args, errno, "recv(MSG_PEEK | MSG_TRUNC)");
+  if (length < 0) return system_failure(op, errno, "recv(MSG_PEEK | MSG_TRUNC)");
   // send_fds sends one zero byte for an empty payload (a message needs a byte to carry fds).
   const std::size_t room = std::max<std::size_t>(std::min(static_cast<std::size_t>(length), max_payload), 1);
   received out;
   try {
     out.payload.resize(room);
   } catch (const std::exception&) {
-    return detail::make_error(errc::out_of_memory, op, args, fmt::format("no memory for a {}-byte message", room));
+    return op.fail(errc::out_of_memory, fmt::format("no memory for a {}-byte message", room));
   }
   iovec iov{out.payload.data(), out.payload.size()};
   // Room for the fds asked for and for the credentials message a socket with SO_PASSCRED also receives:
@@ -232,7 +228,7 @@ result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_pa
   ssize_t n;
   do n = ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
-  if (n < 0) return system_failure(op, args, errno, "recvmsg");
+  if (n < 0) return system_failure(op, errno, "recvmsg");
   // Own every fd that arrived before judging the message, so none leaks on a rejection below.
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) continue;
@@ -243,19 +239,18 @@ result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_pa
       out.fds.emplace_back(fd);
     }
   }
-  if (n == 0) return detail::make_error(errc::protocol_error, op, args, "the peer closed the connection");
+  if (n == 0) return op.fail(errc::protocol_error, "the peer closed the connection");
   if (rule)
     if (auto ok = check_peer(socket, *rule); !ok) return std::move(ok).error();
   if (out.fds.size() > max_fds || (msg.msg_flags & MSG_CTRUNC))
-    return detail::make_error(
-        errc::protocol_error, op, args,
-        fmt::format("the peer sent more than {} fd(s){}; all were closed", max_fds,
-                    msg.msg_flags & MSG_CTRUNC ? " (the kernel discarded the ones that did not fit)" : ""));
+    return op.fail(errc::protocol_error,
+                   fmt::format("the peer sent more than {} fd(s){}; all were closed", max_fds,
+                               msg.msg_flags & MSG_CTRUNC ? " (the kernel discarded the ones that did not fit)" : ""));
   const bool placeholder = max_payload == 0 && n == 1 && out.payload[0] == 0;
   const bool too_long = (msg.msg_flags & MSG_TRUNC) || static_cast<std::size_t>(length) > max_payload;
   if (too_long && !placeholder)
-    return detail::make_error(errc::protocol_error, op, args,
-                              fmt::format("the message was {} bytes, longer than max_payload {}", length, max_payload));
+    return op.fail(errc::protocol_error,
+                   fmt::format("the message was {} bytes, longer than max_payload {}", length, max_payload));
   out.payload.resize(placeholder ? 0 : static_cast<std::size_t>(n));
   return out;
 }

@@ -42,18 +42,18 @@ void print_devices(int count) {
     fmt::print("\ndevice {}: {}{}\n", d, info->name, info->identifier.empty() ? "" : " [" + info->identifier + "]");
     fmt::print("  {:<34} {}\n", "memory", bytes(info->total_memory));
     const std::pair<const char*, bool> rows[] = {
-        {"virtual memory management", c.virtual_memory},
-        {"POSIX fd handles", c.posix_fd_handles},
-        {"fabric handles", c.fabric_handles},
-        {"multicast objects", c.multicast},
-        {"GPUDirect RDMA with VMM", c.gpu_direct_rdma_with_vmm},
-        {"host-located memory", c.host_location},
-        {"host-NUMA-located memory", c.host_numa_location},
-        {"generic compression", c.compression},
-        {"map from a physical offset", c.map_at_physical_offset},
+        {"virtual memory management", c.vmm.supported},
+        {"POSIX fd handles", c.sharing.posix_fd},
+        {"fabric handles", c.sharing.fabric},
+        {"multicast objects", c.multicast.supported},
+        {"GPUDirect RDMA with VMM", c.vmm.gpu_direct_rdma},
+        {"host-located memory", c.vmm.host_location},
+        {"host-NUMA-located memory", c.vmm.host_numa_location},
+        {"generic compression", c.vmm.compression},
+        {"map from a physical offset", c.vmm.map_at_physical_offset},
     };
     for (auto& [name, value] : rows) fmt::print("  {:<34} {}\n", name, yes_no(value));
-    fmt::print("  {:<34} {}\n", "nearest host NUMA node", c.host_numa_id);
+    fmt::print("  {:<34} {}\n", "nearest host NUMA node", c.vmm.host_numa_id);
     auto show = [&](const char* what, pvmm::location where) {
       pvmm::allocation_properties p;
       p.location = where;
@@ -65,7 +65,8 @@ void print_devices(int count) {
         fmt::print("  {:<34} {}\n", fmt::format("granularity ({})", what), pvmm::to_string(g.code()));
     };
     show("device", pvmm::location::device(d));
-    if (c.host_numa_location) show("host NUMA", pvmm::location::host_numa(c.host_numa_id < 0 ? 0 : c.host_numa_id));
+    if (c.vmm.host_numa_location)
+      show("host NUMA", pvmm::location::host_numa(c.vmm.host_numa_id < 0 ? 0 : c.vmm.host_numa_id));
   }
 }
 
@@ -151,7 +152,7 @@ int self_check() {
   };
   auto caps = pvmm::query_device(0).value().capabilities;
   pvmm::allocation_properties props;
-  if (caps.posix_fd_handles) props.exportable = pvmm::handle_types::posix_fd;
+  if (caps.sharing.posix_fd) props.exportable = pvmm::handle_types::posix_fd;
   const std::size_t size = pvmm::query_granularity(props).value().minimum;
   pvmm::physical_allocation memory;
   pvmm::address_reservation range;
@@ -178,7 +179,7 @@ int self_check() {
                      : outcome{outcome::fail, "data read back differs"};
   });
   run("export and import in this process", [&] {
-    if (!caps.posix_fd_handles) return outcome{outcome::not_supported, "device has no POSIX fd handles"};
+    if (!caps.sharing.posix_fd) return outcome{outcome::not_supported, "device has no POSIX fd handles"};
     auto fd = memory.export_posix_fd().value();
     auto imported = pvmm::physical_allocation::import_posix_fd(fd.get(), size).value();
     void* alias = range.map_and_grant(size, imported, 0, size, {rw}).value();
@@ -190,7 +191,7 @@ int self_check() {
     return outcome{outcome::pass, "second mapping of the import sees the data"};
   });
   run("export to an exec'd process", [&] {
-    if (!caps.posix_fd_handles) return outcome{outcome::not_supported, "device has no POSIX fd handles"};
+    if (!caps.sharing.posix_fd) return outcome{outcome::not_supported, "device has no POSIX fd handles"};
     return check_cross_process(memory, mapped, size);
   });
   run("fabric handles", [&] {
@@ -204,7 +205,7 @@ int self_check() {
   });
   run("multicast objects", [&] {
     // Capability only: creating a multicast object is left to programs that mean it.
-    if (!caps.multicast) return outcome{outcome::not_supported, "device reports no multicast support"};
+    if (!caps.multicast.supported) return outcome{outcome::not_supported, "device reports no multicast support"};
     pvmm::multicast_properties mp;
     mp.team_size = 1;
     mp.size = size;

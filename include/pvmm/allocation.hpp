@@ -6,14 +6,15 @@
 #include <memory>
 
 #include <pvmm/error.hpp>
-#include <pvmm/exported_fd.hpp>
+#include <pvmm/owned_fd.hpp>
 #include <pvmm/types.hpp>
 
 namespace pvmm {
 
 namespace detail {
 struct allocation_state;
-}
+struct owner_access;
+}  // namespace detail
 
 /// Owns one reference to physical memory (the creation reference, a retained one, or an imported one).
 ///
@@ -50,7 +51,7 @@ class physical_allocation {
 
   /// A POSIX fd naming this allocation; needs handle_types::posix_fd in the properties it was created with.
   /// The fd keeps the memory alive until it and every import of it are closed/released.
-  result<exported_fd> export_posix_fd() const;
+  result<owned_fd> export_posix_fd() const;
 
   /// A fabric handle naming this allocation; needs handle_types::fabric at creation.
   result<fabric_handle> export_fabric() const;
@@ -64,15 +65,13 @@ class physical_allocation {
   bool valid() const noexcept { return state_ != nullptr; }
   explicit operator bool() const noexcept { return valid(); }
   std::size_t size() const noexcept;
-  /// The backend's own handle (CUmemGenericAllocationHandle, hipMemGenericAllocationHandle_t, memfd).
-  std::uint64_t native_handle() const noexcept;
-
-  // Internal: shared with the mappings made of this allocation.
-  const std::shared_ptr<detail::allocation_state>& state() const noexcept { return state_; }
+  /// The backend's own handle (CUmemGenericAllocationHandle, hipMemGenericAllocationHandle_t, memfd);
+  /// {0} when empty. pvmm still owns it: do not release it.
+  allocation_handle native_handle() const noexcept;
 
  private:
   explicit physical_allocation(std::shared_ptr<detail::allocation_state> state) noexcept;
-  friend struct detail::allocation_state;
+  friend struct detail::owner_access;  // the neutral layer's view of the state shared with mappings
   std::shared_ptr<detail::allocation_state> state_;
 };
 

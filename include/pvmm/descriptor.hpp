@@ -10,15 +10,13 @@
 
 #include <pvmm/allocation.hpp>
 #include <pvmm/error.hpp>
-#include <pvmm/exported_fd.hpp>
+#include <pvmm/owned_fd.hpp>
 #include <pvmm/reservation.hpp>
 #include <pvmm/types.hpp>
 
 namespace pvmm {
 
 class growable_buffer;
-
-enum class handle_kind : std::uint8_t { posix_fd = 1, fabric = 2 };
 
 struct chunk_descriptor {
   std::uint64_t offset = 0;  ///< where the chunk starts in the buffer
@@ -28,7 +26,7 @@ struct chunk_descriptor {
 };
 
 struct buffer_descriptor {
-  handle_kind kind = handle_kind::posix_fd;
+  handle_types kind = handle_types::posix_fd;  ///< exactly one of posix_fd and fabric
   std::int32_t device = 0;  ///< the exporter's device ordinal (informational: importers choose their own)
   std::uint64_t size = 0;   ///< total bytes: the chunks cover [0, size) back to back
   std::vector<chunk_descriptor> chunks;
@@ -44,13 +42,13 @@ struct buffer_descriptor {
 /// A descriptor and the fds it refers to (empty for fabric), ready to send.
 struct exported_buffer {
   buffer_descriptor descriptor;
-  std::vector<exported_fd> fds;
+  std::vector<owned_fd> fds;
 };
 
-/// Describes chunks laid out back to back, exporting each as `kind`.
-result<exported_buffer> export_buffer(const std::vector<physical_allocation>& chunks, handle_kind kind);
+/// Describes chunks laid out back to back, exporting each as `kind` (handle_types::posix_fd or ::fabric).
+result<exported_buffer> export_buffer(const std::vector<physical_allocation>& chunks, handle_types kind);
 /// Describes a growable buffer's mapped chunks.
-result<exported_buffer> export_buffer(const growable_buffer& buffer, handle_kind kind);
+result<exported_buffer> export_buffer(const growable_buffer& buffer, handle_types kind);
 
 /// An imported buffer: one reservation with every chunk mapped where the descriptor says.
 struct imported_buffer {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include <pvmm/error.hpp>
-#include <pvmm/exported_fd.hpp>
+#include <pvmm/owned_fd.hpp>
 
 namespace pvmm::ipc {
 
@@ -29,7 +29,7 @@ status send_fds(int socket, const int* fds, std::size_t count, const void* paylo
 
 /// What one received message held. Every received fd is owned.
 struct received {
-  std::vector<exported_fd> fds;
+  std::vector<owned_fd> fds;
   std::vector<std::uint8_t> payload;
 };
 
@@ -67,6 +67,6 @@ result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_pa
 /// target being a descendant with scope 1), or CAP_SYS_PTRACE, in the same or an ancestor user namespace.
 /// Fails with errc::not_permitted naming what is missing, errc::not_supported on older kernels,
 /// errc::invalid_argument for a process or fd that does not exist.
-result<exported_fd> take_fd_from_process(pid_t pid, int remote_fd);
+result<owned_fd> take_fd_from_process(pid_t pid, int remote_fd);
 
 }  // namespace pvmm::ipc

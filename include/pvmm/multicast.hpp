@@ -1,7 +1,7 @@
 // pvmm/multicast.hpp - multicast objects (NVLink SHARP): one address that reaches memory on every team device.
 //
 // Backends without multicast (host, hip) answer errc::not_supported. On CUDA, check
-// query_device(d).capabilities.multicast first.
+// query_device(d).capabilities.multicast.supported first.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +10,7 @@
 
 #include <pvmm/allocation.hpp>
 #include <pvmm/error.hpp>
-#include <pvmm/exported_fd.hpp>
+#include <pvmm/owned_fd.hpp>
 #include <pvmm/types.hpp>
 
 namespace pvmm {
@@ -25,6 +25,7 @@ struct multicast_properties {
 result<granularity> multicast_granularity(const multicast_properties& properties);
 
 /// Owns one multicast object. Move-only. Map it with address_reservation::map (like an allocation).
+/// Lifetime and threading as physical_allocation: the object lives while an owner or a mapping refers to it.
 class multicast_object {
  public:
   multicast_object() noexcept;
@@ -46,17 +47,19 @@ class multicast_object {
   /// Unbinds the memory of `ordinal` at `offset` for `size`.
   status unbind(int ordinal, std::size_t offset, std::size_t size);
 
-  result<exported_fd> export_posix_fd() const;
+  result<owned_fd> export_posix_fd() const;
   result<fabric_handle> export_fabric() const;
   status release() noexcept;
 
   bool valid() const noexcept { return state_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
   std::size_t size() const noexcept;
-  std::uint64_t native_handle() const noexcept;
-  const std::shared_ptr<detail::allocation_state>& state() const noexcept { return state_; }
+  /// The backend's own handle ({0} when empty). pvmm still owns it.
+  multicast_handle native_handle() const noexcept;
 
  private:
   explicit multicast_object(std::shared_ptr<detail::allocation_state> state) noexcept;
+  friend struct detail::owner_access;
   std::shared_ptr<detail::allocation_state> state_;
 };
 

@@ -2,7 +2,7 @@
 //
 // Threading contract (each header says the details for its types): every free function may be called from
 // any thread; owners (physical_allocation, address_reservation, multicast_object, growable_buffer,
-// exported_fd) are used like any C++ object — their const members concurrently, never moved or destroyed
+// owned_fd) are used like any C++ object — their const members concurrently, never moved or destroyed
 // while in use — and address_reservation also allows concurrent map/unmap/set_access on different mappings.
 // Concurrent misuse of one object is reported (errc::busy), never a corrupted process.
 #pragma once
@@ -12,9 +12,9 @@
 #include <pvmm/device.hpp>
 #include <pvmm/diagnostics.hpp>
 #include <pvmm/error.hpp>
-#include <pvmm/exported_fd.hpp>
 #include <pvmm/growable_buffer.hpp>
 #include <pvmm/ipc.hpp>
 #include <pvmm/multicast.hpp>
+#include <pvmm/owned_fd.hpp>
 #include <pvmm/reservation.hpp>
 #include <pvmm/types.hpp>

@@ -59,18 +59,43 @@ struct granularity {
   std::size_t recommended = 0;  ///< the fastest multiple to use
 };
 
-/// What a device can do. Queried, never assumed.
+/// What a device can do, one record per feature; each record is filled by that feature's part of the backend.
+/// Queried, never assumed.
 struct capabilities {
-  bool virtual_memory = false;            ///< VMM works at all
-  bool posix_fd_handles = false;          ///< export/import as POSIX fd
-  bool fabric_handles = false;            ///< export/import as fabric handle (support, not permission)
-  bool multicast = false;                 ///< multicast objects
-  bool gpu_direct_rdma_with_vmm = false;  ///< RDMA on VMM allocations
-  bool host_location = false;             ///< physical memory on the host, mapped for this device
-  bool host_numa_location = false;        ///< physical memory on a host NUMA node
-  bool compression = false;               ///< generic compression
-  bool map_at_physical_offset = false;    ///< map from a nonzero offset into a physical allocation
-  int host_numa_id = -1;                  ///< NUMA node nearest the device, -1 when unknown
+  /// Virtual memory management: physical memory, reservations, mappings, access.
+  struct vmm_features {
+    bool supported = false;               ///< VMM works at all
+    bool host_location = false;           ///< physical memory on the host, mapped for this device
+    bool host_numa_location = false;      ///< physical memory on a host NUMA node
+    bool compression = false;             ///< generic compression
+    bool gpu_direct_rdma = false;         ///< GPUDirect RDMA on VMM allocations
+    bool map_at_physical_offset = false;  ///< map from a nonzero offset into a physical allocation
+    int host_numa_id = -1;                ///< NUMA node nearest the device, -1 when unknown
+  } vmm;
+  /// Export and import of physical memory between processes.
+  struct sharing_features {
+    bool posix_fd = false;  ///< export/import as POSIX fd
+    bool fabric = false;    ///< export/import as fabric handle (support, not permission: IMEX decides that)
+  } sharing;
+  /// Multicast objects.
+  struct multicast_features {
+    bool supported = false;
+  } multicast;
+};
+
+/// The backend's handle of physical memory (CUmemGenericAllocationHandle, hipMemGenericAllocationHandle_t as
+/// an integer, the host backend's memfd). A distinct type from multicast_handle: the two cannot be swapped.
+struct allocation_handle {
+  std::uint64_t value = 0;
+  friend constexpr bool operator==(allocation_handle a, allocation_handle b) noexcept { return a.value == b.value; }
+  friend constexpr bool operator!=(allocation_handle a, allocation_handle b) noexcept { return a.value != b.value; }
+};
+
+/// The backend's handle of a multicast object (CUmemGenericAllocationHandle from cuMulticastCreate).
+struct multicast_handle {
+  std::uint64_t value = 0;
+  friend constexpr bool operator==(multicast_handle a, multicast_handle b) noexcept { return a.value == b.value; }
+  friend constexpr bool operator!=(multicast_handle a, multicast_handle b) noexcept { return a.value != b.value; }
 };
 
 /// One device as the backend sees it.

@@ -105,7 +105,7 @@ TEST_SUITE("bad input") {
     allocation_properties p = default_properties();
     p.exportable = handle_types::fabric;
     auto r = physical_allocation::create(p, granule());
-    if (!caps().fabric_handles) {
+    if (!caps().sharing.fabric) {
       PVMM_CHECK_ERRC(r, errc::not_supported);
     } else if (!r) {
       PVMM_CHECK_ERRC(r, errc::not_permitted);  // supported by the device, refused by the system (no IMEX channel)
@@ -117,7 +117,7 @@ TEST_SUITE("bad input") {
     allocation_properties p = default_properties();
     p.compression = true;
     auto r = physical_allocation::create(p, granule());
-    if (!caps().compression) {
+    if (!caps().vmm.compression) {
       PVMM_CHECK_ERRC(r, errc::not_supported);
     } else {
       PVMM_CHECK_OK(r);
@@ -129,7 +129,7 @@ TEST_SUITE("bad input") {
     allocation_properties p = default_properties();
     p.gpu_direct_rdma = true;
     auto r = physical_allocation::create(p, granule());
-    if (!caps().gpu_direct_rdma_with_vmm) {
+    if (!caps().vmm.gpu_direct_rdma) {
       PVMM_CHECK_ERRC(r, errc::not_supported);
     } else {
       PVMM_CHECK_OK(r);
@@ -420,7 +420,7 @@ TEST_SUITE("bad input") {
   PVMM_CASE("import_posix_fd: zero size") {
     PVMM_REQUIRE_DEVICE();
     auto memory = physical_allocation::create(default_properties(), granule()).value();
-    if (!caps().posix_fd_handles) return;
+    if (!caps().sharing.posix_fd) return;
     auto fd = memory.export_posix_fd().value();
     PVMM_CHECK_ERRC(physical_allocation::import_posix_fd(fd.get(), 0), errc::invalid_size);
   }
@@ -429,7 +429,7 @@ TEST_SUITE("bad input") {
     fabric_handle garbage;
     garbage.bytes.fill(0xA5);
     auto r = physical_allocation::import_fabric(garbage, granule());
-    if (!caps().fabric_handles) {
+    if (!caps().sharing.fabric) {
       PVMM_CHECK_ERRC(r, errc::not_supported);
     } else {
       CHECK_MESSAGE((r.code() == errc::invalid_handle || r.code() == errc::not_permitted),
@@ -447,7 +447,7 @@ TEST_SUITE("bad input") {
   }
   PVMM_CASE("multicast: granularity where multicast is absent") {
     PVMM_REQUIRE_DEVICE();
-    if (caps().multicast) return;  // a real query is made on CUDA by the recording test, never created here
+    if (caps().multicast.supported) return;  // a real query is made on CUDA by the recording test, never created here
     multicast_properties p;
     p.team_size = 1;
     p.size = granule();

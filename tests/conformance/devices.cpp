@@ -22,7 +22,7 @@ TEST_SUITE("devices") {
       auto info = query_device(d).value();
       CHECK(info.ordinal == d);
       CHECK_FALSE(info.name.empty());
-      CHECK(info.capabilities.virtual_memory);
+      CHECK(info.capabilities.vmm.supported);
       auto g = query_granularity(default_properties(d)).value();
       CHECK(g.minimum > 0);
       CHECK((g.minimum & (g.minimum - 1)) == 0);
@@ -59,10 +59,10 @@ TEST_SUITE("devices") {
     PVMM_REQUIRE_DEVICE();
     const auto c = caps();
     allocation_properties p;
-    p.location = location::host_numa(c.host_numa_id < 0 ? 0 : c.host_numa_id);
+    p.location = location::host_numa(c.vmm.host_numa_id < 0 ? 0 : c.vmm.host_numa_id);
     auto g = query_granularity(p);
     auto memory = g ? physical_allocation::create(p, g->minimum) : result<physical_allocation>(g.error());
-    if (!c.host_numa_location) {
+    if (!c.vmm.host_numa_location) {
       PVMM_CHECK_ERRC(memory, errc::not_supported);
       return;
     }

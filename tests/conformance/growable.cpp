@@ -62,7 +62,7 @@ TEST_SUITE("growable buffer") {
     buffer.resize(2 * c).value();
     write_words(buffer.data(), pattern(2 * c, 82));
     void* old_address = buffer.data();
-    std::vector<std::uint64_t> handles;
+    std::vector<allocation_handle> handles;
     for (auto& chunk : buffer.chunks()) handles.push_back(chunk.native_handle());
     auto blocker = block_tail(buffer);
     auto outcome = buffer.resize(3 * c).value();

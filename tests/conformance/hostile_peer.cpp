@@ -127,7 +127,7 @@ TEST_SUITE("hostile peer") {
 
   PVMM_CASE("fds that are not sealed memory are refused at import, directly and through import_buffer") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().posix_fd_handles) {
+    if (!caps().sharing.posix_fd) {
       auto p = default_properties();
       p.exportable = handle_types::posix_fd;
       PVMM_CHECK_ERRC(physical_allocation::create(p, granule()), errc::not_supported);
@@ -176,15 +176,15 @@ TEST_SUITE("hostile peer") {
 
   PVMM_CASE("import_buffer: a local failure keeps its own code; fabric where the backend lacks it is not_supported") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().posix_fd_handles) {
+    if (!caps().sharing.posix_fd) {
       report_skip("the device has no POSIX fd handles (export_buffer is asserted not_supported elsewhere)");
       return;
     }
     const std::size_t g = granule();
-    PVMM_CHECK_ERRC(export_buffer(std::vector<physical_allocation>{}, handle_kind::posix_fd), errc::invalid_argument);
+    PVMM_CHECK_ERRC(export_buffer(std::vector<physical_allocation>{}, handle_types::posix_fd), errc::invalid_argument);
     std::vector<physical_allocation> chunks;
     chunks.push_back(physical_allocation::create(default_properties(), g).value());
-    auto out = export_buffer(chunks, handle_kind::posix_fd).value();
+    auto out = export_buffer(chunks, handle_types::posix_fd).value();
     const int fd = out.fds[0].get();
     result<imported_buffer> imported = imported_buffer{};
     {
@@ -197,11 +197,11 @@ TEST_SUITE("hostile peer") {
       CHECK(imported.error().native_name == "EMFILE");
     }
     buffer_descriptor fabric;
-    fabric.kind = handle_kind::fabric;
+    fabric.kind = handle_types::fabric;
     fabric.size = g;
     fabric.chunks = {chunk_descriptor{0, g, 0, {}}};
     auto f = import_buffer(fabric, nullptr, 0, {rw()});
-    if (!caps().fabric_handles) {
+    if (!caps().sharing.fabric) {
       PVMM_CHECK_ERRC(f, errc::not_supported);
     } else {  // a zeroed handle: garbage from the peer, or no IMEX channel here
       CHECK_MESSAGE((f.code() == errc::protocol_error || f.code() == errc::not_permitted),

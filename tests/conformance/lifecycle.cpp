@@ -175,7 +175,7 @@ TEST_SUITE("lifecycle") {
     auto back = memory.properties().value();
     CHECK(back.location == props.location);
     CHECK(back.exportable == props.exportable);
-    CHECK(memory.native_handle() != 0);
+    CHECK(memory.native_handle() != allocation_handle{});
   }
 
   PVMM_CASE("retain from a mapped address adds exactly one reference, released once") {
@@ -209,7 +209,7 @@ TEST_SUITE("lifecycle") {
     write_words(whole.address(), pattern(2 * g, 12));
     auto part = address_reservation::reserve(g).value();
     auto p = part.map(0, memory, g, g);
-    if (!caps().map_at_physical_offset) {
+    if (!caps().vmm.map_at_physical_offset) {
       CHECK(p.code() == errc::not_supported);
       return;
     }

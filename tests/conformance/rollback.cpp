@@ -32,7 +32,7 @@ TEST_SUITE("rollback") {
 
   PVMM_CASE("import + map + grant rolls back at every failure point") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().posix_fd_handles) return;
+    if (!caps().sharing.posix_fd) return;
     const std::size_t g = granule();
     auto memory = physical_allocation::create(default_properties(), g).value();
     auto fd = memory.export_posix_fd().value();
@@ -100,16 +100,16 @@ TEST_SUITE("rollback") {
 
   PVMM_CASE("export_buffer fails at every failure point, hiding none, and leaks nothing") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().posix_fd_handles) {
+    if (!caps().sharing.posix_fd) {
       report_skip("the device has no POSIX fd handles");
       return;
     }
     const std::size_t g = granule();
     std::vector<physical_allocation> chunks;
     for (int i = 0; i < 3; ++i) chunks.push_back(physical_allocation::create(default_properties(), g).value());
-    const auto calls = backend_calls_of([&] { return export_buffer(chunks, handle_kind::posix_fd).has_value(); });
+    const auto calls = backend_calls_of([&] { return export_buffer(chunks, handle_types::posix_fd).has_value(); });
     auto points = sweep_failures([&] {
-      auto r = export_buffer(chunks, handle_kind::posix_fd);
+      auto r = export_buffer(chunks, handle_types::posix_fd);
       if (!r) CHECK(r.error().native_name == "PVMM_INJECTED_FAILURE");
       return r.has_value();
     });
@@ -119,14 +119,14 @@ TEST_SUITE("rollback") {
 
   PVMM_CASE("import_buffer rolls back at every failure point and never blames the peer for a local failure") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().posix_fd_handles) {
+    if (!caps().sharing.posix_fd) {
       report_skip("the device has no POSIX fd handles");
       return;
     }
     const std::size_t g = granule();
     std::vector<physical_allocation> chunks;
     for (int i = 0; i < 3; ++i) chunks.push_back(physical_allocation::create(default_properties(), g).value());
-    auto out = export_buffer(chunks, handle_kind::posix_fd).value();
+    auto out = export_buffer(chunks, handle_types::posix_fd).value();
     std::vector<int> fds;
     for (auto& fd : out.fds) fds.push_back(fd.get());
     auto import = [&] { return import_buffer(out.descriptor, fds.data(), fds.size(), {rw()}); };

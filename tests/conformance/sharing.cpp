@@ -9,7 +9,7 @@ using namespace pvmm_test;
 TEST_SUITE("sharing") {
   PVMM_CASE("export as POSIX fd and import in the same process: one memory, two allocations") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().posix_fd_handles) {
+    if (!caps().sharing.posix_fd) {
       allocation_properties p = default_properties();
       p.exportable = handle_types::posix_fd;
       PVMM_CHECK_ERRC(physical_allocation::create(p, granule()), errc::not_supported);
@@ -22,7 +22,7 @@ TEST_SUITE("sharing") {
     write_words(range.address(), pattern(g, 20));
     physical_allocation imported;
     {
-      exported_fd fd = memory.export_posix_fd().value();
+      owned_fd fd = memory.export_posix_fd().value();
       CHECK(fd.valid());
       imported = physical_allocation::import_posix_fd(fd.get(), g).value();
     }  // invariant 7: the fd is closed here; the import holds its own reference
@@ -36,9 +36,9 @@ TEST_SUITE("sharing") {
 
   PVMM_CASE("an exported fd keeps the memory alive after every owner is gone") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().posix_fd_handles) return;
+    if (!caps().sharing.posix_fd) return;
     const std::size_t g = granule();
-    exported_fd fd;
+    owned_fd fd;
     {
       auto memory = physical_allocation::create(default_properties(), g).value();
       auto range = address_reservation::reserve(g).value();
@@ -54,7 +54,7 @@ TEST_SUITE("sharing") {
 
   PVMM_CASE("export to a separately exec'd process over SCM_RIGHTS: the child writes, the parent sees it") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().posix_fd_handles) return;
+    if (!caps().sharing.posix_fd) return;
     const std::size_t g = granule();
     auto memory = physical_allocation::create(default_properties(), g).value();
     auto range = address_reservation::reserve(g).value();
@@ -62,7 +62,7 @@ TEST_SUITE("sharing") {
     write_words(range.address(), pattern(g, 30));
     auto [sock, pid] = spawn_child({"import-write", "0", std::to_string(g), "30", "31"});
     {
-      exported_fd fd = memory.export_posix_fd().value();
+      owned_fd fd = memory.export_posix_fd().value();
       int raw = fd.get();
       PVMM_CHECK_OK(ipc::send_fds(sock, &raw, 1, "import", 6));
     }
@@ -83,7 +83,7 @@ TEST_SUITE("sharing") {
     allocation_properties p = default_properties();
     p.exportable = handle_types::fabric;
     auto memory = physical_allocation::create(p, g);
-    if (!caps().fabric_handles) {
+    if (!caps().sharing.fabric) {
       PVMM_CHECK_ERRC(memory, errc::not_supported);
       return;
     }

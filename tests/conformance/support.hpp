@@ -140,7 +140,7 @@ inline pvmm::allocation_properties default_properties(int device = 0) {
   pvmm::allocation_properties p;
   p.location = pvmm::location::device(device);
   auto d = pvmm::query_device(device);
-  if (d && d->capabilities.posix_fd_handles) p.exportable = pvmm::handle_types::posix_fd;
+  if (d && d->capabilities.sharing.posix_fd) p.exportable = pvmm::handle_types::posix_fd;
   return p;
 }
 

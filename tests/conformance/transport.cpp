@@ -159,10 +159,10 @@ TEST_SUITE("transport") {
 
   PVMM_CASE("a descriptor that lies about a chunk's size is refused at import, and nothing stays") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().posix_fd_handles) return;
+    if (!caps().sharing.posix_fd) return;
     address_reservation view;
     auto chunks = chunks_with_pattern(2, view, 90);
-    auto exported = export_buffer(chunks, handle_kind::posix_fd).value();
+    auto exported = export_buffer(chunks, handle_types::posix_fd).value();
     auto d = exported.descriptor;
     d.chunks[1].size *= 2;  // the second chunk claims twice its size
     d.size += exported.descriptor.chunks[1].size;
@@ -176,10 +176,10 @@ TEST_SUITE("transport") {
 
   PVMM_CASE("a multi-chunk buffer rebuilt with the same layout in the same process") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().posix_fd_handles) return;
+    if (!caps().sharing.posix_fd) return;
     address_reservation view;
     auto chunks = chunks_with_pattern(3, view, 91);
-    auto exported = export_buffer(chunks, handle_kind::posix_fd).value();
+    auto exported = export_buffer(chunks, handle_types::posix_fd).value();
     auto bytes = exported.descriptor.serialize();
     auto parsed = buffer_descriptor::parse(bytes.data(), bytes.size(), exported.fds.size()).value();
     std::vector<int> fds;
@@ -192,7 +192,7 @@ TEST_SUITE("transport") {
 
   PVMM_CASE("a growable buffer exported to an exec'd process: it rebuilds the layout, writes, the exporter sees it") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().posix_fd_handles) return;
+    if (!caps().sharing.posix_fd) return;
     growable_options o;
     o.properties = default_properties();
     o.access = {rw()};
@@ -200,7 +200,7 @@ TEST_SUITE("transport") {
     auto buffer = growable_buffer::create(o).value();
     buffer.resize(3 * o.chunk_size).value();
     write_words(buffer.data(), pattern(buffer.size(), 92));
-    auto exported = export_buffer(buffer, handle_kind::posix_fd).value();
+    auto exported = export_buffer(buffer, handle_types::posix_fd).value();
     auto bytes = exported.descriptor.serialize();
     std::vector<int> fds;
     for (auto& fd : exported.fds) fds.push_back(fd.get());

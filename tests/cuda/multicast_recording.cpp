@@ -153,7 +153,7 @@ TEST_CASE("multicast: create, add devices, bind, map, grant, export, unbind, rel
   static const pvmm::cuda::driver_api table = recording_table();
   const auto* previous = pvmm::cuda::install_driver_api(&table);
   {
-    REQUIRE(pvmm::query_device(0).value().capabilities.multicast);
+    REQUIRE(pvmm::query_device(0).value().capabilities.multicast.supported);
     pvmm::multicast_properties props;
     props.team_size = 2;
     props.size = 2 * two_mib;
@@ -181,7 +181,7 @@ TEST_CASE("multicast: create, add devices, bind, map, grant, export, unbind, rel
     {
       // The importing side: the same object, by value of the fd; released once, on its own.
       auto imported = pvmm::multicast_object::import_posix_fd(fd.get(), 2 * two_mib).value();
-      CHECK(imported.native_handle() == fake_multicast + 1);
+      CHECK(imported.native_handle().value == fake_multicast + 1);
       import_fd_number = fd.get();
     }
     CHECK(range.unmap(0, 2 * two_mib).has_value());
@@ -224,7 +224,7 @@ TEST_CASE("multicast on real hardware only when PVMM_ENABLE_MULTICAST_TESTS=1") 
     std::printf("[pvmm-skip] multicast hardware test: PVMM_ENABLE_MULTICAST_TESTS is not 1\n");
     return;
   }
-  if (pvmm::device_count().value() < 1 || !pvmm::query_device(0).value().capabilities.multicast) {
+  if (pvmm::device_count().value() < 1 || !pvmm::query_device(0).value().capabilities.multicast.supported) {
     std::printf("[pvmm-skip] multicast hardware test: device 0 has no multicast\n");
     return;
   }

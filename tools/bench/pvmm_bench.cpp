@@ -202,7 +202,7 @@ void overhead() {
 void sharing() {
   pvmm::allocation_properties props;
   props.exportable = pvmm::handle_types::posix_fd;
-  if (!pvmm::query_device(0).value().capabilities.posix_fd_handles) return;
+  if (!pvmm::query_device(0).value().capabilities.sharing.posix_fd) return;
   const std::size_t size = pvmm::query_granularity(props).value().recommended;
   int sv[2];
   check(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
@@ -228,7 +228,7 @@ void sharing() {
     t0 = clock_type::now();
     {
       int fd = -1;
-      CU(cuMemExportToShareableHandle(&fd, static_cast<CUmemGenericAllocationHandle>(exporter.native_handle()),
+      CU(cuMemExportToShareableHandle(&fd, static_cast<CUmemGenericAllocationHandle>(exporter.native_handle().value),
                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
       check(pvmm::ipc::send_fds(sv[0], &fd, 1, "x", 1).has_value(), "send");  // the same transport for both
       auto got = pvmm::ipc::receive_fds(sv[1], 1, 16).value();

@@ -1,25 +1,25 @@
-// pvmm/exported_fd.hpp - an owned POSIX file descriptor, closed exactly once.
+// pvmm/owned_fd.hpp - an owned POSIX file descriptor (exported, received or taken from a process), closed exactly once.
 #pragma once
 
 namespace pvmm {
 
 /// Owns one file descriptor (an exported allocation, or one received from a peer). Move-only; the
 /// destructor closes it. release() hands the descriptor to the caller, who then closes it.
-class exported_fd {
+class owned_fd {
  public:
-  exported_fd() noexcept = default;
-  explicit exported_fd(int fd) noexcept : fd_(fd) {}
-  exported_fd(exported_fd&& other) noexcept : fd_(other.release()) {}
-  exported_fd& operator=(exported_fd&& other) noexcept {
+  owned_fd() noexcept = default;
+  explicit owned_fd(int fd) noexcept : fd_(fd) {}
+  owned_fd(owned_fd&& other) noexcept : fd_(other.release()) {}
+  owned_fd& operator=(owned_fd&& other) noexcept {
     if (this != &other) {
       reset();
       fd_ = other.release();
     }
     return *this;
   }
-  exported_fd(const exported_fd&) = delete;
-  exported_fd& operator=(const exported_fd&) = delete;
-  ~exported_fd() { reset(); }
+  owned_fd(const owned_fd&) = delete;
+  owned_fd& operator=(const owned_fd&) = delete;
+  ~owned_fd() { reset(); }
 
   int get() const noexcept { return fd_; }
   bool valid() const noexcept { return fd_ >= 0; }

@@ -1,0 +1,62 @@
+// CUDA backend, feature "device": the driver, its devices, their memory and granularities.
+#include "backend/device.hpp"
+#include "driver.hpp"
+
+namespace pvmm::detail::backend {
+using namespace pvmm::cuda;
+
+const backend_traits traits{"cuda", /*set_access_spans_mappings=*/true};
+
+backend_info info() {
+  auto& s = driver();
+  backend_info b;
+  b.name = traits.name;
+  b.runtime_version = fmt::format("CUDA headers {}.{}", CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+  if (s.version) b.driver_version = fmt::format("CUDA driver API {}.{}", s.version / 1000, s.version % 1000 / 10);
+  b.available = s.available;
+  b.unavailable_reason = s.reason;
+  return b;
+}
+
+result<int> device_count() {
+  if (!driver().available) return 0;
+  int n = 0;
+  PVMM_CU(cuDeviceGetCount, &n);
+  return n;
+}
+
+result<device_info> device(int ordinal) {
+  PVMM_REQUIRE_DRIVER();
+  CUdevice dev = 0;
+  PVMM_CU(cuDeviceGet, &dev, ordinal);
+  device_info d;
+  d.ordinal = ordinal;
+  char name[256] = {};
+  PVMM_CU(cuDeviceGetName, name, static_cast<int>(sizeof name), dev);
+  d.name = name;
+  char bus[64] = {};
+  if (api().cuDeviceGetPCIBusId && api().cuDeviceGetPCIBusId(bus, static_cast<int>(sizeof bus), dev) == CUDA_SUCCESS)
+    d.identifier = bus;
+  std::size_t total = 0;
+  if (api().cuDeviceTotalMem && api().cuDeviceTotalMem(&total, dev) == CUDA_SUCCESS) d.total_memory = total;
+  return d;
+}
+
+result<memory_info> memory(int ordinal) {
+  PVMM_REQUIRE_DRIVER();
+  if (auto ok = bind_context(ordinal); !ok) return std::move(ok).error();
+  std::size_t free = 0, total = 0;
+  PVMM_CU(cuMemGetInfo, &free, &total);
+  return memory_info{free, total, false};
+}
+
+result<granularity> allocation_granularity(const allocation_properties& properties) {
+  PVMM_REQUIRE_DRIVER();
+  CUmemAllocationProp prop = to_cuda(properties);
+  granularity g;
+  PVMM_CU(cuMemGetAllocationGranularity, &g.minimum, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  PVMM_CU(cuMemGetAllocationGranularity, &g.recommended, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  return g;
+}
+
+}  // namespace pvmm::detail::backend

@@ -1,0 +1,229 @@
+// The CUDA backend's driver: libcuda opened at run time through versioned entry points (binaries start on
+// machines without an NVIDIA driver and say so), the table tests can swap, and the translations every feature
+// file shares.
+#include <dlfcn.h>
+
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "driver.hpp"
+
+namespace pvmm::cuda {
+namespace {
+
+std::mutex state_mutex;  // guards primary[] and install_driver_api; never taken on the hot path
+
+using get_proc_v2 = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+using get_proc_v1 = CUresult (*)(const char*, void**, int, cuuint64_t);
+
+void load(driver_state& s) {
+  void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    s.reason = fmt::format("no CUDA driver: libcuda.so.1 could not be loaded ({})", ::dlerror());
+    return;
+  }
+  auto v2 = reinterpret_cast<get_proc_v2>(::dlsym(lib, "cuGetProcAddress_v2"));
+  auto v1 = reinterpret_cast<get_proc_v1>(::dlsym(lib, "cuGetProcAddress"));
+  if (!v2 && !v1) {
+    s.reason = "the CUDA driver has no cuGetProcAddress (driver older than CUDA 11.3)";
+    return;
+  }
+  auto resolve = [&](const char* name, int version, void** fn) {
+    CUdriverProcAddressQueryResult found{};
+    CUresult rc = v2 ? v2(name, fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &found)
+                     : v1(name, fn, version, CU_GET_PROC_ADDRESS_DEFAULT);
+    if (rc != CUDA_SUCCESS) *fn = nullptr;
+  };
+  std::vector<const char*> missing;
+  // Each symbol is asked for at the version whose signature driver_api.hpp declares: asking for the
+  // header's own version would return newer ABIs (CUDA 13's cuCtxSynchronize takes a context).
+#define PVMM_CUDA_RESOLVE(name, version)                             \
+  resolve(#name, version, reinterpret_cast<void**>(&s.loaded.name)); \
+  if (!s.loaded.name) missing.push_back(#name);
+  PVMM_CUDA_ENTRY_POINTS(PVMM_CUDA_RESOLVE)
+#undef PVMM_CUDA_RESOLVE
+  if (!s.loaded.cuInit || !s.loaded.cuDriverGetVersion) {
+    s.reason = "the CUDA driver lacks cuInit";
+    return;
+  }
+  s.api = &s.loaded;
+  s.loaded.cuDriverGetVersion(&s.version);
+  CUresult rc = s.loaded.cuInit(0);
+  if (rc != CUDA_SUCCESS) {
+    const char* name = "unknown";
+    if (s.loaded.cuGetErrorName) s.loaded.cuGetErrorName(rc, &name);
+    s.reason = fmt::format("cuInit failed: {} ({})", name, static_cast<int>(rc));
+    return;
+  }
+  // Multicast entry points appear with CUDA 12.1; older drivers simply report no multicast.
+  for (const char* name : missing) {
+    if (std::strncmp(name, "cuMulticast", 11) == 0) continue;
+    s.reason = fmt::format("the CUDA driver {}.{} lacks {}: virtual memory management needs a newer driver",
+                           s.version / 1000, s.version % 1000 / 10, name);
+    return;
+  }
+  s.available = true;
+}
+
+}  // namespace
+
+driver_state& driver() {
+  // Loaded once, thread-safely (a function-local static); afterwards a plain read on every call.
+  // Never freed: the driver stays loaded for the life of the process.
+  static driver_state* const state = [] {
+    auto* s = new driver_state();
+    load(*s);
+    return s;
+  }();
+  return *state;
+}
+
+error unavailable() {
+  return detail::make_error(errc::backend_unavailable, driver().reason,
+                            "install the NVIDIA driver, or build with PVMM_BACKEND=host");
+}
+
+const char* error_name(CUresult rc) {
+  const char* name = nullptr;
+  if (driver().api && api().cuGetErrorName && api().cuGetErrorName(rc, &name) == CUDA_SUCCESS && name) return name;
+  return "CUDA_ERROR_UNKNOWN";
+}
+
+errc portable(CUresult rc) {
+  switch (rc) {
+    case CUDA_ERROR_INVALID_VALUE:
+      return errc::invalid_argument;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return errc::out_of_memory;
+    case CUDA_ERROR_NOT_SUPPORTED:
+      return errc::not_supported;
+    case CUDA_ERROR_NOT_PERMITTED:
+      return errc::not_permitted;
+    case CUDA_ERROR_INVALID_DEVICE:
+      return errc::invalid_device;
+    case CUDA_ERROR_NOT_INITIALIZED:
+    case CUDA_ERROR_NO_DEVICE:
+      return errc::backend_unavailable;
+    case CUDA_ERROR_INVALID_HANDLE:
+      return errc::invalid_handle;
+    case CUDA_ERROR_ALREADY_MAPPED:
+      return errc::overlapping_mapping;
+    case CUDA_ERROR_NOT_MAPPED:
+      return errc::not_mapped;
+    default:
+      return errc::backend_error;
+  }
+}
+
+error failure(CUresult rc, const char* call, std::string hint, errc code) {
+  error e;
+  e.code = code == errc{} ? portable(rc) : code;
+  const char* text = nullptr;
+  if (driver().api && api().cuGetErrorString) api().cuGetErrorString(rc, &text);
+  e.detail = fmt::format("{} failed: {}", call, text ? text : "unknown error");
+  e.native_name = error_name(rc);
+  e.native_code = static_cast<long long>(rc);
+  e.hint = std::move(hint);
+  return e;
+}
+
+/// Makes device `ordinal`'s primary context current on this thread (copies and memory queries need one).
+status bind_context(int ordinal) {
+  auto& s = driver();
+  std::lock_guard<std::mutex> lock(state_mutex);
+  if (s.primary.size() <= static_cast<std::size_t>(ordinal)) s.primary.resize(ordinal + 1, nullptr);
+  if (!s.primary[ordinal]) {
+    CUdevice dev = 0;
+    if (CUresult rc = s.api->cuDeviceGet(&dev, ordinal); rc != CUDA_SUCCESS) return failure(rc, "cuDeviceGet");
+    if (CUresult rc = s.api->cuDevicePrimaryCtxRetain(&s.primary[ordinal], dev); rc != CUDA_SUCCESS)
+      return failure(rc, "cuDevicePrimaryCtxRetain");
+  }
+  CUcontext current = nullptr;
+  s.api->cuCtxGetCurrent(&current);
+  if (current != s.primary[ordinal]) {
+    if (CUresult rc = s.api->cuCtxSetCurrent(s.primary[ordinal]); rc != CUDA_SUCCESS)
+      return failure(rc, "cuCtxSetCurrent");
+  }
+  return {};
+}
+
+/// An import that fails for any reason but resources or permission was handed something that is not
+/// importable memory.
+errc import_failure_code(CUresult rc) {
+  if (rc == CUDA_ERROR_OUT_OF_MEMORY || rc == CUDA_ERROR_NOT_PERMITTED || rc == CUDA_ERROR_NOT_SUPPORTED)
+    return portable(rc);
+  return errc::invalid_handle;
+}
+
+CUmemLocation to_cuda(location where) {
+  CUmemLocation l{};
+  switch (where.type) {
+    case location::kind::device:
+      l.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      break;
+    case location::kind::host:
+      l.type = CU_MEM_LOCATION_TYPE_HOST;
+      break;
+    case location::kind::host_numa:
+      l.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+      break;
+  }
+  l.id = where.id;
+  return l;
+}
+
+location from_cuda(const CUmemLocation& l) {
+  switch (l.type) {
+    case CU_MEM_LOCATION_TYPE_HOST:
+      return location::host();
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+      return location::host_numa(l.id);
+    default:
+      return location::device(l.id);
+  }
+}
+
+unsigned long long to_cuda(handle_types t) {
+  unsigned long long bits = 0;
+  if (contains(t, handle_types::posix_fd)) bits |= CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  if (contains(t, handle_types::fabric)) bits |= CU_MEM_HANDLE_TYPE_FABRIC;
+  return bits;
+}
+
+CUmemAllocationProp to_cuda(const allocation_properties& p) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = to_cuda(p.location);
+  prop.requestedHandleTypes = static_cast<CUmemAllocationHandleType>(to_cuda(p.exportable));
+  prop.allocFlags.gpuDirectRDMACapable = p.gpu_direct_rdma ? 1 : 0;
+  prop.allocFlags.compressionType = p.compression ? CU_MEM_ALLOCATION_COMP_GENERIC : 0;
+  return prop;
+}
+
+CUmulticastObjectProp to_cuda(const detail::backend::multicast_request& r) {
+  CUmulticastObjectProp prop{};
+  prop.numDevices = r.team_size;
+  prop.size = r.size;
+  prop.handleTypes = to_cuda(r.exportable);
+  return prop;
+}
+
+int attribute(CUdevice dev, CUdevice_attribute which) {
+  int value = 0;
+  if (api().cuDeviceGetAttribute(&value, which, dev) != CUDA_SUCCESS) return 0;  // unknown attribute: absent
+  return value;
+}
+
+const driver_api* install_driver_api(const driver_api* table) noexcept {
+  auto& s = driver();
+  std::lock_guard<std::mutex> lock(state_mutex);
+  const driver_api* before = s.api;
+  s.api = table;
+  s.available = table != nullptr;
+  s.reason = table ? "" : "driver table removed";
+  s.primary.clear();
+  return before;
+}
+
+}  // namespace pvmm::cuda

@@ -1,0 +1,62 @@
+// The CUDA backend's internals shared by its feature files: the loaded driver and its entry-point table, the
+// translation of CUresult into pvmm's errors, and conversions between pvmm's and the driver's types.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "backend/error_helpers.hpp"
+#include "backend/multicast.hpp"
+#include "driver_api.hpp"
+
+namespace pvmm::cuda {
+
+// The loaded driver. Process-wide because the driver itself is: it is loaded and initialised once.
+struct driver_state {
+  driver_api loaded;
+  const driver_api* api = nullptr;
+  bool available = false;
+  std::string reason;
+  int version = 0;
+  std::vector<CUcontext> primary;  // retained primary context per device, for copies and memory queries
+};
+
+driver_state& driver();
+inline const driver_api& api() { return *driver().api; }
+
+/// backend_unavailable with the reason the driver could not be used.
+error unavailable();
+const char* error_name(CUresult rc);
+/// The portable code of a driver error.
+errc portable(CUresult rc);
+/// A failed driver call: its portable code (or `code`), the driver's text, name and number, and a hint.
+error failure(CUresult rc, const char* call, std::string hint = {}, errc code = errc{});
+/// An import that fails for any reason but resources or permission was handed something that is not
+/// importable memory.
+errc import_failure_code(CUresult rc);
+/// Makes device `ordinal`'s primary context current on this thread (copies and memory queries need one).
+status bind_context(int ordinal);
+
+inline constexpr const char* imex_hint =
+    "fabric handles need an IMEX channel: run the nvidia-imex daemon and create "
+    "/dev/nvidia-caps-imex-channels/channel0 (or load nvidia with NVreg_CreateImexChannel0=1)";
+
+CUmemLocation to_cuda(location where);
+location from_cuda(const CUmemLocation& l);
+unsigned long long to_cuda(handle_types t);
+CUmemAllocationProp to_cuda(const allocation_properties& p);
+CUmulticastObjectProp to_cuda(const detail::backend::multicast_request& r);
+/// A device attribute, 0 where the driver does not know it (an absent capability).
+int attribute(CUdevice dev, CUdevice_attribute which);
+inline CUdeviceptr ptr(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p)); }
+
+}  // namespace pvmm::cuda
+
+#define PVMM_REQUIRE_DRIVER() \
+  if (!::pvmm::cuda::driver().available) return ::pvmm::cuda::unavailable()
+#define PVMM_CU(call, ...)                                                       \
+  if (CUresult rc_ = ::pvmm::cuda::api().call(__VA_ARGS__); rc_ != CUDA_SUCCESS) \
+  return ::pvmm::cuda::failure(rc_, #call)

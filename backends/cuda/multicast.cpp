@@ -1,0 +1,123 @@
+// CUDA backend, feature "multicast": cuMulticast* (CUDA 12.1+; older drivers report no multicast), mapped,
+// released and shared with the same calls as memory.
+#include <cstring>
+
+#include "backend/multicast.hpp"
+#include "driver.hpp"
+
+namespace pvmm::detail::backend {
+using namespace pvmm::cuda;
+
+namespace {
+error no_multicast() {
+  return make_error(errc::not_supported, "this CUDA driver has no multicast entry points (needs CUDA 12.1+)");
+}
+}  // namespace
+
+result<bool> multicast_capability(int ordinal) {
+  PVMM_REQUIRE_DRIVER();
+  CUdevice dev = 0;
+  PVMM_CU(cuDeviceGet, &dev, ordinal);
+  return attribute(dev, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED) != 0 && api().cuMulticastCreate != nullptr;
+}
+
+result<granularity> multicast_granularity(const multicast_request& request) {
+  PVMM_REQUIRE_DRIVER();
+  if (!api().cuMulticastGetGranularity) return no_multicast();
+  CUmulticastObjectProp prop = to_cuda(request);
+  granularity g;
+  PVMM_CU(cuMulticastGetGranularity, &g.minimum, &prop, CU_MULTICAST_GRANULARITY_MINIMUM);
+  PVMM_CU(cuMulticastGetGranularity, &g.recommended, &prop, CU_MULTICAST_GRANULARITY_RECOMMENDED);
+  return g;
+}
+
+result<multicast_handle> multicast_create(const multicast_request& request) {
+  PVMM_REQUIRE_DRIVER();
+  if (!api().cuMulticastCreate) return no_multicast();
+  CUmulticastObjectProp prop = to_cuda(request);
+  CUmemGenericAllocationHandle h = 0;
+  PVMM_CU(cuMulticastCreate, &h, &prop);
+  return multicast_handle{h};
+}
+
+status multicast_release(multicast_handle object) {
+  PVMM_REQUIRE_DRIVER();
+  PVMM_CU(cuMemRelease, object.value);
+  return {};
+}
+
+status multicast_add_device(multicast_handle object, int ordinal) {
+  PVMM_REQUIRE_DRIVER();
+  if (!api().cuMulticastAddDevice) return no_multicast();
+  CUdevice dev = 0;
+  PVMM_CU(cuDeviceGet, &dev, ordinal);
+  PVMM_CU(cuMulticastAddDevice, object.value, dev);
+  return {};
+}
+
+status multicast_bind(multicast_handle object, std::size_t offset, allocation_handle memory, std::size_t memory_offset,
+                      std::size_t size) {
+  PVMM_REQUIRE_DRIVER();
+  if (!api().cuMulticastBindMem) return no_multicast();
+  PVMM_CU(cuMulticastBindMem, object.value, offset, memory.value, memory_offset, size, 0);
+  return {};
+}
+
+status multicast_unbind(multicast_handle object, int ordinal, std::size_t offset, std::size_t size) {
+  PVMM_REQUIRE_DRIVER();
+  if (!api().cuMulticastUnbind) return no_multicast();
+  CUdevice dev = 0;
+  PVMM_CU(cuDeviceGet, &dev, ordinal);
+  PVMM_CU(cuMulticastUnbind, object.value, dev, offset, size);
+  return {};
+}
+
+status multicast_map(void* address, std::size_t size, multicast_handle object, std::size_t offset) {
+  PVMM_REQUIRE_DRIVER();
+  PVMM_CU(cuMemMap, ptr(address), size, offset, object.value, 0);
+  return {};
+}
+
+result<int> multicast_export_posix_fd(multicast_handle object) {
+  PVMM_REQUIRE_DRIVER();
+  int fd = -1;
+  PVMM_CU(cuMemExportToShareableHandle, &fd, object.value, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  return fd;
+}
+
+result<multicast_handle> multicast_import_posix_fd(int fd, std::size_t) {
+  PVMM_REQUIRE_DRIVER();
+  CUmemGenericAllocationHandle h = 0;
+  void* os_handle = reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd));  // the fd by value
+  if (CUresult rc = api().cuMemImportFromShareableHandle(&h, os_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      rc != CUDA_SUCCESS)
+    return failure(rc, "cuMemImportFromShareableHandle", "pass an fd exported from a multicast object",
+                   import_failure_code(rc));
+  return multicast_handle{h};
+}
+
+result<fabric_handle> multicast_export_fabric(multicast_handle object) {
+  PVMM_REQUIRE_DRIVER();
+  CUmemFabricHandle fh{};
+  if (CUresult rc = api().cuMemExportToShareableHandle(&fh, object.value, CU_MEM_HANDLE_TYPE_FABRIC, 0);
+      rc != CUDA_SUCCESS)
+    return failure(rc, "cuMemExportToShareableHandle", rc == CUDA_ERROR_NOT_PERMITTED ? imex_hint : "");
+  fabric_handle out;
+  std::memcpy(out.bytes.data(), fh.data, sizeof(fh.data));
+  return out;
+}
+
+result<multicast_handle> multicast_import_fabric(const fabric_handle& handle, std::size_t) {
+  PVMM_REQUIRE_DRIVER();
+  CUmemFabricHandle fh{};
+  std::memcpy(fh.data, handle.bytes.data(), sizeof(fh.data));
+  CUmemGenericAllocationHandle h = 0;
+  if (CUresult rc = api().cuMemImportFromShareableHandle(&h, &fh, CU_MEM_HANDLE_TYPE_FABRIC); rc != CUDA_SUCCESS) {
+    if (rc == CUDA_ERROR_NOT_PERMITTED || rc == CUDA_ERROR_NOT_SUPPORTED)
+      return failure(rc, "cuMemImportFromShareableHandle", imex_hint, errc::not_permitted);
+    return failure(rc, "cuMemImportFromShareableHandle", "", import_failure_code(rc));
+  }
+  return multicast_handle{h};
+}
+
+}  // namespace pvmm::detail::backend

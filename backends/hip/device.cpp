@@ -1,0 +1,63 @@
+// HIP backend, feature "device": the runtime (refused before ROCm 6.1), its devices, memory, granularity.
+#include "backend/device.hpp"
+#include "runtime.hpp"
+
+namespace pvmm::detail::backend {
+using namespace hip;
+
+// HIP sets access per mapping: hipMemSetAccess must cover exactly one mapping.
+const backend_traits traits{"hip", /*set_access_spans_mappings=*/false};
+
+backend_info info() {
+  const auto& r = runtime();
+  backend_info b;
+  b.name = traits.name;
+  b.runtime_version = fmt::format("HIP runtime {} (headers {}.{})", r.version ? version_text(r.version) : "unknown",
+                                  HIP_VERSION_MAJOR, HIP_VERSION_MINOR);
+  int driver = 0;
+  if (hipDriverGetVersion(&driver) == hipSuccess && driver) b.driver_version = fmt::format("driver {}", driver);
+  b.available = r.available;
+  b.unavailable_reason = r.reason;
+  b.unavailable_code = r.code;
+  return b;
+}
+
+result<int> device_count() {
+  if (!runtime().available) return 0;
+  int n = 0;
+  PVMM_HIP(hipGetDeviceCount, &n);
+  return n;
+}
+
+result<device_info> device(int ordinal) {
+  PVMM_REQUIRE_RUNTIME();
+  hipDeviceProp_t props{};
+  PVMM_HIP(hipGetDeviceProperties, &props, ordinal);
+  device_info d;
+  d.ordinal = ordinal;
+  d.name = props.name;
+  d.identifier = fmt::format("{:04x}:{:02x}:{:02x}.0", props.pciDomainID, props.pciBusID, props.pciDeviceID);
+  d.total_memory = props.totalGlobalMem;
+  return d;
+}
+
+result<memory_info> memory(int ordinal) {
+  PVMM_REQUIRE_RUNTIME();
+  return on_device(ordinal, [&]() -> result<memory_info> {
+    std::size_t free = 0, total = 0;
+    PVMM_HIP(hipMemGetInfo, &free, &total);
+    return memory_info{free, total, false};
+  });
+}
+
+result<granularity> allocation_granularity(const allocation_properties& p) {
+  PVMM_REQUIRE_RUNTIME();
+  if (p.location.type != location::kind::device) return only_device_memory();
+  hipMemAllocationProp prop = to_hip(p);
+  granularity g;
+  PVMM_HIP(hipMemGetAllocationGranularity, &g.minimum, &prop, hipMemAllocationGranularityMinimum);
+  PVMM_HIP(hipMemGetAllocationGranularity, &g.recommended, &prop, hipMemAllocationGranularityRecommended);
+  return g;
+}
+
+}  // namespace pvmm::detail::backend

@@ -1,0 +1,122 @@
+// HIP backend, feature "vmm": hipMemCreate (on the current device, set for the call), hipMemAddressReserve,
+// hipMemMap, hipMemSetAccess (one call per mapping) and their inverses.
+#include <vector>
+
+#include "backend/vmm.hpp"
+#include "runtime.hpp"
+
+namespace pvmm::detail::backend {
+using namespace hip;
+
+result<capabilities::vmm_features> vmm_capabilities(int ordinal) {
+  PVMM_REQUIRE_RUNTIME();
+  capabilities::vmm_features c;
+#if PVMM_HIP_HAS_VMM_ATTRIBUTE
+  int vmm = 0;
+  PVMM_HIP(hipDeviceGetAttribute, &vmm, hipDeviceAttributeVirtualMemoryManagementSupported, ordinal);
+  c.supported = vmm != 0;
+#else
+  (void)ordinal;
+  c.supported = true;  // the runtime is 6.1+ (checked at start) but these headers lack the attribute
+#endif
+  c.map_at_physical_offset = false;
+  return c;
+}
+
+result<allocation_handle> create(const allocation_properties& p, std::size_t size) {
+  PVMM_REQUIRE_RUNTIME();
+  if (p.location.type != location::kind::device) return only_device_memory();
+  if (contains(p.exportable, handle_types::posix_fd | handle_types::fabric))
+    return make_error(errc::not_supported,
+                      "HIP's hipMemAllocationProp holds one handle type: request posix_fd or fabric, not both");
+  return on_device(p.location.id, [&]() -> result<allocation_handle> {
+    hipMemAllocationProp prop = to_hip(p);
+    hipMemGenericAllocationHandle_t h{};
+    PVMM_HIP(hipMemCreate, &h, size, &prop, 0);
+    return from_hip(h);
+  });
+}
+
+status release(allocation_handle handle) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_HIP(hipMemRelease, to_hip(handle));
+  return {};
+}
+
+result<allocation_properties> properties(allocation_handle handle) {
+  PVMM_REQUIRE_RUNTIME();
+  hipMemAllocationProp prop{};
+  PVMM_HIP(hipMemGetAllocationPropertiesFromHandle, &prop, to_hip(handle));
+  allocation_properties p;
+  p.location = location::device(prop.location.id);
+#if PVMM_HIP_HAS_REQUESTED_HANDLE_TYPES
+  auto bits = static_cast<unsigned>(prop.requestedHandleTypes);
+#else
+  auto bits = static_cast<unsigned>(prop.requestedHandleType);
+#endif
+  p.exportable = (bits & hipMemHandleTypePosixFileDescriptor) ? handle_types::posix_fd : handle_types::none;
+#if PVMM_HIP_HAS_FABRIC
+  if (bits == static_cast<unsigned>(hipMemHandleTypeFabric)) p.exportable = handle_types::fabric;
+#endif
+  return p;
+}
+
+result<void*> reserve(std::size_t size, std::size_t alignment, const void* hint) {
+  PVMM_REQUIRE_RUNTIME();
+  void* p = nullptr;
+  PVMM_HIP(hipMemAddressReserve, &p, size, alignment, const_cast<void*>(hint), 0);
+  if (!p)
+    return make_error(errc::backend_error, "hipMemAddressReserve succeeded with a null address",
+                      "this runtime's VMM is a stub: use ROCm 6.1 or later");
+  return p;
+}
+
+status free_reservation(void* address, std::size_t size) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_HIP(hipMemAddressFree, address, size);
+  return {};
+}
+
+status map(void* address, std::size_t size, allocation_handle handle, std::size_t offset) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_HIP(hipMemMap, address, size, offset, to_hip(handle), 0);
+  return {};
+}
+
+status unmap(void* address, std::size_t size) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_HIP(hipMemUnmap, address, size);
+  return {};
+}
+
+status set_access(void* address, std::size_t size, const access_descriptor* grants, std::size_t count) {
+  PVMM_REQUIRE_RUNTIME();
+  std::vector<hipMemAccessDesc> desc(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (grants[i].location.type != location::kind::device)
+      return make_error(errc::not_supported, "the hip backend grants access to devices only");
+    desc[i].location.type = hipMemLocationTypeDevice;
+    desc[i].location.id = grants[i].location.id;
+    desc[i].flags = grants[i].access == access::read_write ? hipMemAccessFlagsProtReadWrite
+                    : grants[i].access == access::read     ? hipMemAccessFlagsProtRead
+                                                           : hipMemAccessFlagsProtNone;
+  }
+  PVMM_HIP(hipMemSetAccess, address, size, desc.data(), count);
+  return {};
+}
+
+result<access> get_access(location where, const void* address) {
+  PVMM_REQUIRE_RUNTIME();
+  if (where.type != location::kind::device)
+    return make_error(errc::not_supported, "the hip backend tracks device access only");
+  hipMemLocation l{};
+  l.type = hipMemLocationTypeDevice;
+  l.id = where.id;
+  unsigned long long flags = 0;
+  PVMM_HIP(hipMemGetAccess, &flags, &l, const_cast<void*>(address));
+  if (flags == hipMemAccessFlagsProtReadWrite) return access::read_write;
+  if (flags == hipMemAccessFlagsProtRead) return access::read;
+  return access::none;
+}
+
+}  // namespace pvmm::detail::backend

@@ -1,0 +1,16 @@
+// pvmm/diagnostics.hpp: the live-object counters.
+#include <pvmm/diagnostics.hpp>
+
+#include "ownership.hpp"
+
+namespace pvmm {
+namespace detail {
+std::atomic<std::size_t> live_allocations{0};
+std::atomic<std::size_t> live_reservations{0};
+std::atomic<std::size_t> live_mappings{0};
+}  // namespace detail
+
+live_objects query_live_objects() noexcept {
+  return {detail::live_allocations.load(), detail::live_reservations.load(), detail::live_mappings.load()};
+}
+}  // namespace pvmm
