@@ -56,7 +56,7 @@ TEST_SUITE("multi-device") {
 
   PVMM_CASE("exported on device 0, imported, mapped and written on device 1 by an exec'd process") {
     PVMM_REQUIRE_DEVICES(2);
-    if (!caps(0).sharing.posix_fd) return;
+    PVMM_REQUIRE_CAPABILITY(caps(0).sharing.posix_fd, "POSIX fd handles");
     const std::size_t g = granule(0);
     auto memory = physical_allocation::create(default_properties(0), g).value();
     auto range = address_reservation::reserve(g).value();

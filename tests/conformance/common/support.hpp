@@ -243,3 +243,11 @@ inline int wait_child(pid_t pid) {
     }                                                                                          \
   } while (0)
 #define PVMM_REQUIRE_DEVICE() PVMM_REQUIRE_DEVICES(1)
+/// Reports the case skipped, naming the capability, when `has` is false (never a silent return).
+#define PVMM_REQUIRE_CAPABILITY(has, what)                               \
+  do {                                                                   \
+    if (!(has)) {                                                        \
+      pvmm_test::report_skip(std::string("the device lacks ") + (what)); \
+      return;                                                            \
+    }                                                                    \
+  } while (0)

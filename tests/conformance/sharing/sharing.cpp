@@ -36,7 +36,7 @@ TEST_SUITE("sharing") {
 
   PVMM_CASE("an exported fd keeps the memory alive after every owner is gone") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().sharing.posix_fd) return;
+    PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
     const std::size_t g = granule();
     owned_fd fd;
     {
@@ -54,7 +54,7 @@ TEST_SUITE("sharing") {
 
   PVMM_CASE("export to a separately exec'd process over SCM_RIGHTS: the child writes, the parent sees it") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().sharing.posix_fd) return;
+    PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
     const std::size_t g = granule();
     auto memory = physical_allocation::create(default_properties(), g).value();
     auto range = address_reservation::reserve(g).value();

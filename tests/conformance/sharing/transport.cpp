@@ -159,7 +159,7 @@ TEST_SUITE("transport") {
 
   PVMM_CASE("a descriptor that lies about a chunk's size is refused at import, and nothing stays") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().sharing.posix_fd) return;
+    PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
     address_reservation view;
     auto chunks = chunks_with_pattern(2, view, 90);
     auto exported = export_buffer(chunks, handle_types::posix_fd).value();
@@ -176,7 +176,7 @@ TEST_SUITE("transport") {
 
   PVMM_CASE("a multi-chunk buffer rebuilt with the same layout in the same process") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().sharing.posix_fd) return;
+    PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
     address_reservation view;
     auto chunks = chunks_with_pattern(3, view, 91);
     auto exported = export_buffer(chunks, handle_types::posix_fd).value();
@@ -192,7 +192,7 @@ TEST_SUITE("transport") {
 
   PVMM_CASE("a growable buffer exported to an exec'd process: it rebuilds the layout, writes, the exporter sees it") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().sharing.posix_fd) return;
+    PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
     growable_options o;
     o.properties = default_properties();
     o.access = {rw()};

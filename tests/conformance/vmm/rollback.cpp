@@ -32,7 +32,7 @@ TEST_SUITE("rollback") {
 
   PVMM_CASE("import + map + grant rolls back at every failure point") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().sharing.posix_fd) return;
+    PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
     const std::size_t g = granule();
     auto memory = physical_allocation::create(default_properties(), g).value();
     auto fd = memory.export_posix_fd().value();
