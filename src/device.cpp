@@ -165,6 +165,15 @@ result<granularity> query_granularity(const allocation_properties& properties) {
   return g;
 }
 
+result<bool> can_access_peer(int device, int peer) {
+  auto args = [&] { return fmt::format("device={}, peer={}", device, peer); };
+  const detail::operation op{"pvmm::can_access_peer", args};
+  PVMM_TRY(detail::check_location(location::device(device), op));
+  PVMM_TRY(detail::check_location(location::device(peer), op));
+  if (device == peer) return true;
+  return op.step("can_access_peer", [&] { return detail::backend::can_access_peer(device, peer); });
+}
+
 result<memory_info> query_memory(int ordinal) {
   auto args = [&] { return fmt::format("ordinal={}", ordinal); };
   const detail::operation op{"pvmm::query_memory", args};

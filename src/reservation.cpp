@@ -101,10 +101,15 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
   if (!range_within(memory_offset, size, memory->size))
     return op.fail(errc::out_of_range, fmt::format("[{:#x}, {:#x}) is outside the memory of size {:#x}", memory_offset,
                                                    memory_offset + size, memory->size));
-  if (memory_offset != 0 && memory->what == allocation_state::kind::memory) {
+  if ((memory_offset != 0 || size != memory->size) && memory->what == allocation_state::kind::memory) {
     auto caps = device_capabilities(device_of(memory->properties.location));
     if (!caps) return op.wrap(std::move(caps).error());
-    if (!caps->vmm.map_at_physical_offset)
+    if (memory_offset == 0 && !caps->vmm.map_part_of_allocation)
+      return op.fail(errc::not_supported,
+                     fmt::format("the {} backend maps whole allocations only: {:#x} of {:#x} bytes asked",
+                                 backend::traits.name, size, memory->size),
+                     "map the whole allocation, or allocate chunks of the size you map");
+    if (memory_offset != 0 && !caps->vmm.map_at_physical_offset)
       return op.fail(
           errc::not_supported,
           fmt::format("the {} backend cannot map from a nonzero offset into physical memory", backend::traits.name),

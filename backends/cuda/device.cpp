@@ -50,6 +50,16 @@ result<memory_info> memory(int ordinal) {
   return memory_info{free, total, false};
 }
 
+result<bool> can_access_peer(int device, int peer) {
+  PVMM_REQUIRE_DRIVER();
+  CUdevice d = 0, p = 0;
+  PVMM_CU(cuDeviceGet, &d, device);
+  PVMM_CU(cuDeviceGet, &p, peer);
+  int can = 0;
+  PVMM_CU(cuDeviceCanAccessPeer, &can, d, p);
+  return can != 0;
+}
+
 result<granularity> allocation_granularity(const allocation_properties& properties) {
   PVMM_REQUIRE_DRIVER();
   CUmemAllocationProp prop = to_cuda(properties);

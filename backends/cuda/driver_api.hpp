@@ -18,6 +18,7 @@ namespace pvmm::cuda {
   X(cuDeviceGetCount, 2000)                        \
   X(cuDeviceGetName, 2000)                         \
   X(cuDeviceGetAttribute, 2000)                    \
+  X(cuDeviceCanAccessPeer, 4000)                   \
   X(cuDeviceGetPCIBusId, 4010)                     \
   X(cuDeviceTotalMem, 3020)                        \
   X(cuDevicePrimaryCtxRetain, 7000)                \

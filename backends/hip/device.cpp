@@ -50,6 +50,13 @@ result<memory_info> memory(int ordinal) {
   });
 }
 
+result<bool> can_access_peer(int device, int peer) {
+  PVMM_REQUIRE_RUNTIME();
+  int can = 0;
+  PVMM_HIP(hipDeviceCanAccessPeer, &can, device, peer);
+  return can != 0;
+}
+
 result<granularity> allocation_granularity(const allocation_properties& p) {
   PVMM_REQUIRE_RUNTIME();
   if (p.location.type != location::kind::device) return only_device_memory();

@@ -20,6 +20,7 @@ result<capabilities::vmm_features> vmm_capabilities(int ordinal) {
   c.supported = true;  // the runtime is 6.1+ (checked at start) but these headers lack the attribute
 #endif
   c.map_at_physical_offset = false;
+  c.map_part_of_allocation = true;  // ROCm's own tests map a prefix of a larger allocation
   return c;
 }
 

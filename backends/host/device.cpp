@@ -50,6 +50,8 @@ result<memory_info> memory(int) {
                      static_cast<std::size_t>(si.totalram) * si.mem_unit, true};
 }
 
+result<bool> can_access_peer(int, int) { return false; }  // one device: never asked (device == peer)
+
 result<granularity> allocation_granularity(const allocation_properties&) {
   // Host memory has the same granularity at every location: pages, with huge pages the fast multiple.
   return granularity{host::page_size(), std::size_t{2} << 20};

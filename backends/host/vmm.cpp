@@ -76,6 +76,7 @@ result<capabilities::vmm_features> vmm_capabilities(int) {
   c.host_location = true;
   c.host_numa_location = numa_node_exists(0);
   c.map_at_physical_offset = true;
+  c.map_part_of_allocation = true;
   c.host_numa_id = numa_node_exists(0) ? 0 : -1;
   return c;
 }

@@ -18,6 +18,10 @@ result<device_info> query_device(int ordinal);
 /// Minimum and recommended granularity for allocations with these properties.
 result<granularity> query_granularity(const allocation_properties& properties);
 
+/// Whether `device` can access memory that lives on `peer` (cuDeviceCanAccessPeer / hipDeviceCanAccessPeer;
+/// a device can always access its own memory). Pick devices with it before granting a peer access.
+result<bool> can_access_peer(int device, int peer);
+
 /// Free and total memory of a device (for leak checks and budgets).
 result<memory_info> query_memory(int ordinal);
 

@@ -50,11 +50,21 @@ class address_reservation {
 
   /// Maps `size` bytes of `memory`, from `memory_offset`, at `offset` in this range. Returns the address.
   result<void*> map(std::size_t offset, const physical_allocation& memory, std::size_t memory_offset, std::size_t size);
+  /// Maps the whole of `memory` at `offset`.
+  result<void*> map(std::size_t offset, const physical_allocation& memory) {
+    return map(offset, memory, 0, memory.size());
+  }
   /// Maps a multicast object like an allocation.
   result<void*> map(std::size_t offset, const multicast_object& object, std::size_t object_offset, std::size_t size);
   /// map() then set_access() over the new mapping; on any failure nothing stays mapped.
   result<void*> map_and_grant(std::size_t offset, const physical_allocation& memory, std::size_t memory_offset,
                               std::size_t size, std::initializer_list<access_descriptor> grants);
+
+  /// map_and_grant of the whole of `memory` at `offset`.
+  result<void*> map_and_grant(std::size_t offset, const physical_allocation& memory,
+                              std::initializer_list<access_descriptor> grants) {
+    return map_and_grant(offset, memory, 0, memory.size(), grants);
+  }
 
   /// Unmaps whole mappings covering exactly [offset, offset + size).
   status unmap(std::size_t offset, std::size_t size);

@@ -70,6 +70,7 @@ struct capabilities {
     bool compression = false;             ///< generic compression
     bool gpu_direct_rdma = false;         ///< GPUDirect RDMA on VMM allocations
     bool map_at_physical_offset = false;  ///< map from a nonzero offset into a physical allocation
+    bool map_part_of_allocation = false;  ///< map less than the whole allocation (offset 0, a smaller size)
     int host_numa_id = -1;                ///< NUMA node nearest the device, -1 when unknown
   } vmm;
   /// Export and import of physical memory between processes.

@@ -26,6 +26,7 @@ backend_info info();
 result<int> device_count();               // 0 when the backend is unavailable
 result<device_info> device(int ordinal);  // name, identifier, total memory; capabilities are per feature
 result<memory_info> memory(int ordinal);
+result<bool> can_access_peer(int device, int peer);  // both validated and distinct
 result<granularity> allocation_granularity(const allocation_properties& properties);
 
 }  // namespace pvmm::detail::backend
