@@ -1,5 +1,5 @@
 // The operation context every neutral operation runs in: its name and lazily formatted arguments, so every
-// error it reports says where and with what; and the private propagation macros of src/.
+// error it reports says where and with what.
 #pragma once
 
 #include <string>
@@ -9,6 +9,7 @@
 #include <pvmm/error.hpp>
 
 #include "fault_injection.hpp"
+#include "propagate.hpp"
 
 namespace pvmm::detail {
 
@@ -54,15 +55,3 @@ class operation {
 };
 
 }  // namespace pvmm::detail
-
-/// Returns from the enclosing function with the error of `expr` (a pvmm::result) if it holds one.
-#define PVMM_TRY(expr)                                                              \
-  do {                                                                              \
-    if (auto&& pvmm_try_ = (expr); !pvmm_try_) return std::move(pvmm_try_).error(); \
-  } while (0)
-
-/// Declares `var` holding the value of `expr`, or returns its error from the enclosing function.
-#define PVMM_TRY_ASSIGN(var, expr)                                       \
-  auto var##_pvmm_result_ = (expr);                                      \
-  if (!var##_pvmm_result_) return std::move(var##_pvmm_result_).error(); \
-  auto var = std::move(*var##_pvmm_result_)

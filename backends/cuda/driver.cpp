@@ -215,6 +215,57 @@ int attribute(CUdevice dev, CUdevice_attribute which) {
   return value;
 }
 
+result<bool> has_attribute(int ordinal, CUdevice_attribute which) {
+  PVMM_REQUIRE_DRIVER();
+  CUdevice dev = 0;
+  PVMM_CU(cuDeviceGet, &dev, ordinal);
+  return attribute(dev, which) != 0;
+}
+
+result<int> export_fd(CUmemGenericAllocationHandle h) {
+  PVMM_REQUIRE_DRIVER();
+  int fd = -1;
+  PVMM_CU(cuMemExportToShareableHandle, &fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  return fd;
+}
+
+result<CUmemGenericAllocationHandle> import_fd(int fd, const char* hint) {
+  PVMM_REQUIRE_DRIVER();
+  CUmemGenericAllocationHandle h = 0;
+  void* os_handle = reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd));  // the fd by value
+  // The driver answers "invalid value" or "unknown" for an (open) fd that names no CUDA memory.
+  if (CUresult rc = api().cuMemImportFromShareableHandle(&h, os_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      rc != CUDA_SUCCESS)
+    return failure(rc, "cuMemImportFromShareableHandle", hint, import_failure_code(rc));
+  return h;
+}
+
+result<fabric_handle> export_fabric_handle(CUmemGenericAllocationHandle h) {
+  PVMM_REQUIRE_DRIVER();
+  CUmemFabricHandle fh{};
+  if (CUresult rc = api().cuMemExportToShareableHandle(&fh, h, CU_MEM_HANDLE_TYPE_FABRIC, 0); rc != CUDA_SUCCESS)
+    return failure(rc, "cuMemExportToShareableHandle", rc == CUDA_ERROR_NOT_PERMITTED ? imex_hint : "");
+  fabric_handle out;
+  static_assert(sizeof(fh.data) == sizeof(out.bytes), "fabric handle size");
+  std::memcpy(out.bytes.data(), fh.data, sizeof(fh.data));
+  return out;
+}
+
+result<CUmemGenericAllocationHandle> import_fabric_handle(const fabric_handle& handle) {
+  PVMM_REQUIRE_DRIVER();
+  CUmemFabricHandle fh{};
+  std::memcpy(fh.data, handle.bytes.data(), sizeof(fh.data));
+  CUmemGenericAllocationHandle h = 0;
+  if (CUresult rc = api().cuMemImportFromShareableHandle(&h, &fh, CU_MEM_HANDLE_TYPE_FABRIC); rc != CUDA_SUCCESS) {
+    // With no IMEX channel the driver refuses fabric imports as "not permitted" or "not supported" even on
+    // devices that support fabric handles: both mean the system, not the device, says no.
+    if (rc == CUDA_ERROR_NOT_PERMITTED || rc == CUDA_ERROR_NOT_SUPPORTED)
+      return failure(rc, "cuMemImportFromShareableHandle", imex_hint, errc::not_permitted);
+    return failure(rc, "cuMemImportFromShareableHandle", "", import_failure_code(rc));
+  }
+  return h;
+}
+
 const driver_api* install_driver_api(const driver_api* table) noexcept {
   auto& s = driver();
   std::lock_guard<std::mutex> lock(state_mutex);

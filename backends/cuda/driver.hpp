@@ -11,6 +11,7 @@
 #include "backend/error_helpers.hpp"
 #include "backend/multicast.hpp"
 #include "driver_api.hpp"
+#include "propagate.hpp"
 
 namespace pvmm::cuda {
 
@@ -51,6 +52,14 @@ CUmemAllocationProp to_cuda(const allocation_properties& p);
 CUmulticastObjectProp to_cuda(const detail::backend::multicast_request& r);
 /// A device attribute, 0 where the driver does not know it (an absent capability).
 int attribute(CUdevice dev, CUdevice_attribute which);
+/// Whether device `ordinal` reports attribute `which` (a capability query).
+result<bool> has_attribute(int ordinal, CUdevice_attribute which);
+
+// Shareable handles: allocations and multicast objects are exported and imported with the same driver calls.
+result<int> export_fd(CUmemGenericAllocationHandle h);
+result<CUmemGenericAllocationHandle> import_fd(int fd, const char* hint);
+result<fabric_handle> export_fabric_handle(CUmemGenericAllocationHandle h);
+result<CUmemGenericAllocationHandle> import_fabric_handle(const fabric_handle& handle);
 inline CUdeviceptr ptr(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p)); }
 
 }  // namespace pvmm::cuda

@@ -1,7 +1,5 @@
 // CUDA backend, feature "multicast": cuMulticast* (CUDA 12.1+; older drivers report no multicast), mapped,
 // released and shared with the same calls as memory.
-#include <cstring>
-
 #include "backend/multicast.hpp"
 #include "driver.hpp"
 
@@ -15,10 +13,8 @@ error no_multicast() {
 }  // namespace
 
 result<bool> multicast_capability(int ordinal) {
-  PVMM_REQUIRE_DRIVER();
-  CUdevice dev = 0;
-  PVMM_CU(cuDeviceGet, &dev, ordinal);
-  return attribute(dev, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED) != 0 && api().cuMulticastCreate != nullptr;
+  PVMM_TRY_ASSIGN(reported, has_attribute(ordinal, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED));
+  return reported && api().cuMulticastCreate != nullptr;  // drivers before 12.1 have no entry points
 }
 
 result<granularity> multicast_granularity(const multicast_request& request) {
@@ -78,45 +74,17 @@ status multicast_map(void* address, std::size_t size, multicast_handle object, s
   return {};
 }
 
-result<int> multicast_export_posix_fd(multicast_handle object) {
-  PVMM_REQUIRE_DRIVER();
-  int fd = -1;
-  PVMM_CU(cuMemExportToShareableHandle, &fd, object.value, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-  return fd;
-}
+result<int> multicast_export_posix_fd(multicast_handle object) { return export_fd(object.value); }
 
 result<multicast_handle> multicast_import_posix_fd(int fd, std::size_t) {
-  PVMM_REQUIRE_DRIVER();
-  CUmemGenericAllocationHandle h = 0;
-  void* os_handle = reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd));  // the fd by value
-  if (CUresult rc = api().cuMemImportFromShareableHandle(&h, os_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-      rc != CUDA_SUCCESS)
-    return failure(rc, "cuMemImportFromShareableHandle", "pass an fd exported from a multicast object",
-                   import_failure_code(rc));
+  PVMM_TRY_ASSIGN(h, import_fd(fd, "pass an fd exported from a multicast object"));
   return multicast_handle{h};
 }
 
-result<fabric_handle> multicast_export_fabric(multicast_handle object) {
-  PVMM_REQUIRE_DRIVER();
-  CUmemFabricHandle fh{};
-  if (CUresult rc = api().cuMemExportToShareableHandle(&fh, object.value, CU_MEM_HANDLE_TYPE_FABRIC, 0);
-      rc != CUDA_SUCCESS)
-    return failure(rc, "cuMemExportToShareableHandle", rc == CUDA_ERROR_NOT_PERMITTED ? imex_hint : "");
-  fabric_handle out;
-  std::memcpy(out.bytes.data(), fh.data, sizeof(fh.data));
-  return out;
-}
+result<fabric_handle> multicast_export_fabric(multicast_handle object) { return export_fabric_handle(object.value); }
 
 result<multicast_handle> multicast_import_fabric(const fabric_handle& handle, std::size_t) {
-  PVMM_REQUIRE_DRIVER();
-  CUmemFabricHandle fh{};
-  std::memcpy(fh.data, handle.bytes.data(), sizeof(fh.data));
-  CUmemGenericAllocationHandle h = 0;
-  if (CUresult rc = api().cuMemImportFromShareableHandle(&h, &fh, CU_MEM_HANDLE_TYPE_FABRIC); rc != CUDA_SUCCESS) {
-    if (rc == CUDA_ERROR_NOT_PERMITTED || rc == CUDA_ERROR_NOT_SUPPORTED)
-      return failure(rc, "cuMemImportFromShareableHandle", imex_hint, errc::not_permitted);
-    return failure(rc, "cuMemImportFromShareableHandle", "", import_failure_code(rc));
-  }
+  PVMM_TRY_ASSIGN(h, import_fabric_handle(handle));
   return multicast_handle{h};
 }
 
