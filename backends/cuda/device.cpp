@@ -44,7 +44,7 @@ result<device_info> device(int ordinal) {
 
 result<memory_info> memory(int ordinal) {
   PVMM_REQUIRE_DRIVER();
-  if (auto ok = bind_context(ordinal); !ok) return std::move(ok).error();
+  PVMM_TRY_ASSIGN(scope, primary_context_scope::enter(ordinal));
   std::size_t free = 0, total = 0;
   PVMM_CU(cuMemGetInfo, &free, &total);
   return memory_info{free, total, false};

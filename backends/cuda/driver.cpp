@@ -128,24 +128,31 @@ error failure(CUresult rc, const char* call, std::string hint, errc code) {
   return e;
 }
 
-/// Makes device `ordinal`'s primary context current on this thread (copies and memory queries need one).
-status bind_context(int ordinal) {
+result<primary_context_scope> primary_context_scope::enter(int ordinal) {
   auto& s = driver();
-  std::lock_guard<std::mutex> lock(state_mutex);
-  if (s.primary.size() <= static_cast<std::size_t>(ordinal)) s.primary.resize(ordinal + 1, nullptr);
-  if (!s.primary[ordinal]) {
-    CUdevice dev = 0;
-    if (CUresult rc = s.api->cuDeviceGet(&dev, ordinal); rc != CUDA_SUCCESS) return failure(rc, "cuDeviceGet");
-    if (CUresult rc = s.api->cuDevicePrimaryCtxRetain(&s.primary[ordinal], dev); rc != CUDA_SUCCESS)
-      return failure(rc, "cuDevicePrimaryCtxRetain");
+  CUcontext primary = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    if (s.primary.size() <= static_cast<std::size_t>(ordinal)) s.primary.resize(ordinal + 1, nullptr);
+    if (!s.primary[ordinal]) {
+      CUdevice dev = 0;
+      if (CUresult rc = s.api->cuDeviceGet(&dev, ordinal); rc != CUDA_SUCCESS) return failure(rc, "cuDeviceGet");
+      if (CUresult rc = s.api->cuDevicePrimaryCtxRetain(&s.primary[ordinal], dev); rc != CUDA_SUCCESS)
+        return failure(rc, "cuDevicePrimaryCtxRetain");
+    }
+    primary = s.primary[ordinal];
   }
   CUcontext current = nullptr;
-  s.api->cuCtxGetCurrent(&current);
-  if (current != s.primary[ordinal]) {
-    if (CUresult rc = s.api->cuCtxSetCurrent(s.primary[ordinal]); rc != CUDA_SUCCESS)
-      return failure(rc, "cuCtxSetCurrent");
-  }
-  return {};
+  if (CUresult rc = s.api->cuCtxGetCurrent(&current); rc != CUDA_SUCCESS) return failure(rc, "cuCtxGetCurrent");
+  if (current == primary) return primary_context_scope(false);  // already there: nothing to undo
+  if (CUresult rc = s.api->cuCtxPushCurrent(primary); rc != CUDA_SUCCESS) return failure(rc, "cuCtxPushCurrent");
+  return primary_context_scope(true);
+}
+
+primary_context_scope::~primary_context_scope() {
+  if (!pushed_) return;
+  CUcontext popped = nullptr;
+  (void)api().cuCtxPopCurrent(&popped);  // teardown: the push succeeded, so the pop has what to pop
 }
 
 /// An import that fails for any reason but resources or permission was handed something that is not

@@ -24,6 +24,8 @@ namespace pvmm::cuda {
   X(cuDevicePrimaryCtxRetain, 7000)                \
   X(cuCtxGetCurrent, 4000)                         \
   X(cuCtxSetCurrent, 4000)                         \
+  X(cuCtxPushCurrent, 4000)                        \
+  X(cuCtxPopCurrent, 4000)                         \
   X(cuCtxSynchronize, 2000)                        \
   X(cuMemGetInfo, 3020)                            \
   X(cuMemcpyHtoD, 3020)                            \

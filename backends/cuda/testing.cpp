@@ -1,4 +1,5 @@
-// CUDA backend, feature "testing": synchronous copies in the chosen device's primary context.
+// CUDA backend, feature "testing": synchronous copies in the chosen device's primary context (the caller's own
+// context is current again afterwards).
 #include "backend/testing.hpp"
 #include "driver.hpp"
 
@@ -7,7 +8,7 @@ using namespace pvmm::cuda;
 
 status copy_to_mapping(void* destination, const void* source, std::size_t size, int device) {
   PVMM_REQUIRE_DRIVER();
-  if (auto ok = bind_context(device); !ok) return ok;
+  PVMM_TRY_ASSIGN(scope, primary_context_scope::enter(device));
   PVMM_CU(cuMemcpyHtoD, ptr(destination), source, size);
   // A copy from pageable memory may return before its DMA lands: finish it, so an unmap right after is safe.
   if (CUresult rc = api().cuCtxSynchronize(); rc != CUDA_SUCCESS) return failure(rc, "cuCtxSynchronize");
@@ -16,7 +17,7 @@ status copy_to_mapping(void* destination, const void* source, std::size_t size, 
 
 status copy_from_mapping(void* destination, const void* source, std::size_t size, int device) {
   PVMM_REQUIRE_DRIVER();
-  if (auto ok = bind_context(device); !ok) return ok;
+  PVMM_TRY_ASSIGN(scope, primary_context_scope::enter(device));
   PVMM_CU(cuMemcpyDtoH, destination, ptr(source), size);
   return {};
 }
