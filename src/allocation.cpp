@@ -41,6 +41,16 @@ status check_requested_capabilities(const allocation_properties& p, const operat
   return {};
 }
 
+/// The location rule of properties(): host memory is reported the way it was asked for. Drivers name the same
+/// host memory differently (CUDA reads host() back as host_numa(0)); the answer is used only where it names
+/// the same kind of memory as the request, so a mismatch still shows. Imports hold the driver's answer.
+location location_as_requested(location requested, location reported) {
+  const auto host = [](location l) { return l.type == location::kind::host || l.type == location::kind::host_numa; };
+  if (requested.type == location::kind::host && host(reported)) return requested;
+  if (requested.type == location::kind::host_numa && reported == location::host()) return requested;  // less precise
+  return reported;
+}
+
 /// Wraps an imported handle: reads its properties back to learn its granularity; releases it on failure.
 result<physical_allocation> adopt_import(allocation_handle handle, std::size_t size, const operation& op) {
   auto p = op.step("properties", [&] { return backend::properties(handle); });
@@ -94,7 +104,10 @@ status physical_allocation::release() noexcept {
 result<allocation_properties> physical_allocation::properties() const {
   const detail::operation op{"pvmm::physical_allocation::properties"};
   if (!state_) return detail::released_owner(op, "physical_allocation");
-  return op.step("properties", [&] { return detail::backend::properties(state_->memory_handle()); });
+  PVMM_TRY_ASSIGN(reported,
+                  op.step("properties", [&] { return detail::backend::properties(state_->memory_handle()); }));
+  reported.location = detail::location_as_requested(state_->properties.location, reported.location);
+  return reported;
 }
 
 result<physical_allocation> physical_allocation::retain(const void* address) {

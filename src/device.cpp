@@ -144,6 +144,8 @@ result<int> device_count() {
   return detail::call_backend("device_count", [] { return detail::backend::device_count(); });
 }
 
+result<std::size_t> reservation_granularity() { return detail::reservation_unit(); }
+
 result<device_info> query_device(int ordinal) {
   auto args = [&] { return fmt::format("ordinal={}", ordinal); };
   const detail::operation op{"pvmm::query_device", args};

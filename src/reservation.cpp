@@ -63,6 +63,24 @@ result<std::pair<mapping_table::iterator, mapping_table::iterator>> whole_mappin
   return std::make_pair(first, it);
 }
 
+/// Host grants (to host() or host_numa(n)) are a capability: memory on the host can be granted to the host
+/// where host memory exists at all; device memory only where the device says so; a multicast object never.
+status check_host_access(const std::vector<const allocation_state*>& memories, const operation& op) {
+  for (const allocation_state* m : memories) {
+    if (m->what == allocation_state::kind::multicast)
+      return op.fail(errc::not_supported, "the host cannot be granted access to a multicast object's mapping");
+    const location where = m->properties.location;
+    if (where.type != location::kind::device) continue;
+    PVMM_TRY_ASSIGN(c, device_capabilities(where.id));
+    if (!c.vmm.host_access_to_device_memory)
+      return op.fail(errc::not_supported,
+                     fmt::format("the host cannot be granted access to memory on device {}", where.id),
+                     "create the memory at location::host() or host_numa(n) for the host to access it "
+                     "(capabilities.vmm.host_access_to_device_memory)");
+  }
+  return {};
+}
+
 /// Marks the mappings in [first, last) busy for one operation outside the lock, or says which one another
 /// thread holds. Caller holds the reservation's lock.
 status claim(mapping_table::iterator first, mapping_table::iterator last, const operation& op) {
@@ -181,18 +199,26 @@ result<address_reservation> address_reservation::reserve(std::size_t size, std::
     return op.fail(errc::unaligned, fmt::format("size is not a multiple of the reservation granularity {:#x}", *unit),
                    fmt::format("round up to {:#x}", *rounded));
   }
-  if (alignment != 0 && (!detail::is_power_of_two(alignment) || alignment % *unit != 0))
-    return op.fail(errc::invalid_alignment,
-                   fmt::format("alignment must be 0 or a power of two multiple of {:#x}", *unit));
+  if (alignment != 0 && !detail::is_power_of_two(alignment))
+    return op.fail(errc::invalid_alignment, fmt::format("alignment {:#x} is not 0 or a power of two", alignment));
+  // Like cuMemAddressReserve and hipMemAddressReserve, any power of two is accepted; the range is always aligned
+  // to at least the reservation granularity, so alignments up to it ask for nothing more than the default.
+  const std::size_t backend_alignment = alignment > *unit ? alignment : 0;
   // A backend may over-reserve by the alignment to trim the range into place: that sum must exist.
-  if (alignment > *unit && !detail::checked_add(size, alignment))
+  if (backend_alignment && !detail::checked_add(size, backend_alignment))
     return op.fail(errc::out_of_memory,
                    fmt::format("size {:#x} plus alignment {:#x} exceeds the address space", size, alignment));
-  std::size_t effective_alignment = alignment ? alignment : *unit;
+  const std::size_t effective_alignment = std::max(alignment, *unit);
   if (fixed_address && reinterpret_cast<std::uintptr_t>(fixed_address) % effective_alignment != 0)
     return op.fail(errc::unaligned, fmt::format("fixed_address is not aligned to {:#x}", effective_alignment));
-  auto address = op.step("reserve", [&] { return detail::backend::reserve(size, alignment, fixed_address); });
+  auto address = op.step("reserve", [&] { return detail::backend::reserve(size, backend_alignment, fixed_address); });
   if (!address) return std::move(address).error();
+  if (reinterpret_cast<std::uintptr_t>(*address) % effective_alignment != 0) {
+    (void)detail::backend::free_reservation(*address, size);  // rollback: never fault-injected
+    return op.fail(errc::backend_error,
+                   fmt::format("the backend returned {}, which is not aligned to {:#x}; it was given back", *address,
+                               effective_alignment));
+  }
   if (fixed_address && *address != fixed_address) {
     (void)detail::backend::free_reservation(*address, size);  // rollback: never fault-injected
     return op.fail(errc::address_unavailable,
@@ -278,17 +304,29 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, con
         return op.fail(errc::invalid_argument,
                        fmt::format("grants {} and {} both name {}", j, i, detail::describe(g.location)));
   }
-  std::vector<detail::span> claimed;  // every mapping in the range, held for the call
-  std::vector<detail::span> pieces;   // the driver calls to make
+  const bool to_host = std::any_of(grants, grants + count, [](const access_descriptor& g) {
+    return g.location.type != location::kind::device && g.access != access::none;
+  });
+  std::vector<detail::span> claimed;                      // every mapping in the range, held for the call
+  std::vector<detail::span> pieces;                       // the driver calls to make
+  std::vector<const detail::allocation_state*> memories;  // what the range maps, for the host-access check
   {
     std::lock_guard<std::mutex> guard(state_->lock);
     PVMM_TRY_ASSIGN(range, detail::whole_mappings(*state_, offset, size, op));
     PVMM_TRY(detail::claim(range.first, range.second, op));
-    for (auto it = range.first; it != range.second; ++it) claimed.emplace_back(it->first, it->second.size);
+    for (auto it = range.first; it != range.second; ++it) {
+      claimed.emplace_back(it->first, it->second.size);
+      if (to_host) memories.push_back(it->second.memory.get());  // kept alive by the claimed mapping
+    }
     if (detail::backend::traits.set_access_spans_mappings)
       pieces.emplace_back(offset, size);  // one driver call over the whole range
     else
       pieces = claimed;
+  }
+  if (auto ok = detail::check_host_access(memories, op); !ok) {
+    std::lock_guard<std::mutex> guard(state_->lock);
+    detail::release_claim(*state_, claimed);
+    return std::move(ok).error();
   }
   status outcome;
   for (auto [off, sz] : pieces) {

@@ -17,6 +17,8 @@ result<capabilities::vmm_features> vmm_capabilities(int ordinal) {
   c.host_location = attribute(dev, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) != 0;
   c.map_at_physical_offset = false;  // cuMemMap: "offset ... currently must be zero"
   c.map_part_of_allocation = false;  // cuMemMap of a prefix: CUDA_ERROR_NOT_SUPPORTED (H200, driver 580)
+  // CPU access to device memory through a VMM mapping needs a coherent platform (ATS); pvmm claims it nowhere yet.
+  c.host_access_to_device_memory = false;
   int numa = -1;
   if (api().cuDeviceGetAttribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev) != CUDA_SUCCESS) numa = -1;
   c.host_numa_id = numa;

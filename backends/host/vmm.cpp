@@ -77,6 +77,7 @@ result<capabilities::vmm_features> vmm_capabilities(int) {
   c.host_numa_location = numa_node_exists(0);
   c.map_at_physical_offset = true;
   c.map_part_of_allocation = true;
+  c.host_access_to_device_memory = true;  // the device is the CPU: all its memory is host memory
   c.host_numa_id = numa_node_exists(0) ? 0 : -1;
   return c;
 }
@@ -155,23 +156,17 @@ status unmap(void* address, std::size_t size) {
   return {};
 }
 
+// The one processor of this backend is both device 0 and the host: grants to device(0), host() and host_numa(n)
+// all give it access, and the most permissive of them applies.
 status set_access(void* address, std::size_t size, const access_descriptor* grants, std::size_t count) {
-  for (std::size_t i = 0; i < count; ++i) {
-    if (grants[i].location != location::device(0))
-      return make_error(errc::invalid_location,
-                        fmt::format("the host backend grants access to device 0 (the CPU) only, not to {}",
-                                    describe(grants[i].location)));
-  }
-  const access a = grants[count - 1].access;
+  access a = access::none;
+  for (std::size_t i = 0; i < count; ++i) a = std::max(a, grants[i].access);
   int prot = a == access::read_write ? PROT_READ | PROT_WRITE : a == access::read ? PROT_READ : PROT_NONE;
   if (::mprotect(address, size, prot) != 0) return errno_error(errc::system_error, "mprotect", errno);
   return {};
 }
 
-result<access> get_access(location where, const void* address) {
-  if (where != location::device(0))
-    return make_error(errc::invalid_location,
-                      fmt::format("the host backend has access rights for device 0 only, not {}", describe(where)));
+result<access> get_access(location, const void* address) {
   // Read the kernel's own record of the protection, not pvmm's. Opening the file can fail (a full fd table):
   // that is reported as what it is, never as "not mapped".
   std::FILE* maps = std::fopen("/proc/self/maps", "re");

@@ -56,7 +56,10 @@ class physical_allocation {
   /// A fabric handle naming this allocation; needs handle_types::fabric at creation.
   result<fabric_handle> export_fabric() const;
 
-  /// The properties as the backend reports them for this allocation (not as requested).
+  /// The properties as the backend reports them for this allocation, with one rule for the location on every
+  /// backend: memory created in this process at location::host() reads back as host() (CUDA's driver says
+  /// host_numa(0)); host_numa(n) and device(d) read back as created. An import (or a retained import) reads
+  /// back what the driver reports, which for host memory may be host() or host_numa(n).
   result<allocation_properties> properties() const;
 
   /// Drops this owner's reference now. Fails with already_released when empty.

@@ -18,6 +18,11 @@ result<device_info> query_device(int ordinal);
 /// Minimum and recommended granularity for allocations with these properties.
 result<granularity> query_granularity(const allocation_properties& properties);
 
+/// The unit of address_reservation::reserve: sizes must be multiples of it and every range is aligned to at least
+/// it. It is the largest minimum granularity of device memory over all devices, so any device's memory can be
+/// mapped in any reservation.
+result<std::size_t> reservation_granularity();
+
 /// Whether `device` can access memory that lives on `peer` (cuDeviceCanAccessPeer / hipDeviceCanAccessPeer;
 /// a device can always access its own memory). Pick devices with it before granting a peer access.
 result<bool> can_access_peer(int device, int peer);

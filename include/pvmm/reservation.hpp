@@ -44,7 +44,8 @@ class address_reservation {
   address_reservation& operator=(const address_reservation&) = delete;
   ~address_reservation();
 
-  /// Reserves `size` bytes aligned to `alignment` (0: the backend's default), at `fixed_address` when given.
+  /// Reserves `size` bytes (a multiple of reservation_granularity()) aligned to `alignment` (0 or a power of two;
+  /// the range is aligned to at least reservation_granularity()), at `fixed_address` when given.
   static result<address_reservation> reserve(std::size_t size, std::size_t alignment = 0,
                                              const void* fixed_address = nullptr);
 

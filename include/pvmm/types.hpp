@@ -71,7 +71,10 @@ struct capabilities {
     bool gpu_direct_rdma = false;         ///< GPUDirect RDMA on VMM allocations
     bool map_at_physical_offset = false;  ///< map from a nonzero offset into a physical allocation
     bool map_part_of_allocation = false;  ///< map less than the whole allocation (offset 0, a smaller size)
-    int host_numa_id = -1;                ///< NUMA node nearest the device, -1 when unknown
+    /// The host (a grant to location::host() or host_numa(n)) may be given access to this device's memory.
+    /// Host-located memory can always be granted to the host where host_location is supported.
+    bool host_access_to_device_memory = false;
+    int host_numa_id = -1;  ///< NUMA node nearest the device, -1 when unknown
   } vmm;
   /// Export and import of physical memory between processes.
   struct sharing_features {

@@ -149,10 +149,6 @@ TEST_SUITE("bad input") {
     PVMM_REQUIRE_DEVICE();
     PVMM_CHECK_ERRC(address_reservation::reserve(granule(), 3 * granule()), errc::invalid_alignment);
   }
-  PVMM_CASE("reserve: alignment below the granularity") {
-    PVMM_REQUIRE_DEVICE();
-    PVMM_CHECK_ERRC(address_reservation::reserve(granule(), 64), errc::invalid_alignment);
-  }
   PVMM_CASE("reserve: fixed address not aligned") {
     PVMM_REQUIRE_DEVICE();
     PVMM_CHECK_ERRC(address_reservation::reserve(granule(), 0, reinterpret_cast<void*>(0x10001)), errc::unaligned);
