@@ -1,5 +1,6 @@
 // buffer_descriptor: the wire format, its validation, and export/import of multi-chunk buffers.
 #include <fcntl.h>
+#include <algorithm>
 
 #include <cstring>
 #include <set>
@@ -185,8 +186,11 @@ result<exported_buffer> export_buffer(const growable_buffer& buffer, handle_type
 }
 
 result<imported_buffer> import_buffer(const buffer_descriptor& d, const int* fds, std::size_t fd_count,
-                                      std::initializer_list<access_descriptor> grants) {
-  auto args = [&] { return fmt::format("size={:#x}, chunks={}, fds={}", d.size, d.chunks.size(), fd_count); };
+                                      access_list grants, std::size_t alignment) {
+  auto args = [&] {
+    return fmt::format("size={:#x}, chunks={}, fds={}, grants={}, alignment={:#x}", d.size, d.chunks.size(), fd_count,
+                       grants.size(), alignment);
+  };
   const detail::operation op{"pvmm::import_buffer", args};
   // Re-validate a descriptor built by hand the same way as one that arrived as bytes.
   auto bytes = d.serialize();
@@ -205,7 +209,7 @@ result<imported_buffer> import_buffer(const buffer_descriptor& d, const int* fds
     if (!chunk) return descriptor_mismatch(std::move(chunk).error(), out.chunks.size(), stage::import, op);
     out.chunks.push_back(std::move(*chunk));
   }
-  auto range = address_reservation::reserve(d.size);
+  auto range = address_reservation::reserve(d.size, alignment);
   if (!range) return std::move(range).error();
   out.range = std::move(*range);
   for (std::size_t i = 0; i < d.chunks.size(); ++i) {
@@ -214,6 +218,13 @@ result<imported_buffer> import_buffer(const buffer_descriptor& d, const int* fds
   }
   if (auto ok = out.range.set_access(0, d.size, grants); !ok) return std::move(ok).error();
   return out;
+}
+
+result<imported_buffer> import_buffer(const buffer_descriptor& descriptor, const std::vector<owned_fd>& fds,
+                                      access_list grants, std::size_t alignment) {
+  std::vector<int> raw(fds.size());
+  std::transform(fds.begin(), fds.end(), raw.begin(), [](const owned_fd& fd) { return fd.get(); });
+  return import_buffer(descriptor, raw.data(), raw.size(), grants, alignment);
 }
 
 }  // namespace pvmm

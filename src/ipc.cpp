@@ -144,6 +144,26 @@ status check_peer(int socket, const peer_rule& rule) {
   return {};
 }
 
+status send_fds(int socket, const std::vector<owned_fd>& fds, const void* payload, std::size_t payload_size,
+                std::chrono::milliseconds timeout) {
+  std::vector<int> raw(fds.size());
+  std::transform(fds.begin(), fds.end(), raw.begin(), [](const owned_fd& fd) { return fd.get(); });
+  return send_fds(socket, raw.data(), raw.size(), payload, payload_size, timeout);
+}
+
+result<received> receive_exactly(int socket, std::size_t fd_count, std::size_t max_payload,
+                                 std::chrono::milliseconds timeout, const peer_rule* rule) {
+  auto args = [&] { return fmt::format("socket={}, fd_count={}, max_payload={}", socket, fd_count, max_payload); };
+  const detail::operation op{"pvmm::ipc::receive_exactly", args};
+  // One more than expected is room enough to tell "too many" from "exactly", without taking unbounded fds.
+  auto got = receive_fds(socket, fd_count < max_fds_per_message ? fd_count + 1 : fd_count, max_payload, timeout, rule);
+  if (!got) return op.wrap(std::move(got).error());
+  if (got->fds.size() != fd_count)
+    return op.fail(errc::protocol_error,
+                   fmt::format("the message carried {} fd(s), {} expected", got->fds.size(), fd_count));
+  return got;
+}
+
 result<owned_fd> take_fd_from_process(pid_t pid, int remote_fd) {
   auto args = [&] { return fmt::format("pid={}, fd={}", pid, remote_fd); };
   const detail::operation op{"pvmm::ipc::take_fd_from_process", args};

@@ -241,8 +241,7 @@ result<void*> address_reservation::map(std::size_t offset, const multicast_objec
 }
 
 result<void*> address_reservation::map_and_grant(std::size_t offset, const physical_allocation& memory,
-                                                 std::size_t memory_offset, std::size_t size,
-                                                 std::initializer_list<access_descriptor> grants) {
+                                                 std::size_t memory_offset, std::size_t size, access_list grants) {
   auto address = map(offset, memory, memory_offset, size);
   if (!address) return address;
   if (auto ok = set_access(offset, size, grants); !ok) {
@@ -284,8 +283,9 @@ status address_reservation::unmap(std::size_t offset, std::size_t size) {
   return {};
 }
 
-status address_reservation::set_access(std::size_t offset, std::size_t size, const access_descriptor* grants,
-                                       std::size_t count) {
+status address_reservation::set_access(std::size_t offset, std::size_t size, access_list list) {
+  const access_descriptor* grants = list.data();
+  const std::size_t count = list.size();
   auto args = [&] { return fmt::format("offset={:#x}, size={:#x}, grants={}", offset, size, count); };
   const detail::operation op{"pvmm::address_reservation::set_access", args};
   if (!state_) return detail::released_reservation(op);

@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <initializer_list>
 #include <vector>
 
 #include <pvmm/allocation.hpp>
@@ -58,9 +57,13 @@ struct imported_buffer {
   std::size_t size() const noexcept { return range.size(); }
 };
 
-/// Imports every chunk (fds are borrowed: close them afterwards), maps the same layout and grants `grants`.
+/// Imports every chunk (fds are borrowed: close them afterwards), maps the same layout in one reservation aligned
+/// to `alignment` (0 or a power of two, as for address_reservation::reserve) and grants `grants`.
 /// On any failure nothing stays imported, reserved or mapped.
 result<imported_buffer> import_buffer(const buffer_descriptor& descriptor, const int* fds, std::size_t fd_count,
-                                      std::initializer_list<access_descriptor> grants);
+                                      access_list grants, std::size_t alignment = 0);
+/// import_buffer with the fds as they arrive from ipc::receive_fds (still owned by the caller).
+result<imported_buffer> import_buffer(const buffer_descriptor& descriptor, const std::vector<owned_fd>& fds,
+                                      access_list grants, std::size_t alignment = 0);
 
 }  // namespace pvmm

@@ -27,6 +27,10 @@ inline constexpr std::size_t max_fds_per_message = 253;
 status send_fds(int socket, const int* fds, std::size_t count, const void* payload, std::size_t payload_size,
                 std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
 
+/// send_fds with fds held by owners (export_buffer's, receive_fds'); they stay the caller's.
+status send_fds(int socket, const std::vector<owned_fd>& fds, const void* payload, std::size_t payload_size,
+                std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
+
 /// What one received message held. Every received fd is owned.
 struct received {
   std::vector<owned_fd> fds;
@@ -61,6 +65,12 @@ status check_peer(int socket, const peer_rule& rule);
 result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_payload,
                              std::chrono::milliseconds timeout = std::chrono::milliseconds(10000),
                              const peer_rule* rule = nullptr);
+
+/// receive_fds of a message that must carry exactly `fd_count` fds: fewer or more is errc::protocol_error
+/// (saying how many arrived), with every received fd closed.
+result<received> receive_exactly(int socket, std::size_t fd_count, std::size_t max_payload,
+                                 std::chrono::milliseconds timeout = std::chrono::milliseconds(10000),
+                                 const peer_rule* rule = nullptr);
 
 /// Duplicates file descriptor `remote_fd` of process `pid` into this process (pidfd_open + pidfd_getfd,
 /// Linux 5.6+). Needs ptrace access to the target: the same user with kernel.yama.ptrace_scope 0 (or the

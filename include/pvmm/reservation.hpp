@@ -18,7 +18,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
 
 #include <pvmm/allocation.hpp>
@@ -59,11 +58,10 @@ class address_reservation {
   result<void*> map(std::size_t offset, const multicast_object& object, std::size_t object_offset, std::size_t size);
   /// map() then set_access() over the new mapping; on any failure nothing stays mapped.
   result<void*> map_and_grant(std::size_t offset, const physical_allocation& memory, std::size_t memory_offset,
-                              std::size_t size, std::initializer_list<access_descriptor> grants);
+                              std::size_t size, access_list grants);
 
   /// map_and_grant of the whole of `memory` at `offset`.
-  result<void*> map_and_grant(std::size_t offset, const physical_allocation& memory,
-                              std::initializer_list<access_descriptor> grants) {
+  result<void*> map_and_grant(std::size_t offset, const physical_allocation& memory, access_list grants) {
     return map_and_grant(offset, memory, 0, memory.size(), grants);
   }
 
@@ -71,9 +69,9 @@ class address_reservation {
   status unmap(std::size_t offset, std::size_t size);
 
   /// Grants access over whole mappings covering exactly [offset, offset + size).
-  status set_access(std::size_t offset, std::size_t size, const access_descriptor* grants, std::size_t count);
-  status set_access(std::size_t offset, std::size_t size, std::initializer_list<access_descriptor> grants) {
-    return set_access(offset, size, grants.begin(), grants.size());
+  status set_access(std::size_t offset, std::size_t size, access_list grants);
+  status set_access(std::size_t offset, std::size_t size, const access_descriptor* grants, std::size_t count) {
+    return set_access(offset, size, access_list(grants, count));
   }
 
   /// Frees the range now. Refuses with errc::busy while mappings remain (unmap them first).

@@ -4,7 +4,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include <pvmm/error.hpp>
 
@@ -51,6 +54,37 @@ enum class access : std::uint8_t { none, read, read_write };
 struct access_descriptor {
   pvmm::location location;
   pvmm::access access = pvmm::access::read_write;
+};
+
+/// Borrowed access grants for one call: a braced list ({rw0, rw1}), any contiguous container built at run time
+/// (std::vector, std::array), or a pointer and a count. It only refers to the caller's grants, which must outlive
+/// the call (a braced list lives until the end of the full expression, so passing one directly is safe).
+class access_list {
+ public:
+  constexpr access_list() noexcept = default;
+  constexpr access_list(const access_descriptor* grants, std::size_t count) noexcept : data_(grants), size_(count) {}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"  // a parameter type: the list outlives the call
+#endif
+  constexpr access_list(std::initializer_list<access_descriptor> grants) noexcept
+      : data_(grants.begin()), size_(grants.size()) {}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+  template <class Container, class = std::enable_if_t<std::is_convertible_v<
+                                 decltype(std::declval<const Container&>().data()), const access_descriptor*>>>
+  constexpr access_list(const Container& grants) noexcept : data_(grants.data()), size_(grants.size()) {}
+
+  constexpr const access_descriptor* data() const noexcept { return data_; }
+  constexpr std::size_t size() const noexcept { return size_; }
+  constexpr bool empty() const noexcept { return size_ == 0; }
+  constexpr const access_descriptor* begin() const noexcept { return data_; }
+  constexpr const access_descriptor* end() const noexcept { return data_ + size_; }
+
+ private:
+  const access_descriptor* data_ = nullptr;
+  std::size_t size_ = 0;
 };
 
 /// Allocation granularities for a set of properties.

@@ -2,6 +2,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <string>
 
 #include "support.hpp"
@@ -188,6 +189,67 @@ TEST_SUITE("transport") {
     exported.fds.clear();
     CHECK(imported.size() == view.size());
     CHECK(read_words(imported.data(), imported.size()) == pattern(view.size(), 91));
+  }
+
+  PVMM_CASE("owned fds compose: export_buffer's fds are sent, received, imported with run-time grants, aligned") {
+    PVMM_REQUIRE_DEVICE();
+    PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
+    address_reservation view;
+    auto chunks = chunks_with_pattern(2, view, 92);
+    auto exported = export_buffer(chunks, handle_types::posix_fd).value();
+    auto bytes = exported.descriptor.serialize();
+    socket_pair s;
+    PVMM_CHECK_OK(ipc::send_fds(s.a, exported.fds, bytes.data(), bytes.size()));
+    exported.fds.clear();
+    auto got = ipc::receive_exactly(s.b, 2, bytes.size()).value();
+    auto parsed = buffer_descriptor::parse(got.payload.data(), got.payload.size(), got.fds.size()).value();
+    // The grants a program builds at start-up: every device that can reach device 0's memory.
+    std::vector<access_descriptor> grants;
+    for (int d = 0; d < device_count().value(); ++d)
+      if (can_access_peer(d, 0).value()) grants.push_back(rw(d));
+    const std::size_t alignment = 4 * reservation_granularity().value();
+    auto imported = import_buffer(parsed, got.fds, grants, alignment).value();
+    got.fds.clear();  // the imports hold their own references
+    CHECK(reinterpret_cast<std::uintptr_t>(imported.data()) % alignment == 0);
+    CHECK(read_words(imported.data(), imported.size()) == pattern(view.size(), 92));
+    for (const auto& g : grants) CHECK(query_access(g.location, imported.data()).value() == access::read_write);
+    PVMM_CHECK_ERRC(import_buffer(parsed, std::vector<owned_fd>{}, grants), errc::protocol_error);
+  }
+
+  PVMM_CASE("receive_exactly: a message with fewer or more fds than expected is refused and its fds closed") {
+    socket_pair s;
+    int p[2];
+    REQUIRE(::pipe(p) == 0);
+    const std::size_t before = open_fd_count();
+    int three[] = {p[0], p[1], p[0]};
+    PVMM_CHECK_OK(ipc::send_fds(s.a, three, 3, "x", 1));
+    auto more = ipc::receive_exactly(s.b, 2, 16);
+    PVMM_CHECK_ERRC(more, errc::protocol_error);
+    CHECK(more.error().detail.find("3 fd(s), 2 expected") != std::string::npos);
+    PVMM_CHECK_OK(ipc::send_fds(s.a, three, 1, "x", 1));
+    auto fewer = ipc::receive_exactly(s.b, 2, 16);
+    PVMM_CHECK_ERRC(fewer, errc::protocol_error);
+    CHECK(fewer.error().detail.find("1 fd(s), 2 expected") != std::string::npos);
+    CHECK(open_fd_count() == before);
+    PVMM_CHECK_OK(ipc::send_fds(s.a, three, 2, "x", 1));
+    CHECK(ipc::receive_exactly(s.b, 2, 16).value().fds.size() == 2);
+    ::close(p[0]);
+    ::close(p[1]);
+  }
+
+  PVMM_CASE("map_and_grant and set_access take grants built at run time") {
+    PVMM_REQUIRE_DEVICE();
+    const std::size_t g = granule();
+    auto memory = physical_allocation::create(default_properties(), g).value();
+    auto range = address_reservation::reserve(reservation_granularity().value()).value();
+    std::vector<access_descriptor> grants{ro()};
+    void* at = range.map_and_grant(0, memory, grants).value();
+    CHECK(query_access(location::device(0), at).value() == access::read);
+    const std::array<access_descriptor, 1> writable{rw()};
+    PVMM_CHECK_OK(range.set_access(0, g, writable));
+    CHECK(query_access(location::device(0), at).value() == access::read_write);
+    PVMM_CHECK_ERRC(range.set_access(0, g, std::vector<access_descriptor>{}), errc::invalid_argument);
+    PVMM_CHECK_OK(range.unmap(0, g));
   }
 
   PVMM_CASE("a growable buffer exported to an exec'd process: it rebuilds the layout, writes, the exporter sees it") {
