@@ -18,25 +18,17 @@
 #include <pvmm/ipc.hpp>
 
 #include "backend/error_helpers.hpp"
+#include "ipc_wait.hpp"
 #include "operation.hpp"
 
 namespace pvmm::ipc {
 namespace {
 
+using wait::check_timeout;
+using wait::system_failure;
+using wait::wait_for;
+
 constexpr std::size_t scm_max_fd = 253;  // the kernel's limit of fds in one SCM_RIGHTS message (SCM_MAX_FD)
-
-error system_failure(const detail::operation& op, int err, const char* call) {
-  return op.wrap(detail::errno_error(errc::system_error, call, err));
-}
-
-/// Timeouts are milliseconds >= 0; wait_forever (milliseconds::max()) waits without limit. Anything longer
-/// than poll's int range is waited for in slices against a deadline, never cast.
-status check_timeout(std::chrono::milliseconds timeout, const detail::operation& op) {
-  if (timeout.count() < 0)
-    return op.fail(errc::invalid_argument, fmt::format("timeout {} ms is negative", timeout.count()),
-                   "use 0 to poll once, or pvmm::ipc::wait_forever to wait without limit");
-  return {};
-}
 
 /// Message boundaries are part of the contract (one call, one message; a longer message is an error, not
 /// the start of the next one): a byte stream cannot keep that promise.
@@ -49,32 +41,6 @@ status check_socket_type(int socket, const detail::operation& op) {
     return op.fail(errc::invalid_argument, "the socket is SOCK_STREAM, which has no message boundaries",
                    "use an AF_UNIX SOCK_SEQPACKET (or SOCK_DGRAM) socket");
   return {};
-}
-
-/// Waits for `events` on `socket`; timeout/hang-up reported as errors.
-status wait_for(int socket, short events, std::chrono::milliseconds timeout, const detail::operation& op) {
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  const bool forever =
-      timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(clock::time_point::max() - start);
-  const auto deadline = forever ? clock::time_point::max() : start + timeout;
-  pollfd p{socket, events, 0};
-  for (;;) {
-    int slice = -1;
-    if (!forever) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now()).count();
-      slice = static_cast<int>(std::clamp<long long>(left, 0, std::numeric_limits<int>::max()));
-    }
-    int n = ::poll(&p, 1, slice);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return system_failure(op, errno, "poll");
-    if (n == 0) {
-      if (!forever && clock::now() < deadline) continue;  // a slice of a long wait ended
-      return op.fail(errc::timeout, fmt::format("the peer did not respond within {} ms", timeout.count()));
-    }
-    if (p.revents & POLLNVAL) return system_failure(op, EBADF, "poll (the socket is not open)");
-    return {};
-  }
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 //       receives one fd, imports it, maps it for <device>, checks the parent's data, writes its own
 //   pvmm_conformance_child <socket> import-buffer <device> <expected-seed> <write-seed>
 //       receives a buffer descriptor with its fds, rebuilds the buffer, checks, writes
+//   pvmm_conformance_child <socket> endpoint-import <name> <device> <expected-seed> <write-seed>
+//       connects to the named endpoint, then as import-buffer over that connection (answers there too)
 //   pvmm_conformance_child <socket> die-mid-transfer
 //       sends the first message of a transfer, then dies before the second
 //   pvmm_conformance_child <socket> hold-fd
@@ -54,6 +56,21 @@ int import_buffer(int sock, int device, std::uint32_t expected_seed, std::uint32
   return answer(sock, "ok");
 }
 
+int endpoint_import(const std::string& name, int device, std::uint32_t expected_seed, std::uint32_t write_seed) {
+  auto peer = pvmm::ipc::connect(name).value();
+  auto message = peer.receive(64, 1 << 16).value();
+  auto descriptor =
+      pvmm::buffer_descriptor::parse(message.payload.data(), message.payload.size(), message.fds.size()).value();
+  auto buffer =
+      pvmm::import_buffer(descriptor, message.fds, {{pvmm::location::device(device), pvmm::access::read_write}})
+          .value();
+  message.fds.clear();
+  if (pvmm_test::read_words(buffer.data(), buffer.size()) != pvmm_test::pattern(buffer.size(), expected_seed))
+    return answer(peer.native_handle(), "the parent's data did not arrive in the same layout");
+  pvmm_test::write_words(buffer.data(), pvmm_test::pattern(buffer.size(), write_seed));
+  return answer(peer.native_handle(), "ok");
+}
+
 int hold_fd(int sock) {
   int p[2];
   if (::pipe(p) != 0) return answer(sock, "pipe failed");
@@ -82,6 +99,9 @@ int main(int argc, char** argv) {
     if (mode == "import-buffer" && argc == 6)
       return import_buffer(sock, std::atoi(argv[3]), static_cast<std::uint32_t>(std::atoi(argv[4])),
                            static_cast<std::uint32_t>(std::atoi(argv[5])));
+    if (mode == "endpoint-import" && argc == 7)
+      return endpoint_import(argv[3], std::atoi(argv[4]), static_cast<std::uint32_t>(std::atoi(argv[5])),
+                             static_cast<std::uint32_t>(std::atoi(argv[6])));
     if (mode == "die-mid-transfer") {
       const char first[] = "first half";
       (void)pvmm::ipc::send_fds(sock, nullptr, 0, first, sizeof first);
