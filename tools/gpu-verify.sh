@@ -27,4 +27,5 @@ fi
 echo "--- examples ---"
 for example in vector_add grow multi_gpu_stripes; do "$build/examples/pvmm_example_$example"; echo "$example rc=$?"; done
 "$build/examples/pvmm_example_ipc_ring" 4; echo "ipc_ring rc=$?"
+"$build/examples/pvmm_example_ipc_ring_gpu" 4; echo "ipc_ring_gpu rc=$?"
 "$build/examples/pvmm_example_multicast_allreduce"; echo "multicast_allreduce rc=$? (must refuse: PVMM_ENABLE_MULTICAST_TESTS unset)"
