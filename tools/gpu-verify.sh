@@ -1,31 +1,66 @@
 #!/usr/bin/env bash
-# Builds the CUDA backend on a GPU machine and runs pvmm-info --check and the conformance suite.
-# The GPU machines have no package manager: fmt and doctest come unpacked in .deps/root (tools/fetch-deps.sh).
-# Usage: tools/gpu-verify.sh [build-dir]     (writes logs to $OUT when set)
+# Builds pvmm on a GPU machine and runs pvmm-info --check, CTest, the conformance suite (also restricted to one
+# GPU when there are several) and the examples, for each backend that runs on NVIDIA GPUs:
+#   cuda          the CUDA driver backend
+#   hip-nvidia    the hip backend on HIP's NVIDIA platform (HIP's CUDA mapping), when .deps/hip-nvidia has the headers
+# The GPU machines have no package manager: fmt and doctest come unpacked in .deps/root, and the HIP headers in
+# .deps/hip-nvidia (tools/fetch-deps.sh; carry ".deps").
+# Usage: tools/gpu-verify.sh [build-root]     (writes logs to $OUT when set)
 set -uo pipefail
-build=${1:-build/gpu}
+root=${1:-build/gpu}
 out=${OUT:-/tmp}
 export PATH=/usr/local/cuda/bin:$PATH
-cmake -S . -B "$build" -G Ninja -DPVMM_BACKEND=cuda -DPVMM_WARNINGS_AS_ERRORS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_PREFIX_PATH="$PWD/.deps/root/usr" >"$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-cmake --build "$build" -j"$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; exit 1; }
 nvidia-smi -L
-"$build/tools/pvmm-info" --check | tee "$out/pvmm-info.log"
-info_rc=${PIPESTATUS[0]}
-ctest --test-dir "$build" -j1 --output-on-failure >"$out/ctest.log" 2>&1
-ctest_rc=$?
-grep -E "tests passed|Skipped|Failed|\*\*\*" "$out/ctest.log" | tail -40
-"$build/tests/pvmm_conformance" >"$out/conformance.log" 2>&1
-suite_rc=$?
-tail -4 "$out/conformance.log"
-echo "pvmm-info rc=$info_rc ctest rc=$ctest_rc suite rc=$suite_rc"
-if [ "$(nvidia-smi -L | wc -l)" -gt 1 ]; then
-  echo "--- the same suite restricted to one GPU (CUDA_VISIBLE_DEVICES=0) ---"
-  CUDA_VISIBLE_DEVICES=0 "$build/tests/pvmm_conformance" >"$out/conformance-1gpu.log" 2>&1
-  echo "single-GPU suite rc=$?"; tail -3 "$out/conformance-1gpu.log"
+gpus=$(nvidia-smi -L | wc -l)
+overall=0
+
+verify() {  # verify <name> <cmake args...>
+  local name=$1 build=$root/$1 log=$out/$1
+  shift
+  mkdir -p "$log"
+  echo "=== $name ==="
+  cmake -S . -B "$build" -G Ninja -DPVMM_WARNINGS_AS_ERRORS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_PREFIX_PATH="$PWD/.deps/root/usr" "$@" >"$log/configure.log" 2>&1 || { tail -30 "$log/configure.log"; overall=1; return; }
+  cmake --build "$build" -j"$(nproc)" >"$log/build.log" 2>&1 || { grep -E "error" "$log/build.log" | head -30; overall=1; return; }
+  "$build/tools/pvmm-info" --check | tee "$log/pvmm-info.log"
+  local info_rc=${PIPESTATUS[0]}
+  ctest --test-dir "$build" -j1 --output-on-failure >"$log/ctest.log" 2>&1
+  local ctest_rc=$?
+  grep -E "tests passed|Skipped|Failed|\*\*\*" "$log/ctest.log" | tail -40
+  "$build/tests/pvmm_conformance" >"$log/conformance.log" 2>&1
+  local suite_rc=$?
+  tail -4 "$log/conformance.log"
+  grep -h "\[pvmm-skip\]" "$log/conformance.log" | sort | uniq -c
+  echo "$name: pvmm-info rc=$info_rc ctest rc=$ctest_rc suite rc=$suite_rc"
+  [ $info_rc -eq 0 ] && [ $ctest_rc -eq 0 ] && [ $suite_rc -eq 0 ] || overall=1
+  if [ "$gpus" -gt 1 ]; then
+    echo "--- $name: the same suite restricted to one GPU (CUDA_VISIBLE_DEVICES=0) ---"
+    CUDA_VISIBLE_DEVICES=0 "$build/tests/pvmm_conformance" >"$log/conformance-1gpu.log" 2>&1
+    local one_rc=$?
+    echo "$name: single-GPU suite rc=$one_rc"; tail -3 "$log/conformance-1gpu.log"
+    [ $one_rc -eq 0 ] || overall=1
+  fi
+  echo "--- $name: examples ---"
+  local example
+  for example in vector_add grow multi_gpu_stripes ipc_ring ipc_ring_gpu multicast_allreduce; do
+    [ -x "$build/examples/pvmm_example_$example" ] || continue
+    "$build/examples/pvmm_example_$example"
+    local rc=$?
+    if [ $example = multicast_allreduce ]; then
+      echo "$name: $example rc=$rc (must refuse: PVMM_ENABLE_MULTICAST_TESTS unset)"
+    else
+      echo "$name: $example rc=$rc"
+      [ $rc -eq 0 ] || overall=1
+    fi
+  done
+}
+
+verify cuda -DPVMM_BACKEND=cuda
+if [ -f .deps/hip-nvidia/include/hip/nvidia_detail/nvidia_hip_runtime_api.h ]; then
+  verify hip-nvidia -DPVMM_BACKEND=hip -DPVMM_HIP_PLATFORM=nvidia -DPVMM_HIP_ROOT="$PWD/.deps/hip-nvidia"
+else
+  echo "hip-nvidia: not built (no .deps/hip-nvidia: run tools/fetch-deps.sh where ../shared exists)"
+  overall=1
 fi
-echo "--- examples ---"
-for example in vector_add grow multi_gpu_stripes; do "$build/examples/pvmm_example_$example"; echo "$example rc=$?"; done
-"$build/examples/pvmm_example_ipc_ring" 4; echo "ipc_ring rc=$?"
-"$build/examples/pvmm_example_ipc_ring_gpu" 4; echo "ipc_ring_gpu rc=$?"
-"$build/examples/pvmm_example_multicast_allreduce"; echo "multicast_allreduce rc=$? (must refuse: PVMM_ENABLE_MULTICAST_TESTS unset)"
+echo "gpu-verify: overall rc=$overall"
+exit $overall

@@ -260,6 +260,12 @@ int main(int argc, char** argv) {
   fmt::print("  runtime: {}\n  driver:  {}\n", b.runtime_version.empty() ? "-" : b.runtime_version,
              b.driver_version.empty() ? "-" : b.driver_version);
   auto count = pvmm::device_count();
+  if (b.refused_devices > 0) {
+    // GPUs are here but the backend will not use them: a check that passed now would prove nothing.
+    fmt::print("  devices: 0 usable of {} present ({})\n", b.refused_devices, b.unavailable_reason);
+    if (check) fmt::print("self-check: FAIL: {} device(s) present, all refused by the backend\n", b.refused_devices);
+    return check ? 1 : 0;
+  }
   if (!b.available || !count || *count == 0) {
     fmt::print("  devices: 0 ({})\n", !b.unavailable_reason.empty() ? b.unavailable_reason
                                       : count                       ? std::string("no device")

@@ -15,6 +15,10 @@ backend_info info() {
   if (s.version) b.driver_version = fmt::format("CUDA driver API {}.{}", s.version / 1000, s.version % 1000 / 10);
   b.available = s.available;
   b.unavailable_reason = s.reason;
+  // A driver that initialised but lacks what pvmm needs still counts its devices: they are refused, not absent.
+  int n = 0;
+  if (!s.available && s.api && s.api->cuDeviceGetCount && s.api->cuDeviceGetCount(&n) == CUDA_SUCCESS)
+    b.refused_devices = n;
   return b;
 }
 

@@ -12,13 +12,15 @@ backend_info info() {
   const auto& r = runtime();
   backend_info b;
   b.name = traits.name;
-  b.runtime_version = fmt::format("HIP runtime {} (headers {}.{})", r.version ? version_text(r.version) : "unknown",
-                                  HIP_VERSION_MAJOR, HIP_VERSION_MINOR);
+  b.runtime_version =
+      fmt::format("{} runtime on {} (HIP headers {}.{})", r.version ? version_text(r.version) : "unknown", platform,
+                  HIP_VERSION_MAJOR, HIP_VERSION_MINOR);
   int driver = 0;
-  if (hipDriverGetVersion(&driver) == hipSuccess && driver) b.driver_version = fmt::format("driver {}", driver);
+  if (hipDriverGetVersion(&driver) == hipSuccess && driver) b.driver_version = version_text(driver);
   b.available = r.available;
   b.unavailable_reason = r.reason;
   b.unavailable_code = r.code;
+  b.refused_devices = r.refused_devices;
   return b;
 }
 

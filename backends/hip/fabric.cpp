@@ -23,7 +23,7 @@ result<allocation_handle> import_fabric(const fabric_handle& handle, std::size_t
   PVMM_REQUIRE_RUNTIME();
   hipMemFabricHandle_t fh{};
   std::memcpy(fh.data, handle.bytes.data(), handle.bytes.size());
-  hipMemGenericAllocationHandle_t h{};
+  native_handle h{};
   if (hipError_t rc = hipMemImportFromShareableHandle(&h, &fh, hipMemHandleTypeFabric); rc != hipSuccess)
     return failure(rc, "hipMemImportFromShareableHandle", rc == hipErrorOutOfMemory ? errc{} : errc::invalid_handle);
   return from_hip(h);

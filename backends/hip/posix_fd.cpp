@@ -19,7 +19,7 @@ result<int> export_posix_fd(allocation_handle handle) {
 
 result<allocation_handle> import_posix_fd(int fd, std::size_t) {
   PVMM_REQUIRE_RUNTIME();
-  hipMemGenericAllocationHandle_t h{};
+  native_handle h{};
   void* os_handle = reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd));  // the fd by value
   if (hipError_t rc = hipMemImportFromShareableHandle(&h, os_handle, hipMemHandleTypePosixFileDescriptor);
       rc != hipSuccess)

@@ -1,10 +1,15 @@
-// The HIP backend's internals shared by its feature files: the runtime's version gate, the translation of
-// hipError_t into pvmm's errors, the current-device guard and type conversions.
+// The HIP backend's internals shared by its feature files: the platform, the runtime's version gate, the
+// translation of hipError_t into pvmm's errors, the current-device guard and type conversions.
 //
-// The HIP backend: the contract on ROCm's hipMem* calls, for the ROCm releases whose VMM works (6.1+;
-// POSIX-fd export/import from 6.2). Header differences between ROCm releases are detected at configure time
-// (PVMM_HIP_HAS_* below, from CMake); the runtime's version is checked when the backend starts: before 6.1
-// the VMM entry points exist but are stubs, so pvmm refuses to use them and says so.
+// The HIP backend: the contract on HIP's hipMem* calls, on either of HIP's platforms, chosen by the headers'
+// configuration (CMake's PVMM_HIP_PLATFORM defines one):
+// - AMD (__HIP_PLATFORM_AMD__): ROCm's runtime, for the releases whose VMM works (6.1+; POSIX-fd export/import
+//   from 6.2). Before 6.1 the VMM entry points exist but are stubs, so pvmm refuses to use them and says so.
+// - NVIDIA (__HIP_PLATFORM_NVIDIA__): HIP's headers map each hip* call inline onto CUDA (runtime and driver);
+//   VMM needs CUDA 10.2. Versions read there are CUDA's (13000 for 13.0), and are gated and named as CUDA's.
+// Header differences between releases and platforms are detected at configure time (PVMM_HIP_HAS_* below);
+// the types that differ between platforms (handles: pointer or integer; addresses: void* or hipDeviceptr_t)
+// are taken from the functions' own signatures.
 //
 // HIP restrictions and how the portable semantics absorb them:
 // - mapping offset must be 0: capability map_at_physical_offset = false; the neutral layer refuses others;
@@ -15,13 +20,15 @@
 // - hipMemRetainAllocationHandle's reference counting changed between releases: pvmm does not use it.
 #pragma once
 
-#ifndef __HIP_PLATFORM_AMD__
-#define __HIP_PLATFORM_AMD__
+#if defined(__HIP_PLATFORM_AMD__) == defined(__HIP_PLATFORM_NVIDIA__)
+#error \
+    "the hip backend needs exactly one of __HIP_PLATFORM_AMD__ and __HIP_PLATFORM_NVIDIA__ (CMake: PVMM_HIP_PLATFORM)"
 #endif
 #include <hip/hip_runtime_api.h>
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -29,38 +36,50 @@
 
 namespace pvmm::detail::backend::hip {
 
+#if defined(__HIP_PLATFORM_NVIDIA__)
+inline constexpr const char* platform = "HIP's NVIDIA platform (CUDA)";
+inline constexpr int first_working_vmm = 10020;  // CUDA 10.2: the cuMem* calls HIP maps onto
+inline constexpr int first_working_ipc = 10020;  // and their POSIX-fd export/import
+inline constexpr const char* needed = "CUDA 10.2";
+/// hipRuntimeGetVersion and hipDriverGetVersion answer CUDA's numbers here (13000 is 13.0).
+inline std::string version_text(int v) { return fmt::format("CUDA {}.{}", v / 1000, v % 1000 / 10); }
+#else
+inline constexpr const char* platform = "ROCm";
 inline constexpr int first_working_vmm = 60100000;  // ROCm 6.1: first Linux release whose VMM is not stubbed
 inline constexpr int first_working_ipc = 60200000;  // ROCm 6.2: POSIX-fd export/import
-
-inline std::string version_text(int v) { return fmt::format("{}.{}", v / 10000000, v / 100000 % 100); }
+inline constexpr const char* needed = "ROCm 6.1";
+inline std::string version_text(int v) { return fmt::format("HIP {}.{}", v / 10000000, v / 100000 % 100); }
+#endif
 
 struct runtime_state {
   int version = 0;
   bool available = false;
   errc code = errc::backend_unavailable;
   std::string reason;
+  int refused_devices = 0;  // devices the runtime sees that the backend will not use
 };
 
 // The runtime is process-wide; its version and usability are learnt once.
 inline const runtime_state& runtime() {
   static const runtime_state state = [] {
     runtime_state s;
+    int n = 0;
+    const hipError_t count_rc = hipGetDeviceCount(&n);
     if (hipRuntimeGetVersion(&s.version) != hipSuccess) {
-      s.reason = "the HIP runtime did not report its version";
+      s.reason = fmt::format("the HIP runtime ({}) did not report its version", platform);
+      s.refused_devices = count_rc == hipSuccess ? n : 0;
       return s;
     }
     if (s.version < first_working_vmm) {
       s.code = errc::runtime_too_old;
-      s.reason = fmt::format(
-          "HIP runtime {} found; pvmm's HIP backend needs ROCm 6.1 or later (virtual memory management is a stub "
-          "before 6.1)",
-          version_text(s.version));
+      s.reason = fmt::format("{} runtime found ({}); pvmm's hip backend needs {} or later there{}",
+                             version_text(s.version), platform, needed,
+                             first_working_vmm == 60100000 ? " (virtual memory management is a stub before 6.1)" : "");
+      s.refused_devices = count_rc == hipSuccess ? n : 0;
       return s;
     }
-    int n = 0;
-    hipError_t rc = hipGetDeviceCount(&n);
-    if (rc != hipSuccess || n == 0) {
-      s.reason = fmt::format("no AMD GPU: hipGetDeviceCount returned {}", hipGetErrorName(rc));
+    if (count_rc != hipSuccess || n == 0) {
+      s.reason = fmt::format("no GPU for {}: hipGetDeviceCount returned {}", platform, hipGetErrorName(count_rc));
       return s;
     }
     s.available = true;
@@ -71,7 +90,8 @@ inline const runtime_state& runtime() {
 
 inline error unavailable() {
   const auto& r = runtime();
-  return make_error(r.code, r.reason, "install ROCm 6.1 or later on a machine with an AMD GPU");
+  return make_error(r.code, r.reason,
+                    fmt::format("install {} or later on a machine with a GPU of that platform", needed));
 }
 
 inline errc portable(hipError_t rc) {
@@ -108,11 +128,45 @@ inline error failure(hipError_t rc, const char* call, errc code = errc{}, std::s
 #define PVMM_HIP(call, ...) \
   if (hipError_t rc_ = call(__VA_ARGS__); rc_ != hipSuccess) return failure(rc_, #call)
 
-inline hipMemGenericAllocationHandle_t to_hip(allocation_handle h) {
-  return reinterpret_cast<hipMemGenericAllocationHandle_t>(static_cast<std::uintptr_t>(h.value));
+// Handles are opaque pointers on AMD and integers on NVIDIA; pvmm carries either in 64 bits.
+using native_handle = hipMemGenericAllocationHandle_t;
+// (Templates, so that only the platform's branch is compiled.)
+template <class H = native_handle>
+H to_hip(allocation_handle h) {
+  if constexpr (std::is_pointer_v<H>)
+    return reinterpret_cast<H>(static_cast<std::uintptr_t>(h.value));
+  else
+    return static_cast<H>(h.value);
 }
-inline allocation_handle from_hip(hipMemGenericAllocationHandle_t h) {
-  return allocation_handle{static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(h))};
+template <class H = native_handle>
+allocation_handle from_hip(H h) {
+  if constexpr (std::is_pointer_v<H>)
+    return allocation_handle{static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(h))};
+  else
+    return allocation_handle{static_cast<std::uint64_t>(h)};
+}
+
+// Addresses are void* on AMD and hipDeviceptr_t (an integer) on NVIDIA: the type hipMemAddressReserve returns.
+template <class>
+struct out_parameter;
+template <class R, class Out, class... Rest>
+struct out_parameter<R (*)(Out*, Rest...)> {
+  using type = Out;
+};
+using native_address = typename out_parameter<decltype(&hipMemAddressReserve)>::type;
+template <class A = native_address>
+A to_hip(const void* p) {
+  if constexpr (std::is_pointer_v<A>)
+    return const_cast<void*>(p);
+  else
+    return static_cast<A>(reinterpret_cast<std::uintptr_t>(p));
+}
+template <class A = native_address>
+void* from_hip_address(A a) {
+  if constexpr (std::is_pointer_v<A>)
+    return a;
+  else
+    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(a));
 }
 
 inline hipMemAllocationProp to_hip(const allocation_properties& p) {

@@ -33,7 +33,7 @@ result<allocation_handle> create(const allocation_properties& p, std::size_t siz
                       "HIP's hipMemAllocationProp holds one handle type: request posix_fd or fabric, not both");
   return on_device(p.location.id, [&]() -> result<allocation_handle> {
     hipMemAllocationProp prop = to_hip(p);
-    hipMemGenericAllocationHandle_t h{};
+    native_handle h{};
     PVMM_HIP(hipMemCreate, &h, size, &prop, 0);
     return from_hip(h);
   });
@@ -65,8 +65,9 @@ result<allocation_properties> properties(allocation_handle handle) {
 
 result<void*> reserve(std::size_t size, std::size_t alignment, const void* hint) {
   PVMM_REQUIRE_RUNTIME();
-  void* p = nullptr;
-  PVMM_HIP(hipMemAddressReserve, &p, size, alignment, const_cast<void*>(hint), 0);
+  native_address a{};
+  PVMM_HIP(hipMemAddressReserve, &a, size, alignment, to_hip(hint), 0);
+  void* p = from_hip_address(a);
   if (!p)
     return make_error(errc::backend_error, "hipMemAddressReserve succeeded with a null address",
                       "this runtime's VMM is a stub: use ROCm 6.1 or later");
@@ -75,19 +76,19 @@ result<void*> reserve(std::size_t size, std::size_t alignment, const void* hint)
 
 status free_reservation(void* address, std::size_t size) {
   PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipMemAddressFree, address, size);
+  PVMM_HIP(hipMemAddressFree, to_hip(address), size);
   return {};
 }
 
 status map(void* address, std::size_t size, allocation_handle handle, std::size_t offset) {
   PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipMemMap, address, size, offset, to_hip(handle), 0);
+  PVMM_HIP(hipMemMap, to_hip(address), size, offset, to_hip(handle), 0);
   return {};
 }
 
 status unmap(void* address, std::size_t size) {
   PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipMemUnmap, address, size);
+  PVMM_HIP(hipMemUnmap, to_hip(address), size);
   return {};
 }
 
@@ -103,7 +104,7 @@ status set_access(void* address, std::size_t size, const access_descriptor* gran
                     : grants[i].access == access::read     ? hipMemAccessFlagsProtRead
                                                            : hipMemAccessFlagsProtNone;
   }
-  PVMM_HIP(hipMemSetAccess, address, size, desc.data(), count);
+  PVMM_HIP(hipMemSetAccess, to_hip(address), size, desc.data(), count);
   return {};
 }
 
@@ -115,7 +116,7 @@ result<access> get_access(location where, const void* address) {
   l.type = hipMemLocationTypeDevice;
   l.id = where.id;
   unsigned long long flags = 0;
-  PVMM_HIP(hipMemGetAccess, &flags, &l, const_cast<void*>(address));
+  PVMM_HIP(hipMemGetAccess, &flags, &l, to_hip(address));
   if (flags == hipMemAccessFlagsProtReadWrite) return access::read_write;
   if (flags == hipMemAccessFlagsProtRead) return access::read;
   return access::none;

@@ -153,6 +153,9 @@ struct backend_info {
   bool available = false;       ///< false: no driver, no runtime or no device; see unavailable_reason
   std::string unavailable_reason;
   errc unavailable_code = errc::backend_unavailable;  ///< runtime_too_old where the runtime is too old
+  /// Devices the runtime sees that the backend refuses (a runtime too old, a version misread): nonzero means
+  /// a GPU is here but nothing will run on it, which pvmm-info --check and the suite report as a failure.
+  int refused_devices = 0;
 };
 
 /// Free and total memory of a device, in bytes.

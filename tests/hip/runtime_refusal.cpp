@@ -1,4 +1,5 @@
-// The hip backend refuses runtimes whose VMM is a stub (before ROCm 6.1), naming the version found and needed.
+// The hip backend refuses runtimes whose VMM does not work (before ROCm 6.1 on AMD; before CUDA 10.2 on HIP's
+// NVIDIA platform), naming the runtime and the versions found and needed.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -19,8 +20,11 @@ TEST_CASE("an old or absent HIP runtime is refused with the versions named, and 
   REQUIRE_FALSE(r.has_value());
   CHECK(r.code() == b.unavailable_code);
   if (b.unavailable_code == pvmm::errc::runtime_too_old) {
-    CHECK(b.unavailable_reason.find("6.1") != std::string::npos);
-    CHECK(b.unavailable_reason.find(b.runtime_version.substr(12, 3)) != std::string::npos);  // "HIP runtime X.Y"
+    // runtime_version starts with the runtime as found: "HIP 5.2 runtime on ROCm ..." or "CUDA 9.0 runtime on ...".
+    const std::string found = b.runtime_version.substr(0, b.runtime_version.find(" runtime"));
+    CHECK(b.unavailable_reason.find(found) != std::string::npos);
+    const bool cuda = found.rfind("CUDA", 0) == 0;
+    CHECK(b.unavailable_reason.find(cuda ? "CUDA 10.2" : "ROCm 6.1") != std::string::npos);
   }
   auto range = pvmm::address_reservation::reserve(4096);
   CHECK(range.code() == b.unavailable_code);  // the stubbed hipMemAddressReserve is never called

@@ -5,6 +5,12 @@ using namespace pvmm;
 using namespace pvmm_test;
 
 TEST_SUITE("devices") {
+  PVMM_CASE("no device that the runtime sees is refused by the backend (a misread version skips nothing silently)") {
+    const auto b = query_backend();
+    CHECK_MESSAGE(b.refused_devices == 0,
+                  b.refused_devices << " device(s) present but refused: " << b.unavailable_reason);
+  }
+
   TEST_CASE("the backend describes itself, and says why when it cannot run") {
     auto b = query_backend();
     CHECK_FALSE(b.name.empty());
