@@ -5,7 +5,7 @@
 #   hip-nvidia    the hip backend on HIP's NVIDIA platform (HIP's CUDA mapping), when .deps/hip-nvidia has the headers
 # The GPU machines have no package manager: fmt and doctest come unpacked in .deps/root, and the HIP headers in
 # .deps/hip-nvidia (tools/fetch-deps.sh; carry ".deps").
-# Usage: tools/gpu-verify.sh [build-root]     (writes logs to $OUT when set)
+# Usage: [PVMM_VERIFY="cuda hip-nvidia"] tools/gpu-verify.sh [build-root]     (writes logs to $OUT when set)
 set -uo pipefail
 root=${1:-build/gpu}
 out=${OUT:-/tmp}
@@ -55,12 +55,19 @@ verify() {  # verify <name> <cmake args...>
   done
 }
 
-verify cuda -DPVMM_BACKEND=cuda
-if [ -f .deps/hip-nvidia/include/hip/nvidia_detail/nvidia_hip_runtime_api.h ]; then
-  verify hip-nvidia -DPVMM_BACKEND=hip -DPVMM_HIP_PLATFORM=nvidia -DPVMM_HIP_ROOT="$PWD/.deps/hip-nvidia"
-else
-  echo "hip-nvidia: not built (no .deps/hip-nvidia: run tools/fetch-deps.sh where ../shared exists)"
-  overall=1
-fi
+for backend in ${PVMM_VERIFY:-cuda hip-nvidia}; do
+  case $backend in
+    cuda) verify cuda -DPVMM_BACKEND=cuda ;;
+    hip-nvidia)
+      if [ -f .deps/hip-nvidia/include/hip/nvidia_detail/nvidia_hip_runtime_api.h ]; then
+        verify hip-nvidia -DPVMM_BACKEND=hip -DPVMM_HIP_PLATFORM=nvidia -DPVMM_HIP_ROOT="$PWD/.deps/hip-nvidia"
+      else
+        echo "hip-nvidia: not built (no .deps/hip-nvidia: run tools/fetch-deps.sh where ../shared exists)"
+        overall=1
+      fi
+      ;;
+    *) echo "unknown backend '$backend'"; overall=1 ;;
+  esac
+done
 echo "gpu-verify: overall rc=$overall"
 exit $overall

@@ -20,7 +20,11 @@ result<capabilities::vmm_features> vmm_capabilities(int ordinal) {
   c.supported = true;  // the runtime is 6.1+ (checked at start) but these headers lack the attribute
 #endif
   c.map_at_physical_offset = false;
-  c.map_part_of_allocation = true;         // ROCm's own tests map a prefix of a larger allocation
+#if defined(__HIP_PLATFORM_NVIDIA__)
+  c.map_part_of_allocation = false;  // hipMemMap is cuMemMap there, which refuses a prefix (NOT_SUPPORTED)
+#else
+  c.map_part_of_allocation = true;  // ROCm's own tests map a prefix of a larger allocation
+#endif
   c.host_access_to_device_memory = false;  // hipMemSetAccess grants devices; host memory is not created here
   return c;
 }
