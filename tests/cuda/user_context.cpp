@@ -140,47 +140,49 @@ TEST_CASE("query_memory and the testing copies run in the primary context and gi
   const auto* previous = pvmm::cuda::install_driver_api(&table);
   const CUcontext user = fake(0x1111), primary1 = fake(0x2001);
 
-  pvmm::allocation_properties p;
-  p.location = pvmm::location::device(1);
-  auto memory = pvmm::physical_allocation::create(p, two_mib).value();
-  auto range = pvmm::address_reservation::reserve(two_mib).value();
-  REQUIRE(range.map_and_grant(0, memory, {{pvmm::location::device(1), pvmm::access::read_write}}).has_value());
-  char byte = 7;
+  {  // every pvmm object goes before the real driver table comes back: its destructors call the fake one
+    pvmm::allocation_properties p;
+    p.location = pvmm::location::device(1);
+    auto memory = pvmm::physical_allocation::create(p, two_mib).value();
+    auto range = pvmm::address_reservation::reserve(two_mib).value();
+    REQUIRE(range.map_and_grant(0, memory, {{pvmm::location::device(1), pvmm::access::read_write}}).has_value());
+    char byte = 7;
 
-  SUBCASE("a context of the user's own is current") {
-    stack = {user};
-    REQUIRE(pvmm::query_memory(1).has_value());
-    CHECK(seen_by_last_call == primary1);
-    CHECK(stack == std::vector<CUcontext>{user});
-    REQUIRE(pvmm::testing::copy_to_mapping(range.address(), &byte, 1, 1).has_value());
-    CHECK(seen_by_last_call == primary1);
-    CHECK(stack == std::vector<CUcontext>{user});
-    REQUIRE(pvmm::testing::copy_from_mapping(&byte, range.address(), 1, 1).has_value());
-    CHECK(seen_by_last_call == primary1);
-    CHECK(stack == std::vector<CUcontext>{user});
-  }
-  SUBCASE("no context is current: none is left current") {
-    stack.clear();
-    REQUIRE(pvmm::query_memory(1).has_value());
-    CHECK(seen_by_last_call == primary1);
-    CHECK(stack.empty());
-    REQUIRE(pvmm::testing::copy_to_mapping(range.address(), &byte, 1, 1).has_value());
-    CHECK(stack.empty());
-  }
-  SUBCASE("the primary context is already current: nothing is pushed") {
+    SUBCASE("a context of the user's own is current") {
+      stack = {user};
+      REQUIRE(pvmm::query_memory(1).has_value());
+      CHECK(seen_by_last_call == primary1);
+      CHECK(stack == std::vector<CUcontext>{user});
+      REQUIRE(pvmm::testing::copy_to_mapping(range.address(), &byte, 1, 1).has_value());
+      CHECK(seen_by_last_call == primary1);
+      CHECK(stack == std::vector<CUcontext>{user});
+      REQUIRE(pvmm::testing::copy_from_mapping(&byte, range.address(), 1, 1).has_value());
+      CHECK(seen_by_last_call == primary1);
+      CHECK(stack == std::vector<CUcontext>{user});
+    }
+    SUBCASE("no context is current: none is left current") {
+      stack.clear();
+      REQUIRE(pvmm::query_memory(1).has_value());
+      CHECK(seen_by_last_call == primary1);
+      CHECK(stack.empty());
+      REQUIRE(pvmm::testing::copy_to_mapping(range.address(), &byte, 1, 1).has_value());
+      CHECK(stack.empty());
+    }
+    SUBCASE("the primary context is already current: nothing is pushed") {
+      stack = {primary1};
+      REQUIRE(pvmm::query_memory(1).has_value());
+      CHECK(seen_by_last_call == primary1);
+      CHECK(stack == std::vector<CUcontext>{primary1});
+    }
+    SUBCASE("another device's primary context is current: it stays current") {
+      stack = {fake(0x2000)};
+      REQUIRE(pvmm::query_memory(1).has_value());
+      CHECK(seen_by_last_call == primary1);
+      CHECK(stack == std::vector<CUcontext>{fake(0x2000)});
+    }
     stack = {primary1};
-    REQUIRE(pvmm::query_memory(1).has_value());
-    CHECK(seen_by_last_call == primary1);
-    CHECK(stack == std::vector<CUcontext>{primary1});
+    CHECK(range.unmap(0, two_mib).has_value());
   }
-  SUBCASE("another device's primary context is current: it stays current") {
-    stack = {fake(0x2000)};
-    REQUIRE(pvmm::query_memory(1).has_value());
-    CHECK(seen_by_last_call == primary1);
-    CHECK(stack == std::vector<CUcontext>{fake(0x2000)});
-  }
-  stack = {primary1};
-  CHECK(range.unmap(0, two_mib).has_value());
   pvmm::cuda::install_driver_api(previous);
 }
 
