@@ -17,7 +17,7 @@ result<capabilities::vmm_features> vmm_capabilities(int ordinal) {
   c.supported = vmm != 0;
 #else
   (void)ordinal;
-  c.supported = true;  // the runtime is 6.1+ (checked at start) but these headers lack the attribute
+  c.supported = true;               // the runtime is 6.1+ (checked at start) but these headers lack the attribute
 #endif
   c.map_at_physical_offset = false;
 #if defined(__HIP_PLATFORM_NVIDIA__)
@@ -98,17 +98,24 @@ status unmap(void* address, std::size_t size) {
 
 status set_access(void* address, std::size_t size, const access_descriptor* grants, std::size_t count) {
   PVMM_REQUIRE_RUNTIME();
-  std::vector<hipMemAccessDesc> desc(count);
+  std::vector<hipMemAccessDesc> desc;
+  desc.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
-    if (grants[i].location.type != location::kind::device)
+    if (grants[i].location.type != location::kind::device) {
+      // The neutral layer let it through, so it asks for nothing (access none to the host): nothing to pass on.
+      if (grants[i].access == access::none) continue;
       return make_error(errc::not_supported, "the hip backend grants access to devices only");
-    desc[i].location.type = hipMemLocationTypeDevice;
-    desc[i].location.id = grants[i].location.id;
-    desc[i].flags = grants[i].access == access::read_write ? hipMemAccessFlagsProtReadWrite
-                    : grants[i].access == access::read     ? hipMemAccessFlagsProtRead
-                                                           : hipMemAccessFlagsProtNone;
+    }
+    hipMemAccessDesc d{};
+    d.location.type = hipMemLocationTypeDevice;
+    d.location.id = grants[i].location.id;
+    d.flags = grants[i].access == access::read_write ? hipMemAccessFlagsProtReadWrite
+              : grants[i].access == access::read     ? hipMemAccessFlagsProtRead
+                                                     : hipMemAccessFlagsProtNone;
+    desc.push_back(d);
   }
-  PVMM_HIP(hipMemSetAccess, to_hip(address), size, desc.data(), count);
+  if (desc.empty()) return {};
+  PVMM_HIP(hipMemSetAccess, to_hip(address), size, desc.data(), desc.size());
   return {};
 }
 
