@@ -38,4 +38,12 @@ result<std::shared_ptr<allocation_state>> find_mapped(const void* address, const
   return std::prev(m)->second.memory;
 }
 
+bool contains(const void* address) {
+  std::lock_guard<std::mutex> guard(index_lock);
+  auto it = index.upper_bound(key(address));
+  if (it == index.begin()) return false;
+  --it;
+  return key(address) - it->first < it->second->size;
+}
+
 }  // namespace pvmm::detail::address_registry

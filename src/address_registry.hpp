@@ -14,6 +14,9 @@ namespace pvmm::detail::address_registry {
 void add(reservation_state* reservation);
 void remove(reservation_state* reservation);
 
+/// Whether `address` lies in a live reservation (mapped or not).
+bool contains(const void* address);
+
 /// The allocation mapped at `address` (anywhere inside a mapping), or errc::not_mapped.
 result<std::shared_ptr<allocation_state>> find_mapped(const void* address, const operation& op);
 

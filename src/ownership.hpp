@@ -25,6 +25,8 @@ namespace pvmm::detail {
 // because owners are created and destroyed on any thread.
 extern std::atomic<std::size_t> live_allocations;
 extern std::atomic<std::size_t> live_reservations;
+extern std::atomic<std::size_t> live_streams;
+extern std::atomic<std::size_t> live_events;
 extern std::atomic<std::size_t> live_mappings;
 
 /// Physical memory or a multicast object: what a mapping maps.

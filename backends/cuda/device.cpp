@@ -48,7 +48,7 @@ result<device_info> device(int ordinal) {
 
 result<memory_info> memory(int ordinal) {
   PVMM_REQUIRE_DRIVER();
-  PVMM_TRY_ASSIGN(scope, primary_context_scope::enter(ordinal));
+  PVMM_TRY_ASSIGN(scope, context_scope::primary(ordinal));
   std::size_t free = 0, total = 0;
   PVMM_CU(cuMemGetInfo, &free, &total);
   return memory_info{free, total, false};

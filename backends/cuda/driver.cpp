@@ -128,7 +128,7 @@ error failure(CUresult rc, const char* call, std::string hint, errc code) {
   return e;
 }
 
-result<primary_context_scope> primary_context_scope::enter(int ordinal) {
+result<context_scope> context_scope::primary(int ordinal) {
   auto& s = driver();
   CUcontext primary = nullptr;
   {
@@ -142,14 +142,24 @@ result<primary_context_scope> primary_context_scope::enter(int ordinal) {
     }
     primary = s.primary[ordinal];
   }
-  CUcontext current = nullptr;
-  if (CUresult rc = s.api->cuCtxGetCurrent(&current); rc != CUDA_SUCCESS) return failure(rc, "cuCtxGetCurrent");
-  if (current == primary) return primary_context_scope(false);  // already there: nothing to undo
-  if (CUresult rc = s.api->cuCtxPushCurrent(primary); rc != CUDA_SUCCESS) return failure(rc, "cuCtxPushCurrent");
-  return primary_context_scope(true);
+  return enter(primary);
 }
 
-primary_context_scope::~primary_context_scope() {
+result<context_scope> context_scope::of_stream(CUstream stream) {
+  CUcontext context = nullptr;
+  if (CUresult rc = api().cuStreamGetCtx(stream, &context); rc != CUDA_SUCCESS) return failure(rc, "cuStreamGetCtx");
+  return enter(context);
+}
+
+result<context_scope> context_scope::enter(CUcontext context) {
+  CUcontext current = nullptr;
+  if (CUresult rc = api().cuCtxGetCurrent(&current); rc != CUDA_SUCCESS) return failure(rc, "cuCtxGetCurrent");
+  if (current == context) return context_scope(false);  // already there: nothing to undo
+  if (CUresult rc = api().cuCtxPushCurrent(context); rc != CUDA_SUCCESS) return failure(rc, "cuCtxPushCurrent");
+  return context_scope(true);
+}
+
+context_scope::~context_scope() {
   if (!pushed_) return;
   CUcontext popped = nullptr;
   (void)api().cuCtxPopCurrent(&popped);  // teardown: the push succeeded, so the pop has what to pop

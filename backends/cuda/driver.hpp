@@ -38,21 +38,25 @@ error failure(CUresult rc, const char* call, std::string hint = {}, errc code = 
 /// An import that fails for any reason but resources or permission was handed something that is not
 /// importable memory.
 errc import_failure_code(CUresult rc);
-/// Device `ordinal`'s primary context made current on this thread for one scope (copies and memory queries
-/// need a context), and the caller's own context current again when the scope ends: pvmm never leaves a
-/// program that runs in a context of its own (cuCtxCreate) launching into another one.
-class primary_context_scope {
+/// A context made current on this thread for one scope (copies, memory queries and stream work need one), and the
+/// caller's own context current again when the scope ends: pvmm never leaves a program that runs in a context of
+/// its own (cuCtxCreate) launching into another one.
+class context_scope {
  public:
-  static result<primary_context_scope> enter(int ordinal);
-  primary_context_scope(primary_context_scope&& other) noexcept : pushed_(other.pushed_) { other.pushed_ = false; }
-  primary_context_scope& operator=(primary_context_scope&&) = delete;
-  primary_context_scope(const primary_context_scope&) = delete;
-  primary_context_scope& operator=(const primary_context_scope&) = delete;
-  ~primary_context_scope();
+  /// Device `ordinal`'s primary context (retained once per process).
+  static result<context_scope> primary(int ordinal);
+  /// The context `stream` belongs to.
+  static result<context_scope> of_stream(CUstream stream);
+  context_scope(context_scope&& other) noexcept : pushed_(other.pushed_) { other.pushed_ = false; }
+  context_scope& operator=(context_scope&&) = delete;
+  context_scope(const context_scope&) = delete;
+  context_scope& operator=(const context_scope&) = delete;
+  ~context_scope();
 
  private:
-  explicit primary_context_scope(bool pushed) noexcept : pushed_(pushed) {}
-  bool pushed_;  // the primary context was pushed over the caller's and is popped at the end
+  static result<context_scope> enter(CUcontext context);
+  explicit context_scope(bool pushed) noexcept : pushed_(pushed) {}
+  bool pushed_;  // the context was pushed over the caller's and is popped at the end
 };
 
 inline constexpr const char* imex_hint =

@@ -30,6 +30,19 @@ namespace pvmm::cuda {
   X(cuMemGetInfo, 3020)                            \
   X(cuMemcpyHtoD, 3020)                            \
   X(cuMemcpyDtoH, 3020)                            \
+  X(cuStreamCreate, 2000)                          \
+  X(cuStreamDestroy, 4000)                         \
+  X(cuStreamSynchronize, 2000)                     \
+  X(cuStreamQuery, 2000)                           \
+  X(cuStreamWaitEvent, 3020)                       \
+  X(cuStreamGetCtx, 9020)                          \
+  X(cuLaunchHostFunc, 10000)                       \
+  X(cuMemcpyAsync, 4000)                           \
+  X(cuEventCreate, 2000)                           \
+  X(cuEventDestroy, 4000)                          \
+  X(cuEventRecord, 2000)                           \
+  X(cuEventSynchronize, 2000)                      \
+  X(cuEventQuery, 2000)                            \
   X(cuMemGetAllocationGranularity, 10020)          \
   X(cuMemCreate, 10020)                            \
   X(cuMemRelease, 10020)                           \

@@ -8,7 +8,7 @@ using namespace pvmm::cuda;
 
 status copy_to_mapping(void* destination, const void* source, std::size_t size, int device) {
   PVMM_REQUIRE_DRIVER();
-  PVMM_TRY_ASSIGN(scope, primary_context_scope::enter(device));
+  PVMM_TRY_ASSIGN(scope, context_scope::primary(device));
   PVMM_CU(cuMemcpyHtoD, ptr(destination), source, size);
   // A copy from pageable memory may return before its DMA lands: finish it, so an unmap right after is safe.
   if (CUresult rc = api().cuCtxSynchronize(); rc != CUDA_SUCCESS) return failure(rc, "cuCtxSynchronize");
@@ -17,7 +17,7 @@ status copy_to_mapping(void* destination, const void* source, std::size_t size, 
 
 status copy_from_mapping(void* destination, const void* source, std::size_t size, int device) {
   PVMM_REQUIRE_DRIVER();
-  PVMM_TRY_ASSIGN(scope, primary_context_scope::enter(device));
+  PVMM_TRY_ASSIGN(scope, context_scope::primary(device));
   PVMM_CU(cuMemcpyDtoH, destination, ptr(source), size);
   return {};
 }

@@ -18,4 +18,5 @@
 #include <pvmm/multicast.hpp>
 #include <pvmm/owned_fd.hpp>
 #include <pvmm/reservation.hpp>
+#include <pvmm/stream.hpp>
 #include <pvmm/types.hpp>

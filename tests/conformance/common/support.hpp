@@ -85,6 +85,8 @@ struct leak_check {
     CHECK_MESSAGE(now.allocations == baseline_live.allocations, "physical allocations leaked");
     CHECK_MESSAGE(now.reservations == baseline_live.reservations, "address reservations leaked");
     CHECK_MESSAGE(now.mappings == baseline_live.mappings, "mappings leaked");
+    CHECK_MESSAGE(now.streams == baseline_live.streams, "streams leaked");
+    CHECK_MESSAGE(now.events == baseline_live.events, "events leaked");
     CHECK_MESSAGE(kernel_pvmm_mappings() == baseline_kernel_mappings, "kernel mappings of pvmm memory leaked");
     CHECK_MESSAGE(free_device_memory() == baseline_device_free, "device memory leaked");
   }

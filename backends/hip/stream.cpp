@@ -1,0 +1,116 @@
+// HIP backend, feature "stream": hipStream*, hipEvent*, hipLaunchHostFunc, hipMemcpyAsync (on the stream's device).
+#include "backend/stream.hpp"
+#include "runtime.hpp"
+
+namespace pvmm::detail::backend {
+using namespace hip;
+
+namespace {
+hipStream_t native(stream_handle h) { return reinterpret_cast<hipStream_t>(static_cast<std::uintptr_t>(h.value)); }
+hipEvent_t native(event_handle h) { return reinterpret_cast<hipEvent_t>(static_cast<std::uintptr_t>(h.value)); }
+template <class T>
+std::uint64_t value_of(T p) {
+  return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p));
+}
+}  // namespace
+
+result<stream_handle> create_stream(int device) {
+  PVMM_REQUIRE_RUNTIME();
+  return on_device(device, [&]() -> result<stream_handle> {
+    hipStream_t s = nullptr;
+    PVMM_HIP(hipStreamCreateWithFlags, &s, hipStreamNonBlocking);
+    return stream_handle{value_of(s)};
+  });
+}
+
+status destroy_stream(stream_handle s) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_HIP(hipStreamDestroy, native(s));
+  return {};
+}
+
+status synchronize_stream(stream_handle s, int) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_HIP(hipStreamSynchronize, native(s));
+  return {};
+}
+
+result<bool> query_stream(stream_handle s, int) {
+  PVMM_REQUIRE_RUNTIME();
+  hipError_t rc = hipStreamQuery(native(s));
+  if (rc == hipSuccess) return true;
+  if (rc == hipErrorNotReady) return false;
+  return failure(rc, "hipStreamQuery");
+}
+
+status wait_event(stream_handle s, int, event_handle e) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_HIP(hipStreamWaitEvent, native(s), native(e), 0);
+  return {};
+}
+
+status launch_host_function(stream_handle s, int, void (*fn)(void*), void* data) {
+  PVMM_REQUIRE_RUNTIME();
+  // A stream callback runs it: hipLaunchHostFunc is declared for nvcc only on HIP's NVIDIA platform, and ROCm 5.2's
+  // library does not export it; hipStreamAddCallback exists everywhere.
+  struct call {
+    void (*fn)(void*);
+    void* data;
+  };
+  auto* c = new call{fn, data};
+  auto trampoline = [](hipStream_t, hipError_t, void* p) {
+    auto* me = static_cast<call*>(p);
+    me->fn(me->data);
+    delete me;
+  };
+  if (hipError_t rc = hipStreamAddCallback(native(s), trampoline, c, 0); rc != hipSuccess) {
+    delete c;
+    return failure(rc, "hipStreamAddCallback");
+  }
+  return {};
+}
+
+status copy_async(void* destination, const void* source, std::size_t size, stream_handle s, int device, bool) {
+  PVMM_REQUIRE_RUNTIME();
+  return on_device(device, [&]() -> status {
+    PVMM_HIP(hipMemcpyAsync, destination, source, size, hipMemcpyDefault, native(s));
+    return {};
+  });
+}
+
+result<event_handle> create_event(int device) {
+  PVMM_REQUIRE_RUNTIME();
+  return on_device(device, [&]() -> result<event_handle> {
+    hipEvent_t e = nullptr;
+    PVMM_HIP(hipEventCreateWithFlags, &e, hipEventDisableTiming);
+    return event_handle{value_of(e)};
+  });
+}
+
+status destroy_event(event_handle e) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_HIP(hipEventDestroy, native(e));
+  return {};
+}
+
+status record_event(event_handle e, stream_handle s, int) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_HIP(hipEventRecord, native(e), native(s));
+  return {};
+}
+
+status synchronize_event(event_handle e) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_HIP(hipEventSynchronize, native(e));
+  return {};
+}
+
+result<bool> query_event(event_handle e) {
+  PVMM_REQUIRE_RUNTIME();
+  hipError_t rc = hipEventQuery(native(e));
+  if (rc == hipSuccess) return true;
+  if (rc == hipErrorNotReady) return false;
+  return failure(rc, "hipEventQuery");
+}
+
+}  // namespace pvmm::detail::backend

@@ -1,0 +1,59 @@
+// The host backend's streams: each a worker thread running its work in order, with counters that make ordering
+// observable. Events are (stream, sequence number) pairs, so waits carry real ordering and the pool's reuse
+// policies can be told apart (an inline, synchronous stand-in would make every free complete at once).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <pvmm/stream.hpp>
+
+namespace pvmm::detail::backend::host {
+
+class worker_stream : public std::enable_shared_from_this<worker_stream> {
+ public:
+  worker_stream();
+  ~worker_stream();  // drains the queue, joins the worker
+  worker_stream(const worker_stream&) = delete;
+  worker_stream& operator=(const worker_stream&) = delete;
+
+  /// Enqueues `work`; returns its sequence number (1, 2, ...): it has run once completed() >= that number.
+  std::uint64_t enqueue(std::function<void()> work);
+  std::uint64_t enqueued() const;
+  std::uint64_t completed() const;
+  void wait_until_completed(std::uint64_t sequence) const;
+  /// Work enqueued from now on waits until `on` has completed `sequence`; the ordering is recorded.
+  void enqueue_wait(const std::shared_ptr<worker_stream>& on, std::uint64_t sequence);
+  /// How far this stream's later work is ordered after `other`'s (sequence numbers), by waits enqueued so far.
+  std::uint64_t ordered_after(const worker_stream* other) const;
+
+ private:
+  void run();
+  mutable std::mutex lock_;
+  mutable std::condition_variable changed_;
+  std::deque<std::function<void()>> queue_;
+  std::uint64_t enqueued_ = 0, completed_ = 0;
+  std::map<const worker_stream*, std::uint64_t> known_;  // enqueue-time ordering after other streams
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+/// A recorded point: the stream and its sequence number at record time (no stream: never recorded).
+struct worker_event {
+  std::mutex lock;
+  std::shared_ptr<worker_stream> stream;
+  std::uint64_t sequence = 0;
+};
+
+/// The live streams and events by handle. Process-wide because handles are: a handle the caller passes is
+/// looked up here, so a stale or foreign one is refused instead of dereferenced.
+std::shared_ptr<worker_stream> find_stream(stream_handle h);
+std::shared_ptr<worker_event> find_event(event_handle h);
+
+}  // namespace pvmm::detail::backend::host

@@ -1,0 +1,113 @@
+// pvmm/stream.hpp - streams and events: the order in which stream-ordered work (pool allocations and frees,
+// async copies, host functions) runs, on every backend.
+//
+// Every stream-ordered call names its stream: pvmm has no implicit default stream. A stream_ref borrows a
+// stream (one pvmm created, or a native one the program owns); `stream` and `event` own theirs.
+//
+// Threading: stream and event calls may be made from any thread (the drivers allow it); destroying or moving an
+// owner may not overlap its use. A host function runs on a thread of the backend's and must not call pvmm's or the
+// driver's stream functions (the drivers forbid it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <pvmm/error.hpp>
+
+namespace pvmm {
+
+/// The backend's handle of a stream (CUstream, hipStream_t, the host backend's worker) as an integer.
+struct stream_handle {
+  std::uint64_t value = 0;
+};
+/// The backend's handle of an event (CUevent, hipEvent_t, the host backend's event) as an integer.
+struct event_handle {
+  std::uint64_t value = 0;
+};
+
+class event;
+
+/// A borrowed stream of one device: pvmm never destroys it. Copyable.
+class stream_ref {
+ public:
+  /// An empty reference: every call on it answers errc::invalid_argument.
+  constexpr stream_ref() noexcept = default;
+  /// Wraps native stream `native` (nonzero: streams are explicit) of device `device`; the caller keeps it alive
+  /// while pvmm uses it. On CUDA, `native` is a CUstream; on HIP a hipStream_t; on the host backend a handle
+  /// from stream::native_handle() (others are refused with errc::invalid_handle).
+  constexpr stream_ref(stream_handle native, int device) noexcept : handle_(native), device_(device) {}
+
+  stream_handle native_handle() const noexcept { return handle_; }
+  int device() const noexcept { return device_; }
+
+  /// Waits until all work enqueued so far has completed.
+  status synchronize() const;
+  /// True when all work enqueued so far has completed.
+  result<bool> query() const;
+  /// Work enqueued after this call waits for the work `e` recorded (an event never recorded: no wait).
+  status wait(const event& e) const;
+  /// Runs fn(data) on a backend thread once the work before it has completed; later work waits for it.
+  status launch_host_function(void (*fn)(void*), void* data) const;
+  /// Copies `size` bytes in stream order between host memory and memory the stream's device can access (or
+  /// within either). The source is read in stream order; host memory that is not a pvmm mapping or pool
+  /// allocation may be reused as soon as the call returns (as the drivers promise for pageable memory). The
+  /// destination holds the data once the stream's work up to here has completed.
+  status copy_async(void* destination, const void* source, std::size_t size) const;
+
+ protected:
+  stream_handle handle_{};
+  int device_ = -1;
+};
+
+/// Owns a stream on one device. Move-only. The destructor (and release()) waits for the work enqueued on it to
+/// complete, then destroys it: nothing on it runs after it is gone, on every backend.
+class stream : public stream_ref {
+ public:
+  stream() noexcept = default;
+  stream(stream&& other) noexcept;
+  stream& operator=(stream&& other) noexcept;
+  stream(const stream&) = delete;
+  stream& operator=(const stream&) = delete;
+  ~stream();
+
+  static result<stream> create(int device);
+  /// Waits for the stream's work, then destroys it. Fails with errc::already_released when empty.
+  status release() noexcept;
+  bool valid() const noexcept { return handle_.value != 0; }
+  explicit operator bool() const noexcept { return valid(); }
+
+ private:
+  stream(stream_handle h, int device) noexcept : stream_ref(h, device) {}
+};
+
+/// Owns an event of one device: a point in a stream's work that others can wait for. Move-only.
+class event {
+ public:
+  event() noexcept = default;
+  event(event&& other) noexcept;
+  event& operator=(event&& other) noexcept;
+  event(const event&) = delete;
+  event& operator=(const event&) = delete;
+  ~event();
+
+  static result<event> create(int device);
+  /// Captures the work enqueued on `on` so far (a stream of the event's device).
+  status record(stream_ref on);
+  /// Waits until the recorded work has completed (at once when never recorded).
+  status synchronize() const;
+  /// True when the recorded work has completed (or nothing was recorded).
+  result<bool> query() const;
+  status release() noexcept;
+
+  event_handle native_handle() const noexcept { return handle_; }
+  int device() const noexcept { return device_; }
+  bool valid() const noexcept { return handle_.value != 0; }
+  explicit operator bool() const noexcept { return valid(); }
+
+ private:
+  event(event_handle h, int device) noexcept : handle_(h), device_(device) {}
+  event_handle handle_{};
+  int device_ = -1;
+};
+
+}  // namespace pvmm
