@@ -9,6 +9,7 @@
 
 #include <pvmm/device.hpp>
 
+#include "backend/pool.hpp"
 #include "backend/fabric.hpp"
 #include "backend/multicast.hpp"
 #include "backend/posix_fd.hpp"
@@ -69,6 +70,8 @@ result<capabilities> ask_capabilities(int ordinal) {
   c.sharing.posix_fd = c.vmm.supported && posix_fd;
   c.sharing.fabric = c.vmm.supported && fabric;
   c.multicast.supported = multicast;
+  PVMM_TRY_ASSIGN(pools, call_backend("pool_capabilities", [&] { return backend::pool_capabilities(ordinal); }));
+  c.pools = pools;
   return c;
 }
 }  // namespace

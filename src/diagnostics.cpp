@@ -10,10 +10,13 @@ std::atomic<std::size_t> live_reservations{0};
 std::atomic<std::size_t> live_mappings{0};
 std::atomic<std::size_t> live_streams{0};
 std::atomic<std::size_t> live_events{0};
+std::atomic<std::size_t> live_pools{0};
+std::atomic<std::size_t> live_pool_allocations{0};
 }  // namespace detail
 
 live_objects query_live_objects() noexcept {
-  return {detail::live_allocations.load(), detail::live_reservations.load(), detail::live_mappings.load(),
-          detail::live_streams.load(), detail::live_events.load()};
+  return {detail::live_allocations.load(),     detail::live_reservations.load(), detail::live_mappings.load(),
+          detail::live_streams.load(),         detail::live_events.load(),       detail::live_pools.load(),
+          detail::live_pool_allocations.load()};
 }
 }  // namespace pvmm

@@ -27,6 +27,8 @@ extern std::atomic<std::size_t> live_allocations;
 extern std::atomic<std::size_t> live_reservations;
 extern std::atomic<std::size_t> live_streams;
 extern std::atomic<std::size_t> live_events;
+extern std::atomic<std::size_t> live_pools;
+extern std::atomic<std::size_t> live_pool_allocations;
 extern std::atomic<std::size_t> live_mappings;
 
 /// Physical memory or a multicast object: what a mapping maps.

@@ -56,9 +56,13 @@ void load(driver_state& s) {
     s.reason = fmt::format("cuInit failed: {} ({})", name, static_cast<int>(rc));
     return;
   }
-  // Multicast entry points appear with CUDA 12.1; older drivers simply report no multicast.
+  // Multicast entry points appear with CUDA 12.1, pools with 11.2: older drivers simply report no multicast or
+  // no pools (capabilities), everything else is needed.
   for (const char* name : missing) {
-    if (std::strncmp(name, "cuMulticast", 11) == 0) continue;
+    if (std::strncmp(name, "cuMulticast", 11) == 0 || std::strncmp(name, "cuMemPool", 9) == 0 ||
+        std::strcmp(name, "cuMemAllocFromPoolAsync") == 0 || std::strcmp(name, "cuMemFreeAsync") == 0 ||
+        std::strcmp(name, "cuDeviceGetDefaultMemPool") == 0)
+      continue;
     s.reason = fmt::format("the CUDA driver {}.{} lacks {}: virtual memory management needs a newer driver",
                            s.version / 1000, s.version % 1000 / 10, name);
     return;

@@ -43,6 +43,16 @@ namespace pvmm::cuda {
   X(cuEventRecord, 2000)                           \
   X(cuEventSynchronize, 2000)                      \
   X(cuEventQuery, 2000)                            \
+  X(cuDeviceGetDefaultMemPool, 11020)              \
+  X(cuMemPoolCreate, 11020)                        \
+  X(cuMemPoolDestroy, 11020)                       \
+  X(cuMemPoolSetAttribute, 11020)                  \
+  X(cuMemPoolGetAttribute, 11020)                  \
+  X(cuMemPoolTrimTo, 11020)                        \
+  X(cuMemPoolSetAccess, 11020)                     \
+  X(cuMemPoolGetAccess, 11020)                     \
+  X(cuMemAllocFromPoolAsync, 11020)                \
+  X(cuMemFreeAsync, 11020)                         \
   X(cuMemGetAllocationGranularity, 10020)          \
   X(cuMemCreate, 10020)                            \
   X(cuMemRelease, 10020)                           \

@@ -82,6 +82,7 @@ void worker_stream::run() {
       queue_.pop_front();
     }
     work();
+    work = nullptr;  // what the work held (a pool, another stream) goes before it counts as completed
     {
       std::lock_guard<std::mutex> guard(lock_);
       ++completed_;
@@ -151,6 +152,7 @@ status synchronize_stream(stream_handle h, int) {
   auto s = find_stream(h);
   if (!s) return unknown_stream(h);
   s->wait_until_completed(s->enqueued());
+  release_above_thresholds();
   return {};
 }
 
@@ -186,7 +188,7 @@ status launch_host_function(stream_handle h, int, void (*fn)(void*), void* data)
 status copy_async(void* destination, const void* source, std::size_t size, stream_handle h, int, bool stage_source) {
   auto s = find_stream(h);
   if (!s) return unknown_stream(h);
-  if (stage_source) {  // pageable: read now, so the caller may reuse the source at once
+  if (stage_source && !is_pool_memory(source)) {  // pageable: read now, so the caller may reuse the source at once
     auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(source),
                                                                static_cast<const unsigned char*>(source) + size);
     s->enqueue([destination, staged] { std::memcpy(destination, staged->data(), staged->size()); });
@@ -231,6 +233,7 @@ status synchronize_event(event_handle e) {
     sequence = ev->sequence;
   }
   if (on) on->wait_until_completed(sequence);
+  release_above_thresholds();
   return {};
 }
 

@@ -56,4 +56,9 @@ struct worker_event {
 std::shared_ptr<worker_stream> find_stream(stream_handle h);
 std::shared_ptr<worker_event> find_event(event_handle h);
 
+/// Pools (pool.cpp): whether `p` is pool memory (device memory, read in stream order by copies), and the release
+/// threshold applied at a synchronize, as the drivers apply it.
+bool is_pool_memory(const void* p);
+void release_above_thresholds();
+
 }  // namespace pvmm::detail::backend::host

@@ -6,14 +6,17 @@
 namespace pvmm {
 
 struct live_objects {
-  std::size_t allocations = 0;   ///< physical allocations and multicast objects still referenced
-  std::size_t reservations = 0;  ///< reserved ranges not yet freed
-  std::size_t mappings = 0;      ///< mappings not yet unmapped
-  std::size_t streams = 0;       ///< streams pvmm created and has not destroyed
-  std::size_t events = 0;        ///< events pvmm created and has not destroyed
+  std::size_t allocations = 0;       ///< physical allocations and multicast objects still referenced
+  std::size_t reservations = 0;      ///< reserved ranges not yet freed
+  std::size_t mappings = 0;          ///< mappings not yet unmapped
+  std::size_t streams = 0;           ///< streams pvmm created and has not destroyed
+  std::size_t events = 0;            ///< events pvmm created and has not destroyed
+  std::size_t pools = 0;             ///< memory pools (owned or default) still referenced
+  std::size_t pool_allocations = 0;  ///< pool allocations not yet freed
   friend bool operator==(const live_objects& a, const live_objects& b) noexcept {
     return a.allocations == b.allocations && a.reservations == b.reservations && a.mappings == b.mappings &&
-           a.streams == b.streams && a.events == b.events;
+           a.streams == b.streams && a.events == b.events && a.pools == b.pools &&
+           a.pool_allocations == b.pool_allocations;
   }
 };
 

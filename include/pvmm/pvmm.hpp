@@ -15,6 +15,7 @@
 #include <pvmm/error.hpp>
 #include <pvmm/growable_buffer.hpp>
 #include <pvmm/ipc.hpp>
+#include <pvmm/memory_pool.hpp>
 #include <pvmm/multicast.hpp>
 #include <pvmm/owned_fd.hpp>
 #include <pvmm/reservation.hpp>

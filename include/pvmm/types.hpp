@@ -119,6 +119,11 @@ struct capabilities {
   struct multicast_features {
     bool supported = false;
   } multicast;
+  /// Stream-ordered memory pools (pvmm/memory_pool.hpp).
+  struct pool_features {
+    bool supported = false;      ///< pools of this device's memory
+    bool host_location = false;  ///< pools of host memory for this device
+  } pools;
 };
 
 /// The backend's handle of physical memory (CUmemGenericAllocationHandle, hipMemGenericAllocationHandle_t as

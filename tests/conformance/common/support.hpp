@@ -71,7 +71,10 @@ struct leak_check {
 
   static bool warm_up() {
     if (no_device_reason().empty())
-      for (int d = 0; d < pvmm::device_count().value(); ++d) (void)pvmm::query_memory(d);
+      for (int d = 0; d < pvmm::device_count().value(); ++d) {
+        (void)pvmm::query_memory(d);
+        (void)pvmm::memory_pool::default_pool(d);  // lives for the whole process, as the drivers' do
+      }
     return true;
   }
   static std::size_t free_device_memory() {
@@ -87,6 +90,8 @@ struct leak_check {
     CHECK_MESSAGE(now.mappings == baseline_live.mappings, "mappings leaked");
     CHECK_MESSAGE(now.streams == baseline_live.streams, "streams leaked");
     CHECK_MESSAGE(now.events == baseline_live.events, "events leaked");
+    CHECK_MESSAGE(now.pools == baseline_live.pools, "memory pools leaked");
+    CHECK_MESSAGE(now.pool_allocations == baseline_live.pool_allocations, "pool allocations leaked");
     CHECK_MESSAGE(kernel_pvmm_mappings() == baseline_kernel_mappings, "kernel mappings of pvmm memory leaked");
     CHECK_MESSAGE(free_device_memory() == baseline_device_free, "device memory leaked");
   }

@@ -1,0 +1,148 @@
+// CUDA backend, feature "pool": cuMemPool*, cuMemAllocFromPoolAsync, cuMemFreeAsync (entry points of CUDA 11.2;
+// a driver without them reports no pools). Stream work runs in the stream's own context.
+#include "backend/pool.hpp"
+#include "driver.hpp"
+
+namespace pvmm::detail::backend {
+using namespace pvmm::cuda;
+
+namespace {
+CUmemoryPool native(pool_handle h) { return reinterpret_cast<CUmemoryPool>(static_cast<std::uintptr_t>(h.value)); }
+CUstream native(stream_handle h) { return reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(h.value)); }
+pool_handle from(CUmemoryPool p) { return {static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p))}; }
+bool entry_points() { return api().cuMemPoolCreate && api().cuMemAllocFromPoolAsync && api().cuMemFreeAsync; }
+
+CUmemPool_attribute attribute_of(pool_attribute a) {
+  switch (a) {
+    case pool_attribute::release_threshold:
+      return CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+    case pool_attribute::reuse_follow_event_dependencies:
+      return CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES;
+    case pool_attribute::reuse_opportunistic:
+      return CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC;
+    case pool_attribute::reuse_internal_dependencies:
+      return CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+    case pool_attribute::reserved_current:
+      return CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT;
+    case pool_attribute::reserved_high:
+      return CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH;
+    case pool_attribute::used_current:
+      return CU_MEMPOOL_ATTR_USED_MEM_CURRENT;
+    case pool_attribute::used_high:
+      return CU_MEMPOOL_ATTR_USED_MEM_HIGH;
+  }
+  return CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+}
+bool is_flag(pool_attribute a) {  // the reuse attributes are ints; the others 64-bit
+  return a == pool_attribute::reuse_follow_event_dependencies || a == pool_attribute::reuse_opportunistic ||
+         a == pool_attribute::reuse_internal_dependencies;
+}
+}  // namespace
+
+result<capabilities::pool_features> pool_capabilities(int ordinal) {
+  PVMM_REQUIRE_DRIVER();
+  capabilities::pool_features f;
+  if (!entry_points()) return f;
+  CUdevice dev = 0;
+  PVMM_CU(cuDeviceGet, &dev, ordinal);
+  f.supported = attribute(dev, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0;
+  f.host_location = f.supported && attribute(dev, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED) != 0;
+  return f;
+}
+
+result<pool_handle> create_pool(const pool_properties& p) {
+  PVMM_REQUIRE_DRIVER();
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  props.location = to_cuda(p.location);
+  props.maxSize = p.max_size;
+  CUmemoryPool pool = nullptr;
+  PVMM_CU(cuMemPoolCreate, &pool, &props);
+  return from(pool);
+}
+
+result<pool_handle> default_pool(int device) {
+  PVMM_REQUIRE_DRIVER();
+  CUdevice dev = 0;
+  PVMM_CU(cuDeviceGet, &dev, device);
+  CUmemoryPool pool = nullptr;
+  PVMM_CU(cuDeviceGetDefaultMemPool, &pool, dev);
+  return from(pool);
+}
+
+status destroy_pool(pool_handle pool) {
+  PVMM_REQUIRE_DRIVER();
+  PVMM_CU(cuMemPoolDestroy, native(pool));
+  return {};
+}
+
+status set_pool_attribute(pool_handle pool, pool_attribute which, std::uint64_t value) {
+  PVMM_REQUIRE_DRIVER();
+  if (is_flag(which)) {
+    int flag = value != 0;
+    PVMM_CU(cuMemPoolSetAttribute, native(pool), attribute_of(which), &flag);
+  } else {
+    cuuint64_t v = value;  // for the high marks, 0 resets them to the current value
+    PVMM_CU(cuMemPoolSetAttribute, native(pool), attribute_of(which), &v);
+  }
+  return {};
+}
+
+result<std::uint64_t> get_pool_attribute(pool_handle pool, pool_attribute which) {
+  PVMM_REQUIRE_DRIVER();
+  if (is_flag(which)) {
+    int flag = 0;
+    PVMM_CU(cuMemPoolGetAttribute, native(pool), attribute_of(which), &flag);
+    return static_cast<std::uint64_t>(flag != 0);
+  }
+  cuuint64_t v = 0;
+  PVMM_CU(cuMemPoolGetAttribute, native(pool), attribute_of(which), &v);
+  return static_cast<std::uint64_t>(v);
+}
+
+status trim_pool(pool_handle pool, std::size_t keep) {
+  PVMM_REQUIRE_DRIVER();
+  PVMM_CU(cuMemPoolTrimTo, native(pool), keep);
+  return {};
+}
+
+status set_pool_access(pool_handle pool, const access_descriptor* grants, std::size_t count) {
+  PVMM_REQUIRE_DRIVER();
+  std::vector<CUmemAccessDesc> desc(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    desc[i].location = to_cuda(grants[i].location);
+    desc[i].flags = grants[i].access == access::read_write ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+                    : grants[i].access == access::read     ? CU_MEM_ACCESS_FLAGS_PROT_READ
+                                                           : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  }
+  PVMM_CU(cuMemPoolSetAccess, native(pool), desc.data(), count);
+  return {};
+}
+
+result<access> get_pool_access(pool_handle pool, location where) {
+  PVMM_REQUIRE_DRIVER();
+  CUmemAccess_flags flags{};
+  CUmemLocation l = to_cuda(where);
+  PVMM_CU(cuMemPoolGetAccess, &flags, native(pool), &l);
+  if (flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) return access::read_write;
+  if (flags == CU_MEM_ACCESS_FLAGS_PROT_READ) return access::read;
+  return access::none;
+}
+
+result<void*> allocate_from_pool(pool_handle pool, std::size_t size, stream_handle s, int) {
+  PVMM_REQUIRE_DRIVER();
+  PVMM_TRY_ASSIGN(scope, context_scope::of_stream(native(s)));
+  CUdeviceptr p = 0;
+  PVMM_CU(cuMemAllocFromPoolAsync, &p, size, native(pool), native(s));
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p));
+}
+
+status free_to_pool(void* pointer, stream_handle s, int) {
+  PVMM_REQUIRE_DRIVER();
+  PVMM_TRY_ASSIGN(scope, context_scope::of_stream(native(s)));
+  PVMM_CU(cuMemFreeAsync, ptr(pointer), native(s));
+  return {};
+}
+
+}  // namespace pvmm::detail::backend

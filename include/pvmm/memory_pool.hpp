@@ -1,0 +1,138 @@
+// pvmm/memory_pool.hpp - stream-ordered memory pools: allocate and free in stream order from a pool of device
+// memory that keeps what it reserved (cuMemPool*, hipMemPool*; the host backend's pools are real suballocators).
+//
+// Portable semantics (every backend):
+// - an allocation is usable by work enqueued after allocate on its stream; free_async frees it in stream order;
+// - reuse of freed memory across streams follows the pool's reuse policies (all three on by default, as the
+//   drivers do); with all off, memory freed on one stream is reused only on that stream;
+// - usage(): reserved >= used; high marks >= current marks (a reset sets high to current on every backend);
+// - memory beyond the release threshold goes back at a synchronize (stream, event); trim_to(keep) gives back
+//   unused memory now while keeping at least `keep` bytes reserved;
+// - a pool lives while its owner or any of its allocations does: releasing the pool with allocations left
+//   releases it when the last one is freed.
+//
+// Threading: pools and allocations may be used from any thread; destroying or moving an owner may not overlap
+// its use.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+
+#include <pvmm/error.hpp>
+#include <pvmm/stream.hpp>
+#include <pvmm/types.hpp>
+
+namespace pvmm {
+
+namespace detail {
+struct pool_state;
+}
+
+/// The backend's handle of a pool (CUmemoryPool, hipMemPool_t, the host backend's pool) as an integer.
+struct pool_handle {
+  std::uint64_t value = 0;
+};
+
+/// What a pool is created with.
+struct pool_properties {
+  pvmm::location location = pvmm::location::device(0);  ///< where its memory lives (capabilities.pools)
+  std::size_t max_size = 0;                             ///< bytes it may reserve at most; 0: no limit
+  /// Reserved bytes above this go back at a synchronize. pvmm's default keeps everything (as RMM, cuda.core,
+  /// PyTorch and CCCL set it): the drivers' default, 0, gives all free memory back at every synchronize, which
+  /// makes a pool no faster than a plain allocation. Use 0 for that behaviour.
+  std::uint64_t release_threshold = std::numeric_limits<std::uint64_t>::max();
+  bool reuse_follow_event_dependencies = true;  ///< reuse memory freed on a stream this one waited for
+  bool reuse_opportunistic = true;              ///< reuse memory whose free has completed, on any stream
+  bool reuse_internal_dependencies = true;      ///< the driver may add waits on other streams to reuse memory
+};
+
+/// Bytes a pool holds: reserved from the system, and in use by allocations; with their high marks.
+struct pool_usage {
+  std::uint64_t reserved_current = 0;
+  std::uint64_t reserved_high = 0;
+  std::uint64_t used_current = 0;
+  std::uint64_t used_high = 0;
+};
+
+class memory_pool;
+
+/// Owns one allocation from a pool. Move-only. free_async(stream) frees it in that stream's order. The
+/// destructor of an allocation not freed explicitly frees it on the stream it was allocated on (which must still
+/// exist, as for cuMemFreeAsync); free explicitly to choose the stream.
+class pool_allocation {
+ public:
+  pool_allocation() noexcept = default;
+  pool_allocation(pool_allocation&& other) noexcept;
+  pool_allocation& operator=(pool_allocation&& other) noexcept;
+  pool_allocation(const pool_allocation&) = delete;
+  pool_allocation& operator=(const pool_allocation&) = delete;
+  ~pool_allocation();
+
+  /// Frees in `on`'s order (work enqueued on `on` before this call may still use the memory).
+  status free_async(stream_ref on) noexcept;
+
+  void* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  bool valid() const noexcept { return data_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
+
+ private:
+  friend class memory_pool;
+  pool_allocation(std::shared_ptr<detail::pool_state> pool, void* data, std::size_t size, stream_ref s) noexcept
+      : pool_(std::move(pool)), data_(data), size_(size), stream_(s) {}
+  std::shared_ptr<detail::pool_state> pool_;
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+  stream_ref stream_;
+};
+
+/// A stream-ordered memory pool: one pvmm created (owned), or a device's default pool (borrowed). Move-only.
+class memory_pool {
+ public:
+  memory_pool() noexcept;
+  memory_pool(memory_pool&&) noexcept;
+  memory_pool& operator=(memory_pool&&) noexcept;
+  memory_pool(const memory_pool&) = delete;
+  memory_pool& operator=(const memory_pool&) = delete;
+  ~memory_pool();
+
+  static result<memory_pool> create(const pool_properties& properties);
+  /// The device's default pool (cuDeviceGetDefaultMemPool): not owned, never destroyed by pvmm; its attributes
+  /// are the driver's (release threshold 0).
+  static result<memory_pool> default_pool(int device);
+
+  /// `size` bytes (> 0) usable in `on`'s order, owned.
+  result<pool_allocation> allocate(std::size_t size, stream_ref on) const;
+  /// For allocator adaptors: a raw pointer to free with free_async(pointer, stream) on this pool.
+  result<void*> allocate_async(std::size_t size, stream_ref on) const;
+  /// Frees a pointer allocate_async returned (errc::invalid_argument for any other, or one already freed).
+  status free_async(void* pointer, stream_ref on) const;
+
+  result<pool_usage> usage() const;
+  /// Sets the high marks to the current values (on every backend).
+  status reset_high_marks() const;
+  status set_release_threshold(std::uint64_t bytes) const;
+  /// Gives back unused memory now, keeping at least `keep` bytes reserved. Frees the host has not seen complete
+  /// (not synchronized) still count as used.
+  status trim_to(std::size_t keep) const;
+  /// Grants other devices access to the pool's memory (the pool's own device always has read_write).
+  status set_access(access_list grants) const;
+  result<access> query_access(location where) const;
+
+  /// Drops the owner's reference: the pool goes when its last allocation does.
+  status release() noexcept;
+
+  bool valid() const noexcept { return state_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
+  int device() const noexcept;
+  bool owned() const noexcept;  ///< false for a default pool
+  pool_handle native_handle() const noexcept;
+
+ private:
+  explicit memory_pool(std::shared_ptr<detail::pool_state> state) noexcept;
+  std::shared_ptr<detail::pool_state> state_;
+};
+
+}  // namespace pvmm
