@@ -44,7 +44,7 @@ namespace pvmm::cuda {
   X(cuEventSynchronize, 2000)                      \
   X(cuEventQuery, 2000)                            \
   X(cuDeviceGetDefaultMemPool, 11020)              \
-  X(cuMemPoolCreate, 11020)                        \
+  X(cuMemPoolCreate, 12020)                        \
   X(cuMemPoolDestroy, 11020)                       \
   X(cuMemPoolSetAttribute, 11020)                  \
   X(cuMemPoolGetAttribute, 11020)                  \

@@ -1,5 +1,5 @@
 // CUDA backend, feature "pool": cuMemPool*, cuMemAllocFromPoolAsync, cuMemFreeAsync (entry points of CUDA 11.2;
-// a driver without them reports no pools). Stream work runs in the stream's own context.
+// cuMemPoolCreate at 12.2, whose CUmemPoolProps carries maxSize; a driver without them reports no pools). Stream work runs in the stream's own context.
 #include "backend/pool.hpp"
 #include "driver.hpp"
 

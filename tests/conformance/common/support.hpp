@@ -74,6 +74,12 @@ struct leak_check {
       for (int d = 0; d < pvmm::device_count().value(); ++d) {
         (void)pvmm::query_memory(d);
         (void)pvmm::memory_pool::default_pool(d);  // lives for the whole process, as the drivers' do
+        // A context's first stream and event take device memory the driver keeps for the process.
+        if (auto s = pvmm::stream::create(d)) {
+          auto e = pvmm::event::create(d);
+          if (e) (void)e->record(*s);
+          (void)s->synchronize();
+        }
       }
     return true;
   }
