@@ -153,6 +153,9 @@ result<memory_pool> memory_pool::create(const pool_properties& p) {
     return op.fail(errc::not_supported,
                    fmt::format("device {} has no memory pools{}", device, host ? " of host memory" : ""),
                    host ? "capabilities.pools.host_location" : "capabilities.pools.supported");
+  if (p.max_size != 0 && !caps.pools.max_size)
+    return op.fail(errc::not_supported, fmt::format("device {} does not enforce a pool's maximum size", device),
+                   "create the pool with max_size 0 (capabilities.pools.max_size)");
   PVMM_TRY_ASSIGN(h, op.step("create_pool", [&] { return detail::backend::create_pool(p); }));
   auto state = std::make_shared<detail::pool_state>(h, device, true);  // destroys the pool if a step fails
   PVMM_TRY(detail::set_attributes(h, p, op));

@@ -53,6 +53,9 @@ void print_devices(int count) {
         {"map from a physical offset", c.vmm.map_at_physical_offset},
         {"map part of an allocation", c.vmm.map_part_of_allocation},
         {"host access to device memory", c.vmm.host_access_to_device_memory},
+        {"memory pools", c.pools.supported},
+        {"memory pools of host memory", c.pools.host_location},
+        {"pool maximum size enforced", c.pools.max_size},
     };
     for (auto& [name, value] : rows) fmt::print("  {:<34} {}\n", name, yes_no(value));
     fmt::print("  {:<34} {}\n", "nearest host NUMA node", c.vmm.host_numa_id);

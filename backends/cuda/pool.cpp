@@ -1,5 +1,6 @@
 // CUDA backend, feature "pool": cuMemPool*, cuMemAllocFromPoolAsync, cuMemFreeAsync (entry points of CUDA 11.2;
-// cuMemPoolCreate at 12.2, whose CUmemPoolProps carries maxSize; a driver without them reports no pools). Stream work runs in the stream's own context.
+// cuMemPoolCreate at 12.2, whose CUmemPoolProps carries maxSize; a driver without them reports no pools). Stream work
+// runs in the stream's own context.
 #include "backend/pool.hpp"
 #include "driver.hpp"
 
@@ -47,6 +48,7 @@ result<capabilities::pool_features> pool_capabilities(int ordinal) {
   PVMM_CU(cuDeviceGet, &dev, ordinal);
   f.supported = attribute(dev, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0;
   f.host_location = f.supported && attribute(dev, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED) != 0;
+  f.max_size = false;  // measured: maxSize 8 MiB, 32 MiB reserved and further allocations granted (H200, driver 580)
   return f;
 }
 

@@ -181,6 +181,7 @@ result<capabilities::pool_features> pool_capabilities(int) {
   capabilities::pool_features f;
   f.supported = true;
   f.host_location = true;  // all of this backend's memory is host memory
+  f.max_size = true;       // the pool's file is max_size long
   return f;
 }
 

@@ -123,6 +123,9 @@ struct capabilities {
   struct pool_features {
     bool supported = false;      ///< pools of this device's memory
     bool host_location = false;  ///< pools of host memory for this device
+    /// pool_properties::max_size is enforced. Not claimed on CUDA: driver 580 on H200 reserved 32 MiB for a pool
+    /// created with maxSize 8 MiB and kept allocating past it.
+    bool max_size = false;
   } pools;
 };
 

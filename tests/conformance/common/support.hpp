@@ -74,11 +74,27 @@ struct leak_check {
       for (int d = 0; d < pvmm::device_count().value(); ++d) {
         (void)pvmm::query_memory(d);
         (void)pvmm::memory_pool::default_pool(d);  // lives for the whole process, as the drivers' do
-        // A context's first stream and event take device memory the driver keeps for the process.
+        // A context's first stream, event and pageable async copy take device memory the driver keeps for the
+        // process: do one of each on a small mapping.
         if (auto s = pvmm::stream::create(d)) {
           auto e = pvmm::event::create(d);
-          if (e) (void)e->record(*s);
-          (void)s->synchronize();
+          pvmm::allocation_properties p;
+          p.location = pvmm::location::device(d);
+          auto g = pvmm::query_granularity(p);
+          auto memory =
+              g ? pvmm::physical_allocation::create(p, g->minimum) : pvmm::result<pvmm::physical_allocation>(g.error());
+          auto unit = pvmm::reservation_granularity();
+          auto range =
+              unit ? pvmm::address_reservation::reserve(*unit) : pvmm::result<pvmm::address_reservation>(unit.error());
+          if (memory && range) {
+            if (auto at = range->map_and_grant(0, *memory, {{pvmm::location::device(d), pvmm::access::read_write}})) {
+              const std::uint32_t word = 7;
+              (void)s->copy_async(*at, &word, sizeof word);
+              if (e) (void)e->record(*s);
+              (void)s->synchronize();
+              (void)range->unmap(0, memory->size());
+            }
+          }
         }
       }
     return true;
