@@ -14,6 +14,7 @@
 #include "device.hpp"
 #include "operation.hpp"
 #include "ownership.hpp"
+#include "stream_checks.hpp"
 
 namespace pvmm {
 namespace detail {
@@ -37,13 +38,6 @@ namespace {
 
 error empty_pool(const operation& op) {
   return op.fail(errc::already_released, "this memory_pool is empty (released or moved from)");
-}
-
-status check_stream(const stream_ref& s, const operation& op) {
-  if (s.native_handle().value == 0)
-    return op.fail(errc::invalid_argument, "the stream is empty (0)",
-                   "streams are explicit: create one with pvmm::stream::create, or wrap a native stream");
-  return check_location(location::device(s.device()), op);
 }
 
 result<void*> allocate(pool_state& pool, std::size_t size, stream_ref on, const operation& op) {

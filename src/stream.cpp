@@ -8,18 +8,18 @@
 #include "device.hpp"
 #include "operation.hpp"
 #include "ownership.hpp"
+#include "stream_checks.hpp"
 
 namespace pvmm {
 namespace detail {
-namespace {
-
-/// A stream reference is usable: nonzero (streams are explicit) and of a device that exists.
 status check_stream(const stream_ref& s, const operation& op) {
   if (s.native_handle().value == 0)
     return op.fail(errc::invalid_argument, "the stream is empty (0)",
                    "streams are explicit: create one with pvmm::stream::create, or wrap a native stream");
   return check_location(location::device(s.device()), op);
 }
+
+namespace {
 
 status check_event(const event& e, const operation& op) {
   if (!e.valid()) return op.fail(errc::already_released, "this event is empty (released or moved from)");

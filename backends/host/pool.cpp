@@ -286,8 +286,7 @@ result<void*> allocate_from_pool(pool_handle h, std::size_t size, stream_handle 
   auto pool = find_pool(h);
   if (!pool) return unknown_pool(h);
   auto on = find_stream(s);
-  if (!on)
-    return make_error(errc::invalid_handle, fmt::format("{:#x} is not a live stream of the host backend", s.value));
+  if (!on) return unknown_stream(s);
   auto need = checked_round_up(size, alignment);
   if (!need) return make_error(errc::out_of_memory, fmt::format("{:#x} bytes cannot exist", size));
   std::lock_guard<std::mutex> guard(pool->lock);
@@ -334,8 +333,7 @@ status free_to_pool(void* pointer, stream_handle s, int) {
   auto pool = pool_of(pointer);
   if (!pool) return make_error(errc::invalid_argument, fmt::format("{} is not host pool memory", pointer));
   auto on = find_stream(s);
-  if (!on)
-    return make_error(errc::invalid_handle, fmt::format("{:#x} is not a live stream of the host backend", s.value));
+  if (!on) return unknown_stream(s);
   std::lock_guard<std::mutex> guard(pool->lock);
   const std::size_t offset = static_cast<std::size_t>(static_cast<unsigned char*>(pointer) - pool->base);
   auto it = pool->blocks.find(offset);

@@ -115,15 +115,16 @@ std::shared_ptr<worker_event> find_event(event_handle h) {
   return it == events.end() ? nullptr : it->second;
 }
 
+error unknown_stream(stream_handle h) {
+  return make_error(errc::invalid_handle, fmt::format("{:#x} is not a live stream of the host backend", h.value),
+                    "pass a stream made by pvmm::stream::create, while it lives");
+}
+
 }  // namespace host
 
 using namespace host;
 
 namespace {
-error unknown_stream(stream_handle h) {
-  return make_error(errc::invalid_handle, fmt::format("{:#x} is not a live stream of the host backend", h.value),
-                    "pass a stream made by pvmm::stream::create, while it lives");
-}
 error unknown_event(event_handle h) {
   return make_error(errc::invalid_handle, fmt::format("{:#x} is not a live event of the host backend", h.value));
 }
@@ -167,13 +168,7 @@ status wait_event(stream_handle h, int, event_handle e) {
   if (!s) return unknown_stream(h);
   auto ev = find_event(e);
   if (!ev) return unknown_event(e);
-  std::shared_ptr<worker_stream> on;
-  std::uint64_t sequence = 0;
-  {
-    std::lock_guard<std::mutex> guard(ev->lock);
-    on = ev->stream;
-    sequence = ev->sequence;
-  }
+  auto [on, sequence] = ev->recorded();
   if (on) s->enqueue_wait(on, sequence);
   return {};
 }
@@ -225,13 +220,7 @@ status record_event(event_handle e, stream_handle h, int) {
 status synchronize_event(event_handle e) {
   auto ev = find_event(e);
   if (!ev) return unknown_event(e);
-  std::shared_ptr<worker_stream> on;
-  std::uint64_t sequence = 0;
-  {
-    std::lock_guard<std::mutex> guard(ev->lock);
-    on = ev->stream;
-    sequence = ev->sequence;
-  }
+  auto [on, sequence] = ev->recorded();
   if (on) on->wait_until_completed(sequence);
   release_above_thresholds();
   return {};
@@ -240,8 +229,8 @@ status synchronize_event(event_handle e) {
 result<bool> query_event(event_handle e) {
   auto ev = find_event(e);
   if (!ev) return unknown_event(e);
-  std::lock_guard<std::mutex> guard(ev->lock);
-  return !ev->stream || ev->stream->completed() >= ev->sequence;
+  auto [on, sequence] = ev->recorded();
+  return !on || on->completed() >= sequence;
 }
 
 }  // namespace pvmm::detail::backend

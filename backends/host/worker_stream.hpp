@@ -11,8 +11,11 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include <pvmm/stream.hpp>
+
+#include "backend/error_helpers.hpp"
 
 namespace pvmm::detail::backend::host {
 
@@ -49,12 +52,19 @@ struct worker_event {
   std::mutex lock;
   std::shared_ptr<worker_stream> stream;
   std::uint64_t sequence = 0;
+  /// What was recorded, read under the lock.
+  std::pair<std::shared_ptr<worker_stream>, std::uint64_t> recorded() {
+    std::lock_guard<std::mutex> guard(lock);
+    return {stream, sequence};
+  }
 };
 
 /// The live streams and events by handle. Process-wide because handles are: a handle the caller passes is
 /// looked up here, so a stale or foreign one is refused instead of dereferenced.
 std::shared_ptr<worker_stream> find_stream(stream_handle h);
 std::shared_ptr<worker_event> find_event(event_handle h);
+/// errc::invalid_handle for a handle find_stream does not know.
+error unknown_stream(stream_handle h);
 
 /// Pools (pool.cpp): whether `p` is pool memory (device memory, read in stream order by copies), and the release
 /// threshold applied at a synchronize, as the drivers apply it.
