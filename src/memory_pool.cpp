@@ -1,9 +1,13 @@
 // Stream-ordered memory pools: validation, ownership (a pool lives while its owner or an allocation does), the
 // raw allocations each pool has handed out (so a foreign pointer or a second free is refused before the driver),
-// and the one definition of high marks.
+// the one definition of high marks, and the checks of sharing (exportable, imported, the pool's identity).
 #include <pvmm/memory_pool.hpp>
 
+#include <sys/random.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
@@ -20,7 +24,11 @@ namespace pvmm {
 namespace detail {
 
 struct pool_state {
-  pool_state(pool_handle h, int d, bool o) : handle(h), device(d), owned(o) { ++live_pools; }
+  enum class origin { created, default_pool, imported };
+  pool_state(pool_handle h, int d, origin o, pool_id i = {})
+      : handle(h), device(d), owned(o != origin::default_pool), imported(o == origin::imported), id(i) {
+    ++live_pools;
+  }
   pool_state(const pool_state&) = delete;
   pool_state& operator=(const pool_state&) = delete;
   ~pool_state() {
@@ -30,7 +38,9 @@ struct pool_state {
   const pool_handle handle;
   const int device;
   const bool owned;
-  std::mutex lock;
+  const bool imported;
+  const pool_id id;  // nonzero: exportable (or imported)
+  mutable std::mutex lock;
   std::unordered_map<void*, std::size_t> live;  // allocations handed out and not yet freed
 };
 
@@ -40,8 +50,26 @@ error empty_pool(const operation& op) {
   return op.fail(errc::already_released, "this memory_pool is empty (released or moved from)");
 }
 
+bool exportable(const pool_state& pool) { return pool.id != pool_id{} && !pool.imported; }
+
+result<pool_id> random_id(const operation& op) {
+  pool_id id;
+  std::size_t got = 0;
+  while (got < id.bytes.size()) {
+    const ssize_t n = ::getrandom(id.bytes.data() + got, id.bytes.size() - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return op.fail(errc::system_error, fmt::format("getrandom failed: {}", std::strerror(errno)));
+    got += static_cast<std::size_t>(n);
+  }
+  if (id == pool_id{}) id.bytes[0] = 1;  // zero means "not exportable"
+  return id;
+}
+
 result<void*> allocate(pool_state& pool, std::size_t size, stream_ref on, const operation& op) {
   if (size == 0) return op.fail(errc::invalid_size, "size is zero");
+  if (pool.imported)
+    return op.fail(errc::invalid_argument, "an imported pool cannot allocate (its memory is the exporter's)",
+                   "allocate in the exporting process and send a pool_pointer_export");
   PVMM_TRY(check_stream(on, op));
   PVMM_TRY_ASSIGN(p, op.step("allocate_from_pool", [&] {
     return backend::allocate_from_pool(pool.handle, size, on.native_handle(), on.device());
@@ -71,6 +99,26 @@ status free(pool_state& pool, void* pointer, stream_ref on, const operation& op)
   }
   --live_pool_allocations;
   return {};
+}
+
+result<pool_pointer_export> export_pointer(const pool_state& pool, const void* pointer, const operation& op) {
+  if (pool.imported) return op.fail(errc::invalid_argument, "an imported pool's allocations cannot be exported again");
+  if (!exportable(pool))
+    return op.fail(errc::handle_type_not_requested, "this pool was not created exportable",
+                   "create the pool with exportable = handle_types::posix_fd");
+  pool_pointer_export out;
+  {
+    std::lock_guard<std::mutex> guard(pool.lock);
+    auto it = pool.live.find(const_cast<void*>(pointer));
+    if (it == pool.live.end())
+      return op.fail(errc::invalid_argument, fmt::format("{} is not a live allocation of this pool", pointer));
+    out.size = it->second;
+  }
+  PVMM_TRY_ASSIGN(record,
+                  op.step("export_pool_pointer", [&] { return backend::export_pool_pointer(pool.handle, pointer); }));
+  out.data = record;
+  out.pool = pool.id;
+  return out;
 }
 
 status set_attributes(pool_handle h, const pool_properties& p, const operation& op) {
@@ -125,6 +173,13 @@ status pool_allocation::free_async(stream_ref on) noexcept {
   return {};
 }
 
+result<pool_pointer_export> pool_allocation::export_pointer() const {
+  auto args = [&] { return fmt::format("pointer={}", data_); };
+  const detail::operation op{"pvmm::pool_allocation::export_pointer", args};
+  if (!valid()) return op.fail(errc::already_released, "this pool_allocation is empty (freed or moved from)");
+  return detail::export_pointer(*pool_, data_, op);
+}
+
 // ---- memory_pool ----
 
 memory_pool::memory_pool() noexcept = default;
@@ -150,8 +205,23 @@ result<memory_pool> memory_pool::create(const pool_properties& p) {
   if (p.max_size != 0 && !caps.pools.max_size)
     return op.fail(errc::not_supported, fmt::format("device {} does not enforce a pool's maximum size", device),
                    "create the pool with max_size 0 (capabilities.pools.max_size)");
+  pool_id id;
+  if (p.exportable != handle_types::none) {
+    if (p.exportable != handle_types::posix_fd)
+      return op.fail(errc::not_supported, "pools are exported as POSIX fd only",
+                     "create the pool with exportable = handle_types::posix_fd");
+    if (host)
+      return op.fail(errc::not_supported, "pools of host memory cannot be exported (CUDA's are not IPC-capable)",
+                     "use a device-located pool, or share host memory as a physical_allocation");
+    if (!caps.pools.ipc_posix_fd)
+      return op.fail(errc::not_supported, fmt::format("device {} cannot export pools as POSIX fd", device),
+                     "capabilities.pools.ipc_posix_fd");
+    PVMM_TRY_ASSIGN(fresh, detail::random_id(op));
+    id = fresh;
+  }
   PVMM_TRY_ASSIGN(h, op.step("create_pool", [&] { return detail::backend::create_pool(p); }));
-  auto state = std::make_shared<detail::pool_state>(h, device, true);  // destroys the pool if a step fails
+  // Destroys the pool if a later step fails.
+  auto state = std::make_shared<detail::pool_state>(h, device, detail::pool_state::origin::created, id);
   PVMM_TRY(detail::set_attributes(h, p, op));
   return memory_pool(std::move(state));
 }
@@ -165,7 +235,70 @@ result<memory_pool> memory_pool::default_pool(int device) {
     return op.fail(errc::not_supported, fmt::format("device {} has no memory pools", device),
                    "capabilities.pools.supported");
   PVMM_TRY_ASSIGN(h, op.step("default_pool", [&] { return detail::backend::default_pool(device); }));
-  return memory_pool(std::make_shared<detail::pool_state>(h, device, false));
+  return memory_pool(std::make_shared<detail::pool_state>(h, device, detail::pool_state::origin::default_pool));
+}
+
+result<memory_pool> memory_pool::import_posix_fd(const pool_export& from, int device) {
+  auto args = [&] { return fmt::format("fd={}, device={}", from.fd.get(), device); };
+  const detail::operation op{"pvmm::memory_pool::import_posix_fd", args};
+  PVMM_TRY(detail::check_location(location::device(device), op));
+  if (!from.fd.valid()) return op.fail(errc::invalid_handle, "the pool_export holds no fd");
+  if (from.id == pool_id{})
+    return op.fail(errc::invalid_handle, "the pool_export has no pool identity (not made by export_posix_fd)");
+  PVMM_TRY_ASSIGN(caps, detail::device_capabilities(device));
+  if (!caps.pools.ipc_posix_fd)
+    return op.fail(errc::not_supported, fmt::format("device {} cannot import pools as POSIX fd", device),
+                   "capabilities.pools.ipc_posix_fd");
+  PVMM_TRY_ASSIGN(
+      h, op.step("import_pool_posix_fd", [&] { return detail::backend::import_pool_posix_fd(from.fd.get(), device); }));
+  return memory_pool(std::make_shared<detail::pool_state>(h, device, detail::pool_state::origin::imported, from.id));
+}
+
+result<pool_export> memory_pool::export_posix_fd() const {
+  const detail::operation op{"pvmm::memory_pool::export_posix_fd"};
+  if (!state_) return detail::empty_pool(op);
+  if (state_->imported) return op.fail(errc::invalid_argument, "an imported pool cannot be exported again");
+  if (!detail::exportable(*state_))
+    return op.fail(errc::handle_type_not_requested, "this pool was not created exportable",
+                   "create the pool with exportable = handle_types::posix_fd");
+  PVMM_TRY_ASSIGN(
+      fd, op.step("export_pool_posix_fd", [&] { return detail::backend::export_pool_posix_fd(state_->handle); }));
+  return pool_export{std::move(fd), state_->id};
+}
+
+result<pool_pointer_export> memory_pool::export_pointer(const void* pointer) const {
+  auto args = [&] { return fmt::format("pointer={}", pointer); };
+  const detail::operation op{"pvmm::memory_pool::export_pointer", args};
+  if (!state_) return detail::empty_pool(op);
+  return detail::export_pointer(*state_, pointer, op);
+}
+
+result<pool_allocation> memory_pool::import_pointer(const pool_pointer_export& from, stream_ref free_on) const {
+  auto args = [&] { return fmt::format("size={:#x}, free_on={:#x}", from.size, free_on.native_handle().value); };
+  const detail::operation op{"pvmm::memory_pool::import_pointer", args};
+  if (!state_) return detail::empty_pool(op);
+  if (!state_->imported)
+    return op.fail(errc::invalid_argument, "import_pointer needs a pool made by import_posix_fd",
+                   "import the exporter's pool first, then its pointers into it");
+  if (from.pool != state_->id)
+    return op.fail(errc::invalid_handle,
+                   "the pointer was exported from another pool than the one this was imported from");
+  if (from.size == 0) return op.fail(errc::invalid_handle, "the pool_pointer_export's size is zero");
+  PVMM_TRY(detail::check_stream(free_on, op));
+  PVMM_TRY_ASSIGN(p, op.step("import_pool_pointer", [&] {
+    return detail::backend::import_pool_pointer(state_->handle, from.data, static_cast<std::size_t>(from.size));
+  }));
+  {
+    std::lock_guard<std::mutex> guard(state_->lock);
+    if (!state_->live.emplace(p, static_cast<std::size_t>(from.size)).second) {
+      // Imported twice: undo the second import (one free per import); the first owner stays valid.
+      (void)detail::backend::free_to_pool(p, free_on.native_handle(), free_on.device());
+      return op.fail(errc::busy, fmt::format("{} is imported already in this process", p),
+                     "keep using the first import's owner");
+    }
+  }
+  ++detail::live_pool_allocations;
+  return pool_allocation(state_, p, static_cast<std::size_t>(from.size), free_on);
 }
 
 result<pool_allocation> memory_pool::allocate(std::size_t size, stream_ref on) const {
@@ -281,6 +414,8 @@ status memory_pool::release() noexcept {
 
 int memory_pool::device() const noexcept { return state_ ? state_->device : -1; }
 bool memory_pool::owned() const noexcept { return state_ && state_->owned; }
+bool memory_pool::imported() const noexcept { return state_ && state_->imported; }
+pool_id memory_pool::id() const noexcept { return state_ ? state_->id : pool_id{}; }
 pool_handle memory_pool::native_handle() const noexcept { return state_ ? state_->handle : pool_handle{}; }
 
 }  // namespace pvmm

@@ -56,6 +56,7 @@ void print_devices(int count) {
         {"memory pools", c.pools.supported},
         {"memory pools of host memory", c.pools.host_location},
         {"pool maximum size enforced", c.pools.max_size},
+        {"pool sharing (POSIX fd)", c.pools.ipc_posix_fd},
     };
     for (auto& [name, value] : rows) fmt::print("  {:<34} {}\n", name, yes_no(value));
     fmt::print("  {:<34} {}\n", "nearest host NUMA node", c.vmm.host_numa_id);

@@ -53,6 +53,10 @@ namespace pvmm::cuda {
   X(cuMemPoolGetAccess, 11020)                     \
   X(cuMemAllocFromPoolAsync, 11020)                \
   X(cuMemFreeAsync, 11020)                         \
+  X(cuMemPoolExportToShareableHandle, 11020)       \
+  X(cuMemPoolImportFromShareableHandle, 11020)     \
+  X(cuMemPoolExportPointer, 11020)                 \
+  X(cuMemPoolImportPointer, 11020)                 \
   X(cuMemGetAllocationGranularity, 10020)          \
   X(cuMemCreate, 10020)                            \
   X(cuMemRelease, 10020)                           \

@@ -1,6 +1,8 @@
 // CUDA backend, feature "pool": cuMemPool*, cuMemAllocFromPoolAsync, cuMemFreeAsync (entry points of CUDA 11.2;
 // cuMemPoolCreate at 12.2, whose CUmemPoolProps carries maxSize; a driver without them reports no pools). Stream work
 // runs in the stream's own context.
+#include <cstring>
+
 #include "backend/pool.hpp"
 #include "driver.hpp"
 
@@ -49,6 +51,11 @@ result<capabilities::pool_features> pool_capabilities(int ordinal) {
   f.supported = attribute(dev, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0;
   f.host_location = f.supported && attribute(dev, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED) != 0;
   f.max_size = false;  // measured: maxSize 8 MiB, 32 MiB reserved and further allocations granted (H200, driver 580)
+  const bool ipc_entry_points = api().cuMemPoolExportToShareableHandle && api().cuMemPoolImportFromShareableHandle &&
+                                api().cuMemPoolExportPointer && api().cuMemPoolImportPointer;
+  f.ipc_posix_fd = f.supported && ipc_entry_points &&
+                   (attribute(dev, CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES) &
+                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0;
   return f;
 }
 
@@ -56,7 +63,8 @@ result<pool_handle> create_pool(const pool_properties& p) {
   PVMM_REQUIRE_DRIVER();
   CUmemPoolProps props{};
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-  props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  props.handleTypes = contains(p.exportable, handle_types::posix_fd) ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+                                                                     : CU_MEM_HANDLE_TYPE_NONE;
   props.location = to_cuda(p.location);
   props.maxSize = p.max_size;
   CUmemoryPool pool = nullptr;
@@ -145,6 +153,41 @@ status free_to_pool(void* pointer, stream_handle s, int) {
   PVMM_TRY_ASSIGN(scope, context_scope::of_stream(native(s)));
   PVMM_CU(cuMemFreeAsync, ptr(pointer), native(s));
   return {};
+}
+
+result<owned_fd> export_pool_posix_fd(pool_handle pool) {
+  PVMM_REQUIRE_DRIVER();
+  int fd = -1;
+  PVMM_CU(cuMemPoolExportToShareableHandle, &fd, native(pool), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  return owned_fd(fd);
+}
+
+result<pool_handle> import_pool_posix_fd(int fd, int) {
+  PVMM_REQUIRE_DRIVER();
+  CUmemoryPool pool = nullptr;
+  // The fd travels as the handle's value (cuda.h); the driver does not take it over.
+  PVMM_CU(cuMemPoolImportFromShareableHandle, &pool, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
+          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  return from(pool);
+}
+
+result<pool_pointer_record> export_pool_pointer(pool_handle, const void* pointer) {
+  PVMM_REQUIRE_DRIVER();
+  CUmemPoolPtrExportData data{};
+  static_assert(sizeof data == sizeof(pool_pointer_record), "the driver's record is 64 bytes");
+  PVMM_CU(cuMemPoolExportPointer, &data, ptr(pointer));
+  pool_pointer_record out{};
+  std::memcpy(out.data(), &data, sizeof data);
+  return out;
+}
+
+result<void*> import_pool_pointer(pool_handle pool, const pool_pointer_record& record, std::size_t) {
+  PVMM_REQUIRE_DRIVER();
+  CUmemPoolPtrExportData data{};
+  std::memcpy(&data, record.data(), sizeof data);
+  CUdeviceptr p = 0;
+  PVMM_CU(cuMemPoolImportPointer, &p, native(pool), &data);
+  return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p));
 }
 
 }  // namespace pvmm::detail::backend

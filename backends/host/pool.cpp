@@ -3,12 +3,20 @@
 // them back by punching holes, so "reserved" is what the file really holds. A free is enqueued on its stream and
 // completes in that stream's order; who may reuse a freed block follows the pool's reuse policies, decided from
 // the streams' recorded ordering and progress (worker_stream.hpp).
+//
+// Sharing: the file is what another process imports (a dup of the memfd over SCM_RIGHTS). Past the pool's memory
+// the file holds a control table (per 256-byte unit: a generation, odd while the block that starts there is live,
+// and a count of importers) and a header page, so both processes see which exports are stale and which blocks an
+// importer still holds.
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,6 +38,36 @@ namespace {
 constexpr std::size_t chunk = std::size_t{2} << 20;  // like CUDA's pool granularity
 constexpr std::size_t alignment = 256;               // of every block, as the drivers align pool allocations
 
+/// Shared between the exporter and importers (in the file): generation odd while live; importers holding it.
+struct unit_state {
+  std::atomic<std::uint32_t> generation;
+  std::atomic<std::uint32_t> importers;
+};
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free, "shared between processes");
+
+/// The last page of a pool's file.
+struct file_header {
+  char magic[8];
+  std::uint64_t capacity;
+};
+constexpr char header_magic[8] = {'p', 'v', 'm', 'm', 'p', 'o', 'o', 'l'};
+
+/// A pointer export's driver record, as this backend writes it.
+struct pointer_record {
+  std::uint32_t magic;
+  std::uint32_t generation;
+  std::uint64_t offset;
+  std::uint64_t size;  // the block's
+  std::uint64_t capacity;
+};
+constexpr std::uint32_t pointer_magic = 0x706d7670;  // "pvmp"
+static_assert(sizeof(pointer_record) <= sizeof(pool_pointer_record), "fits the drivers' 64 bytes");
+
+std::size_t table_bytes(std::size_t capacity) {
+  return (capacity / alignment * sizeof(unit_state) + page_size() - 1) / page_size() * page_size();
+}
+std::size_t file_bytes(std::size_t capacity) { return capacity + table_bytes(capacity) + page_size(); }
+
 struct block {
   std::size_t size = 0;
   enum class state { live, pending, free } what = state::live;
@@ -40,13 +78,15 @@ struct block {
 
 struct host_pool {
   ~host_pool() {
-    if (base) ::munmap(base, capacity);
+    if (base) ::munmap(base, file_bytes(capacity));
     if (fd >= 0) ::close(fd);
   }
   std::mutex lock;
-  int fd = -1;
+  int fd = -1;  // -1 in an importer, which only maps the file
+  bool imported = false;
   unsigned char* base = nullptr;
-  std::size_t capacity = 0;  // the file's size: the pool's maximum
+  std::size_t capacity = 0;  // the pool's maximum; the file holds the control table and header past it
+  unit_state& unit(std::size_t offset) { return reinterpret_cast<unit_state*>(base + capacity)[offset / alignment]; }
   std::vector<bool> committed;
   std::size_t committed_chunks = 0;
   std::map<std::size_t, block> blocks;  // by offset; [0, end) is covered by blocks
@@ -148,12 +188,43 @@ result<std::shared_ptr<host_pool>> make_pool(std::size_t max_size, int device) {
   pool->capacity = *rounded;
   pool->fd = ::memfd_create("pvmm-pool", MFD_CLOEXEC);
   if (pool->fd < 0) return errno_error(errc::system_error, "memfd_create", errno);
-  if (::ftruncate(pool->fd, static_cast<off_t>(pool->capacity)) != 0)
+  if (::ftruncate(pool->fd, static_cast<off_t>(file_bytes(pool->capacity))) != 0)
     return errno_error(errc::out_of_memory, "ftruncate", errno, "sizing the pool's sparse file");
-  void* base = ::mmap(nullptr, pool->capacity, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, pool->fd, 0);
+  void* base =
+      ::mmap(nullptr, file_bytes(pool->capacity), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, pool->fd, 0);
   if (base == MAP_FAILED) return errno_error(errc::out_of_memory, "mmap", errno, "mapping the pool");
   pool->base = static_cast<unsigned char*>(base);
   pool->committed.assign(pool->capacity / chunk, false);
+  file_header header{};
+  std::memcpy(header.magic, header_magic, sizeof header_magic);
+  header.capacity = pool->capacity;
+  std::memcpy(pool->base + file_bytes(pool->capacity) - page_size(), &header, sizeof header);
+  return pool;
+}
+
+/// Maps a pool file another process exported; invalid_handle for anything else (it came from a peer).
+result<std::shared_ptr<host_pool>> map_imported(int fd, int device) {
+  if (::fcntl(fd, F_GET_SEALS) < 0)
+    return make_error(errc::invalid_handle, fmt::format("fd {} is not a memfd, so not a host-backend pool", fd));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return errno_error(errc::invalid_handle, "fstat", errno);
+  const auto total = static_cast<std::size_t>(st.st_size);
+  file_header header{};
+  if (total < page_size() ||
+      ::pread(fd, &header, sizeof header, static_cast<off_t>(total - page_size())) !=
+          static_cast<ssize_t>(sizeof header) ||
+      std::memcmp(header.magic, header_magic, sizeof header_magic) != 0)
+    return make_error(errc::invalid_handle, fmt::format("fd {} does not hold a host-backend pool", fd));
+  if (header.capacity % chunk != 0 || header.capacity > total || file_bytes(header.capacity) != total)
+    return make_error(errc::invalid_handle, fmt::format("fd {}: a pool of {:#x} bytes cannot be {:#x} bytes long", fd,
+                                                        header.capacity, total));
+  auto pool = std::make_shared<host_pool>();
+  pool->imported = true;
+  pool->device = device;
+  pool->capacity = header.capacity;
+  void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  if (base == MAP_FAILED) return errno_error(errc::out_of_memory, "mmap", errno, "mapping the imported pool");
+  pool->base = static_cast<unsigned char*>(base);
   return pool;
 }
 
@@ -182,6 +253,7 @@ result<capabilities::pool_features> pool_capabilities(int) {
   f.supported = true;
   f.host_location = true;  // all of this backend's memory is host memory
   f.max_size = true;       // the pool's file is max_size long
+  f.ipc_posix_fd = true;   // the file is what another process imports
   return f;
 }
 
@@ -326,6 +398,8 @@ result<void*> allocate_from_pool(pool_handle h, std::size_t size, stream_handle 
   }
   pool->used += *need;
   pool->used_high = std::max(pool->used_high, pool->used);
+  auto& u = pool->unit(offset);
+  u.generation.store((u.generation.load() | 1u) + 2u);  // odd: live, and unlike any earlier life of this block
   return static_cast<void*>(pool->base + offset);
 }
 
@@ -334,11 +408,22 @@ status free_to_pool(void* pointer, stream_handle s, int) {
   if (!pool) return make_error(errc::invalid_argument, fmt::format("{} is not host pool memory", pointer));
   auto on = find_stream(s);
   if (!on) return unknown_stream(s);
-  std::lock_guard<std::mutex> guard(pool->lock);
   const std::size_t offset = static_cast<std::size_t>(static_cast<unsigned char*>(pointer) - pool->base);
+  if (pool->imported) {  // the importer's use ends in stream order
+    on->enqueue([pool, offset] { pool->unit(offset).importers.fetch_sub(1); });
+    return {};
+  }
+  std::lock_guard<std::mutex> guard(pool->lock);
   auto it = pool->blocks.find(offset);
   if (it == pool->blocks.end() || it->second.what != block::state::live)
     return make_error(errc::invalid_argument, fmt::format("{} is not a live allocation of the pool", pointer));
+  auto& u = pool->unit(offset);
+  const std::uint32_t live_generation = u.generation.fetch_add(1);  // even: an import from now on is stale
+  if (const auto holders = u.importers.load(); holders != 0) {
+    u.generation.store(live_generation);
+    return make_error(errc::busy, fmt::format("{} is still held by {} importing process(es)", pointer, holders),
+                      "the importer frees first (and the exporter frees after it has seen that)");
+  }
   block& b = it->second;
   const std::uint64_t generation = b.generation, size = b.size;
   b.what = block::state::pending;
@@ -353,6 +438,56 @@ status free_to_pool(void* pointer, stream_handle s, int) {
       found->second.what = block::state::free;
   });
   return {};
+}
+
+result<owned_fd> export_pool_posix_fd(pool_handle h) {
+  auto pool = find_pool(h);
+  if (!pool) return unknown_pool(h);
+  const int fd = ::fcntl(pool->fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return errno_error(errc::system_error, "fcntl(F_DUPFD_CLOEXEC)", errno);
+  return owned_fd(fd);
+}
+
+result<pool_handle> import_pool_posix_fd(int fd, int device) {
+  PVMM_TRY_ASSIGN(pool, map_imported(fd, device));
+  std::lock_guard<std::mutex> guard(registry_lock);
+  pools.emplace(handle_of(pool), pool);
+  return pool_handle{handle_of(pool)};
+}
+
+result<pool_pointer_record> export_pool_pointer(pool_handle h, const void* pointer) {
+  auto pool = find_pool(h);
+  if (!pool) return unknown_pool(h);
+  std::lock_guard<std::mutex> guard(pool->lock);
+  const auto offset = static_cast<std::size_t>(static_cast<const unsigned char*>(pointer) - pool->base);
+  auto it = pool->blocks.find(offset);
+  if (it == pool->blocks.end() || it->second.what != block::state::live)
+    return make_error(errc::invalid_argument, fmt::format("{} is not a live allocation of the pool", pointer));
+  pointer_record r{pointer_magic, pool->unit(offset).generation.load(), offset, it->second.size, pool->capacity};
+  pool_pointer_record out{};
+  std::memcpy(out.data(), &r, sizeof r);
+  return out;
+}
+
+result<void*> import_pool_pointer(pool_handle h, const pool_pointer_record& record, std::size_t size) {
+  auto pool = find_pool(h);
+  if (!pool) return unknown_pool(h);
+  pointer_record r{};
+  std::memcpy(&r, record.data(), sizeof r);
+  if (r.magic != pointer_magic || r.capacity != pool->capacity)
+    return make_error(errc::invalid_handle, "the record is not a pointer export of this host-backend pool");
+  if (r.offset % alignment != 0 || r.offset >= pool->capacity || r.size > pool->capacity - r.offset || size > r.size ||
+      r.generation % 2 == 0)
+    return make_error(
+        errc::invalid_handle,
+        fmt::format("the record's block [{:#x}, +{:#x}) (size {:#x}) cannot be in this pool", r.offset, r.size, size));
+  auto& u = pool->unit(r.offset);
+  u.importers.fetch_add(1);  // first: the exporter's free sees it, or this sees the exporter's free
+  if (u.generation.load() != r.generation) {
+    u.importers.fetch_sub(1);
+    return make_error(errc::invalid_handle, "the exported allocation has been freed since it was exported (stale)");
+  }
+  return static_cast<void*>(pool->base + r.offset);
 }
 
 }  // namespace pvmm::detail::backend

@@ -11,16 +11,31 @@
 // - a pool lives while its owner or any of its allocations does: releasing the pool with allocations left
 //   releases it when the last one is freed.
 //
+// Sharing between processes (pools created with exportable = handle_types::posix_fd):
+// - the exporter sends the pool (export_posix_fd, ipc::send_pool) and, per allocation, a pool_pointer_export
+//   (plain bytes); the importer imports the pool once (import_posix_fd) and each pointer into it (import_pointer);
+// - an imported pool cannot allocate, cannot be exported again, and accepts only pointers exported from the pool it
+//   was imported from (pvmm checks the pool's identity before the driver, on every backend);
+// - the exporter's allocation must be complete (synchronize) before the importer uses it, and the importer frees
+//   before the exporter does. The drivers cannot see the second rule across processes; the host backend can and
+//   refuses the exporter's free with errc::busy, and refuses an export that was freed since with
+//   errc::invalid_handle.
+//
 // Threading: pools and allocations may be used from any thread; destroying or moving an owner may not overlap
 // its use.
 #pragma once
 
+#include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 #include <pvmm/error.hpp>
+#include <pvmm/ipc.hpp>
+#include <pvmm/owned_fd.hpp>
 #include <pvmm/stream.hpp>
 #include <pvmm/types.hpp>
 
@@ -35,10 +50,35 @@ struct pool_handle {
   std::uint64_t value = 0;
 };
 
+/// A pool's identity: random, made when an exportable pool is created, carried by its exports (all zero for a
+/// pool that cannot be exported).
+struct pool_id {
+  std::array<std::uint8_t, 16> bytes{};
+  friend bool operator==(const pool_id& a, const pool_id& b) noexcept { return a.bytes == b.bytes; }
+  friend bool operator!=(const pool_id& a, const pool_id& b) noexcept { return !(a == b); }
+};
+
+/// A pool exported for another process: its fd (owned) and its identity. ipc::send_pool sends both.
+struct pool_export {
+  owned_fd fd;
+  pool_id id;
+};
+
+/// One pool allocation exported for a process that imported its pool: plain bytes, to send as they are.
+struct pool_pointer_export {
+  std::array<std::uint8_t, 64> data{};  ///< the driver's record (CUmemPoolPtrExportData, hipMemPoolPtrExportData)
+  std::uint64_t size = 0;               ///< the allocation's size in bytes
+  pool_id pool;                         ///< the pool it belongs to
+};
+static_assert(std::is_trivially_copyable_v<pool_pointer_export>, "sent as bytes");
+
 /// What a pool is created with.
 struct pool_properties {
   pvmm::location location = pvmm::location::device(0);  ///< where its memory lives (capabilities.pools)
   std::size_t max_size = 0;                             ///< bytes it may reserve at most; 0: no limit
+  /// handle_types::posix_fd makes the pool exportable (capabilities.pools.ipc_posix_fd; device-located pools only,
+  /// as CUDA's host pools cannot be shared).
+  handle_types exportable = handle_types::none;
   /// Reserved bytes above this go back at a synchronize. pvmm's default keeps everything (as RMM, cuda.core,
   /// PyTorch and CCCL set it): the drivers' default, 0, gives all free memory back at every synchronize, which
   /// makes a pool no faster than a plain allocation. Use 0 for that behaviour.
@@ -73,6 +113,9 @@ class pool_allocation {
   /// Frees in `on`'s order (work enqueued on `on` before this call may still use the memory).
   status free_async(stream_ref on) noexcept;
 
+  /// The record another process imports this allocation with (its pool must be exportable).
+  result<pool_pointer_export> export_pointer() const;
+
   void* data() const noexcept { return data_; }
   std::size_t size() const noexcept { return size_; }
   bool valid() const noexcept { return data_ != nullptr; }
@@ -103,6 +146,18 @@ class memory_pool {
   /// are the driver's (release threshold 0).
   static result<memory_pool> default_pool(int device);
 
+  /// A pool another process exported (export_posix_fd), for use on `device` (accessible from that device until
+  /// set_access grants others). The fd stays the caller's. The imported pool cannot allocate.
+  static result<memory_pool> import_posix_fd(const pool_export& from, int device);
+
+  /// The fd and identity another process imports this pool with (exportable pools only).
+  result<pool_export> export_posix_fd() const;
+  /// The record of a live allocation of this pool (allocate_async's pointer), for a process that imported it.
+  result<pool_pointer_export> export_pointer(const void* pointer) const;
+  /// An allocation exported from the pool this one was imported from, owned here: freeing it (free_async, or the
+  /// destructor, on `free_on`) ends this process's use; the exporter frees it after that.
+  result<pool_allocation> import_pointer(const pool_pointer_export& from, stream_ref free_on) const;
+
   /// `size` bytes (> 0) usable in `on`'s order, owned.
   result<pool_allocation> allocate(std::size_t size, stream_ref on) const;
   /// For allocator adaptors: a raw pointer to free with free_async(pointer, stream) on this pool.
@@ -127,12 +182,24 @@ class memory_pool {
   bool valid() const noexcept { return state_ != nullptr; }
   explicit operator bool() const noexcept { return valid(); }
   int device() const noexcept;
-  bool owned() const noexcept;  ///< false for a default pool
+  bool owned() const noexcept;     ///< false for a default pool
+  bool imported() const noexcept;  ///< made by import_posix_fd
+  pool_id id() const noexcept;     ///< all zero unless exportable or imported
   pool_handle native_handle() const noexcept;
 
  private:
   explicit memory_pool(std::shared_ptr<detail::pool_state> state) noexcept;
   std::shared_ptr<detail::pool_state> state_;
 };
+
+namespace ipc {
+/// Sends a pool export (its fd and identity in one message) over a connected AF_UNIX socket with message
+/// boundaries, as send_fds does.
+status send_pool(int socket, const pool_export& pool,
+                 std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
+/// Receives what send_pool sent. errc::protocol_error for any other message (its fds are closed).
+result<pool_export> receive_pool(int socket, std::chrono::milliseconds timeout = std::chrono::milliseconds(10000),
+                                 const peer_rule* rule = nullptr);
+}  // namespace ipc
 
 }  // namespace pvmm

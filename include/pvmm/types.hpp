@@ -126,6 +126,8 @@ struct capabilities {
     /// pool_properties::max_size is enforced. Not claimed on CUDA: driver 580 on H200 reserved 32 MiB for a pool
     /// created with maxSize 8 MiB and kept allocating past it.
     bool max_size = false;
+    /// Pools exportable as POSIX fd, with their allocations exported as pool_pointer_export.
+    bool ipc_posix_fd = false;
   } pools;
 };
 

@@ -1,6 +1,7 @@
 // Backend feature "pool": stream-ordered memory pools.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -33,6 +34,13 @@ status trim_pool(pool_handle pool, std::size_t keep);
 status set_pool_access(pool_handle pool, const access_descriptor* grants, std::size_t count);
 result<access> get_pool_access(pool_handle pool, location where);
 result<void*> allocate_from_pool(pool_handle pool, std::size_t size, stream_handle s, int device);
-status free_to_pool(void* pointer, stream_handle s, int device);
+status free_to_pool(void* pointer, stream_handle s, int device);  // also an imported pointer
+
+// Sharing (pools created with posix_fd; checked by the neutral layer: exportable, live, the right pool).
+using pool_pointer_record = std::array<std::uint8_t, 64>;
+result<owned_fd> export_pool_posix_fd(pool_handle pool);       // a descriptor the caller owns
+result<pool_handle> import_pool_posix_fd(int fd, int device);  // fd stays the caller's
+result<pool_pointer_record> export_pool_pointer(pool_handle pool, const void* pointer);
+result<void*> import_pool_pointer(pool_handle pool, const pool_pointer_record& record, std::size_t size);
 
 }  // namespace pvmm::detail::backend

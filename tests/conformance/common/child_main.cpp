@@ -5,6 +5,9 @@
 //       receives a buffer descriptor with its fds, rebuilds the buffer, checks, writes
 //   pvmm_conformance_child <socket> endpoint-import <name> <device> <expected-seed> <write-seed>
 //       connects to the named endpoint, then as import-buffer over that connection (answers there too)
+//   pvmm_conformance_child <socket> pool-import <device> <expected-seed> <write-seed>
+//       receives two pools and a pointer exported from the first; checks the importer's bad inputs, imports the
+//       pointer, checks the parent's data, writes its own and frees first
 //   pvmm_conformance_child <socket> die-mid-transfer
 //       sends the first message of a transfer, then dies before the second
 //   pvmm_conformance_child <socket> hold-fd
@@ -13,6 +16,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include <pvmm/pvmm.hpp>
@@ -71,6 +75,44 @@ int endpoint_import(const std::string& name, int device, std::uint32_t expected_
   return answer(peer.native_handle(), "ok");
 }
 
+#define PVMM_CHILD_EXPECT(expr, expected, what)                                                               \
+  do {                                                                                                        \
+    auto r_ = (expr);                                                                                         \
+    if (r_.code() != (expected))                                                                              \
+      return answer(sock, std::string(what) + ": " + (r_ ? std::string("succeeded") : r_.error().message())); \
+  } while (0)
+
+int pool_import(int sock, int device, std::uint32_t expected_seed, std::uint32_t write_seed) {
+  auto first = pvmm::ipc::receive_pool(sock).value();
+  auto second = pvmm::ipc::receive_pool(sock).value();
+  auto message = pvmm::ipc::receive_exactly(sock, 0, sizeof(pvmm::pool_pointer_export)).value();
+  pvmm::pool_pointer_export record;
+  if (message.payload.size() != sizeof record) return answer(sock, "the pointer export has the wrong size");
+  std::memcpy(&record, message.payload.data(), sizeof record);
+  auto pool = pvmm::memory_pool::import_posix_fd(first, device).value();
+  auto other = pvmm::memory_pool::import_posix_fd(second, device).value();
+  first.fd.reset();  // the import stays after the fd is closed
+  auto s = pvmm::stream::create(device).value();
+  if (!pool.imported() || pool.id() != first.id) return answer(sock, "the imported pool does not say so");
+  PVMM_CHILD_EXPECT(pool.allocate(4096, s), pvmm::errc::invalid_argument, "allocate from an imported pool");
+  PVMM_CHILD_EXPECT(pool.export_posix_fd(), pvmm::errc::invalid_argument, "export an imported pool");
+  PVMM_CHILD_EXPECT(other.import_pointer(record, s), pvmm::errc::invalid_handle, "import into the wrong pool");
+  auto empty = record;
+  empty.size = 0;
+  PVMM_CHILD_EXPECT(pool.import_pointer(empty, s), pvmm::errc::invalid_handle, "import a zero-size record");
+  auto memory = pool.import_pointer(record, s).value();
+  const std::size_t size = memory.size();
+  std::vector<std::uint32_t> seen(size / sizeof(std::uint32_t));
+  s.copy_async(seen.data(), memory.data(), size).value();
+  s.synchronize().value();
+  if (seen != pvmm_test::pattern(size, expected_seed)) return answer(sock, "the parent's data did not arrive");
+  const auto mine = pvmm_test::pattern(size, write_seed);
+  s.copy_async(memory.data(), mine.data(), size).value();
+  memory.free_async(s).value();  // the importer frees first
+  s.synchronize().value();
+  return answer(sock, "ok");
+}
+
 int hold_fd(int sock) {
   int p[2];
   if (::pipe(p) != 0) return answer(sock, "pipe failed");
@@ -102,6 +144,9 @@ int main(int argc, char** argv) {
     if (mode == "endpoint-import" && argc == 7)
       return endpoint_import(argv[3], std::atoi(argv[4]), static_cast<std::uint32_t>(std::atoi(argv[5])),
                              static_cast<std::uint32_t>(std::atoi(argv[6])));
+    if (mode == "pool-import" && argc == 6)
+      return pool_import(sock, std::atoi(argv[3]), static_cast<std::uint32_t>(std::atoi(argv[4])),
+                         static_cast<std::uint32_t>(std::atoi(argv[5])));
     if (mode == "die-mid-transfer") {
       const char first[] = "first half";
       (void)pvmm::ipc::send_fds(sock, nullptr, 0, first, sizeof first);
