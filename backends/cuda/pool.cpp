@@ -140,18 +140,30 @@ result<access> get_pool_access(pool_handle pool, location where) {
   return access::none;
 }
 
+// The hot path: the stream names its context, and the driver takes the call as it is whenever the caller's current
+// context allows it (the common case, at the raw call's cost). Only where the driver answers that no or another
+// context is current does pvmm enter the stream's context for the call (and give the caller's back).
+template <class Call>
+result<CUresult> in_stream_order(CUstream s, Call call) {
+  const CUresult rc = call();
+  if (rc != CUDA_ERROR_INVALID_CONTEXT && rc != CUDA_ERROR_CONTEXT_IS_DESTROYED) return rc;
+  PVMM_TRY_ASSIGN(scope, context_scope::of_stream(s));
+  return call();
+}
+
 result<void*> allocate_from_pool(pool_handle pool, std::size_t size, stream_handle s, int) {
   PVMM_REQUIRE_DRIVER();
-  PVMM_TRY_ASSIGN(scope, context_scope::of_stream(native(s)));
   CUdeviceptr p = 0;
-  PVMM_CU(cuMemAllocFromPoolAsync, &p, size, native(pool), native(s));
+  PVMM_TRY_ASSIGN(
+      rc, in_stream_order(native(s), [&] { return api().cuMemAllocFromPoolAsync(&p, size, native(pool), native(s)); }));
+  if (rc != CUDA_SUCCESS) return failure(rc, "cuMemAllocFromPoolAsync");
   return reinterpret_cast<void*>(static_cast<std::uintptr_t>(p));
 }
 
 status free_to_pool(void* pointer, stream_handle s, int) {
   PVMM_REQUIRE_DRIVER();
-  PVMM_TRY_ASSIGN(scope, context_scope::of_stream(native(s)));
-  PVMM_CU(cuMemFreeAsync, ptr(pointer), native(s));
+  PVMM_TRY_ASSIGN(rc, in_stream_order(native(s), [&] { return api().cuMemFreeAsync(ptr(pointer), native(s)); }));
+  if (rc != CUDA_SUCCESS) return failure(rc, "cuMemFreeAsync");
   return {};
 }
 
@@ -175,7 +187,9 @@ result<pool_pointer_record> export_pool_pointer(pool_handle, const void* pointer
   PVMM_REQUIRE_DRIVER();
   CUmemPoolPtrExportData data{};
   static_assert(sizeof data == sizeof(pool_pointer_record), "the driver's record is 64 bytes");
-  PVMM_CU(cuMemPoolExportPointer, &data, ptr(pointer));
+  if (CUresult rc = api().cuMemPoolExportPointer(&data, ptr(pointer)); rc != CUDA_SUCCESS)
+    return failure(rc, "cuMemPoolExportPointer",
+                   "an allocation is exported once the host has seen it complete: synchronize its stream first");
   pool_pointer_record out{};
   std::memcpy(out.data(), &data, sizeof data);
   return out;

@@ -199,7 +199,9 @@ result<pool_pointer_record> export_pool_pointer(pool_handle, const void* pointer
   PVMM_REQUIRE_RUNTIME();
   hipMemPoolPtrExportData data{};
   static_assert(sizeof data == sizeof(pool_pointer_record), "HIP's record is 64 bytes");
-  PVMM_HIP(hipMemPoolExportPointer, &data, const_cast<void*>(pointer));
+  if (hipError_t rc = hipMemPoolExportPointer(&data, const_cast<void*>(pointer)); rc != hipSuccess)
+    return failure(rc, "hipMemPoolExportPointer", errc{},
+                   "an allocation is exported once the host has seen it complete: synchronize its stream first");
   pool_pointer_record out{};
   std::memcpy(out.data(), &data, sizeof data);
   return out;

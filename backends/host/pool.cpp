@@ -71,9 +71,11 @@ std::size_t file_bytes(std::size_t capacity) { return capacity + table_bytes(cap
 struct block {
   std::size_t size = 0;
   enum class state { live, pending, free } what = state::live;
-  std::shared_ptr<worker_stream> freed_on;  // pending/free: the stream the free was enqueued on
-  std::uint64_t free_sequence = 0;          // ... and its place there
-  std::uint64_t generation = 0;             // bumped at each reuse: a late free task leaves a reused block alone
+  std::shared_ptr<worker_stream> freed_on;      // pending/free: the stream the free was enqueued on
+  std::uint64_t free_sequence = 0;              // ... and its place there
+  std::uint64_t generation = 0;                 // bumped at each reuse: a late free task leaves a reused block alone
+  std::shared_ptr<worker_stream> allocated_on;  // live: the stream it was allocated on ...
+  std::uint64_t allocated_after = 0;            // ... and its place there, which the host must see done
 };
 
 struct host_pool {
@@ -393,9 +395,12 @@ result<void*> allocate_from_pool(pool_handle h, std::size_t size, stream_handle 
     b.freed_on.reset();
     ++b.generation;
   } else {
-    pool->blocks[offset] = block{*need, block::state::live, nullptr, 0, 0};
+    pool->blocks[offset] = block{*need, block::state::live, nullptr, 0, 0, nullptr, 0};
     pool->end = offset + *need;
   }
+  block& made = pool->blocks[offset];
+  made.allocated_on = on;
+  made.allocated_after = on->enqueue([] {});  // the allocation is a step in the stream's order, as on the GPUs
   pool->used += *need;
   pool->used_high = std::max(pool->used_high, pool->used);
   auto& u = pool->unit(offset);
@@ -428,6 +433,7 @@ status free_to_pool(void* pointer, stream_handle s, int) {
   const std::uint64_t generation = b.generation, size = b.size;
   b.what = block::state::pending;
   b.freed_on = on;
+  b.allocated_on.reset();
   // The free completes in the stream's order; the pool lock is held, so the task cannot run before these are set.
   b.free_sequence = on->enqueue([pool, offset, generation, size] {
     std::lock_guard<std::mutex> inner(pool->lock);
@@ -463,7 +469,11 @@ result<pool_pointer_record> export_pool_pointer(pool_handle h, const void* point
   auto it = pool->blocks.find(offset);
   if (it == pool->blocks.end() || it->second.what != block::state::live)
     return make_error(errc::invalid_argument, fmt::format("{} is not a live allocation of the pool", pointer));
-  pointer_record r{pointer_magic, pool->unit(offset).generation.load(), offset, it->second.size, pool->capacity};
+  const block& b = it->second;
+  if (b.allocated_on->observed() < b.allocated_after)  // as CUDA refuses an allocation the host has not seen done
+    return make_error(errc::invalid_argument,
+                      fmt::format("{} is not known complete: synchronize its stream before exporting it", pointer));
+  pointer_record r{pointer_magic, pool->unit(offset).generation.load(), offset, b.size, pool->capacity};
   pool_pointer_record out{};
   std::memcpy(out.data(), &r, sizeof r);
   return out;

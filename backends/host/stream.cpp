@@ -152,7 +152,9 @@ status destroy_stream(stream_handle h) {
 status synchronize_stream(stream_handle h, int) {
   auto s = find_stream(h);
   if (!s) return unknown_stream(h);
-  s->wait_until_completed(s->enqueued());
+  const auto through = s->enqueued();
+  s->wait_until_completed(through);
+  s->observe(through);
   release_above_thresholds();
   return {};
 }
@@ -160,7 +162,10 @@ status synchronize_stream(stream_handle h, int) {
 result<bool> query_stream(stream_handle h, int) {
   auto s = find_stream(h);
   if (!s) return unknown_stream(h);
-  return s->completed() >= s->enqueued();
+  const auto through = s->enqueued();
+  if (s->completed() < through) return false;
+  s->observe(through);
+  return true;
 }
 
 status wait_event(stream_handle h, int, event_handle e) {
@@ -221,7 +226,10 @@ status synchronize_event(event_handle e) {
   auto ev = find_event(e);
   if (!ev) return unknown_event(e);
   auto [on, sequence] = ev->recorded();
-  if (on) on->wait_until_completed(sequence);
+  if (on) {
+    on->wait_until_completed(sequence);
+    on->observe(sequence);
+  }
   release_above_thresholds();
   return {};
 }
@@ -230,7 +238,10 @@ result<bool> query_event(event_handle e) {
   auto ev = find_event(e);
   if (!ev) return unknown_event(e);
   auto [on, sequence] = ev->recorded();
-  return !on || on->completed() >= sequence;
+  if (!on) return true;
+  if (on->completed() < sequence) return false;
+  on->observe(sequence);
+  return true;
 }
 
 }  // namespace pvmm::detail::backend

@@ -3,6 +3,7 @@
 // policies can be told apart (an inline, synchronous stand-in would make every free complete at once).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -31,6 +32,13 @@ class worker_stream : public std::enable_shared_from_this<worker_stream> {
   std::uint64_t enqueued() const;
   std::uint64_t completed() const;
   void wait_until_completed(std::uint64_t sequence) const;
+  /// The host has seen work up to `sequence` complete (a synchronize, or a query that answered done): what the
+  /// drivers require before a pool allocation may be exported.
+  void observe(std::uint64_t sequence) {
+    for (auto seen = observed_.load(); seen < sequence && !observed_.compare_exchange_weak(seen, sequence);) {
+    }
+  }
+  std::uint64_t observed() const { return observed_.load(); }
   /// Work enqueued from now on waits until `on` has completed `sequence`; the ordering is recorded.
   void enqueue_wait(const std::shared_ptr<worker_stream>& on, std::uint64_t sequence);
   /// How far this stream's later work is ordered after `other`'s (sequence numbers), by waits enqueued so far.
@@ -44,6 +52,7 @@ class worker_stream : public std::enable_shared_from_this<worker_stream> {
   std::uint64_t enqueued_ = 0, completed_ = 0;
   std::map<const worker_stream*, std::uint64_t> known_;  // enqueue-time ordering after other streams
   bool stopping_ = false;
+  std::atomic<std::uint64_t> observed_{0};
   std::thread worker_;
 };
 

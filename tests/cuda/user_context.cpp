@@ -237,6 +237,19 @@ TEST_CASE("a program in a context it created (cuCtxCreate) still has it current 
     REQUIRE(pvmm::testing::copy_from_mapping(in.data(), range.address(), size, 0).has_value());
     CHECK(current() == own);
     CHECK(in == out);
+    // Stream-ordered pool calls on a stream of pvmm's (the primary context) while the program's context is current:
+    // the driver takes them, or pvmm enters the stream's context for them; either way the program's stays current.
+    auto s = pvmm::stream::create(0).value();
+    CHECK(current() == own);
+    auto pool = pvmm::memory_pool::create({}).value();
+    auto block = pool.allocate(size, s).value();
+    CHECK(current() == own);
+    REQUIRE(s.copy_async(block.data(), out.data(), size).has_value());
+    REQUIRE(s.copy_async(in.data(), block.data(), size).has_value());
+    REQUIRE(block.free_async(s).has_value());
+    REQUIRE(s.synchronize().has_value());
+    CHECK(current() == own);
+    CHECK(in == out);
   }
   CHECK(destroy(own) == CUDA_SUCCESS);
 }

@@ -74,8 +74,8 @@ struct leak_check {
       for (int d = 0; d < pvmm::device_count().value(); ++d) {
         (void)pvmm::query_memory(d);
         (void)pvmm::memory_pool::default_pool(d);  // lives for the whole process, as the drivers' do
-        // A context's first stream, event and pageable async copy take device memory the driver keeps for the
-        // process: do one of each on a small mapping.
+        // A context's first stream, event and pageable async copies (each way) take device memory the driver keeps for
+        // the process: do one of each on a small mapping.
         if (auto s = pvmm::stream::create(d)) {
           auto e = pvmm::event::create(d);
           pvmm::allocation_properties p;
@@ -88,8 +88,9 @@ struct leak_check {
               unit ? pvmm::address_reservation::reserve(*unit) : pvmm::result<pvmm::address_reservation>(unit.error());
           if (memory && range) {
             if (auto at = range->map_and_grant(0, *memory, {{pvmm::location::device(d), pvmm::access::read_write}})) {
-              const std::uint32_t word = 7;
-              (void)s->copy_async(*at, &word, sizeof word);
+              std::vector<unsigned char> staging(memory->size());  // pageable, both ways, of a whole granule
+              (void)s->copy_async(*at, staging.data(), staging.size());
+              (void)s->copy_async(staging.data(), *at, staging.size());
               if (e) (void)e->record(*s);
               (void)s->synchronize();
               (void)range->unmap(0, memory->size());

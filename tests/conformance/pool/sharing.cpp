@@ -84,6 +84,8 @@ TEST_SUITE("pool") {
       auto pool = exportable_pool();
       auto p = pool.allocate_async(4096, s).value();
       PVMM_CHECK_ERRC(pool.export_pointer(static_cast<char*>(p) + 256), errc::invalid_argument);  // not an allocation
+      PVMM_CHECK_ERRC(pool.export_pointer(p), errc::invalid_argument);  // the host has not seen it complete
+      PVMM_CHECK_OK(s.synchronize());
       PVMM_CHECK_OK(pool.export_pointer(p));
       PVMM_CHECK_OK(pool.free_async(p, s));
       PVMM_CHECK_ERRC(pool.export_pointer(p), errc::invalid_argument);  // freed
