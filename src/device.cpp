@@ -9,9 +9,11 @@
 
 #include <pvmm/device.hpp>
 
-#include "backend/pool.hpp"
 #include "backend/fabric.hpp"
+#include "backend/managed.hpp"
 #include "backend/multicast.hpp"
+#include "backend/pinned.hpp"
+#include "backend/pool.hpp"
 #include "backend/posix_fd.hpp"
 #include "backend/vmm.hpp"
 #include "describe.hpp"
@@ -72,6 +74,12 @@ result<capabilities> ask_capabilities(int ordinal) {
   c.multicast.supported = multicast;
   PVMM_TRY_ASSIGN(pools, call_backend("pool_capabilities", [&] { return backend::pool_capabilities(ordinal); }));
   c.pools = pools;
+  PVMM_TRY_ASSIGN(managed,
+                  call_backend("managed_capabilities", [&] { return backend::managed_capabilities(ordinal); }));
+  c.managed = managed;
+  PVMM_TRY_ASSIGN(host_memory,
+                  call_backend("host_memory_capabilities", [&] { return backend::host_memory_capabilities(ordinal); }));
+  c.host_memory = host_memory;
   return c;
 }
 }  // namespace

@@ -30,6 +30,9 @@ extern std::atomic<std::size_t> live_events;
 extern std::atomic<std::size_t> live_pools;
 extern std::atomic<std::size_t> live_pool_allocations;
 extern std::atomic<std::size_t> live_mappings;
+extern std::atomic<std::size_t> live_managed;
+extern std::atomic<std::size_t> live_pinned;
+extern std::atomic<std::size_t> live_registrations;
 
 /// Physical memory or a multicast object: what a mapping maps.
 struct allocation_state {

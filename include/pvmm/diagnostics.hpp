@@ -13,10 +13,14 @@ struct live_objects {
   std::size_t events = 0;            ///< events pvmm created and has not destroyed
   std::size_t pools = 0;             ///< memory pools (owned or default) still referenced
   std::size_t pool_allocations = 0;  ///< pool allocations not yet freed
+  std::size_t managed = 0;           ///< managed allocations not yet freed
+  std::size_t pinned = 0;            ///< page-locked allocations not yet freed
+  std::size_t registrations = 0;     ///< registered host ranges not yet unregistered
   friend bool operator==(const live_objects& a, const live_objects& b) noexcept {
     return a.allocations == b.allocations && a.reservations == b.reservations && a.mappings == b.mappings &&
            a.streams == b.streams && a.events == b.events && a.pools == b.pools &&
-           a.pool_allocations == b.pool_allocations;
+           a.pool_allocations == b.pool_allocations && a.managed == b.managed && a.pinned == b.pinned &&
+           a.registrations == b.registrations;
   }
 };
 

@@ -40,7 +40,9 @@ namespace pvmm {
   X(peer_rejected, 22, "the peer's credentials did not satisfy the caller's rule")                        \
   X(protocol_error, 23, "a message or descriptor from a peer is malformed, truncated or inconsistent")    \
   X(system_error, 24, "an operating-system call failed (native_name holds the errno name)")               \
-  X(backend_error, 25, "the backend failed in a way with no portable meaning (see native_name)")
+  X(backend_error, 25, "the backend failed in a way with no portable meaning (see native_name)")          \
+  X(already_registered, 26, "host memory in the range is page-locked (registered) already")               \
+  X(not_registered, 27, "the address does not start a registered host range")
 
 /// Portable error codes: identical on every backend for the same mistake (meanings in PVMM_ERRC_LIST).
 enum class errc : int {

@@ -15,9 +15,11 @@
 #include <pvmm/error.hpp>
 #include <pvmm/growable_buffer.hpp>
 #include <pvmm/ipc.hpp>
+#include <pvmm/managed.hpp>
 #include <pvmm/memory_pool.hpp>
 #include <pvmm/multicast.hpp>
 #include <pvmm/owned_fd.hpp>
+#include <pvmm/pinned.hpp>
 #include <pvmm/reservation.hpp>
 #include <pvmm/stream.hpp>
 #include <pvmm/types.hpp>

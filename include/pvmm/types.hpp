@@ -129,6 +129,24 @@ struct capabilities {
     /// Pools exportable as POSIX fd, with their allocations exported as pool_pointer_export.
     bool ipc_posix_fd = false;
   } pools;
+  /// Managed (unified) memory (pvmm/managed.hpp).
+  struct managed_features {
+    bool supported = false;          ///< managed allocations
+    bool concurrent_access = false;  ///< host and device may use managed memory at once; prefetch to a device
+    /// Pages move to the processor that uses them (CUDA: concurrent access; AMD: XNACK, that is ManagedMemory and
+    /// PageableMemoryAccess). Without it, managed memory on AMD is host memory the device reads over the bus.
+    bool pages_migrate = false;
+    bool pageable_memory_access = false;  ///< the device reads ordinary (malloc) host memory coherently
+    bool host_numa_locations = false;     ///< advice and prefetch name host NUMA nodes (CUDA 12.2's location ABI)
+    bool location_attributes = false;     ///< range attributes read back host NUMA nodes (a CUDA 13.0 driver)
+  } managed;
+  /// Page-locked host memory (pvmm/pinned.hpp).
+  struct host_memory_features {
+    bool pinned = false;                          ///< page-locked allocations
+    bool registration = false;                    ///< page-locking memory the program already has
+    bool mapped = false;                          ///< the device reaches page-locked memory through a device pointer
+    bool device_pointer_is_host_pointer = false;  ///< that device pointer equals the host pointer
+  } host_memory;
 };
 
 /// The backend's handle of physical memory (CUmemGenericAllocationHandle, hipMemGenericAllocationHandle_t as

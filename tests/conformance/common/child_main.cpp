@@ -8,11 +8,17 @@
 //   pvmm_conformance_child <socket> pool-import <device> <expected-seed> <write-seed>
 //       receives two pools and a pointer exported from the first; checks the importer's bad inputs, imports the
 //       pointer, checks the parent's data, writes its own and frees first
+//   pvmm_conformance_child <socket> pin-over-limit
+//       drops CAP_IPC_LOCK, lowers RLIMIT_MEMLOCK to 64 KiB and checks that pinning 1 MiB is out_of_memory with a
+//       hint naming the limit, for an allocation and for a registration
 //   pvmm_conformance_child <socket> die-mid-transfer
 //       sends the first message of a transfer, then dies before the second
 //   pvmm_conformance_child <socket> hold-fd
 //       opens a pipe holding "hello from the child", tells the parent the read end's number, and waits
 // Each answers "ok" or the error over the socket (exit status 0 or 1).
+#include <linux/capability.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -113,6 +119,31 @@ int pool_import(int sock, int device, std::uint32_t expected_seed, std::uint32_t
   return answer(sock, "ok");
 }
 
+int pin_over_limit(int sock) {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (::syscall(SYS_capget, &header, data) != 0) return answer(sock, "capget failed");
+  for (auto& d : data) {
+    d.effective &= ~(1u << CAP_IPC_LOCK);
+    d.permitted &= ~(1u << CAP_IPC_LOCK);
+  }
+  if (::syscall(SYS_capset, &header, data) != 0) return answer(sock, "capset failed");
+  rlimit low{64 << 10, 64 << 10};
+  if (::setrlimit(RLIMIT_MEMLOCK, &low) != 0) return answer(sock, "setrlimit failed");
+  auto named = [](const pvmm::error& e) { return e.hint.find("RLIMIT_MEMLOCK") != std::string::npos; };
+  auto pinned = pvmm::pinned_allocation::create(1 << 20);
+  if (pinned.code() != pvmm::errc::out_of_memory || !named(pinned.error()))
+    return answer(sock, "pinning over the limit: " + (pinned ? std::string("succeeded") : pinned.error().message()));
+  std::vector<char> mine(1 << 20);
+  auto registered = pvmm::register_host_memory(mine.data(), mine.size());
+  if (registered.code() != pvmm::errc::out_of_memory || !named(registered.error()))
+    return answer(
+        sock, "registering over the limit: " + (registered ? std::string("succeeded") : registered.error().message()));
+  if (pvmm::unregister_host_memory(mine.data()).code() != pvmm::errc::not_registered)
+    return answer(sock, "a refused registration was recorded");
+  return answer(sock, "ok");
+}
+
 int hold_fd(int sock) {
   int p[2];
   if (::pipe(p) != 0) return answer(sock, "pipe failed");
@@ -153,6 +184,7 @@ int main(int argc, char** argv) {
       ::_exit(3);  // dies before the message with the fds
     }
     if (mode == "hold-fd") return hold_fd(sock);
+    if (mode == "pin-over-limit") return pin_over_limit(sock);
     return 2;
   } catch (const pvmm::exception& e) {
     return answer(sock, e.what());

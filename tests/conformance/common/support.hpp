@@ -115,6 +115,9 @@ struct leak_check {
     CHECK_MESSAGE(now.events == baseline_live.events, "events leaked");
     CHECK_MESSAGE(now.pools == baseline_live.pools, "memory pools leaked");
     CHECK_MESSAGE(now.pool_allocations == baseline_live.pool_allocations, "pool allocations leaked");
+    CHECK_MESSAGE(now.managed == baseline_live.managed, "managed allocations leaked");
+    CHECK_MESSAGE(now.pinned == baseline_live.pinned, "pinned allocations leaked");
+    CHECK_MESSAGE(now.registrations == baseline_live.registrations, "host registrations leaked");
     CHECK_MESSAGE(kernel_pvmm_mappings() == baseline_kernel_mappings, "kernel mappings of pvmm memory leaked");
     CHECK_MESSAGE(free_device_memory() == baseline_device_free, "device memory leaked");
   }

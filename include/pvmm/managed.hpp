@@ -1,0 +1,89 @@
+// pvmm/managed.hpp - managed (unified) memory: one address valid on the host and on devices, with advice about
+// where its pages should live, prefetches in stream order, and the range attributes that read both back
+// (cuMemAllocManaged, cuMemAdvise, cuMemPrefetchAsync, cuMemRangeGetAttribute; hipMallocManaged and friends; the
+// host backend keeps advice and prefetch per page and applies them with madvise and mbind).
+//
+// Portable semantics (every backend):
+// - advice, prefetch and queries take ranges inside one managed allocation pvmm made (anything else is
+//   errc::invalid_argument, or errc::out_of_range where the range runs past its allocation);
+// - locations are device(n), host() and, where capabilities.managed.host_numa_locations, host_numa(n);
+// - a range attribute is the pages' common value: read_mostly only if every page is; a preferred or last-prefetch
+//   location only if every page has the same one; accessed_by lists the processors set for every page;
+// - last_prefetch_location is the location last asked for (no driver promises when a prefetch completes);
+// - prefetching to a device needs capabilities.managed.concurrent_access.
+//
+// Threading: any thread; destroying or moving an owner may not overlap its use.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include <pvmm/error.hpp>
+#include <pvmm/stream.hpp>
+#include <pvmm/types.hpp>
+
+namespace pvmm {
+
+/// Who may use a managed allocation first (cuMemAttach*): every stream (global), the host only (host), or one
+/// stream once attached (single; attach_async). HIP accepts the modes and treats them alike.
+enum class attach_mode { global, host, single };
+
+/// Owns one managed allocation. Move-only; the destructor frees it (the device must be done with it).
+class managed_allocation {
+ public:
+  /// `size` bytes (> 0; rounded up to the page size) of managed memory. attach_mode::single is not a creation
+  /// mode (errc::invalid_argument): create with host and attach to a stream.
+  static result<managed_allocation> create(std::size_t size, attach_mode mode = attach_mode::global);
+
+  managed_allocation() noexcept = default;
+  managed_allocation(managed_allocation&& other) noexcept;
+  managed_allocation& operator=(managed_allocation&& other) noexcept;
+  managed_allocation(const managed_allocation&) = delete;
+  managed_allocation& operator=(const managed_allocation&) = delete;
+  ~managed_allocation();
+
+  /// Frees it now; errc::already_released when empty.
+  status release() noexcept;
+
+  void* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  bool valid() const noexcept { return data_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
+
+ private:
+  managed_allocation(void* data, std::size_t size) noexcept : data_(data), size_(size) {}
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+/// Advice about a managed range (cuMemAdvise). The set_/unset_ pairs undo each other.
+enum class advice {
+  set_read_mostly,  ///< pages are read far more than written: readers may keep copies
+  unset_read_mostly,
+  set_preferred_location,  ///< pages should live at `where`
+  unset_preferred_location,
+  set_accessed_by,  ///< `where` will use the pages: keep them mapped there
+  unset_accessed_by,
+};
+
+/// Gives advice about [pointer, pointer + size). `where` is used by the location advice only.
+status advise(const void* pointer, std::size_t size, advice what, location where = location::device(0));
+
+/// Moves [pointer, pointer + size) to `to` in `on`'s order.
+status prefetch_async(const void* pointer, std::size_t size, location to, stream_ref on);
+
+/// What advice and prefetches a managed range holds, aggregated over its pages as the header says.
+struct range_attributes {
+  bool read_mostly = false;
+  std::optional<location> preferred_location;  ///< none: unset on some page, or the pages differ
+  std::vector<location> accessed_by;           ///< processors every page is advised accessed by
+  std::optional<location> last_prefetch_location;
+};
+result<range_attributes> query_range(const void* pointer, std::size_t size);
+
+/// Attaches a managed range to a stream in its order (cuStreamAttachMemAsync): single limits use to `on`'s work,
+/// host to the host, global to everyone. HIP records nothing (its call does nothing).
+status attach_async(stream_ref on, const void* pointer, std::size_t size, attach_mode mode);
+
+}  // namespace pvmm

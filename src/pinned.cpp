@@ -1,0 +1,197 @@
+// Page-locked host memory: owners, and the registry of registered ranges, so that a range registered twice or an
+// address never registered answers the same error on every backend before any driver call.
+#include <pvmm/pinned.hpp>
+
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "backend/pinned.hpp"
+#include "device.hpp"
+#include "operation.hpp"
+#include "ownership.hpp"
+
+namespace pvmm {
+namespace detail {
+namespace {
+
+// Registered ranges by start. Process-wide because registrations are (the drivers keep one table per process).
+std::mutex registry_lock;
+std::map<const unsigned char*, std::size_t> registered;
+
+result<capabilities::host_memory_features> host_memory(const operation& op) {
+  PVMM_TRY(check_location(location::device(0), op));
+  PVMM_TRY_ASSIGN(caps, device_capabilities(0));
+  return caps.host_memory;
+}
+
+status check_options(const pinned_options& o, const capabilities::host_memory_features& caps, const operation& op) {
+  if (o.mapped && !caps.mapped)
+    return op.fail(errc::not_supported, "devices cannot reach page-locked memory through a device pointer here",
+                   "create with mapped = false (capabilities.host_memory.mapped)");
+  return {};
+}
+
+result<void*> device_pointer_of(void* data, bool mapped, int device, const operation& op) {
+  if (data == nullptr) return op.fail(errc::already_released, "the owner is empty (released or moved from)");
+  PVMM_TRY(check_location(location::device(device), op));
+  if (!mapped) return op.fail(errc::invalid_argument, "the memory was made with mapped = false");
+  return op.step("host_device_pointer", [&] { return backend::host_device_pointer(data, device); });
+}
+
+std::string options_text(const pinned_options& o) {
+  return fmt::format("portable={}, mapped={}, write_combined={}", o.portable, o.mapped, o.write_combined);
+}
+
+}  // namespace
+}  // namespace detail
+
+// ---- pinned_allocation ----
+
+result<pinned_allocation> pinned_allocation::create(std::size_t size, const pinned_options& options) {
+  auto args = [&] { return fmt::format("size={:#x}, {}", size, detail::options_text(options)); };
+  const detail::operation op{"pvmm::pinned_allocation::create", args};
+  if (size == 0) return op.fail(errc::invalid_size, "size is zero");
+  PVMM_TRY_ASSIGN(caps, detail::host_memory(op));
+  if (!caps.pinned)
+    return op.fail(errc::not_supported, "no page-locked allocations here", "capabilities.host_memory.pinned");
+  PVMM_TRY(detail::check_options(options, caps, op));
+  PVMM_TRY_ASSIGN(p, op.step("allocate_pinned", [&] { return detail::backend::allocate_pinned(size, options); }));
+  ++detail::live_pinned;
+  return pinned_allocation(p, size, options.mapped);
+}
+
+pinned_allocation::pinned_allocation(pinned_allocation&& other) noexcept
+    : data_(other.data_), size_(other.size_), mapped_(other.mapped_) {
+  other.data_ = nullptr;
+  other.size_ = 0;
+}
+
+pinned_allocation& pinned_allocation::operator=(pinned_allocation&& other) noexcept {
+  if (this != &other) {
+    if (valid()) (void)release();
+    data_ = other.data_, size_ = other.size_, mapped_ = other.mapped_;
+    other.data_ = nullptr;
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+pinned_allocation::~pinned_allocation() {
+  if (valid()) (void)release();
+}
+
+status pinned_allocation::release() noexcept {
+  auto args = [&] { return fmt::format("pointer={}", data_); };
+  const detail::operation op{"pvmm::pinned_allocation::release", args};
+  if (!valid()) return op.fail(errc::already_released, "this pinned_allocation is empty (released or moved from)");
+  auto freed = op.step("free_pinned", [&] { return detail::backend::free_pinned(data_, size_); });
+  data_ = nullptr;
+  size_ = 0;
+  --detail::live_pinned;
+  return freed;
+}
+
+result<void*> pinned_allocation::device_pointer(int device) const {
+  auto args = [&] { return fmt::format("pointer={}, device={}", data_, device); };
+  const detail::operation op{"pvmm::pinned_allocation::device_pointer", args};
+  return detail::device_pointer_of(data_, mapped_, device, op);
+}
+
+// ---- registration ----
+
+status register_host_memory(void* pointer, std::size_t size, const pinned_options& options) {
+  auto args = [&] { return fmt::format("pointer={}, size={:#x}, {}", pointer, size, detail::options_text(options)); };
+  const detail::operation op{"pvmm::register_host_memory", args};
+  if (pointer == nullptr) return op.fail(errc::invalid_argument, "the pointer is null");
+  if (size == 0) return op.fail(errc::invalid_size, "size is zero");
+  if (options.write_combined)
+    return op.fail(errc::invalid_argument, "write_combined is a property of allocations, not of registrations",
+                   "use pinned_allocation::create with write_combined");
+  PVMM_TRY_ASSIGN(caps, detail::host_memory(op));
+  if (!caps.registration)
+    return op.fail(errc::not_supported, "host memory cannot be registered here",
+                   "capabilities.host_memory.registration");
+  PVMM_TRY(detail::check_options(options, caps, op));
+  const auto* p = static_cast<const unsigned char*>(pointer);
+  if (reinterpret_cast<std::uintptr_t>(p) > UINTPTR_MAX - size)
+    return op.fail(errc::out_of_range, "the range wraps around the address space");
+  std::lock_guard<std::mutex> guard(detail::registry_lock);
+  auto next = detail::registered.lower_bound(p);
+  const bool overlaps_next = next != detail::registered.end() && next->first < p + size;
+  const bool overlaps_previous =
+      next != detail::registered.begin() && std::prev(next)->first + std::prev(next)->second > p;
+  if (overlaps_next || overlaps_previous) {
+    const auto& other = overlaps_previous ? *std::prev(next) : *next;
+    return op.fail(errc::already_registered,
+                   fmt::format("the range overlaps [{}, +{:#x}), registered already",
+                               static_cast<const void*>(other.first), other.second),
+                   "unregister it first, or register only what is not");
+  }
+  PVMM_TRY(op.step("register_host", [&] { return detail::backend::register_host(pointer, size, options); }));
+  detail::registered.emplace(p, size);
+  ++detail::live_registrations;
+  return {};
+}
+
+status unregister_host_memory(void* pointer) {
+  auto args = [&] { return fmt::format("pointer={}", pointer); };
+  const detail::operation op{"pvmm::unregister_host_memory", args};
+  std::lock_guard<std::mutex> guard(detail::registry_lock);
+  auto it = detail::registered.find(static_cast<const unsigned char*>(pointer));
+  if (it == detail::registered.end())
+    return op.fail(errc::not_registered, fmt::format("{} does not start a registered range", pointer));
+  PVMM_TRY(op.step("unregister_host", [&] { return detail::backend::unregister_host(pointer, it->second); }));
+  detail::registered.erase(it);
+  --detail::live_registrations;
+  return {};
+}
+
+// ---- host_registration ----
+
+result<host_registration> host_registration::create(void* pointer, std::size_t size, const pinned_options& options) {
+  auto args = [&] { return fmt::format("pointer={}, size={:#x}", pointer, size); };
+  const detail::operation op{"pvmm::host_registration::create", args};
+  auto done = register_host_memory(pointer, size, options);
+  if (!done) return op.take_over(std::move(done).error());
+  return host_registration(pointer, size, options.mapped);
+}
+
+host_registration::host_registration(host_registration&& other) noexcept
+    : data_(other.data_), size_(other.size_), mapped_(other.mapped_) {
+  other.data_ = nullptr;
+  other.size_ = 0;
+}
+
+host_registration& host_registration::operator=(host_registration&& other) noexcept {
+  if (this != &other) {
+    if (valid()) (void)release();
+    data_ = other.data_, size_ = other.size_, mapped_ = other.mapped_;
+    other.data_ = nullptr;
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+host_registration::~host_registration() {
+  if (valid()) (void)release();
+}
+
+status host_registration::release() noexcept {
+  const detail::operation op{"pvmm::host_registration::release"};
+  if (!valid()) return op.fail(errc::already_released, "this host_registration is empty (released or moved from)");
+  auto done = unregister_host_memory(data_);
+  data_ = nullptr;
+  size_ = 0;
+  if (!done) return op.take_over(std::move(done).error());
+  return {};
+}
+
+result<void*> host_registration::device_pointer(int device) const {
+  auto args = [&] { return fmt::format("pointer={}, device={}", data_, device); };
+  const detail::operation op{"pvmm::host_registration::device_pointer", args};
+  return detail::device_pointer_of(data_, mapped_, device, op);
+}
+
+}  // namespace pvmm
