@@ -57,6 +57,16 @@ void print_devices(int count) {
         {"memory pools of host memory", c.pools.host_location},
         {"pool maximum size enforced", c.pools.max_size},
         {"pool sharing (POSIX fd)", c.pools.ipc_posix_fd},
+        {"managed memory", c.managed.supported},
+        {"managed: concurrent access", c.managed.concurrent_access},
+        {"managed: pages migrate", c.managed.pages_migrate},
+        {"pageable memory access", c.managed.pageable_memory_access},
+        {"managed: host NUMA locations", c.managed.host_numa_locations},
+        {"managed: location attributes", c.managed.location_attributes},
+        {"page-locked allocations", c.host_memory.pinned},
+        {"host memory registration", c.host_memory.registration},
+        {"mapped page-locked memory", c.host_memory.mapped},
+        {"device pointer = host pointer", c.host_memory.device_pointer_is_host_pointer},
     };
     for (auto& [name, value] : rows) fmt::print("  {:<34} {}\n", name, yes_no(value));
     fmt::print("  {:<34} {}\n", "nearest host NUMA node", c.vmm.host_numa_id);

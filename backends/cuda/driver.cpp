@@ -61,12 +61,20 @@ void load(driver_state& s) {
   for (const char* name : missing) {
     if (std::strncmp(name, "cuMulticast", 11) == 0 || std::strncmp(name, "cuMemPool", 9) == 0 ||
         std::strcmp(name, "cuMemAllocFromPoolAsync") == 0 || std::strcmp(name, "cuMemFreeAsync") == 0 ||
-        std::strcmp(name, "cuDeviceGetDefaultMemPool") == 0)
+        std::strcmp(name, "cuDeviceGetDefaultMemPool") == 0 || std::strcmp(name, "cuMemAdvise") == 0 ||
+        std::strcmp(name, "cuMemPrefetchAsync") == 0)
       continue;
     s.reason = fmt::format("the CUDA driver {}.{} lacks {}: virtual memory management needs a newer driver",
                            s.version / 1000, s.version % 1000 / 10, name);
     return;
   }
+  // The location ABI of advice and prefetch is 12.2's: an older driver would answer the 8.0 ABI under the name.
+  if (s.version < 12020) {
+    s.loaded.cuMemAdvise = nullptr;
+    s.loaded.cuMemPrefetchAsync = nullptr;
+  }
+  resolve("cuMemAdvise", 8000, reinterpret_cast<void**>(&s.loaded.cuMemAdvise_device));
+  resolve("cuMemPrefetchAsync", 8000, reinterpret_cast<void**>(&s.loaded.cuMemPrefetchAsync_device));
   s.available = true;
 }
 

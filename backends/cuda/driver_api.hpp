@@ -57,6 +57,17 @@ namespace pvmm::cuda {
   X(cuMemPoolImportFromShareableHandle, 11020)     \
   X(cuMemPoolExportPointer, 11020)                 \
   X(cuMemPoolImportPointer, 11020)                 \
+  X(cuMemAllocManaged, 6000)                       \
+  X(cuMemFree, 3020)                               \
+  X(cuMemAdvise, 12020)                            \
+  X(cuMemPrefetchAsync, 12020)                     \
+  X(cuMemRangeGetAttribute, 8000)                  \
+  X(cuStreamAttachMemAsync, 6000)                  \
+  X(cuMemHostAlloc, 2020)                          \
+  X(cuMemFreeHost, 2000)                           \
+  X(cuMemHostRegister, 6050)                       \
+  X(cuMemHostUnregister, 4000)                     \
+  X(cuMemHostGetDevicePointer, 3020)               \
   X(cuMemGetAllocationGranularity, 10020)          \
   X(cuMemCreate, 10020)                            \
   X(cuMemRelease, 10020)                           \
@@ -79,6 +90,10 @@ struct driver_api {
 #define PVMM_CUDA_FIELD(name, version) decltype(&::name) name = nullptr;
   PVMM_CUDA_ENTRY_POINTS(PVMM_CUDA_FIELD)
 #undef PVMM_CUDA_FIELD
+  // The device-ordinal ABI of cuMemAdvise and cuMemPrefetchAsync (CUDA 8.0), which cuda.h 13 no longer declares:
+  // what drivers older than 12.2 have. Resolved under the same names at 8000; optional.
+  CUresult (*cuMemAdvise_device)(CUdeviceptr, size_t, CUmem_advise, CUdevice) = nullptr;
+  CUresult (*cuMemPrefetchAsync_device)(CUdeviceptr, size_t, CUdevice, CUstream) = nullptr;
 };
 
 /// Replaces the driver table (tests only; the table must outlive its use). Marks the backend available,

@@ -1,0 +1,129 @@
+// HIP backend, feature "managed": hipMallocManaged, hipMemAdvise and hipMemPrefetchAsync (device ordinals:
+// hipCpuDeviceId names the host; NUMA nodes cannot be named), hipMemRangeGetAttribute, hipStreamAttachMemAsync.
+// On AMD "concurrent managed access" is SVM support, not page migration: pages move only with XNACK
+// (PageableMemoryAccess), so pages_migrate is ManagedMemory && PageableMemoryAccess there (as Kokkos decides).
+// hipStreamAttachMemAsync does nothing on AMD; pvmm still validates the call.
+#include "backend/managed.hpp"
+#include "propagate.hpp"
+#include "runtime.hpp"
+
+namespace pvmm::detail::backend {
+using namespace hip;
+
+namespace {
+hipStream_t native(stream_handle h) { return reinterpret_cast<hipStream_t>(static_cast<std::uintptr_t>(h.value)); }
+
+hipMemoryAdvise advice_of(advice a) {
+  switch (a) {
+    case advice::set_read_mostly:
+      return hipMemAdviseSetReadMostly;
+    case advice::unset_read_mostly:
+      return hipMemAdviseUnsetReadMostly;
+    case advice::set_preferred_location:
+      return hipMemAdviseSetPreferredLocation;
+    case advice::unset_preferred_location:
+      return hipMemAdviseUnsetPreferredLocation;
+    case advice::set_accessed_by:
+      return hipMemAdviseSetAccessedBy;
+    case advice::unset_accessed_by:
+      return hipMemAdviseUnsetAccessedBy;
+  }
+  return hipMemAdviseSetReadMostly;
+}
+int ordinal_of(location l) { return l.type == location::kind::device ? l.id : hipCpuDeviceId; }
+std::optional<location> from_ordinal(int v) {
+  if (v == hipCpuDeviceId) return location::host();
+  if (v >= 0) return location::device(v);
+  return std::nullopt;
+}
+template <class T>
+result<T> range_attribute(const void* p, std::size_t size, hipMemRangeAttribute which) {
+  T value{};
+  PVMM_HIP(hipMemRangeGetAttribute, &value, sizeof value, which, p, size);
+  return value;
+}
+// hipStreamAttachMemAsync takes void* on AMD and hipDeviceptr_t* on NVIDIA: the type is read off its signature.
+template <class>
+struct second_parameter;
+template <class R, class A, class B, class... Rest>
+struct second_parameter<R (*)(A, B, Rest...)> {
+  using type = B;
+};
+using attach_pointer = typename second_parameter<decltype(&hipStreamAttachMemAsync)>::type;
+
+int device_attribute(hipDeviceAttribute_t which, int ordinal) {
+  int v = 0;
+  return hipDeviceGetAttribute(&v, which, ordinal) == hipSuccess ? v : 0;
+}
+}  // namespace
+
+result<capabilities::managed_features> managed_capabilities(int ordinal) {
+  PVMM_REQUIRE_RUNTIME();
+  capabilities::managed_features f;
+  f.supported = device_attribute(hipDeviceAttributeManagedMemory, ordinal) != 0;
+  f.concurrent_access = f.supported && device_attribute(hipDeviceAttributeConcurrentManagedAccess, ordinal) != 0;
+  f.pageable_memory_access = device_attribute(hipDeviceAttributePageableMemoryAccess, ordinal) != 0;
+#if defined(__HIP_PLATFORM_AMD__)
+  f.pages_migrate = f.supported && f.pageable_memory_access;  // XNACK (HSA_XNACK=1 on an HMM kernel)
+#else
+  f.pages_migrate = f.concurrent_access;  // CUDA's meaning
+#endif
+  f.host_numa_locations = false;  // HIP's advice and prefetch take device ordinals
+  f.location_attributes = false;
+  return f;
+}
+
+result<void*> allocate_managed(std::size_t size, attach_mode mode) {
+  PVMM_REQUIRE_RUNTIME();
+  void* p = nullptr;
+  PVMM_HIP(hipMallocManaged, &p, size, mode == attach_mode::host ? hipMemAttachHost : hipMemAttachGlobal);
+  return p;
+}
+
+status free_managed(void* pointer) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_HIP(hipFree, pointer);
+  return {};
+}
+
+status advise_managed(const void* pointer, std::size_t size, advice what, location where) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_HIP(hipMemAdvise, pointer, size, advice_of(what), ordinal_of(where));
+  return {};
+}
+
+status prefetch_managed(const void* pointer, std::size_t size, location to, stream_handle s, int) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_HIP(hipMemPrefetchAsync, pointer, size, ordinal_of(to), native(s));
+  return {};
+}
+
+result<range_attributes> query_managed_range(const void* pointer, std::size_t size) {
+  PVMM_REQUIRE_RUNTIME();
+  range_attributes a;
+  PVMM_TRY_ASSIGN(read_mostly, range_attribute<int>(pointer, size, hipMemRangeAttributeReadMostly));
+  PVMM_TRY_ASSIGN(preferred, range_attribute<int>(pointer, size, hipMemRangeAttributePreferredLocation));
+  PVMM_TRY_ASSIGN(last, range_attribute<int>(pointer, size, hipMemRangeAttributeLastPrefetchLocation));
+  a.read_mostly = read_mostly != 0;
+  a.preferred_location = from_ordinal(preferred);
+  a.last_prefetch_location = from_ordinal(last);
+  int devices = 0;
+  PVMM_HIP(hipGetDeviceCount, &devices);
+  std::vector<int> slots(static_cast<std::size_t>(devices) + 1, hipInvalidDeviceId);
+  PVMM_HIP(hipMemRangeGetAttribute, slots.data(), slots.size() * sizeof(int), hipMemRangeAttributeAccessedBy, pointer,
+           size);
+  for (int v : slots)
+    if (auto l = from_ordinal(v)) a.accessed_by.push_back(*l);
+  return a;
+}
+
+status attach_managed(stream_handle s, int, const void* pointer, std::size_t, attach_mode mode) {
+  PVMM_REQUIRE_RUNTIME();
+  const unsigned flags = mode == attach_mode::single ? hipMemAttachSingle
+                         : mode == attach_mode::host ? hipMemAttachHost
+                                                     : hipMemAttachGlobal;
+  PVMM_HIP(hipStreamAttachMemAsync, native(s), reinterpret_cast<attach_pointer>(const_cast<void*>(pointer)), 0, flags);
+  return {};
+}
+
+}  // namespace pvmm::detail::backend
