@@ -42,7 +42,7 @@ verify() {  # verify <name> <cmake args...>
   fi
   echo "--- $name: examples ---"
   local example
-  for example in vector_add grow multi_gpu_stripes ipc_ring ipc_ring_gpu pool_ipc pool_ipc_gpu pool_loop multicast_allreduce; do
+  for example in vector_add grow multi_gpu_stripes ipc_ring ipc_ring_gpu pool_ipc pool_ipc_gpu pool_loop unified_memory pinned_transfer multicast_allreduce; do
     [ -x "$build/examples/pvmm_example_$example" ] || continue
     "$build/examples/pvmm_example_$example"
     local rc=$?
