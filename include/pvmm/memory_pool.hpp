@@ -154,8 +154,8 @@ class memory_pool {
   /// The fd and identity another process imports this pool with (exportable pools only).
   result<pool_export> export_posix_fd() const;
   /// The record of a live allocation of this pool (allocate_async's pointer), for a process that imported it.
-  /// The host must have seen the allocation complete (a synchronize of its stream, or of an event after it);
-  /// before that every backend refuses with errc::invalid_argument, as the drivers do.
+  /// Export once the host has seen the allocation complete (a synchronize of its stream, or of an event after it):
+  /// the host backend refuses an earlier export with errc::invalid_argument; the drivers promise nothing for it.
   result<pool_pointer_export> export_pointer(const void* pointer) const;
   /// An allocation exported from the pool this one was imported from, owned here: freeing it (free_async, or the
   /// destructor, on `free_on`) ends this process's use; the exporter frees it after that.

@@ -82,10 +82,9 @@ TEST_SUITE("pool") {
     PVMM_CHECK_OK(s.synchronize());
     if (caps().pools.ipc_posix_fd) {
       auto pool = exportable_pool();
-      auto p = pool.allocate_async(4096, s).value();
+      auto p = pool.allocate_async(mib, s).value();
       PVMM_CHECK_ERRC(pool.export_pointer(static_cast<char*>(p) + 256), errc::invalid_argument);  // not an allocation
-      PVMM_CHECK_ERRC(pool.export_pointer(p), errc::invalid_argument);  // the host has not seen it complete
-      PVMM_CHECK_OK(s.synchronize());
+      PVMM_CHECK_OK(s.synchronize());  // exported once the host has seen the allocation complete
       PVMM_CHECK_OK(pool.export_pointer(p));
       PVMM_CHECK_OK(pool.free_async(p, s));
       PVMM_CHECK_ERRC(pool.export_pointer(p), errc::invalid_argument);  // freed
@@ -116,6 +115,7 @@ TEST_SUITE("pool") {
     auto s = stream::create(0).value();
     auto imported = memory_pool::import_posix_fd(pool.export_posix_fd().value(), 0).value();  // one process suffices
     auto memory = pool.allocate(mib, s).value();
+    PVMM_CHECK_ERRC(memory.export_pointer(), errc::invalid_argument);  // the host has not seen it complete yet
     const auto words = pattern(mib, 5);
     PVMM_CHECK_OK(s.copy_async(memory.data(), words.data(), mib));
     PVMM_CHECK_OK(s.synchronize());
