@@ -6,6 +6,7 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -39,7 +40,8 @@ struct pool_state {
   const int device;
   const bool owned;
   const bool imported;
-  const pool_id id;  // nonzero: exportable (or imported)
+  const pool_id id;                   // nonzero: exportable (or imported)
+  std::atomic<bool> exported{false};  // export_posix_fd has succeeded once: pointers may be exported from then on
   mutable std::mutex lock;
   // Allocations handed out and not yet freed. (A pmr node pool measured slower than malloc's thread cache here.)
   std::unordered_map<void*, std::size_t> live;
@@ -107,6 +109,10 @@ result<pool_pointer_export> export_pointer(const pool_state& pool, const void* p
   if (!exportable(pool))
     return op.fail(errc::handle_type_not_requested, "this pool was not created exportable",
                    "create the pool with exportable = handle_types::posix_fd");
+  if (!pool.exported)
+    return op.fail(errc::invalid_argument, "the pool itself has not been exported yet",
+                   "call export_posix_fd before exporting its allocations (CUDA refuses them until then: measured "
+                   "on driver 580)");
   pool_pointer_export out;
   {
     std::lock_guard<std::mutex> guard(pool.lock);
@@ -264,6 +270,7 @@ result<pool_export> memory_pool::export_posix_fd() const {
                    "create the pool with exportable = handle_types::posix_fd");
   PVMM_TRY_ASSIGN(
       fd, op.step("export_pool_posix_fd", [&] { return detail::backend::export_pool_posix_fd(state_->handle); }));
+  state_->exported = true;
   return pool_export{std::move(fd), state_->id};
 }
 

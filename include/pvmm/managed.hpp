@@ -10,6 +10,8 @@
 // - a range attribute is the pages' common value: read_mostly only if every page is; a preferred or last-prefetch
 //   location only if every page has the same one; accessed_by lists the processors set for every page;
 // - last_prefetch_location is the location last asked for (no driver promises when a prefetch completes);
+// - a host NUMA node advised as preferred location takes effect but reads back as none (CUDA 13.0's driver reports
+//   none for it; measured on driver 580), on every backend;
 // - prefetching to a device needs capabilities.managed.concurrent_access.
 //
 // Threading: any thread; destroying or moving an owner may not overlap its use.

@@ -12,8 +12,9 @@
 //   releases it when the last one is freed.
 //
 // Sharing between processes (pools created with exportable = handle_types::posix_fd):
-// - the exporter sends the pool (export_posix_fd, ipc::send_pool) and, per allocation, a pool_pointer_export
-//   (plain bytes); the importer imports the pool once (import_posix_fd) and each pointer into it (import_pointer);
+// - the exporter exports the pool first (export_posix_fd, sent with ipc::send_pool), then, per allocation, a
+//   pool_pointer_export (plain bytes, sent as they are); the importer imports the pool once (import_posix_fd) and each
+//   pointer into it (import_pointer);
 // - an imported pool cannot allocate, cannot be exported again, and accepts only pointers exported from the pool it
 //   was imported from (pvmm checks the pool's identity before the driver, on every backend);
 // - the exporter's allocation must be complete (synchronize) before the importer uses it, and the importer frees
@@ -154,8 +155,10 @@ class memory_pool {
   /// The fd and identity another process imports this pool with (exportable pools only).
   result<pool_export> export_posix_fd() const;
   /// The record of a live allocation of this pool (allocate_async's pointer), for a process that imported it.
-  /// Export once the host has seen the allocation complete (a synchronize of its stream, or of an event after it):
-  /// the host backend refuses an earlier export with errc::invalid_argument; the drivers promise nothing for it.
+  /// Export the pool (export_posix_fd) first: before that every backend refuses with errc::invalid_argument (CUDA
+  /// refuses pointer exports of a pool it has not exported). Export once the host has seen the allocation complete
+  /// (a synchronize of its stream, or of an event after it): the host backend refuses an earlier export with
+  /// errc::invalid_argument; the drivers promise nothing for it.
   result<pool_pointer_export> export_pointer(const void* pointer) const;
   /// An allocation exported from the pool this one was imported from, owned here: freeing it (free_async, or the
   /// destructor, on `free_on`) ends this process's use; the exporter frees it after that.

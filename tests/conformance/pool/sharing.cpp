@@ -83,8 +83,10 @@ TEST_SUITE("pool") {
     if (caps().pools.ipc_posix_fd) {
       auto pool = exportable_pool();
       auto p = pool.allocate_async(mib, s).value();
-      PVMM_CHECK_ERRC(pool.export_pointer(static_cast<char*>(p) + 256), errc::invalid_argument);  // not an allocation
       PVMM_CHECK_OK(s.synchronize());  // exported once the host has seen the allocation complete
+      PVMM_CHECK_ERRC(pool.export_pointer(p), errc::invalid_argument);  // the pool has not been exported yet
+      auto shared = pool.export_posix_fd().value();
+      PVMM_CHECK_ERRC(pool.export_pointer(static_cast<char*>(p) + 256), errc::invalid_argument);  // not an allocation
       PVMM_CHECK_OK(pool.export_pointer(p));
       PVMM_CHECK_OK(pool.free_async(p, s));
       PVMM_CHECK_ERRC(pool.export_pointer(p), errc::invalid_argument);  // freed
