@@ -12,9 +12,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <optional>
 #include <thread>
-#include <cstring>
 #include <utility>
 
 #include <cstddef>
@@ -111,6 +111,23 @@ struct leak_check {
               (void)s->copy_async(*at, staging.data(), staging.size());
               (void)s->copy_async(staging.data(), *at, staging.size());
               if (e) (void)e->record(*s);
+              // A process's first pool allocation copied across streams after an event takes device memory the
+              // driver keeps (2 MiB, seen with one GPU visible).
+              if (auto pool = pvmm::memory_pool::create([&] {
+                    pvmm::pool_properties pp;
+                    pp.location = pvmm::location::device(d);
+                    return pp;
+                  }())) {
+                auto other = pvmm::stream::create(d);
+                if (auto block = pool->allocate(staging.size() + 4096, *s); block && other && e) {
+                  (void)s->copy_async(block->data(), staging.data(), staging.size());
+                  (void)e->record(*s);
+                  (void)other->wait(*e);
+                  (void)other->copy_async(staging.data(), block->data(), staging.size());
+                  (void)block->free_async(*other);
+                  (void)other->synchronize();
+                }
+              }
               // A process's first managed memory on a device reserves device memory the driver keeps.
               auto caps = pvmm::query_device(d);
               if (caps && caps->capabilities.managed.concurrent_access)
