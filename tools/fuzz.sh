@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-3600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(descriptor_parse receive_fds import_buffer)
+[ ${#targets[@]} -gt 0 ] || targets=(descriptor_parse receive_fds import_buffer pool_records)
 cmake --preset fuzz -DPVMM_FUZZ_SECONDS="$seconds" >/dev/null
 cmake --build --preset fuzz
 for t in "${targets[@]}"; do
