@@ -1,5 +1,7 @@
 // address_reservation: the range and its mappings (whole-mapping semantics) and access control.
 #include <algorithm>
+#include <cstddef>
+#include <memory_resource>
 #include <mutex>
 #include <vector>
 
@@ -20,6 +22,19 @@ namespace {
 
 using mapping_table = flat_map<std::size_t, mapping_record>;
 using span = std::pair<std::size_t, std::size_t>;  // offset, size
+using span_list = std::pmr::vector<span>;
+
+/// Stack storage for the per-call lists of mappings: a call usually touches one to a few mappings, and a heap
+/// allocation for them measurably cost time next to sub-microsecond driver calls (pvmm-own-cost). Longer lists
+/// spill to the heap.
+class call_arena {
+ public:
+  std::pmr::memory_resource* resource() noexcept { return &resource_; }
+
+ private:
+  alignas(std::max_align_t) std::byte buffer_[256];
+  std::pmr::monotonic_buffer_resource resource_{buffer_, sizeof buffer_};
+};
 
 error released_reservation(const operation& op) {
   return op.fail(errc::already_released, "this address_reservation is empty (released or moved from)");
@@ -65,7 +80,7 @@ result<std::pair<mapping_table::iterator, mapping_table::iterator>> whole_mappin
 
 /// Host grants (to host() or host_numa(n)) are a capability: memory on the host can be granted to the host
 /// where host memory exists at all; device memory only where the device says so; a multicast object never.
-status check_host_access(const std::vector<const allocation_state*>& memories, const operation& op) {
+status check_host_access(const std::pmr::vector<const allocation_state*>& memories, const operation& op) {
   for (const allocation_state* m : memories) {
     if (m->what == allocation_state::kind::multicast)
       return op.fail(errc::not_supported, "the host cannot be granted access to a multicast object's mapping");
@@ -95,7 +110,7 @@ status claim(mapping_table::iterator first, mapping_table::iterator last, const 
 }
 
 /// Clears the busy marks of the mappings at `pieces` that are still recorded. Caller holds the lock.
-void release_claim(reservation_state& r, const std::vector<span>& pieces) {
+void release_claim(reservation_state& r, const span_list& pieces) {
   for (auto [off, sz] : pieces) {
     (void)sz;
     if (auto it = r.mappings.find(off); it != r.mappings.end()) it->second.busy = false;
@@ -255,7 +270,8 @@ status address_reservation::unmap(std::size_t offset, std::size_t size) {
   auto args = [&] { return fmt::format("offset={:#x}, size={:#x}", offset, size); };
   const detail::operation op{"pvmm::address_reservation::unmap", args};
   if (!state_) return detail::released_reservation(op);
-  std::vector<detail::span> pieces;
+  detail::call_arena arena;
+  detail::span_list pieces(arena.resource());
   {
     std::lock_guard<std::mutex> guard(state_->lock);
     PVMM_TRY_ASSIGN(range, detail::whole_mappings(*state_, offset, size, op));
@@ -307,9 +323,10 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
   const bool to_host = std::any_of(grants, grants + count, [](const access_descriptor& g) {
     return g.location.type != location::kind::device && g.access != access::none;
   });
-  std::vector<detail::span> claimed;                      // every mapping in the range, held for the call
-  std::vector<detail::span> pieces;                       // the driver calls to make
-  std::vector<const detail::allocation_state*> memories;  // what the range maps, for the host-access check
+  detail::call_arena arena;
+  detail::span_list claimed(arena.resource());  // every mapping in the range, held for the call
+  detail::span_list pieces(arena.resource());   // the driver calls to make
+  std::pmr::vector<const detail::allocation_state*> memories(arena.resource());  // for the host-access check
   {
     std::lock_guard<std::mutex> guard(state_->lock);
     PVMM_TRY_ASSIGN(range, detail::whole_mappings(*state_, offset, size, op));
