@@ -20,7 +20,7 @@ verify() {  # verify <name> <cmake args...>
   mkdir -p "$log"
   echo "=== $name ==="
   cmake -S . -B "$build" -G Ninja -DPVMM_WARNINGS_AS_ERRORS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_PREFIX_PATH="$PWD/.deps/root/usr" "$@" >"$log/configure.log" 2>&1 || { tail -30 "$log/configure.log"; overall=1; return; }
+    -DCMAKE_PREFIX_PATH="$PWD/.deps/root/usr" -DPython3_EXECUTABLE="$(command -v python3)" "$@" >"$log/configure.log" 2>&1 || { tail -30 "$log/configure.log"; overall=1; return; }
   cmake --build "$build" -j"$(nproc)" >"$log/build.log" 2>&1 || { grep -E "error" "$log/build.log" | head -30; overall=1; return; }
   "$build/tools/pvmm-info" --check | tee "$log/pvmm-info.log"
   local info_rc=${PIPESTATUS[0]}

@@ -1,0 +1,75 @@
+// pvmm-bench's shared measuring kit: clocks, medians, the interleaved-rounds comparison and the table rows.
+// One section a file (overhead.cpp, growth.cpp, ...); main.cpp picks the sections to run.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#if PVMM_BENCH_CUDA
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace bench {
+
+using clock_type = std::chrono::steady_clock;
+inline double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+double median(std::vector<double> v);
+double quantile(std::vector<double> v, double q);
+
+/// Exits the bench with the failed call named: a benchmark that goes on after a failure measures nothing.
+inline void check(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "pvmm-bench: %s failed\n", what);
+    std::exit(1);
+  }
+}
+
+#if PVMM_BENCH_CUDA
+#define CU(call) ::bench::check((call) == CUDA_SUCCESS, #call)
+#define CUDART(call) ::bench::check((call) == cudaSuccess, #call)
+#endif
+
+/// pvmm against an alternative, measured in interleaved rounds.
+struct comparison {
+  double pvmm_s = 0, other_s = 0;    // medians of the per-round times
+  double ratio = 0, q1 = 0, q3 = 0;  // median per-round ratio and its interquartile range
+  bool within_noise() const { return q1 <= 1.0 && 1.0 <= q3; }
+};
+
+/// Summarises paired samples (one pvmm time and one alternative time per round).
+comparison compare(const std::vector<double>& pvmm_s, const std::vector<double>& other_s);
+
+/// Runs `rounds` rounds, each timing pvmm_op and other_op (each returns seconds per operation) in a random
+/// order, after one uncounted warm-up round of each.
+comparison interleaved(int rounds, const std::function<double()>& pvmm_op, const std::function<double()>& other_op);
+
+/// Table rows. spread_row prints the median ratio with its IQR, and "within noise" where the IQR holds 1.
+void table_header(const char* pvmm_unit, const char* other_unit);
+void spread_row(const std::string& what, const comparison& c, double scale = 1e6);
+void row(const std::string& what, double pvmm_s, double other_s, double scale = 1e6);
+
+// ---- sections ----
+void overhead();
+void sharing();
+#if PVMM_BENCH_CUDA
+void growth();
+void batching();
+void peer();
+void nccl();
+void pools();
+void pinned();
+void managed();
+/// The child side of growth(): runs one variant in this fresh process and prints its result line.
+int growth_variant_main(const std::string& which);
+#endif
+
+}  // namespace bench
