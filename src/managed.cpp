@@ -78,7 +78,7 @@ result<capabilities::managed_features> check_managed_location(location where, co
   PVMM_TRY_ASSIGN(caps, device_capabilities(device_of(where)));
   if (!caps.managed.supported)
     return op.fail(errc::not_supported, fmt::format("device {} has no managed memory", device_of(where)),
-                   "capabilities.managed.supported");
+                   backend::traits.managed_requirements);
   if (where.type == location::kind::host_numa && !caps.managed.host_numa_locations)
     return op.fail(errc::not_supported,
                    "this driver cannot name host NUMA nodes for managed memory (it needs CUDA 12.2's location ABI)",
@@ -100,7 +100,7 @@ result<managed_allocation> managed_allocation::create(std::size_t size, attach_m
                    "create with attach_mode::host, then attach_async(stream, ..., attach_mode::single)");
   PVMM_TRY_ASSIGN(caps, detail::device_capabilities(0));
   if (!caps.managed.supported)
-    return op.fail(errc::not_supported, "device 0 has no managed memory", "capabilities.managed.supported");
+    return op.fail(errc::not_supported, "device 0 has no managed memory", detail::backend::traits.managed_requirements);
   auto rounded = detail::checked_round_up(size, detail::page());
   if (!rounded) return op.fail(errc::out_of_memory, "the size cannot exist");
   PVMM_TRY_ASSIGN(p, op.step("allocate_managed", [&] { return detail::backend::allocate_managed(*rounded, mode); }));
@@ -183,7 +183,7 @@ status prefetch_async(const void* pointer, std::size_t size, location to, stream
   PVMM_TRY_ASSIGN(managed, detail::check_managed_location(to, op));
   if (to.type == location::kind::device && !managed.concurrent_access)
     return op.fail(errc::not_supported, fmt::format("device {} cannot take prefetched managed memory", to.id),
-                   "capabilities.managed.concurrent_access");
+                   detail::backend::traits.managed_requirements);
   return op.step("prefetch_managed",
                  [&] { return detail::backend::prefetch_managed(pointer, size, to, on.native_handle(), on.device()); });
 }

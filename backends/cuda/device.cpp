@@ -5,7 +5,10 @@
 namespace pvmm::detail::backend {
 using namespace pvmm::cuda;
 
-const backend_traits traits{"cuda", /*set_access_spans_mappings=*/true};
+const backend_traits traits{"cuda", /*set_access_spans_mappings=*/true,
+                            "managed memory needs a GPU and driver that have it; prefetching to a GPU needs concurrent "
+                            "managed access (Linux, compute capability 6.0 or newer): "
+                            "capabilities.managed.supported / concurrent_access"};
 
 backend_info info() {
   auto& s = driver();

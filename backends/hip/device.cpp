@@ -6,7 +6,16 @@ namespace pvmm::detail::backend {
 using namespace hip;
 
 // HIP sets access per mapping: hipMemSetAccess must cover exactly one mapping.
-const backend_traits traits{"hip", /*set_access_spans_mappings=*/false};
+const backend_traits traits {
+  "hip", /*set_access_spans_mappings=*/false,
+#if defined(__HIP_PLATFORM_AMD__)
+      "on AMD GPUs managed pages migrate on demand only with XNACK: run with HSA_XNACK=1 on a GPU "
+      "and kernel (HMM) that support it; capabilities.managed.pages_migrate says whether they do"
+#else
+      "on HIP's NVIDIA platform, as on CUDA: prefetching to a GPU needs concurrent managed "
+      "access: capabilities.managed.supported / concurrent_access"
+#endif
+};
 
 backend_info info() {
   const auto& r = runtime();

@@ -12,7 +12,8 @@
 
 namespace pvmm::detail::backend {
 
-const backend_traits traits{"host", /*set_access_spans_mappings=*/true};
+const backend_traits traits{"host", /*set_access_spans_mappings=*/true,
+                            "the host backend's managed memory is ordinary memory: always supported"};
 
 backend_info info() {
   backend_info b;

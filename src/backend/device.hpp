@@ -17,8 +17,9 @@ namespace pvmm::detail::backend {
 
 /// What differs between backends and is known without asking a device: constant data.
 struct backend_traits {
-  const char* name;                // "cuda", "hip", "host"
-  bool set_access_spans_mappings;  // one set_access call may cover several adjacent mappings (HIP: no)
+  const char* name;                  // "cuda", "hip", "host"
+  bool set_access_spans_mappings;    // one set_access call may cover several adjacent mappings (HIP: no)
+  const char* managed_requirements;  // what managed memory and prefetching need here: the hint of their not_supported
 };
 extern const backend_traits traits;
 
