@@ -17,6 +17,7 @@
 // median of the per-round ratios, with their interquartile range; "within noise" where it holds 1.
 // pvmm's own nanoseconds per call, without the driver's time around them, come from pvmm-own-cost.
 // Usage: pvmm-bench [section ...]   (default: all that apply here)
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <string>
@@ -40,17 +41,13 @@ void header() {
   for (int d = 0; d < n; ++d) fmt::print("  device {}: {}\n", d, pvmm::query_device(d).value().name);
 }
 
-#if PVMM_BENCH_CUDA && !PVMM_BENCH_MANAGED
 }  // namespace
-namespace bench {
-void managed() {
-  fmt::print("\nmanaged: [pvmm-skip] not built: no CUDA compiler at configure time (it has a kernel)\n");
-}
-}  // namespace bench
-namespace {
-#endif
 
-}  // namespace
+#if PVMM_BENCH_CUDA && !PVMM_BENCH_MANAGED
+void bench::managed() {
+  fmt::print("\nmanaged: [pvmm-skip] not built: no CUDA compiler at configure time (the section has a kernel)\n");
+}
+#endif
 
 int main(int argc, char** argv) {
   auto b = pvmm::query_backend();
