@@ -1,6 +1,9 @@
-// pvmm-bench's shared measuring kit: clocks, medians, the interleaved-rounds comparison and the table rows.
+// The measuring kit shared by pvmm-bench and pvmm-own-cost: clocks, medians, the interleaved-rounds comparison,
+// the raw side's cuMem descriptors and the table rows.
 // One section a file (overhead.cpp, growth.cpp, ...); main.cpp picks the sections to run.
 #pragma once
+
+#include <errno.h>  // program_invocation_short_name
 
 #include <algorithm>
 #include <chrono>
@@ -28,7 +31,7 @@ double quantile(std::vector<double> v, double q);
 /// Exits the bench with the failed call named: a benchmark that goes on after a failure measures nothing.
 inline void check(bool ok, const char* what) {
   if (!ok) {
-    std::fprintf(stderr, "pvmm-bench: %s failed\n", what);
+    std::fprintf(stderr, "%s: %s failed\n", program_invocation_short_name, what);
     std::exit(1);
   }
 }
@@ -36,6 +39,24 @@ inline void check(bool ok, const char* what) {
 #if PVMM_BENCH_CUDA
 #define CU(call) ::bench::check((call) == CUDA_SUCCESS, #call)
 #define CUDART(call) ::bench::check((call) == cudaSuccess, #call)
+#endif
+
+#if PVMM_BENCH_CUDA
+/// The raw side's properties: pinned memory on `device`, no handle types (what pvmm's defaults ask for).
+inline CUmemAllocationProp raw_device_memory(int device = 0) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  return prop;
+}
+/// The raw side's grant: read-write for `device`.
+inline CUmemAccessDesc raw_read_write(int device = 0) {
+  CUmemAccessDesc desc{};
+  desc.location = raw_device_memory(device).location;
+  desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return desc;
+}
 #endif
 
 /// pvmm against an alternative, measured in interleaved rounds.

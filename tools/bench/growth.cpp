@@ -36,12 +36,8 @@ struct growth_result {
 /// Returns the seconds it took; the reservation and handles are left for the caller to tear down.
 double raw_cumem_growth(std::size_t target, std::size_t step, CUdeviceptr& base,
                         std::vector<CUmemGenericAllocationHandle>& handles) {
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  CUmemAccessDesc desc{};
-  desc.location = prop.location;
-  desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  const CUmemAllocationProp prop = raw_device_memory();
+  const CUmemAccessDesc desc = raw_read_write();
   auto t0 = clock_type::now();
   CU(cuMemAddressReserve(&base, target, 0, 0, 0));
   for (std::size_t s = 0; s < target; s += step) {

@@ -55,13 +55,8 @@ void overhead() {
 #if PVMM_BENCH_CUDA
     std::vector<CUmemGenericAllocationHandle> mem(per_round);
     std::vector<CUdeviceptr> ranges(per_round);
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
-    CUmemAccessDesc desc{};
-    desc.location = prop.location;
-    desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    const CUmemAllocationProp prop = raw_device_memory();
+    const CUmemAccessDesc desc = raw_read_write();
     auto t0 = clock_type::now();
     for (auto& m : mem) CU(cuMemCreate(&m, size, &prop, 0));
     t[0] = seconds_since(t0), t0 = clock_type::now();

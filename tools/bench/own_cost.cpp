@@ -23,6 +23,7 @@
 
 #include <pvmm/pvmm.hpp>
 
+#include "bench.hpp"
 #include "driver_api.hpp"
 
 namespace {
@@ -135,22 +136,9 @@ pvmm::cuda::driver_api null_driver() {
 
 // ---- measuring ---------------------------------------------------------------------------------------------
 
-using clock_type = std::chrono::steady_clock;
-double ns_since(clock_type::time_point t) {
-  return std::chrono::duration<double, std::nano>(clock_type::now() - t).count();
-}
-
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
-}
-
-void require(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "pvmm-own-cost: %s failed\n", what);
-    std::exit(1);
-  }
-}
+using bench::clock_type;
+using bench::quantile;
+double ns_since(clock_type::time_point t) { return bench::seconds_since(t) * 1e9; }
 
 /// One operation measured: `pvmm_op(n)` and `raw_op(n)` each do n operations and return the nanoseconds the
 /// timed part took (set-up and teardown outside the clock).
@@ -197,14 +185,10 @@ int main(int argc, char** argv) {
     const std::size_t size = std::size_t{2} << 20;
     const pvmm::allocation_properties props;
     const std::vector<pvmm::access_descriptor> grant{{pvmm::location::device(0), pvmm::access::read_write}};
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    CUmemAccessDesc desc{};
-    desc.location = prop.location;
-    desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    const CUmemAllocationProp prop = bench::raw_device_memory();
+    const CUmemAccessDesc desc = bench::raw_read_write();
     // First use (capability and granularity caches) happens here, outside every measurement.
-    require(pvmm::query_device(0).has_value() && pvmm::query_granularity(props).has_value(), "first use");
+    bench::check(pvmm::query_device(0).has_value() && pvmm::query_granularity(props).has_value(), "first use");
 
     std::vector<pvmm::physical_allocation> mem;
     std::vector<pvmm::address_reservation> ranges;
@@ -224,7 +208,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < n; ++i) {
         mem.push_back(pvmm::physical_allocation::create(props, size).value());
         ranges.push_back(pvmm::address_reservation::reserve(size).value());
-        if (map) require(ranges.back().map(0, mem.back(), 0, size).has_value(), "map");
+        if (map) bench::check(ranges.back().map(0, mem.back(), 0, size).has_value(), "map");
       }
     };
     auto raw_setup = [&](int n) {
@@ -241,7 +225,7 @@ int main(int argc, char** argv) {
                      mem.resize(static_cast<std::size_t>(n));
                      return timed([&] {
                        for (auto& m : mem) m = pvmm::physical_allocation::create(props, size).value();
-                       for (auto& m : mem) require(m.release().has_value(), "release");
+                       for (auto& m : mem) bench::check(m.release().has_value(), "release");
                      });
                    },
                    [&](int n) {
@@ -256,7 +240,7 @@ int main(int argc, char** argv) {
                      ranges.resize(static_cast<std::size_t>(n));
                      return timed([&] {
                        for (auto& r : ranges) r = pvmm::address_reservation::reserve(size).value();
-                       for (auto& r : ranges) require(r.release().has_value(), "free");
+                       for (auto& r : ranges) bench::check(r.release().has_value(), "free");
                      });
                    },
                    [&](int n) {
@@ -270,8 +254,8 @@ int main(int argc, char** argv) {
                    [&](int n) {
                      pvmm_setup(n, false);
                      return timed([&] {
-                       for (int i = 0; i < n; ++i) require(ranges[i].map(0, mem[i], 0, size).has_value(), "map");
-                       for (auto& r : ranges) require(r.unmap(0, size).has_value(), "unmap");
+                       for (int i = 0; i < n; ++i) bench::check(ranges[i].map(0, mem[i], 0, size).has_value(), "map");
+                       for (auto& r : ranges) bench::check(r.unmap(0, size).has_value(), "unmap");
                      });
                    },
                    [&](int n) {
@@ -285,7 +269,7 @@ int main(int argc, char** argv) {
                    [&](int n) {
                      pvmm_setup(n, true);
                      return timed([&] {
-                       for (auto& r : ranges) require(r.set_access(0, size, grant).has_value(), "grant");
+                       for (auto& r : ranges) bench::check(r.set_access(0, size, grant).has_value(), "grant");
                      });
                    },
                    [&](int n) {
@@ -301,11 +285,11 @@ int main(int argc, char** argv) {
                        for (int i = 0; i < n; ++i) {
                          mem[i] = pvmm::physical_allocation::create(props, size).value();
                          ranges[i] = pvmm::address_reservation::reserve(size).value();
-                         require(ranges[i].map(0, mem[i], 0, size).has_value(), "map");
-                         require(ranges[i].set_access(0, size, grant).has_value(), "grant");
-                         require(ranges[i].unmap(0, size).has_value(), "unmap");
-                         require(mem[i].release().has_value(), "release");
-                         require(ranges[i].release().has_value(), "free");
+                         bench::check(ranges[i].map(0, mem[i], 0, size).has_value(), "map");
+                         bench::check(ranges[i].set_access(0, size, grant).has_value(), "grant");
+                         bench::check(ranges[i].unmap(0, size).has_value(), "unmap");
+                         bench::check(mem[i].release().has_value(), "release");
+                         bench::check(ranges[i].release().has_value(), "free");
                        }
                      });
                    },
@@ -333,7 +317,7 @@ int main(int argc, char** argv) {
                      o.reserve_size = size * static_cast<std::size_t>(n);
                      auto buffer = pvmm::growable_buffer::create(o).value();
                      return timed([&] {
-                       for (int i = 1; i <= n; ++i) require(buffer.resize(size * i).has_value(), "resize");
+                       for (int i = 1; i <= n; ++i) bench::check(buffer.resize(size * i).has_value(), "resize");
                      });
                    },
                    [&](int n) {
@@ -357,7 +341,7 @@ int main(int argc, char** argv) {
                      return timed([&] {
                        for (int i = 0; i < n; ++i) {
                          void* p = pool.allocate_async(size, s).value();
-                         require(pool.free_async(p, s).has_value(), "free_async");
+                         bench::check(pool.free_async(p, s).has_value(), "free_async");
                        }
                      });
                    },
@@ -373,7 +357,8 @@ int main(int argc, char** argv) {
     ops.push_back({"pinned allocate + free",
                    [&](int n) {
                      return timed([&] {
-                       for (int i = 0; i < n; ++i) require(pvmm::pinned_allocation::create(size).has_value(), "pin");
+                       for (int i = 0; i < n; ++i)
+                         bench::check(pvmm::pinned_allocation::create(size).has_value(), "pin");
                      });
                    },
                    [&](int n) {

@@ -54,9 +54,7 @@ void sharing() {
       CUdeviceptr p;
       CU(cuMemAddressReserve(&p, size, 0, 0, 0));
       CU(cuMemMap(p, size, 0, h, 0));
-      CUmemAccessDesc desc{};
-      desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-      desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      const CUmemAccessDesc desc = raw_read_write();
       CU(cuMemSetAccess(p, size, &desc, 1));
       CU(cuMemcpyDtoH(&byte, p, 1));
       CU(cuMemUnmap(p, size));
