@@ -1,7 +1,8 @@
-// The process-wide registry of live reservations by base address. Process-wide because addresses are:
-// retain(address) and query_access(address) must find a mapping without the reservation's owner (and pools
-// and managed ranges will register here too). Its lock guards the index only; a lookup then takes the found
-// reservation's own lock, so operations on unrelated reservations never wait for each other.
+// The process-wide registry of live reservations by address. Process-wide because addresses are:
+// retain(address) and query_access(address) must find a mapping without the reservation's owner. Its locks
+// guard the index only, one per shard; a lookup then takes the found reservation's own lock, so operations on
+// unrelated reservations never wait for each other. Adding and removing allocate nothing in the steady state
+// (address_registry.cpp says how).
 #pragma once
 
 #include <memory>
@@ -11,7 +12,8 @@
 
 namespace pvmm::detail::address_registry {
 
-void add(reservation_state* reservation);
+/// Enters a reservation (its address and size set). False when the index could not grow (out of memory).
+bool add(reservation_state* reservation);
 void remove(reservation_state* reservation);
 
 /// Whether `address` lies in a live reservation (mapped or not).

@@ -23,6 +23,9 @@ class flat_map {
   std::size_t size() const noexcept { return items_.size(); }
   bool empty() const noexcept { return items_.empty(); }
   void swap(flat_map& other) noexcept { items_.swap(other.items_); }
+  std::size_t capacity() const noexcept { return items_.capacity(); }
+  /// Empties the map; its storage is kept for reuse.
+  void clear() noexcept { items_.clear(); }
 
   iterator lower_bound(const Key& k) {
     return std::lower_bound(items_.begin(), items_.end(), k,

@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
-#include <unordered_map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -19,6 +19,8 @@
 #include "device.hpp"
 #include "operation.hpp"
 #include "ownership.hpp"
+#include "probe_table.hpp"
+#include "spin_lock.hpp"
 #include "stream_checks.hpp"
 
 namespace pvmm {
@@ -34,17 +36,45 @@ struct pool_state {
   pool_state& operator=(const pool_state&) = delete;
   ~pool_state() {
     if (owned) (void)backend::destroy_pool(handle);  // teardown: never fault-injected
+    live.release();
     --live_pools;
   }
+
+  enum class recorded { added, present, no_memory };
+  /// Records an allocation handed out (or imported), unless it is recorded already.
+  recorded add_live(void* p, std::size_t size) {
+    std::lock_guard<spin_lock> guard(lock);
+    if (live.find(key(p), any)) return recorded::present;
+    return live.insert(key(p), size) ? recorded::added : recorded::no_memory;
+  }
+  /// Forgets a live allocation and returns its size; nothing when `p` is not live.
+  std::optional<std::size_t> take_live(const void* p) {
+    std::lock_guard<spin_lock> guard(lock);
+    auto* e = live.find(key(p), any);
+    if (!e) return std::nullopt;
+    const std::size_t size = e->value;
+    live.erase(e);
+    return size;
+  }
+  std::optional<std::size_t> live_size(const void* p) const {
+    std::lock_guard<spin_lock> guard(lock);
+    if (auto* e = live.find(key(p), any)) return e->value;
+    return std::nullopt;
+  }
+
   const pool_handle handle;
   const int device;
   const bool owned;
   const bool imported;
   const pool_id id;                   // nonzero: exportable (or imported)
   std::atomic<bool> exported{false};  // export_posix_fd has succeeded once: pointers may be exported from then on
-  mutable std::mutex lock;
-  // Allocations handed out and not yet freed. (A pmr node pool measured slower than malloc's thread cache here.)
-  std::unordered_map<void*, std::size_t> live;
+
+ private:
+  static std::uint64_t key(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+  static bool any(std::size_t) { return true; }
+  mutable spin_lock lock;
+  // Allocations handed out and not yet freed (pointer -> size): flat, nothing allocated per allocation.
+  probe_table<std::size_t> live;
 };
 
 namespace {
@@ -77,27 +107,24 @@ result<void*> allocate(pool_state& pool, std::size_t size, stream_ref on, const 
   PVMM_TRY_ASSIGN(p, op.step("allocate_from_pool", [&] {
     return backend::allocate_from_pool(pool.handle, size, on.native_handle(), on.device());
   }));
-  std::lock_guard<std::mutex> guard(pool.lock);
-  pool.live.emplace(p, size);
+  if (pool.add_live(p, size) == pool_state::recorded::no_memory) {
+    (void)backend::free_to_pool(p, on.native_handle(), on.device());  // rollback: never fault-injected
+    return op.fail(errc::out_of_memory, "no host memory to record the allocation; it was freed");
+  }
   ++live_pool_allocations;
   return p;
 }
 
 status free(pool_state& pool, void* pointer, stream_ref on, const operation& op) {
   PVMM_TRY(check_stream(on, op));
-  {
-    std::lock_guard<std::mutex> guard(pool.lock);
-    auto it = pool.live.find(pointer);
-    if (it == pool.live.end())
-      return op.fail(
-          errc::invalid_argument,
-          fmt::format("{} is not a live allocation of this pool (freed already, or another pool's)", pointer));
-    pool.live.erase(it);  // claimed: a second free of the same pointer is refused from here on
-  }
+  // Claimed: a second free of the same pointer is refused from here on.
+  const std::optional<std::size_t> size = pool.take_live(pointer);
+  if (!size)
+    return op.fail(errc::invalid_argument,
+                   fmt::format("{} is not a live allocation of this pool (freed already, or another pool's)", pointer));
   auto ok = op.step("free_to_pool", [&] { return backend::free_to_pool(pointer, on.native_handle(), on.device()); });
   if (!ok) {
-    std::lock_guard<std::mutex> guard(pool.lock);
-    pool.live.emplace(pointer, 0);  // still live: the caller may try again
+    (void)pool.add_live(pointer, *size);  // still live: the caller may try again
     return ok;
   }
   --live_pool_allocations;
@@ -114,13 +141,9 @@ result<pool_pointer_export> export_pointer(const pool_state& pool, const void* p
                    "call export_posix_fd before exporting its allocations (CUDA refuses them until then: measured "
                    "on driver 580)");
   pool_pointer_export out;
-  {
-    std::lock_guard<std::mutex> guard(pool.lock);
-    auto it = pool.live.find(const_cast<void*>(pointer));
-    if (it == pool.live.end())
-      return op.fail(errc::invalid_argument, fmt::format("{} is not a live allocation of this pool", pointer));
-    out.size = it->second;
-  }
+  const std::optional<std::size_t> size = pool.live_size(pointer);
+  if (!size) return op.fail(errc::invalid_argument, fmt::format("{} is not a live allocation of this pool", pointer));
+  out.size = *size;
   PVMM_TRY_ASSIGN(record,
                   op.step("export_pool_pointer", [&] { return backend::export_pool_pointer(pool.handle, pointer); }));
   out.data = record;
@@ -296,14 +319,14 @@ result<pool_allocation> memory_pool::import_pointer(const pool_pointer_export& f
   PVMM_TRY_ASSIGN(p, op.step("import_pool_pointer", [&] {
     return detail::backend::import_pool_pointer(state_->handle, from.data, static_cast<std::size_t>(from.size));
   }));
-  {
-    std::lock_guard<std::mutex> guard(state_->lock);
-    if (!state_->live.emplace(p, static_cast<std::size_t>(from.size)).second) {
-      // Imported twice: undo the second import (one free per import); the first owner stays valid.
-      (void)detail::backend::free_to_pool(p, free_on.native_handle(), free_on.device());
-      return op.fail(errc::busy, fmt::format("{} is imported already in this process", p),
-                     "keep using the first import's owner");
-    }
+  if (auto added = state_->add_live(p, static_cast<std::size_t>(from.size));
+      added != detail::pool_state::recorded::added) {
+    // Imported twice (or no memory to record it): undo this import (one free per import); a first owner stays.
+    (void)detail::backend::free_to_pool(p, free_on.native_handle(), free_on.device());
+    if (added == detail::pool_state::recorded::no_memory)
+      return op.fail(errc::out_of_memory, "no host memory to record the import; it was undone");
+    return op.fail(errc::busy, fmt::format("{} is imported already in this process", p),
+                   "keep using the first import's owner");
   }
   ++detail::live_pool_allocations;
   return pool_allocation(state_, p, static_cast<std::size_t>(from.size), free_on);

@@ -23,14 +23,6 @@ status allocation_state::map_at(void* address, std::size_t mapped_size, std::siz
                               : backend::multicast_map(address, mapped_size, multicast(), offset);
 }
 
-reservation_state::~reservation_state() {
-  if (!freed) {  // release() already emptied and freed it otherwise (then no other thread can reach it)
-    (void)unmap_all();
-    (void)free_range();
-  }
-  --live_reservations;
-}
-
 status reservation_state::free_range() {
   if (freed) return {};
   freed = true;
@@ -42,7 +34,7 @@ status reservation_state::unmap_all() {
   status first_failure;
   flat_map<std::size_t, mapping_record> doomed;
   {
-    std::lock_guard<std::mutex> guard(lock);
+    std::lock_guard<spin_lock> guard(lock);
     doomed.swap(mappings);
   }
   for (auto& [offset, m] : doomed) {

@@ -15,9 +15,11 @@
 #include <pvmm/allocation.hpp>
 #include <pvmm/error.hpp>
 #include <pvmm/multicast.hpp>
+#include <pvmm/reservation.hpp>
 #include <pvmm/types.hpp>
 
 #include "flat_map.hpp"
+#include "spin_lock.hpp"
 
 namespace pvmm::detail {
 
@@ -74,22 +76,27 @@ struct mapping_record {
 };
 
 struct reservation_state {
-  reservation_state(void* a, std::size_t s) : address(a), size(s) { ++live_reservations; }
+  reservation_state() = default;
   reservation_state(const reservation_state&) = delete;
   reservation_state& operator=(const reservation_state&) = delete;
-  ~reservation_state();
   status unmap_all();
   /// Leaves the address registry and frees (address, size) exactly once.
   status free_range();
 
-  void* const address;
-  const std::size_t size;
+  // Set when the state is handed out (new_reservation_state) and constant until it is recycled.
+  void* address = nullptr;
+  std::size_t size = 0;
   bool freed = false;
   /// Guards `mappings` (and their busy marks); never held across a backend call. Taken after the address
   /// registry's lock, never before it.
-  mutable std::mutex lock;
+  mutable spin_lock lock;
   flat_map<std::size_t, mapping_record> mappings;  // keyed by offset in the reservation
 };
+
+/// A state for a new reservation of (address, size), counted live; null when memory ran out. Reuses a state
+/// this thread recycled (reservation_recycler), so reserving and mapping allocate nothing in the steady state.
+std::unique_ptr<reservation_state, reservation_recycler> new_reservation_state(void* address,
+                                                                               std::size_t size) noexcept;
 
 /// The neutral layer's view of the public owners' state (the headers keep it private).
 struct owner_access {

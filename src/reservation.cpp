@@ -150,7 +150,7 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
   }
   {
     // Check and claim the range in one critical section; the claim is withdrawn if the backend fails.
-    std::lock_guard<std::mutex> guard(r->lock);
+    std::lock_guard<spin_lock> guard(r->lock);
     auto next = r->mappings.lower_bound(offset);
     auto overlap = [&](mapping_table::iterator it) {
       return op.fail(errc::overlapping_mapping,
@@ -165,7 +165,7 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
   }
   void* address = static_cast<char*>(r->address) + offset;
   auto ok = call_backend("map", [&] { return memory->map_at(address, size, memory_offset); });
-  std::lock_guard<std::mutex> guard(r->lock);
+  std::lock_guard<spin_lock> guard(r->lock);
   if (!ok) {
     r->mappings.erase(offset);
     return op.wrap(std::move(ok).error());
@@ -185,14 +185,13 @@ address_reservation::address_reservation() noexcept = default;
 address_reservation::address_reservation(address_reservation&&) noexcept = default;
 address_reservation& address_reservation::operator=(address_reservation&&) noexcept = default;
 address_reservation::~address_reservation() = default;
-address_reservation::address_reservation(std::unique_ptr<detail::reservation_state> state) noexcept
-    : state_(std::move(state)) {}
+address_reservation::address_reservation(state_owner state) noexcept : state_(std::move(state)) {}
 
 void* address_reservation::address() const noexcept { return state_ ? state_->address : nullptr; }
 std::size_t address_reservation::size() const noexcept { return state_ ? state_->size : 0; }
 std::size_t address_reservation::mapping_count() const noexcept {
   if (!state_) return 0;
-  std::lock_guard<std::mutex> guard(state_->lock);
+  std::lock_guard<detail::spin_lock> guard(state_->lock);
   return state_->mappings.size();
 }
 
@@ -240,8 +239,13 @@ result<address_reservation> address_reservation::reserve(std::size_t size, std::
                    fmt::format("the range landed at {} instead; it was given back", *address),
                    "reserve without a fixed address and remap the physical memory there");
   }
-  auto state = std::make_unique<detail::reservation_state>(*address, size);
-  detail::address_registry::add(state.get());
+  auto state = detail::new_reservation_state(*address, size);
+  if (!state || !detail::address_registry::add(state.get())) {
+    if (state) state->freed = true;                           // not in the registry: the rollback below frees the range
+    (void)detail::backend::free_reservation(*address, size);  // rollback: never fault-injected
+    return op.fail(errc::out_of_memory,
+                   "no host memory for pvmm's record of the reservation; the range was given back");
+  }
   return address_reservation(std::move(state));
 }
 
@@ -273,7 +277,7 @@ status address_reservation::unmap(std::size_t offset, std::size_t size) {
   detail::call_arena arena;
   detail::span_list pieces(arena.resource());
   {
-    std::lock_guard<std::mutex> guard(state_->lock);
+    std::lock_guard<detail::spin_lock> guard(state_->lock);
     PVMM_TRY_ASSIGN(range, detail::whole_mappings(*state_, offset, size, op));
     PVMM_TRY(detail::claim(range.first, range.second, op));
     for (auto it = range.first; it != range.second; ++it) pieces.emplace_back(it->first, it->second.size);
@@ -285,7 +289,7 @@ status address_reservation::unmap(std::size_t offset, std::size_t size) {
         "unmap", [&, o = off, s = sz] { return detail::backend::unmap(static_cast<char*>(state_->address) + o, s); });
     std::shared_ptr<detail::allocation_state> memory;  // released outside the lock
     {
-      std::lock_guard<std::mutex> guard(state_->lock);
+      std::lock_guard<detail::spin_lock> guard(state_->lock);
       if (!ok) {
         detail::release_claim(*state_, pieces);
         return op.wrap(std::move(ok).error());
@@ -328,7 +332,7 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
   detail::span_list pieces(arena.resource());   // the driver calls to make
   std::pmr::vector<const detail::allocation_state*> memories(arena.resource());  // for the host-access check
   {
-    std::lock_guard<std::mutex> guard(state_->lock);
+    std::lock_guard<detail::spin_lock> guard(state_->lock);
     PVMM_TRY_ASSIGN(range, detail::whole_mappings(*state_, offset, size, op));
     PVMM_TRY(detail::claim(range.first, range.second, op));
     for (auto it = range.first; it != range.second; ++it) {
@@ -341,7 +345,7 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
       pieces = claimed;
   }
   if (auto ok = detail::check_host_access(memories, op); !ok) {
-    std::lock_guard<std::mutex> guard(state_->lock);
+    std::lock_guard<detail::spin_lock> guard(state_->lock);
     detail::release_claim(*state_, claimed);
     return std::move(ok).error();
   }
@@ -352,7 +356,7 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
     });
     if (!outcome) break;
   }
-  std::lock_guard<std::mutex> guard(state_->lock);
+  std::lock_guard<detail::spin_lock> guard(state_->lock);
   detail::release_claim(*state_, claimed);
   if (!outcome) return op.wrap(std::move(outcome).error());
   return {};
@@ -361,11 +365,10 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
 status address_reservation::release() noexcept {
   const detail::operation op{"pvmm::address_reservation::release"};
   if (!state_) return detail::released_reservation(op);
-  {
-    std::lock_guard<std::mutex> guard(state_->lock);
-    if (std::size_t mapped = state_->mappings.size(); mapped != 0)
-      return op.fail(errc::busy, fmt::format("{} mapping(s) remain in the range", mapped), "unmap them first");
-  }
+  // Unlocked: no other thread may map or unmap while this one releases (the threading contract), and
+  // lookups only read the table.
+  if (std::size_t mapped = state_->mappings.size(); mapped != 0)
+    return op.fail(errc::busy, fmt::format("{} mapping(s) remain in the range", mapped), "unmap them first");
   detail::address_registry::remove(state_.get());
   state_->freed = true;
   auto ok =

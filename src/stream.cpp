@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "address_registry.hpp"
+#include "backend/device.hpp"
 #include "backend/stream.hpp"
 #include "device.hpp"
 #include "operation.hpp"
@@ -71,7 +72,8 @@ status stream_ref::copy_async(void* destination, const void* source, std::size_t
   PVMM_TRY(detail::check_stream(*this, op));
   if (size == 0) return {};
   if (!destination || !source) return op.fail(errc::invalid_argument, "a copy end is null");
-  const bool stage = !detail::address_registry::contains(source);
+  // Only a backend that stages pageable sources itself asks (the drivers tell pageable memory apart).
+  const bool stage = detail::backend::traits.copy_stages_pageable && !detail::address_registry::contains(source);
   return op.step("copy_async",
                  [&] { return detail::backend::copy_async(destination, source, size, handle_, device_, stage); });
 }

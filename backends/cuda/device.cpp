@@ -5,7 +5,7 @@
 namespace pvmm::detail::backend {
 using namespace pvmm::cuda;
 
-const backend_traits traits{"cuda", /*set_access_spans_mappings=*/true,
+const backend_traits traits{"cuda", /*set_access_spans_mappings=*/true, /*copy_stages_pageable=*/false,
                             "managed memory needs a GPU and driver that have it; prefetching to a GPU needs concurrent "
                             "managed access (Linux, compute capability 6.0 or newer): "
                             "capabilities.managed.supported / concurrent_access"};

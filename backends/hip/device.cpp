@@ -7,7 +7,7 @@ using namespace hip;
 
 // HIP sets access per mapping: hipMemSetAccess must cover exactly one mapping.
 const backend_traits traits {
-  "hip", /*set_access_spans_mappings=*/false,
+  "hip", /*set_access_spans_mappings=*/false, /*copy_stages_pageable=*/false,
 #if defined(__HIP_PLATFORM_AMD__)
       "on AMD GPUs managed pages migrate on demand only with XNACK: run with HSA_XNACK=1 on a GPU "
       "and kernel (HMM) that support it; capabilities.managed.pages_migrate says whether they do"

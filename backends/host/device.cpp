@@ -12,7 +12,7 @@
 
 namespace pvmm::detail::backend {
 
-const backend_traits traits{"host", /*set_access_spans_mappings=*/true,
+const backend_traits traits{"host", /*set_access_spans_mappings=*/true, /*copy_stages_pageable=*/true,
                             "the host backend's managed memory is ordinary memory: always supported"};
 
 backend_info info() {

@@ -29,7 +29,11 @@ namespace pvmm {
 
 namespace detail {
 struct reservation_state;
-}
+/// Tears a reservation's state down and keeps it for reuse (the library defines it).
+struct reservation_recycler {
+  void operator()(reservation_state* state) const noexcept;
+};
+}  // namespace detail
 
 /// Owns one reserved virtual address range and every mapping made inside it. Move-only.
 /// The destructor unmaps whatever is still mapped, then frees the range with its exact (address, size);
@@ -89,8 +93,9 @@ class address_reservation {
   }
 
  private:
-  explicit address_reservation(std::unique_ptr<detail::reservation_state> state) noexcept;
-  std::unique_ptr<detail::reservation_state> state_;
+  using state_owner = std::unique_ptr<detail::reservation_state, detail::reservation_recycler>;
+  explicit address_reservation(state_owner state) noexcept;
+  state_owner state_;
 };
 
 /// The access `where` has at `address` (which must be mapped).

@@ -19,6 +19,7 @@ namespace pvmm::detail::backend {
 struct backend_traits {
   const char* name;                  // "cuda", "hip", "host"
   bool set_access_spans_mappings;    // one set_access call may cover several adjacent mappings (HIP: no)
+  bool copy_stages_pageable;         // copy_async needs to know whether the source is pageable (host: yes)
   const char* managed_requirements;  // what managed memory and prefetching need here: the hint of their not_supported
 };
 extern const backend_traits traits;
