@@ -1,7 +1,6 @@
 // address_reservation: the range and its mappings (whole-mapping semantics) and access control.
 #include <algorithm>
 #include <cstddef>
-#include <memory_resource>
 #include <mutex>
 #include <vector>
 
@@ -15,26 +14,18 @@
 #include "describe.hpp"
 #include "device.hpp"
 #include "ownership.hpp"
+#include "short_list.hpp"
 
 namespace pvmm {
 namespace detail {
 namespace {
 
 using mapping_table = flat_map<std::size_t, mapping_record>;
-using span = std::pair<std::size_t, std::size_t>;  // offset, size
-using span_list = std::pmr::vector<span>;
-
-/// Stack storage for the per-call lists of mappings: a call usually touches one to a few mappings, and a heap
-/// allocation for them measurably cost time next to sub-microsecond driver calls (pvmm-own-cost). Longer lists
-/// spill to the heap.
-class call_arena {
- public:
-  std::pmr::memory_resource* resource() noexcept { return &resource_; }
-
- private:
-  alignas(std::max_align_t) std::byte buffer_[256];
-  std::pmr::monotonic_buffer_resource resource_{buffer_, sizeof buffer_};
+struct span {
+  std::size_t offset;
+  std::size_t size;
 };
+using span_list = short_list<span, 4>;  // a call usually touches one mapping
 
 error released_reservation(const operation& op) {
   return op.fail(errc::already_released, "this address_reservation is empty (released or moved from)");
@@ -80,7 +71,7 @@ result<std::pair<mapping_table::iterator, mapping_table::iterator>> whole_mappin
 
 /// Host grants (to host() or host_numa(n)) are a capability: memory on the host can be granted to the host
 /// where host memory exists at all; device memory only where the device says so; a multicast object never.
-status check_host_access(const std::pmr::vector<const allocation_state*>& memories, const operation& op) {
+status check_host_access(const short_list<const allocation_state*, 4>& memories, const operation& op) {
   for (const allocation_state* m : memories) {
     if (m->what == allocation_state::kind::multicast)
       return op.fail(errc::not_supported, "the host cannot be granted access to a multicast object's mapping");
@@ -274,13 +265,12 @@ status address_reservation::unmap(std::size_t offset, std::size_t size) {
   auto args = [&] { return fmt::format("offset={:#x}, size={:#x}", offset, size); };
   const detail::operation op{"pvmm::address_reservation::unmap", args};
   if (!state_) return detail::released_reservation(op);
-  detail::call_arena arena;
-  detail::span_list pieces(arena.resource());
+  detail::span_list pieces;
   {
     std::lock_guard<detail::spin_lock> guard(state_->lock);
     PVMM_TRY_ASSIGN(range, detail::whole_mappings(*state_, offset, size, op));
     PVMM_TRY(detail::claim(range.first, range.second, op));
-    for (auto it = range.first; it != range.second; ++it) pieces.emplace_back(it->first, it->second.size);
+    for (auto it = range.first; it != range.second; ++it) pieces.push_back({it->first, it->second.size});
   }
   // Unmap mapping by mapping (HIP needs whole mappings); each one is forgotten as soon as it is gone, so a
   // failure part-way leaves the table true to what is still mapped.
@@ -327,20 +317,19 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
   const bool to_host = std::any_of(grants, grants + count, [](const access_descriptor& g) {
     return g.location.type != location::kind::device && g.access != access::none;
   });
-  detail::call_arena arena;
-  detail::span_list claimed(arena.resource());  // every mapping in the range, held for the call
-  detail::span_list pieces(arena.resource());   // the driver calls to make
-  std::pmr::vector<const detail::allocation_state*> memories(arena.resource());  // for the host-access check
+  detail::span_list claimed;                                        // every mapping in the range, held for the call
+  detail::span_list pieces;                                         // the driver calls to make
+  detail::short_list<const detail::allocation_state*, 4> memories;  // for the host-access check
   {
     std::lock_guard<detail::spin_lock> guard(state_->lock);
     PVMM_TRY_ASSIGN(range, detail::whole_mappings(*state_, offset, size, op));
     PVMM_TRY(detail::claim(range.first, range.second, op));
     for (auto it = range.first; it != range.second; ++it) {
-      claimed.emplace_back(it->first, it->second.size);
+      claimed.push_back({it->first, it->second.size});
       if (to_host) memories.push_back(it->second.memory.get());  // kept alive by the claimed mapping
     }
     if (detail::backend::traits.set_access_spans_mappings)
-      pieces.emplace_back(offset, size);  // one driver call over the whole range
+      pieces.push_back({offset, size});  // one driver call over the whole range
     else
       pieces = claimed;
   }
