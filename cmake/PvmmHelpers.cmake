@@ -16,4 +16,15 @@ function(pvmm_add_backend name)
   set_target_properties(pvmm_${name} PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
     EXPORT_NAME ${name})
   pvmm_set_warnings(pvmm_${name})
+  pvmm_bind_locally(pvmm_${name})
+  # Calls from one of pvmm's functions to another bind inside the library at link time: no PLT stub and GOT
+  # entry on the way, each a cache line and a page that a real driver call has evicted in between
+  # (pvmm-own-cost, cold caches). pvmm's functions are not meant to be interposed.
+  target_link_options(pvmm_${name} PRIVATE -Wl,-Bsymbolic-functions)
+endfunction()
+
+# Lets the compiler call and inline a library function defined in the same file directly (it may assume no
+# other definition interposes it): see pvmm_add_backend.
+function(pvmm_bind_locally target)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fno-semantic-interposition>)
 endfunction()

@@ -173,6 +173,55 @@ void report(const measured& m) {
              driver_calls.empty() ? "(none)" : driver_calls);
 }
 
+/// One operation measured with cold caches: before every single call, untimed, `evict` streams through more
+/// memory than the core's L2 holds, as a real driver call's own work does between two pvmm calls. Each side's
+/// `setup(n)` and `teardown()` run untimed around the n timed `op(i)` calls.
+struct measured_cold {
+  std::string name;
+  std::function<void(int)> pvmm_setup;
+  std::function<void(int)> pvmm_op;
+  std::function<void()> pvmm_teardown;
+  std::function<void(int)> raw_setup;
+  std::function<void(int)> raw_op;
+  std::function<void()> raw_teardown;
+};
+
+std::vector<unsigned char> evict_buffer(std::size_t{8} << 20);  // above the L2 of every host measured
+void evict() {
+  for (std::size_t i = 0; i < evict_buffer.size(); i += 64)
+    evict_buffer[i] = static_cast<unsigned char>(evict_buffer[i] + 1);
+}
+
+void report_cold(const measured_cold& m) {
+  const int n = 64, cold_rounds = 31;
+  auto side = [n](const std::function<void(int)>& setup, const std::function<void(int)>& op,
+                  const std::function<void()>& teardown) {
+    setup(n);
+    double ns = 0;
+    for (int i = 0; i < n; ++i) {
+      evict();
+      auto t0 = clock_type::now();
+      op(i);
+      ns += ns_since(t0);
+    }
+    teardown();
+    return ns / n;
+  };
+  std::mt19937 order(11);
+  std::vector<double> added, pv, rv;
+  (void)side(m.pvmm_setup, m.pvmm_op, m.pvmm_teardown), (void)side(m.raw_setup, m.raw_op, m.raw_teardown);
+  for (int r = 0; r < cold_rounds; ++r) {
+    double a, b;
+    if (order() & 1)
+      a = side(m.pvmm_setup, m.pvmm_op, m.pvmm_teardown), b = side(m.raw_setup, m.raw_op, m.raw_teardown);
+    else
+      b = side(m.raw_setup, m.raw_op, m.raw_teardown), a = side(m.pvmm_setup, m.pvmm_op, m.pvmm_teardown);
+    pv.push_back(a), rv.push_back(b), added.push_back(a - b);
+  }
+  fmt::print("  {:<26} {:>9.1f} {:>9.1f} {:>9.1f}  [{:>6.1f} {:>6.1f}]\n", m.name, quantile(pv, 0.5), quantile(rv, 0.5),
+             quantile(added, 0.5), quantile(added, 0.25), quantile(added, 0.75));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -377,6 +426,51 @@ int main(int argc, char** argv) {
                "driver calls pvmm made for one");
     for (const auto& m : ops)
       if (m.name.find(only) != std::string::npos) report(m);
+
+    // The same calls one at a time with the caches evicted before each (what a real driver call leaves).
+    auto none = [] {};
+    auto pvmm_mapped = [&](int n) { pvmm_setup(n, true); };
+    auto pvmm_unmapped = [&](int n) { pvmm_setup(n, false); };
+    auto pvmm_reserved = [&](int n) {
+      ranges.resize(static_cast<std::size_t>(n));
+      for (auto& r : ranges) r = pvmm::address_reservation::reserve(size).value();
+    };
+    auto pvmm_unmap_all = [&] {
+      for (auto& r : ranges) bench::check(r.unmap(0, size).has_value(), "unmap");
+    };
+    auto pvmm_free_all = [&] { ranges.clear(); };
+    auto raw_reserved = [&](int n) {
+      addresses.resize(static_cast<std::size_t>(n));
+      for (auto& a : addresses) t.cuMemAddressReserve(&a, size, 0, 0, 0);
+    };
+    auto raw_mapped = [&](int n) {
+      raw_setup(n);
+      for (int i = 0; i < n; ++i) t.cuMemMap(addresses[i], size, 0, handles[i], 0);
+    };
+    auto raw_unmap_all = [&] {
+      for (auto a : addresses) t.cuMemUnmap(a, size);
+    };
+    std::vector<measured_cold> cold;
+    cold.push_back({"reserve", [&](int n) { ranges.resize(static_cast<std::size_t>(n)); },
+                    [&](int i) { ranges[i] = pvmm::address_reservation::reserve(size).value(); }, pvmm_free_all,
+                    [&](int n) { addresses.resize(static_cast<std::size_t>(n)); },
+                    [&](int i) { t.cuMemAddressReserve(&addresses[i], size, 0, 0, 0); }, none});
+    cold.push_back({"free", pvmm_reserved, [&](int i) { bench::check(ranges[i].release().has_value(), "free"); }, none,
+                    raw_reserved, [&](int i) { t.cuMemAddressFree(addresses[i], size); }, none});
+    cold.push_back({"map", pvmm_unmapped,
+                    [&](int i) { bench::check(ranges[i].map(0, mem[i], 0, size).has_value(), "map"); }, pvmm_unmap_all,
+                    raw_setup, [&](int i) { t.cuMemMap(addresses[i], size, 0, handles[i], 0); }, raw_unmap_all});
+    cold.push_back({"unmap", pvmm_mapped, [&](int i) { bench::check(ranges[i].unmap(0, size).has_value(), "unmap"); },
+                    none, raw_mapped, [&](int i) { t.cuMemUnmap(addresses[i], size); }, none});
+    cold.push_back({"set_access", pvmm_mapped,
+                    [&](int i) { bench::check(ranges[i].set_access(0, size, grant).has_value(), "grant"); },
+                    pvmm_unmap_all, raw_mapped, [&](int i) { t.cuMemSetAccess(addresses[i], size, &desc, 1); },
+                    raw_unmap_all});
+    fmt::print("\ncold caches: each call alone, {} MiB streamed through before it (untimed), 31 rounds x 64 calls\n",
+               evict_buffer.size() >> 20);
+    fmt::print("  {:<26} {:>9} {:>9} {:>9}  {:<15}\n", "operation", "pvmm ns", "raw ns", "added ns", "[IQR]");
+    for (const auto& m : cold)
+      if (m.name.find(only) != std::string::npos || only.empty()) report_cold(m);
     mem.clear(), ranges.clear();
   }
   pvmm::cuda::install_driver_api(previous);
