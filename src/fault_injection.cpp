@@ -16,7 +16,9 @@ std::atomic<std::size_t> backend_calls{0};
 std::atomic<std::size_t> fail_at_call{0};  // absolute call number that fails; 0 = disarmed
 }  // namespace
 
-bool inject_failure_now() noexcept {
+std::atomic<bool> backend_counting{false};
+
+bool count_backend_call() noexcept {
   std::size_t n = backend_calls.fetch_add(1, std::memory_order_relaxed) + 1;
   std::size_t target = fail_at_call.load(std::memory_order_relaxed);
   if (target == 0 || n != target) return false;
@@ -34,8 +36,12 @@ error injected_failure(const char* call) {
 
 namespace testing {
 void fail_nth_backend_call(std::size_t n) noexcept {
+  detail::backend_counting.store(true);
   detail::fail_at_call.store(n == 0 ? 0 : detail::backend_calls.load() + n);
 }
-std::size_t backend_call_count() noexcept { return detail::backend_calls.load(); }
+std::size_t backend_call_count() noexcept {
+  detail::backend_counting.store(true);
+  return detail::backend_calls.load();
+}
 }  // namespace testing
 }  // namespace pvmm

@@ -3,11 +3,21 @@
 // there would only simulate the leak that rollback exists to prevent.
 #pragma once
 
+#include <atomic>
+
 #include <pvmm/error.hpp>
 
 namespace pvmm::detail {
 
-bool inject_failure_now() noexcept;
+/// Set by the first call into pvmm::testing's counting functions: a process that never calls them pays one
+/// relaxed load per backend call, not an atomic increment (an increment showed next to sub-microsecond
+/// driver calls). Process-wide, like the counting it switches on.
+extern std::atomic<bool> backend_counting;
+/// Counts the call and says whether it is the one a test armed to fail.
+bool count_backend_call() noexcept;
+inline bool inject_failure_now() noexcept {
+  return backend_counting.load(std::memory_order_relaxed) && count_backend_call();
+}
 error injected_failure(const char* call);
 
 /// Runs backend call `f` as a step of an operation: counted, and failed instead when a test armed it.

@@ -9,7 +9,9 @@ namespace pvmm::testing {
 /// "PVMM_INJECTED_FAILURE". 0 disarms. Process-wide; meant for tests, not for production.
 void fail_nth_backend_call(std::size_t n) noexcept;
 
-/// Backend calls made since the process started (to size a fault-injection sweep).
+/// Backend calls made since counting began (to size a fault-injection sweep, or to check that a refusal made
+/// none): the first call of this function or of fail_nth_backend_call begins it, so a process that never
+/// calls them pays nothing per backend call. Compare two readings.
 std::size_t backend_call_count() noexcept;
 
 }  // namespace pvmm::testing
