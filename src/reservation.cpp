@@ -116,7 +116,7 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
   if (!memory) return op.fail(errc::already_released, "the memory to map is empty (released or moved from)");
   const std::size_t unit = memory->granularity;
   if (size == 0) return op.fail(errc::invalid_size, "size is zero");
-  if (size % unit != 0 || offset % unit != 0 || memory_offset % unit != 0)
+  if (!is_multiple(size, unit) || !is_multiple(offset, unit) || !is_multiple(memory_offset, unit))
     return op.fail(errc::unaligned,
                    fmt::format("offset, memory_offset and size must be multiples of the granularity {:#x}", unit));
   if (!range_within(offset, size, r->size))
@@ -195,7 +195,7 @@ result<address_reservation> address_reservation::reserve(std::size_t size, std::
   auto unit = detail::reservation_unit();
   if (!unit) return op.wrap(std::move(unit).error());
   if (size == 0) return op.fail(errc::invalid_size, "size is zero");
-  if (size % *unit != 0) {
+  if (!detail::is_multiple(size, *unit)) {
     auto rounded = detail::checked_round_up(size, *unit);
     if (!rounded)
       return op.fail(
@@ -214,26 +214,26 @@ result<address_reservation> address_reservation::reserve(std::size_t size, std::
     return op.fail(errc::out_of_memory,
                    fmt::format("size {:#x} plus alignment {:#x} exceeds the address space", size, alignment));
   const std::size_t effective_alignment = std::max(alignment, *unit);
-  if (fixed_address && reinterpret_cast<std::uintptr_t>(fixed_address) % effective_alignment != 0)
+  if (fixed_address && !detail::is_multiple(reinterpret_cast<std::uintptr_t>(fixed_address), effective_alignment))
     return op.fail(errc::unaligned, fmt::format("fixed_address is not aligned to {:#x}", effective_alignment));
   auto address = op.step("reserve", [&] { return detail::backend::reserve(size, backend_alignment, fixed_address); });
   if (!address) return std::move(address).error();
-  if (reinterpret_cast<std::uintptr_t>(*address) % effective_alignment != 0) {
-    (void)detail::backend::free_reservation(*address, size);  // rollback: never fault-injected
+  void* const at = *address;
+  if (!detail::is_multiple(reinterpret_cast<std::uintptr_t>(at), effective_alignment)) {
+    (void)detail::backend::free_reservation(at, size);  // rollback: never fault-injected
     return op.fail(errc::backend_error,
-                   fmt::format("the backend returned {}, which is not aligned to {:#x}; it was given back", *address,
+                   fmt::format("the backend returned {}, which is not aligned to {:#x}; it was given back", at,
                                effective_alignment));
   }
-  if (fixed_address && *address != fixed_address) {
-    (void)detail::backend::free_reservation(*address, size);  // rollback: never fault-injected
-    return op.fail(errc::address_unavailable,
-                   fmt::format("the range landed at {} instead; it was given back", *address),
+  if (fixed_address && at != fixed_address) {
+    (void)detail::backend::free_reservation(at, size);  // rollback: never fault-injected
+    return op.fail(errc::address_unavailable, fmt::format("the range landed at {} instead; it was given back", at),
                    "reserve without a fixed address and remap the physical memory there");
   }
-  auto state = detail::new_reservation_state(*address, size);
+  auto state = detail::new_reservation_state(at, size);
   if (!state || !detail::address_registry::add(state.get())) {
-    if (state) state->freed = true;                           // not in the registry: the rollback below frees the range
-    (void)detail::backend::free_reservation(*address, size);  // rollback: never fault-injected
+    if (state) state->freed = true;                     // not in the registry: the rollback below frees the range
+    (void)detail::backend::free_reservation(at, size);  // rollback: never fault-injected
     return op.fail(errc::out_of_memory,
                    "no host memory for pvmm's record of the reservation; the range was given back");
   }
