@@ -1,13 +1,14 @@
 // The address registry: which live reservation holds an address, answered without a tree, and without a lock
 // that every reserve and free in the process must take.
 //
-// Layout. A reservation of `size` bytes at `base` gets the level k = max(16, ceil(log2(size))). Ranges of at
-// most 2^k bytes touch at most two aligned blocks of 2^k bytes, so the reservation is entered under the keys
-// (k, base >> k) and (k, (base + size - 1) >> k) (one key when they agree). An address is looked up by probing
-// (k, address >> k) for each level in use; ranges never overlap, so a handful of candidates match at most.
-// The keys live in 64 shards, each a probe_table under its own lock: adding or removing a reservation touches one or
-// two shards picked by hash, so unrelated reservations rarely meet on a lock, and nothing is allocated except when a
-// shard's table doubles.
+// Layout. A reservation of `size` bytes at `base` gets the level k = max(16, ceil(log2(size))) and is entered
+// once, under the key (k, base >> k). A range of at most 2^k bytes ends in the aligned block of 2^k bytes it
+// starts in or in the next one, so an address a is looked up by probing (k, a >> k) and (k, (a >> k) - 1) for
+// each level in use; ranges never overlap, so a handful of candidates match at most. Reserving and freeing are
+// the frequent operations and lookups the rare ones, so the second probe is the lookup's.
+// The keys live in 64 shards, each a probe_table under its own lock: adding or removing a reservation touches
+// one shard picked by hash, so unrelated reservations rarely meet on a lock, and nothing is allocated except
+// when a shard's table doubles.
 #include "address_registry.hpp"
 
 #include "probe_table.hpp"
@@ -65,12 +66,17 @@ void erase(std::uint64_t key, const reservation_state* r) {
 template <class R, class F>
 R look_up(const void* address, R missing, F&& found) {
   const std::uintptr_t a = as_int(address);
+  auto contains_a = [a](const reservation_state* r) { return a - as_int(r->address) < r->size; };
   for (std::uint64_t levels = levels_in_use.load(std::memory_order_acquire); levels; levels &= levels - 1) {
-    const std::uint64_t key = key_of(static_cast<unsigned>(__builtin_ctzll(levels)), a);
-    shard& s = shard_of(key);
-    std::lock_guard<spin_lock> guard(s.lock);  // keeps the found reservation from being freed meanwhile
-    auto* e = s.entries.find(key, [a](const reservation_state* r) { return a - as_int(r->address) < r->size; });
-    if (e) return found(*e->value);
+    const auto level = static_cast<unsigned>(__builtin_ctzll(levels));
+    const std::uint64_t block = std::uint64_t{a} >> level;
+    for (std::uint64_t start : {block, block - 1}) {  // the block a range containing `a` starts in
+      if (start > block) break;                       // no block before the first
+      const std::uint64_t key = key_of(level, start << level);
+      shard& s = shard_of(key);
+      std::lock_guard<spin_lock> guard(s.lock);  // keeps the found reservation from being freed meanwhile
+      if (auto* e = s.entries.find(key, contains_a)) return found(*e->value);
+    }
   }
   return missing;
 }
@@ -81,23 +87,10 @@ bool add(reservation_state* r) {
   const unsigned level = level_of(r->size);
   const std::uint64_t bit = std::uint64_t{1} << level;
   if (!(levels_in_use.load(std::memory_order_relaxed) & bit)) levels_in_use.fetch_or(bit, std::memory_order_release);
-  const std::uint64_t first = key_of(level, as_int(r->address));
-  const std::uint64_t last = key_of(level, as_int(r->address) + r->size - 1);
-  if (!insert(first, r)) return false;
-  if (last != first && !insert(last, r)) {
-    erase(first, r);
-    return false;
-  }
-  return true;
+  return insert(key_of(level, as_int(r->address)), r);
 }
 
-void remove(reservation_state* r) {
-  const unsigned level = level_of(r->size);
-  const std::uint64_t first = key_of(level, as_int(r->address));
-  const std::uint64_t last = key_of(level, as_int(r->address) + r->size - 1);
-  erase(first, r);
-  if (last != first) erase(last, r);
-}
+void remove(reservation_state* r) { erase(key_of(level_of(r->size), as_int(r->address)), r); }
 
 result<std::shared_ptr<allocation_state>> find_mapped(const void* address, const operation& op) {
   using found_type = result<std::shared_ptr<allocation_state>>;

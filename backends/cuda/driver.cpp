@@ -80,14 +80,17 @@ void load(driver_state& s) {
 
 }  // namespace
 
-driver_state& driver() {
-  // Loaded once, thread-safely (a function-local static); afterwards a plain read on every call.
-  // Never freed: the driver stays loaded for the life of the process.
+std::atomic<driver_state*> loaded_driver{nullptr};
+
+driver_state& load_driver() {
+  // Loaded once, thread-safely (a function-local static). Never freed: the driver stays loaded for the life of
+  // the process.
   static driver_state* const state = [] {
     auto* s = new driver_state();
     load(*s);
     return s;
   }();
+  loaded_driver.store(state, std::memory_order_release);
   return *state;
 }
 

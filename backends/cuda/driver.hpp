@@ -2,6 +2,7 @@
 // translation of CUresult into pvmm's errors, and conversions between pvmm's and the driver's types.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,7 +26,15 @@ struct driver_state {
   std::vector<CUcontext> primary;  // retained primary context per device, for copies and memory queries
 };
 
-driver_state& driver();
+/// Loads the driver once (thread-safely) and returns it.
+driver_state& load_driver();
+/// Set when load_driver has finished: every later backend call reads it with one load instead of calling
+/// into the loader (a call per driver entry, twice per operation, showed in pvmm-own-cost).
+extern std::atomic<driver_state*> loaded_driver;
+inline driver_state& driver() {
+  if (driver_state* s = loaded_driver.load(std::memory_order_acquire)) return *s;
+  return load_driver();
+}
 inline const driver_api& api() { return *driver().api; }
 
 /// backend_unavailable with the reason the driver could not be used.
