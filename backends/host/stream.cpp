@@ -189,6 +189,9 @@ status copy_async(void* destination, const void* source, std::size_t size, strea
   auto s = find_stream(h);
   if (!s) return unknown_stream(h);
   if (stage_source && !is_pool_memory(source)) {  // pageable: read now, so the caller may reuse the source at once
+    // As CUDA does for a pageable source, the stream's earlier work completes first: it may still be writing
+    // the source (a copy into it enqueued before this one).
+    s->wait_until_completed(s->enqueued());
     auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(source),
                                                                static_cast<const unsigned char*>(source) + size);
     s->enqueue([destination, staged] { std::memcpy(destination, staged->data(), staged->size()); });
