@@ -11,13 +11,13 @@
 // when a shard's table doubles.
 #include "address_registry.hpp"
 
-#include "probe_table.hpp"
-#include "spin_lock.hpp"
-
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
+
+#include "probe_table.hpp"
+#include "spin_lock.hpp"
 
 namespace pvmm::detail::address_registry {
 namespace {
