@@ -1,0 +1,2 @@
+// Hardening round 3 (issue 23): stream cases, each pinning a defect an attacker found.
+#include "support.hpp"
