@@ -19,63 +19,11 @@
 #include "device.hpp"
 #include "operation.hpp"
 #include "ownership.hpp"
-#include "probe_table.hpp"
-#include "spin_lock.hpp"
+#include "pool_state.hpp"
 #include "stream_checks.hpp"
 
 namespace pvmm {
 namespace detail {
-
-struct pool_state {
-  enum class origin { created, default_pool, imported };
-  pool_state(pool_handle h, int d, origin o, pool_id i = {})
-      : handle(h), device(d), owned(o != origin::default_pool), imported(o == origin::imported), id(i) {
-    ++live_pools;
-  }
-  pool_state(const pool_state&) = delete;
-  pool_state& operator=(const pool_state&) = delete;
-  ~pool_state() {
-    if (owned) (void)backend::destroy_pool(handle);  // teardown: never fault-injected
-    live.release();
-    --live_pools;
-  }
-
-  enum class recorded { added, present, no_memory };
-  /// Records an allocation handed out (or imported), unless it is recorded already.
-  recorded add_live(void* p, std::size_t size) {
-    std::lock_guard<spin_lock> guard(lock);
-    if (live.find(key(p), any)) return recorded::present;
-    return live.insert(key(p), size) ? recorded::added : recorded::no_memory;
-  }
-  /// Forgets a live allocation and returns its size; nothing when `p` is not live.
-  std::optional<std::size_t> take_live(const void* p) {
-    std::lock_guard<spin_lock> guard(lock);
-    auto* e = live.find(key(p), any);
-    if (!e) return std::nullopt;
-    const std::size_t size = e->value;
-    live.erase(e);
-    return size;
-  }
-  std::optional<std::size_t> live_size(const void* p) const {
-    std::lock_guard<spin_lock> guard(lock);
-    if (auto* e = live.find(key(p), any)) return e->value;
-    return std::nullopt;
-  }
-
-  const pool_handle handle;
-  const int device;
-  const bool owned;
-  const bool imported;
-  const pool_id id;                   // nonzero: exportable (or imported)
-  std::atomic<bool> exported{false};  // export_posix_fd has succeeded once: pointers may be exported from then on
-
- private:
-  static std::uint64_t key(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
-  static bool any(std::size_t) { return true; }
-  mutable spin_lock lock;
-  // Allocations handed out and not yet freed (pointer -> size): flat, nothing allocated per allocation.
-  probe_table<std::size_t> live;
-};
 
 namespace {
 
@@ -98,7 +46,7 @@ result<pool_id> random_id(const operation& op) {
   return id;
 }
 
-result<void*> allocate(pool_state& pool, std::size_t size, stream_ref on, const operation& op) {
+result<void*> allocate(pool_state& pool, std::size_t size, stream_ref on, pool_state::holder by, const operation& op) {
   if (size == 0) return op.fail(errc::invalid_size, "size is zero");
   if (pool.imported)
     return op.fail(errc::invalid_argument, "an imported pool cannot allocate (its memory is the exporter's)",
@@ -107,7 +55,7 @@ result<void*> allocate(pool_state& pool, std::size_t size, stream_ref on, const 
   PVMM_TRY_ASSIGN(p, op.step("allocate_from_pool", [&] {
     return backend::allocate_from_pool(pool.handle, size, on.native_handle(), on.device());
   }));
-  if (pool.add_live(p, size) == pool_state::recorded::no_memory) {
+  if (pool.add_live(p, size, by) == pool_state::recorded::no_memory) {
     (void)backend::free_to_pool(p, on.native_handle(), on.device());  // rollback: never fault-injected
     return op.fail(errc::out_of_memory, "no host memory to record the allocation; it was freed");
   }
@@ -115,19 +63,33 @@ result<void*> allocate(pool_state& pool, std::size_t size, stream_ref on, const 
   return p;
 }
 
-status free(pool_state& pool, void* pointer, stream_ref on, const operation& op) {
+/// Frees `pointer`, held `by` the caller's kind of owner. Teardown (an owner's destructor) bypasses fault injection:
+/// injecting there would only simulate the leak the destructor exists to prevent.
+status free(pool_state& pool, void* pointer, stream_ref on, pool_state::holder by, bool teardown, const operation& op) {
   PVMM_TRY(check_stream(on, op));
   // Claimed: a second free of the same pointer is refused from here on.
-  const std::optional<std::size_t> size = pool.take_live(pointer);
+  bool held_otherwise = false;
+  const std::optional<std::size_t> size = pool.take_live(pointer, by, held_otherwise);
+  if (held_otherwise)
+    return op.fail(errc::invalid_argument, fmt::format("{} is owned by a pool_allocation", pointer),
+                   "free it through its owner (pool_allocation::free_async), which otherwise frees it again");
   if (!size)
     return op.fail(errc::invalid_argument,
                    fmt::format("{} is not a live allocation of this pool (freed already, or another pool's)", pointer));
-  auto ok = op.step("free_to_pool", [&] { return backend::free_to_pool(pointer, on.native_handle(), on.device()); });
+  auto call = [&] { return backend::free_to_pool(pointer, on.native_handle(), on.device()); };
+  auto ok = teardown ? call() : op.step("free_to_pool", call);
   if (!ok) {
-    (void)pool.add_live(pointer, *size);  // still live: the caller may try again
-    return ok;
+    (void)pool.add_live(pointer, *size, by);  // still live: the caller may try again
+    return teardown ? status(op.wrap(std::move(ok).error())) : ok;
   }
   --live_pool_allocations;
+  return {};
+}
+
+/// Frees a raw pointer of `pool`; an orphaned pool (owner gone) goes with its last raw allocation.
+status free_raw(const std::shared_ptr<pool_state>& pool, void* pointer, stream_ref on, const operation& op) {
+  PVMM_TRY(free(*pool, pointer, on, pool_state::holder::raw, false, op));
+  auto last = pool->take_orphan_if_done();  // destroyed at return, outside the pool's lock
   return {};
 }
 
@@ -177,7 +139,7 @@ pool_allocation::pool_allocation(pool_allocation&& other) noexcept
 
 pool_allocation& pool_allocation::operator=(pool_allocation&& other) noexcept {
   if (this != &other) {
-    if (valid()) (void)free_async(stream_);
+    if (valid()) (void)free_in_order(stream_, true);
     pool_ = std::move(other.pool_);
     data_ = other.data_;
     size_ = other.size_;
@@ -189,14 +151,16 @@ pool_allocation& pool_allocation::operator=(pool_allocation&& other) noexcept {
 }
 
 pool_allocation::~pool_allocation() {
-  if (valid()) (void)free_async(stream_);
+  if (valid()) (void)free_in_order(stream_, true);
 }
 
-status pool_allocation::free_async(stream_ref on) noexcept {
+status pool_allocation::free_async(stream_ref on) noexcept { return free_in_order(on, false); }
+
+status pool_allocation::free_in_order(stream_ref on, bool teardown) noexcept {
   auto args = [&] { return fmt::format("pointer={}, stream={:#x}", data_, on.native_handle().value); };
   const detail::operation op{"pvmm::pool_allocation::free_async", args};
   if (!valid()) return op.fail(errc::already_released, "this pool_allocation is empty (freed or moved from)");
-  PVMM_TRY(detail::free(*pool_, data_, on, op));
+  PVMM_TRY(detail::free(*pool_, data_, on, detail::pool_state::holder::owner, teardown, op));
   data_ = nullptr;
   size_ = 0;
   pool_.reset();  // the pool may go now; a pending free keeps the driver's pool alive on every backend
@@ -214,8 +178,14 @@ result<pool_pointer_export> pool_allocation::export_pointer() const {
 
 memory_pool::memory_pool() noexcept = default;
 memory_pool::memory_pool(memory_pool&&) noexcept = default;
-memory_pool& memory_pool::operator=(memory_pool&&) noexcept = default;
-memory_pool::~memory_pool() = default;
+memory_pool& memory_pool::operator=(memory_pool&& other) noexcept {
+  if (this != &other) {
+    detail::pool_state::owner_gone(std::move(state_));
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+memory_pool::~memory_pool() { detail::pool_state::owner_gone(std::move(state_)); }
 memory_pool::memory_pool(std::shared_ptr<detail::pool_state> state) noexcept : state_(std::move(state)) {}
 
 result<memory_pool> memory_pool::create(const pool_properties& p) {
@@ -319,7 +289,7 @@ result<pool_allocation> memory_pool::import_pointer(const pool_pointer_export& f
   PVMM_TRY_ASSIGN(p, op.step("import_pool_pointer", [&] {
     return detail::backend::import_pool_pointer(state_->handle, from.data, static_cast<std::size_t>(from.size));
   }));
-  if (auto added = state_->add_live(p, static_cast<std::size_t>(from.size));
+  if (auto added = state_->add_live(p, static_cast<std::size_t>(from.size), detail::pool_state::holder::owner);
       added != detail::pool_state::recorded::added) {
     // Imported twice (or no memory to record it): undo this import (one free per import); a first owner stays.
     (void)detail::backend::free_to_pool(p, free_on.native_handle(), free_on.device());
@@ -336,7 +306,7 @@ result<pool_allocation> memory_pool::allocate(std::size_t size, stream_ref on) c
   auto args = [&] { return fmt::format("size={:#x}, stream={:#x}", size, on.native_handle().value); };
   const detail::operation op{"pvmm::memory_pool::allocate", args};
   if (!state_) return detail::empty_pool(op);
-  PVMM_TRY_ASSIGN(p, detail::allocate(*state_, size, on, op));
+  PVMM_TRY_ASSIGN(p, detail::allocate(*state_, size, on, detail::pool_state::holder::owner, op));
   return pool_allocation(state_, p, size, on);
 }
 
@@ -344,14 +314,14 @@ result<void*> memory_pool::allocate_async(std::size_t size, stream_ref on) const
   auto args = [&] { return fmt::format("size={:#x}, stream={:#x}", size, on.native_handle().value); };
   const detail::operation op{"pvmm::memory_pool::allocate_async", args};
   if (!state_) return detail::empty_pool(op);
-  return detail::allocate(*state_, size, on, op);
+  return detail::allocate(*state_, size, on, detail::pool_state::holder::raw, op);
 }
 
 status memory_pool::free_async(void* pointer, stream_ref on) const {
   auto args = [&] { return fmt::format("pointer={}, stream={:#x}", pointer, on.native_handle().value); };
   const detail::operation op{"pvmm::memory_pool::free_async", args};
   if (!state_) return detail::empty_pool(op);
-  return detail::free(*state_, pointer, on, op);
+  return detail::free_raw(state_, pointer, on, op);
 }
 
 result<pool_usage> memory_pool::usage() const {
@@ -439,8 +409,21 @@ result<access> memory_pool::query_access(location where) const {
 status memory_pool::release() noexcept {
   const detail::operation op{"pvmm::memory_pool::release"};
   if (!state_) return detail::empty_pool(op);
-  state_.reset();
+  detail::pool_state::owner_gone(std::move(state_));
   return {};
+}
+
+status free_async(void* pointer, stream_ref on) {
+  auto args = [&] { return fmt::format("pointer={}, stream={:#x}", pointer, on.native_handle().value); };
+  const detail::operation op{"pvmm::free_async", args};
+  auto pool = detail::pool_holding_raw(pointer);
+  if (!pool)
+    return op.fail(errc::invalid_argument,
+                   fmt::format("{} is not a live raw allocation of any pool (freed already, or not from "
+                               "memory_pool::allocate_async)",
+                               pointer),
+                   "a pool_allocation is freed through its owner");
+  return detail::free_raw(pool, pointer, on, op);
 }
 
 int memory_pool::device() const noexcept { return state_ ? state_->device : -1; }

@@ -8,8 +8,9 @@
 // - usage(): reserved >= used; high marks >= current marks (a reset sets high to current on every backend);
 // - memory beyond the release threshold goes back at a synchronize (stream, event); trim_to(keep) gives back
 //   unused memory now while keeping at least `keep` bytes reserved;
-// - a pool lives while its owner or any of its allocations does: releasing the pool with allocations left
-//   releases it when the last one is freed.
+// - a pool lives while its owner or any of its allocations does (raw ones from allocate_async included): releasing
+//   or destroying the owner with allocations left defers, and the pool goes when the last one is freed (as
+//   cuMemPoolDestroy / hipMemPoolDestroy defer); its raw pointers stay valid and are freed with pvmm::free_async.
 //
 // Sharing between processes (pools created with exportable = handle_types::posix_fd):
 // - the exporter exports the pool first (export_posix_fd, sent with ipc::send_pool), then, per allocation, a
@@ -111,7 +112,8 @@ class pool_allocation {
   pool_allocation& operator=(const pool_allocation&) = delete;
   ~pool_allocation();
 
-  /// Frees in `on`'s order (work enqueued on `on` before this call may still use the memory).
+  /// Frees in `on`'s order (work enqueued on `on` before this call may still use the memory). On failure the
+  /// allocation stays owned here, so the call may be retried.
   status free_async(stream_ref on) noexcept;
 
   /// The record another process imports this allocation with (its pool must be exportable; synchronize first,
@@ -125,6 +127,7 @@ class pool_allocation {
 
  private:
   friend class memory_pool;
+  status free_in_order(stream_ref on, bool teardown) noexcept;
   pool_allocation(std::shared_ptr<detail::pool_state> pool, void* data, std::size_t size, stream_ref s) noexcept
       : pool_(std::move(pool)), data_(data), size_(size), stream_(s) {}
   std::shared_ptr<detail::pool_state> pool_;
@@ -168,7 +171,8 @@ class memory_pool {
   result<pool_allocation> allocate(std::size_t size, stream_ref on) const;
   /// For allocator adaptors: a raw pointer to free with free_async(pointer, stream) on this pool.
   result<void*> allocate_async(std::size_t size, stream_ref on) const;
-  /// Frees a pointer allocate_async returned (errc::invalid_argument for any other, or one already freed).
+  /// Frees a pointer allocate_async returned (errc::invalid_argument for any other, one already freed, or one a
+  /// pool_allocation owns).
   status free_async(void* pointer, stream_ref on) const;
 
   result<pool_usage> usage() const;
@@ -182,7 +186,8 @@ class memory_pool {
   status set_access(access_list grants) const;
   result<access> query_access(location where) const;
 
-  /// Drops the owner's reference: the pool goes when its last allocation does.
+  /// Drops the owner's reference: the pool goes when its last allocation does (raw pointers are then freed with
+  /// pvmm::free_async).
   status release() noexcept;
 
   bool valid() const noexcept { return state_ != nullptr; }
@@ -197,6 +202,10 @@ class memory_pool {
   explicit memory_pool(std::shared_ptr<detail::pool_state> state) noexcept;
   std::shared_ptr<detail::pool_state> state_;
 };
+
+/// Frees a raw pointer from memory_pool::allocate_async in `on`'s order, finding its pool (as cuMemFreeAsync does):
+/// the way to free what is left once the pool's owner is gone. errc::invalid_argument for any other pointer.
+status free_async(void* pointer, stream_ref on);
 
 namespace ipc {
 /// Sends a pool export (its fd and identity in one message) over a connected AF_UNIX socket with message

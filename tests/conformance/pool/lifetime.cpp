@@ -1,2 +1,100 @@
-// Hardening round 3 (issue 23): pool cases, each pinning a defect an attacker found.
+// A pool lives while its owner or any of its allocations does (invariant 17): raw pointers from allocate_async
+// outlive the owner, stay mapped and are freed with pvmm::free_async; owners' destructors free without fault
+// injection.
+#include <pvmm/diagnostics.hpp>
+
 #include "support.hpp"
+
+using namespace pvmm;
+using namespace pvmm_test;
+
+namespace {
+constexpr std::size_t mib = std::size_t{1} << 20;
+
+std::vector<std::uint32_t> read_back(stream& s, const void* p, std::size_t size) {
+  std::vector<std::uint32_t> out(size / sizeof(std::uint32_t));
+  PVMM_CHECK_OK(s.copy_async(out.data(), p, size));
+  PVMM_CHECK_OK(s.synchronize());
+  return out;
+}
+}  // namespace
+
+TEST_SUITE("pool") {
+  PVMM_CASE("a pool given up with raw allocations left keeps their memory until pvmm::free_async frees them") {
+    PVMM_REQUIRE_DEVICE();
+    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    auto s = stream::create(0).value();
+    const std::size_t size = mib;
+    const auto before = query_live_objects();
+    for (const bool by_release : {true, false}) {
+      CAPTURE(by_release);
+      void* p = nullptr;
+      {
+        auto pool = memory_pool::create({}).value();
+        p = pool.allocate_async(size, s).value();
+        PVMM_CHECK_OK(s.copy_async(p, pattern(size, 71).data(), size));
+        PVMM_CHECK_OK(s.synchronize());
+        if (by_release) PVMM_CHECK_OK(pool.release());
+      }  // the owner is gone either way: the pool must stay for p
+      CHECK(query_live_objects().pools == before.pools + 1);
+      CHECK(read_back(s, p, size) == pattern(size, 71));  // still mapped, still p's data
+      {
+        // A pool created now must not land on p's memory: writing it leaves p's data alone.
+        auto other = memory_pool::create({}).value();
+        auto q = other.allocate(size, s).value();
+        CHECK(q.data() != p);
+        PVMM_CHECK_OK(s.copy_async(q.data(), pattern(size, 72).data(), size));
+        PVMM_CHECK_OK(s.synchronize());
+        CHECK(read_back(s, p, size) == pattern(size, 71));
+      }
+      PVMM_CHECK_OK(pvmm::free_async(p, s));
+      PVMM_CHECK_OK(s.synchronize());
+      CHECK(query_live_objects().pools == before.pools);                // the last raw free took the pool with it
+      PVMM_CHECK_ERRC(pvmm::free_async(p, s), errc::invalid_argument);  // freed once only
+    }
+  }
+
+  PVMM_CASE("pvmm::free_async frees a raw pointer of a live pool; an owned or foreign pointer is refused") {
+    PVMM_REQUIRE_DEVICE();
+    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    auto s = stream::create(0).value();
+    auto pool = memory_pool::create({}).value();
+    void* raw = pool.allocate_async(4096, s).value();
+    auto owned = pool.allocate(4096, s).value();
+    PVMM_CHECK_ERRC(pvmm::free_async(owned.data(), s), errc::invalid_argument);
+    PVMM_CHECK_ERRC(pool.free_async(owned.data(), s), errc::invalid_argument);  // its owner would free it again
+    CHECK(owned.valid());
+    int local = 0;
+    PVMM_CHECK_ERRC(pvmm::free_async(&local, s), errc::invalid_argument);
+    PVMM_CHECK_ERRC(pvmm::free_async(nullptr, s), errc::invalid_argument);
+    PVMM_CHECK_OK(pvmm::free_async(raw, s));
+    PVMM_CHECK_ERRC(pool.free_async(raw, s), errc::invalid_argument);
+    PVMM_CHECK_OK(owned.free_async(s));
+    PVMM_CHECK_OK(s.synchronize());
+    CHECK(pool.usage().value().used_current == 0);
+  }
+
+  PVMM_CASE("a pool_allocation's destructor frees even while fault injection is armed (teardown bypasses it)") {
+    PVMM_REQUIRE_DEVICE();
+    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    auto s = stream::create(0).value();
+    auto pool = memory_pool::create({}).value();
+    {
+      auto a = pool.allocate(64 * 1024, s).value();
+      PVMM_CHECK_OK(s.synchronize());
+      pvmm::testing::fail_nth_backend_call(1);  // the destructor's free would be the next backend call
+    }
+    pvmm::testing::fail_nth_backend_call(0);
+    PVMM_CHECK_OK(s.synchronize());
+    CHECK(pool.usage().value().used_current == 0);
+    CHECK(query_live_objects().pool_allocations == 0);
+    // An explicit free that fails keeps the allocation owned, so it can be retried.
+    auto b = pool.allocate(4096, s).value();
+    pvmm::testing::fail_nth_backend_call(1);
+    PVMM_CHECK_ERRC(b.free_async(s), errc::backend_error);
+    pvmm::testing::fail_nth_backend_call(0);
+    CHECK(b.valid());
+    PVMM_CHECK_OK(b.free_async(s));
+    PVMM_CHECK_OK(s.synchronize());
+  }
+}
