@@ -72,6 +72,22 @@ status check_range(const void* pointer, std::size_t size, const operation& op) {
   return {};
 }
 
+/// Drops a freed allocation from the registry and the live count.
+void forget_managed(const void* data) noexcept {
+  {
+    std::lock_guard<std::mutex> guard(registry_lock);
+    registry.erase(static_cast<const unsigned char*>(data));
+  }
+  --live_managed;
+}
+
+/// Teardown of an owner (destructor, move-assignment): never fault-injected, since an injected failure here would
+/// only simulate the leak teardown exists to prevent; the owner is gone whatever the driver says.
+void free_managed_owner(void* data) noexcept {
+  (void)backend::free_managed(data);  // teardown: never fault-injected
+  forget_managed(data);
+}
+
 /// The location exists, and the managed capabilities allow it (device 0's for host locations).
 result<capabilities::managed_features> check_managed_location(location where, const operation& op) {
   PVMM_TRY(check_location(where, op));
@@ -104,9 +120,12 @@ result<managed_allocation> managed_allocation::create(std::size_t size, attach_m
   auto rounded = detail::checked_round_up(size, detail::page());
   if (!rounded) return op.fail(errc::out_of_memory, "the size cannot exist");
   PVMM_TRY_ASSIGN(p, op.step("allocate_managed", [&] { return detail::backend::allocate_managed(*rounded, mode); }));
-  {
+  try {  // the record is made after the memory: a failure to make it must not leave the memory ownerless
     std::lock_guard<std::mutex> guard(detail::registry_lock);
     detail::registry.emplace(static_cast<const unsigned char*>(p), *rounded);
+  } catch (...) {
+    (void)detail::backend::free_managed(p);  // rollback: never fault-injected
+    throw;
   }
   ++detail::live_managed;
   return managed_allocation(p, *rounded);
@@ -119,7 +138,7 @@ managed_allocation::managed_allocation(managed_allocation&& other) noexcept : da
 
 managed_allocation& managed_allocation::operator=(managed_allocation&& other) noexcept {
   if (this != &other) {
-    if (valid()) (void)release();
+    if (valid()) detail::free_managed_owner(data_);
     data_ = other.data_;
     size_ = other.size_;
     other.data_ = nullptr;
@@ -129,22 +148,20 @@ managed_allocation& managed_allocation::operator=(managed_allocation&& other) no
 }
 
 managed_allocation::~managed_allocation() {
-  if (valid()) (void)release();
+  if (valid()) detail::free_managed_owner(data_);
 }
 
 status managed_allocation::release() noexcept {
   auto args = [&] { return fmt::format("pointer={}", data_); };
   const detail::operation op{"pvmm::managed_allocation::release", args};
   if (!valid()) return op.fail(errc::already_released, "this managed_allocation is empty (released or moved from)");
-  {
-    std::lock_guard<std::mutex> guard(detail::registry_lock);
-    detail::registry.erase(static_cast<const unsigned char*>(data_));
-  }
-  auto freed = op.step("free_managed", [&] { return detail::backend::free_managed(data_); });
-  data_ = nullptr;  // gone from pvmm's view whatever the driver said: a second release would free twice
+  // A failed free leaves the owner as it was (still valid, still registered), so the caller can retry or let the
+  // destructor free it.
+  PVMM_TRY(op.step("free_managed", [&] { return detail::backend::free_managed(data_); }));
+  detail::forget_managed(data_);
+  data_ = nullptr;
   size_ = 0;
-  --detail::live_managed;
-  return freed;
+  return {};
 }
 
 // ---- advice, prefetch, attributes, attach ----

@@ -2,12 +2,15 @@
 // address never registered answers the same error on every backend before any driver call.
 #include <pvmm/pinned.hpp>
 
+#include <unistd.h>
+
 #include <map>
 #include <mutex>
 
 #include <fmt/format.h>
 
 #include "backend/pinned.hpp"
+#include "backend/process_maps.hpp"
 #include "device.hpp"
 #include "operation.hpp"
 #include "ownership.hpp"
@@ -19,6 +22,13 @@ namespace {
 // Registered ranges by start. Process-wide because registrations are (the drivers keep one table per process).
 std::mutex registry_lock;
 std::map<const unsigned char*, std::size_t> registered;
+
+/// Teardown of an owner (destructor, move-assignment): never fault-injected (an injected failure here would only
+/// simulate the leak teardown exists to prevent); the owner is gone whatever the driver says.
+void free_pinned_owner(void* data, std::size_t size) noexcept {
+  (void)backend::free_pinned(data, size);  // teardown: never fault-injected
+  --live_pinned;
+}
 
 result<capabilities::host_memory_features> host_memory(const operation& op) {
   PVMM_TRY(check_location(location::device(0), op));
@@ -38,6 +48,49 @@ result<void*> device_pointer_of(void* data, bool mapped, int device, const opera
   PVMM_TRY(check_location(location::device(device), op));
   if (!mapped) return op.fail(errc::invalid_argument, "the memory was made with mapped = false");
   return op.step("host_device_pointer", [&] { return backend::host_device_pointer(data, device); });
+}
+
+/// Every page under [pointer, pointer + size) is mapped with some access, as the kernel sees it: registering a
+/// hole or a PROT_NONE reservation is the caller's mistake, answered the same on every backend before any driver
+/// call (mlock would call it out of memory, and lock the pages before the hole).
+status check_mapped(const void* pointer, std::size_t size, const operation& op) {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(pointer) & ~(page - 1);
+  const auto last = reinterpret_cast<std::uintptr_t>(pointer) + (size - 1);  // no wrap: checked before
+  const std::uintptr_t end = (last | (page - 1)) == UINTPTR_MAX ? UINTPTR_MAX : (last | (page - 1)) + 1;
+  std::uintptr_t covered = begin;  // [begin, covered) is mapped and accessible
+  bool inaccessible = false;
+  PVMM_TRY(for_each_mapping(begin, end, [&](std::uintptr_t lo, std::uintptr_t hi, bool accessible) {
+    if (lo > covered) return false;  // a hole at `covered`
+    if (!accessible) return !(inaccessible = true);
+    covered = hi;
+    return covered < end;
+  }));
+  if (covered >= end) return {};
+  const auto at = reinterpret_cast<const void*>(covered);
+  if (inaccessible)
+    return op.fail(
+        errc::invalid_argument,
+        fmt::format("the memory at {} is mapped without access (PROT_NONE): nothing there can be locked", at),
+        "register memory the program can read or write");
+  return op.fail(errc::invalid_argument, fmt::format("no memory is mapped at {}, inside the range", at),
+                 "register only memory the program has mapped (mmap, malloc, new)");
+}
+
+/// Forgets a registered range (under registry_lock).
+void forget(std::map<const unsigned char*, std::size_t>::iterator it) noexcept {
+  registered.erase(it);
+  --live_registrations;
+}
+
+/// Teardown of a host_registration (destructor, move-assignment): never fault-injected; the range is forgotten
+/// whatever the driver says, since no owner is left to retry.
+void unregister_owner(void* pointer) noexcept {
+  std::lock_guard<std::mutex> guard(registry_lock);
+  auto it = registered.find(static_cast<const unsigned char*>(pointer));
+  if (it == registered.end()) return;                   // unregistered through unregister_host_memory already
+  (void)backend::unregister_host(pointer, it->second);  // teardown: never fault-injected
+  forget(it);
 }
 
 std::string options_text(const pinned_options& o) {
@@ -70,7 +123,7 @@ pinned_allocation::pinned_allocation(pinned_allocation&& other) noexcept
 
 pinned_allocation& pinned_allocation::operator=(pinned_allocation&& other) noexcept {
   if (this != &other) {
-    if (valid()) (void)release();
+    if (valid()) detail::free_pinned_owner(data_, size_);
     data_ = other.data_, size_ = other.size_, mapped_ = other.mapped_;
     other.data_ = nullptr;
     other.size_ = 0;
@@ -79,18 +132,19 @@ pinned_allocation& pinned_allocation::operator=(pinned_allocation&& other) noexc
 }
 
 pinned_allocation::~pinned_allocation() {
-  if (valid()) (void)release();
+  if (valid()) detail::free_pinned_owner(data_, size_);
 }
 
 status pinned_allocation::release() noexcept {
   auto args = [&] { return fmt::format("pointer={}", data_); };
   const detail::operation op{"pvmm::pinned_allocation::release", args};
   if (!valid()) return op.fail(errc::already_released, "this pinned_allocation is empty (released or moved from)");
-  auto freed = op.step("free_pinned", [&] { return detail::backend::free_pinned(data_, size_); });
+  // A failed free leaves the owner as it was, so the caller can retry or let the destructor free it.
+  PVMM_TRY(op.step("free_pinned", [&] { return detail::backend::free_pinned(data_, size_); }));
   data_ = nullptr;
   size_ = 0;
   --detail::live_pinned;
-  return freed;
+  return {};
 }
 
 result<void*> pinned_allocation::device_pointer(int device) const {
@@ -117,6 +171,7 @@ status register_host_memory(void* pointer, std::size_t size, const pinned_option
   const auto* p = static_cast<const unsigned char*>(pointer);
   if (reinterpret_cast<std::uintptr_t>(p) > UINTPTR_MAX - size)
     return op.fail(errc::out_of_range, "the range wraps around the address space");
+  PVMM_TRY(detail::check_mapped(pointer, size, op));
   std::lock_guard<std::mutex> guard(detail::registry_lock);
   auto next = detail::registered.lower_bound(p);
   const bool overlaps_next = next != detail::registered.end() && next->first < p + size;
@@ -130,7 +185,12 @@ status register_host_memory(void* pointer, std::size_t size, const pinned_option
                    "unregister it first, or register only what is not");
   }
   PVMM_TRY(op.step("register_host", [&] { return detail::backend::register_host(pointer, size, options); }));
-  detail::registered.emplace(p, size);
+  try {  // recorded after the driver call: a failure to record must not leave the range locked and unowned
+    detail::registered.emplace(p, size);
+  } catch (...) {
+    (void)detail::backend::unregister_host(pointer, size);  // rollback: never fault-injected
+    throw;
+  }
   ++detail::live_registrations;
   return {};
 }
@@ -142,10 +202,11 @@ status unregister_host_memory(void* pointer) {
   auto it = detail::registered.find(static_cast<const unsigned char*>(pointer));
   if (it == detail::registered.end())
     return op.fail(errc::not_registered, fmt::format("{} does not start a registered range", pointer));
-  PVMM_TRY(op.step("unregister_host", [&] { return detail::backend::unregister_host(pointer, it->second); }));
-  detail::registered.erase(it);
-  --detail::live_registrations;
-  return {};
+  auto done = op.step("unregister_host", [&] { return detail::backend::unregister_host(pointer, it->second); });
+  // A failure keeps the range so that a retry can succeed, unless the driver has no record of it (then a retry
+  // never would, and keeping it would refuse new memory at that address forever).
+  if (done || done.code() == errc::not_registered) detail::forget(it);
+  return done;
 }
 
 // ---- host_registration ----
@@ -166,7 +227,7 @@ host_registration::host_registration(host_registration&& other) noexcept
 
 host_registration& host_registration::operator=(host_registration&& other) noexcept {
   if (this != &other) {
-    if (valid()) (void)release();
+    if (valid()) detail::unregister_owner(data_);
     data_ = other.data_, size_ = other.size_, mapped_ = other.mapped_;
     other.data_ = nullptr;
     other.size_ = 0;
@@ -175,13 +236,15 @@ host_registration& host_registration::operator=(host_registration&& other) noexc
 }
 
 host_registration::~host_registration() {
-  if (valid()) (void)release();
+  if (valid()) detail::unregister_owner(data_);
 }
 
 status host_registration::release() noexcept {
   const detail::operation op{"pvmm::host_registration::release"};
   if (!valid()) return op.fail(errc::already_released, "this host_registration is empty (released or moved from)");
   auto done = unregister_host_memory(data_);
+  // A failure that kept the range leaves the owner as it was, so the caller can retry or let the destructor do it.
+  if (!done && done.code() != errc::not_registered) return op.take_over(std::move(done).error());
   data_ = nullptr;
   size_ = 0;
   if (!done) return op.take_over(std::move(done).error());

@@ -1,8 +1,10 @@
 // Host backend, feature "managed": managed memory is anonymous mapped memory. Advice and the last prefetch are kept
-// per page, as the GPU drivers keep them, and have the effects a host can give them: a prefetch populates the pages
-// in stream order (MADV_POPULATE_WRITE) and moves them to a NUMA node it names (move_pages); a preferred NUMA node
-// becomes the range's memory policy (mbind). Those effects are hints, as on a GPU: where the kernel refuses one
-// (a container without NUMA rights), the advice is still recorded and answered.
+// per run of pages that share them (split where advice changes, merged where it no longer differs), so the records
+// cost what the distinct ranges cost, not what the pages do (an untouched 16 GiB range is one record). They have the
+// effects a host can give them: a prefetch populates the pages in stream order (MADV_POPULATE_WRITE) and moves them to
+// a NUMA node it names (move_pages); a preferred NUMA node becomes the range's memory policy (mbind). Those effects are
+// hints, as on a GPU: where the kernel refuses one (a container without NUMA rights), the advice is still recorded and
+// answered.
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -35,6 +37,12 @@ struct page_state {
   bool has_preferred = false, has_prefetch = false;
   location preferred, prefetched;
   std::uint64_t accessed_by = 0;
+
+  bool operator==(const page_state& o) const {
+    return read_mostly == o.read_mostly && has_preferred == o.has_preferred && has_prefetch == o.has_prefetch &&
+           (!has_preferred || preferred == o.preferred) && (!has_prefetch || prefetched == o.prefetched) &&
+           accessed_by == o.accessed_by;
+  }
 };
 
 int bit_of(location l) {
@@ -52,9 +60,38 @@ location location_of_bit(int bit) {
   return bit < 16 ? location::device(bit) : bit == 16 ? location::host() : location::host_numa(bit - 17);
 }
 
+/// One managed allocation: its size, and its page runs by first page (a run lasts until the next key; the first
+/// key is always 0).
 struct managed_range {
   std::size_t size = 0;
-  std::vector<page_state> pages;
+  std::map<std::size_t, page_state> runs;
+
+  /// Makes `page` start a run (a copy of the run holding it), and returns that run.
+  std::map<std::size_t, page_state>::iterator split_at(std::size_t page) {
+    auto it = runs.upper_bound(page);
+    auto holder = std::prev(it);
+    if (holder->first == page) return holder;
+    return runs.emplace_hint(it, page, holder->second);
+  }
+  /// Runs [first, last) pages with `change` applied to each, then merged with equal neighbours.
+  template <class Change>
+  void update(std::size_t first, std::size_t last, Change change) {
+    auto begin = split_at(first);
+    auto end = last * page_size() < size ? split_at(last) : runs.end();
+    for (auto it = begin; it != end; ++it) change(it->second);
+    auto from = begin == runs.begin() ? begin : std::prev(begin);
+    while (from != end && std::next(from) != runs.end()) {
+      auto next = std::next(from);
+      if (next->second == from->second) {
+        const bool stop = next == end;
+        runs.erase(next);
+        if (stop) break;
+      } else {
+        if (next == end) break;
+        from = next;
+      }
+    }
+  }
 };
 
 // Managed ranges by address (the neutral layer checked that a range lies in one). Process-wide because the memory is.
@@ -124,8 +161,13 @@ result<void*> allocate_managed(std::size_t size, attach_mode) {
   std::lock_guard<std::mutex> guard(lock);
   managed_range r;
   r.size = size;
-  r.pages.resize(size / page_size());
-  ranges.emplace(static_cast<const unsigned char*>(p), std::move(r));
+  try {  // records are made after the mapping: a failure to make them must not leave it ownerless
+    r.runs.emplace(0, page_state{});
+    ranges.emplace(static_cast<const unsigned char*>(p), std::move(r));
+  } catch (...) {
+    ::munmap(p, size);
+    throw;
+  }
   return p;
 }
 
@@ -150,8 +192,7 @@ status advise_managed(const void* pointer, std::size_t size, advice what, locati
     const int bit = bit_of(where);
     if ((what == advice::set_accessed_by || what == advice::unset_accessed_by) && bit < 0)
       return make_error(errc::invalid_location, fmt::format("the host backend cannot record {}", describe(where)));
-    for (std::size_t i = span.first; i < span.second; ++i) {
-      auto& pg = range->pages[i];
+    range->update(span.first, span.second, [&](page_state& pg) {
       switch (what) {
         case advice::set_read_mostly:
           pg.read_mostly = true;
@@ -173,7 +214,7 @@ status advise_managed(const void* pointer, std::size_t size, advice what, locati
           pg.accessed_by &= ~(std::uint64_t{1} << bit);
           break;
       }
-    }
+    });
   }
   if (what == advice::set_preferred_location && where.type == location::kind::host_numa)
     set_policy(pointer, size, mpol_preferred, where.id);
@@ -189,10 +230,10 @@ status prefetch_managed(const void* pointer, std::size_t size, location to, stre
     std::lock_guard<std::mutex> guard(lock);
     auto [range, span] = pages_of(pointer, size);
     if (!range) return not_managed(pointer);
-    for (std::size_t i = span.first; i < span.second; ++i) {
-      range->pages[i].has_prefetch = true;
-      range->pages[i].prefetched = to;  // the request, as the drivers record it
-    }
+    range->update(span.first, span.second, [&](page_state& pg) {
+      pg.has_prefetch = true;
+      pg.prefetched = to;  // the request, as the drivers record it
+    });
   }
   on->enqueue([pointer, size, to] {
     auto [at, length] = page_span(pointer, size);
@@ -207,12 +248,14 @@ result<range_attributes> query_managed_range(const void* pointer, std::size_t si
   auto [range, span] = pages_of(pointer, size);
   if (!range) return not_managed(pointer);
   range_attributes a;
-  const auto& first = range->pages[span.first];
+  // Every run overlapping the pages: each stands for all of its pages, so the per-page aggregation is unchanged.
+  auto it = std::prev(range->runs.upper_bound(span.first));
+  const auto& first = it->second;
   a.read_mostly = true;
   bool same_preferred = first.has_preferred, same_prefetch = first.has_prefetch;
   std::uint64_t everyone = ~std::uint64_t{0};
-  for (std::size_t i = span.first; i < span.second; ++i) {
-    const auto& pg = range->pages[i];
+  for (; it != range->runs.end() && it->first < span.second; ++it) {
+    const auto& pg = it->second;
     a.read_mostly = a.read_mostly && pg.read_mostly;
     same_preferred = same_preferred && pg.has_preferred && pg.preferred == first.preferred;
     same_prefetch = same_prefetch && pg.has_prefetch && pg.prefetched == first.prefetched;
