@@ -27,10 +27,6 @@ namespace detail {
 
 namespace {
 
-error empty_pool(const operation& op) {
-  return op.fail(errc::already_released, "this memory_pool is empty (released or moved from)");
-}
-
 bool exportable(const pool_state& pool) { return pool.id != pool_id{} && !pool.imported; }
 
 result<pool_id> random_id(const operation& op) {
@@ -111,19 +107,6 @@ result<pool_pointer_export> export_pointer(const pool_state& pool, const void* p
   out.data = record;
   out.pool = pool.id;
   return out;
-}
-
-status set_attributes(pool_handle h, const pool_properties& p, const operation& op) {
-  using backend::pool_attribute;
-  const std::pair<pool_attribute, std::uint64_t> values[] = {
-      {pool_attribute::release_threshold, p.release_threshold},
-      {pool_attribute::reuse_follow_event_dependencies, p.reuse_follow_event_dependencies},
-      {pool_attribute::reuse_opportunistic, p.reuse_opportunistic},
-      {pool_attribute::reuse_internal_dependencies, p.reuse_internal_dependencies},
-  };
-  for (auto [which, value] : values)
-    PVMM_TRY(op.step("set_pool_attribute", [&, w = which, v = value] { return backend::set_pool_attribute(h, w, v); }));
-  return {};
 }
 
 }  // namespace
@@ -222,7 +205,8 @@ result<memory_pool> memory_pool::create(const pool_properties& p) {
   PVMM_TRY_ASSIGN(h, op.step("create_pool", [&] { return detail::backend::create_pool(p); }));
   // Destroys the pool if a later step fails.
   auto state = std::make_shared<detail::pool_state>(h, device, detail::pool_state::origin::created, id);
-  PVMM_TRY(detail::set_attributes(h, p, op));
+  PVMM_TRY(detail::set_attributes(h, p.release_threshold, p.reuse_follow_event_dependencies, p.reuse_opportunistic,
+                                  p.reuse_internal_dependencies, op));
   return memory_pool(std::move(state));
 }
 
@@ -322,88 +306,6 @@ status memory_pool::free_async(void* pointer, stream_ref on) const {
   const detail::operation op{"pvmm::memory_pool::free_async", args};
   if (!state_) return detail::empty_pool(op);
   return detail::free_raw(state_, pointer, on, op);
-}
-
-result<pool_usage> memory_pool::usage() const {
-  const detail::operation op{"pvmm::memory_pool::usage"};
-  if (!state_) return detail::empty_pool(op);
-  using detail::backend::pool_attribute;
-  auto get = [&](pool_attribute which) {
-    return op.step("get_pool_attribute", [&] { return detail::backend::get_pool_attribute(state_->handle, which); });
-  };
-  pool_usage u;
-  PVMM_TRY_ASSIGN(rc, get(pool_attribute::reserved_current));
-  PVMM_TRY_ASSIGN(rh, get(pool_attribute::reserved_high));
-  PVMM_TRY_ASSIGN(uc, get(pool_attribute::used_current));
-  PVMM_TRY_ASSIGN(uh, get(pool_attribute::used_high));
-  // A reset sets a high mark to the current value on CUDA and to 0 on HIP: pvmm reports CUDA's meaning everywhere.
-  u.reserved_current = rc;
-  u.reserved_high = std::max(rh, rc);
-  u.used_current = uc;
-  u.used_high = std::max(uh, uc);
-  return u;
-}
-
-status memory_pool::reset_high_marks() const {
-  const detail::operation op{"pvmm::memory_pool::reset_high_marks"};
-  if (!state_) return detail::empty_pool(op);
-  using detail::backend::pool_attribute;
-  for (auto which : {pool_attribute::reserved_high, pool_attribute::used_high})
-    PVMM_TRY(
-        op.step("set_pool_attribute", [&] { return detail::backend::set_pool_attribute(state_->handle, which, 0); }));
-  return {};
-}
-
-status memory_pool::set_release_threshold(std::uint64_t bytes) const {
-  auto args = [&] { return fmt::format("bytes={:#x}", bytes); };
-  const detail::operation op{"pvmm::memory_pool::set_release_threshold", args};
-  if (!state_) return detail::empty_pool(op);
-  return op.step("set_pool_attribute", [&] {
-    return detail::backend::set_pool_attribute(state_->handle, detail::backend::pool_attribute::release_threshold,
-                                               bytes);
-  });
-}
-
-status memory_pool::trim_to(std::size_t keep) const {
-  auto args = [&] { return fmt::format("keep={:#x}", keep); };
-  const detail::operation op{"pvmm::memory_pool::trim_to", args};
-  if (!state_) return detail::empty_pool(op);
-  return op.step("trim_pool", [&] { return detail::backend::trim_pool(state_->handle, keep); });
-}
-
-status memory_pool::set_access(access_list grants) const {
-  auto args = [&] { return fmt::format("grants={}", grants.size()); };
-  const detail::operation op{"pvmm::memory_pool::set_access", args};
-  if (!state_) return detail::empty_pool(op);
-  if (grants.empty()) return op.fail(errc::invalid_argument, "no access grants given");
-  std::vector<access_descriptor> others;  // the pool's own device is not the driver's to change
-  for (const auto& g : grants) {
-    if (g.location.type != location::kind::device)
-      return op.fail(errc::invalid_location,
-                     fmt::format("pools grant devices only, not {}", detail::describe(g.location)));
-    PVMM_TRY(detail::check_location(g.location, op));
-    if (g.location.id == state_->device) {
-      if (g.access != access::read_write)
-        return op.fail(errc::invalid_argument,
-                       fmt::format("the pool's own device {} always has read_write access", state_->device));
-      continue;
-    }
-    others.push_back(g);
-  }
-  if (others.empty()) return {};
-  return op.step("set_pool_access",
-                 [&] { return detail::backend::set_pool_access(state_->handle, others.data(), others.size()); });
-}
-
-result<access> memory_pool::query_access(location where) const {
-  auto args = [&] { return fmt::format("location={}", detail::describe(where)); };
-  const detail::operation op{"pvmm::memory_pool::query_access", args};
-  if (!state_) return detail::empty_pool(op);
-  if (where.type != location::kind::device)
-    return op.fail(errc::invalid_location, fmt::format("pools grant devices only, not {}", detail::describe(where)));
-  PVMM_TRY(detail::check_location(where, op));
-  if (where.id == state_->device) return access::read_write;
-  return op.step("get_pool_access", [&] { return detail::backend::get_pool_access(state_->handle, where); });
 }
 
 status memory_pool::release() noexcept {

@@ -86,6 +86,10 @@ std::shared_ptr<pool_state> pool_state::take_orphan_if_done() noexcept {
   return std::move(orphaned);
 }
 
+error empty_pool(const operation& op) {
+  return op.fail(errc::already_released, "this memory_pool is empty (released or moved from)");
+}
+
 std::shared_ptr<pool_state> pool_holding_raw(const void* p) {
   std::lock_guard<std::mutex> guard(directory_lock);
   for (pool_state* s : directory())

@@ -17,6 +17,7 @@
 
 #include <pvmm/memory_pool.hpp>
 
+#include "operation.hpp"
 #include "probe_table.hpp"
 #include "spin_lock.hpp"
 
@@ -66,6 +67,12 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   std::size_t raw_live = 0;
   std::shared_ptr<pool_state> orphaned;  // set while the owner is gone and raw allocations remain
 };
+
+/// errc::already_released for an operation on an empty memory_pool owner.
+error empty_pool(const operation& op);
+/// Sets the mutable attributes (threshold, reuse policies) of a pool, as at creation or set_attributes.
+status set_attributes(pool_handle h, std::uint64_t release_threshold, bool follow, bool opportunistic, bool internal,
+                      const operation& op);
 
 /// The live pool states of this process, to find the pool of a raw pointer (pvmm::free_async). Process-wide
 /// because raw pointers are: the caller may have given up every owner of the pool.

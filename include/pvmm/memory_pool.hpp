@@ -90,6 +90,15 @@ struct pool_properties {
   bool reuse_internal_dependencies = true;      ///< the driver may add waits on other streams to reuse memory
 };
 
+/// A pool's attributes that may change after creation (cuMemPoolGetAttribute / SetAttribute, hipMemPool*): read
+/// back exactly as set, on every backend.
+struct pool_attributes {
+  std::uint64_t release_threshold = std::numeric_limits<std::uint64_t>::max();
+  bool reuse_follow_event_dependencies = true;
+  bool reuse_opportunistic = true;
+  bool reuse_internal_dependencies = true;
+};
+
 /// Bytes a pool holds: reserved from the system, and in use by allocations; with their high marks.
 struct pool_usage {
   std::uint64_t reserved_current = 0;
@@ -179,6 +188,10 @@ class memory_pool {
   /// Sets the high marks to the current values (on every backend).
   status reset_high_marks() const;
   status set_release_threshold(std::uint64_t bytes) const;
+  /// The release threshold and reuse policies in force (a default pool's are the driver's: threshold 0).
+  result<pool_attributes> attributes() const;
+  /// Changes them; work already enqueued keeps the reuse it was given.
+  status set_attributes(const pool_attributes& attributes) const;
   /// Gives back unused memory now, keeping at least `keep` bytes reserved. Frees the host has not seen complete
   /// (not synchronized) still count as used.
   status trim_to(std::size_t keep) const;

@@ -1,0 +1,56 @@
+// A pool's release threshold and reuse policies read back as set, at creation and after, on every backend
+// (cuMemPoolGetAttribute / SetAttribute; hip-tests reads and sets both).
+#include <limits>
+
+#include "support.hpp"
+
+using namespace pvmm;
+using namespace pvmm_test;
+
+namespace {
+void check_equal(const pool_attributes& got, const pool_attributes& want) {
+  CHECK(got.release_threshold == want.release_threshold);
+  CHECK(got.reuse_follow_event_dependencies == want.reuse_follow_event_dependencies);
+  CHECK(got.reuse_opportunistic == want.reuse_opportunistic);
+  CHECK(got.reuse_internal_dependencies == want.reuse_internal_dependencies);
+}
+}  // namespace
+
+TEST_SUITE("pool") {
+  PVMM_CASE("pool attributes read back as created and as set; a threshold of 0 gives memory back at a synchronize") {
+    PVMM_REQUIRE_DEVICE();
+    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    pool_properties p;
+    p.release_threshold = std::uint64_t{3} << 20;
+    p.reuse_follow_event_dependencies = false;
+    p.reuse_opportunistic = true;
+    p.reuse_internal_dependencies = false;
+    auto pool = memory_pool::create(p).value();
+    check_equal(pool.attributes().value(), {p.release_threshold, false, true, false});
+    // Every combination of the three policies, each read back.
+    for (unsigned bits = 0; bits < 8; ++bits) {
+      CAPTURE(bits);
+      const pool_attributes want{std::uint64_t{bits} << 21, (bits & 1) != 0, (bits & 2) != 0, (bits & 4) != 0};
+      PVMM_CHECK_OK(pool.set_attributes(want));
+      check_equal(pool.attributes().value(), want);
+    }
+    PVMM_CHECK_OK(pool.set_release_threshold(std::numeric_limits<std::uint64_t>::max()));
+    CHECK(pool.attributes().value().release_threshold == std::numeric_limits<std::uint64_t>::max());
+
+    // The threshold in force decides what a synchronize gives back.
+    auto s = stream::create(0).value();
+    PVMM_CHECK_OK(pool.allocate(std::size_t{4} << 20, s).value().free_async(s));
+    PVMM_CHECK_OK(s.synchronize());
+    CHECK(pool.usage().value().reserved_current >= (std::uint64_t{4} << 20));  // kept: threshold is the maximum
+    PVMM_CHECK_OK(pool.set_attributes({0, true, true, true}));
+    PVMM_CHECK_OK(pool.allocate(4096, s).value().free_async(s));
+    PVMM_CHECK_OK(s.synchronize());
+    CHECK(pool.usage().value().reserved_current == 0);  // given back at this synchronize
+
+    auto def = memory_pool::default_pool(0).value();
+    CHECK(def.attributes().has_value());
+    memory_pool empty;
+    PVMM_CHECK_ERRC(empty.attributes(), errc::already_released);
+    PVMM_CHECK_ERRC(empty.set_attributes({}), errc::already_released);
+  }
+}
