@@ -1,23 +1,17 @@
-// Host backend, feature "pool": a real stream-ordered suballocator. Each pool is one sparse memfd (of its maximum
-// size, or the machine's memory) mapped once; it commits 2 MiB chunks (fallocate) as blocks need them and gives
-// them back by punching holes, so "reserved" is what the file really holds. A free is enqueued on its stream and
-// completes in that stream's order; who may reuse a freed block follows the pool's reuse policies, decided from
+// Host backend, feature "pool": the backend's entry points over a real stream-ordered suballocator
+// (pool_state.hpp). It commits 2 MiB chunks (fallocate) as blocks need them and gives them back by punching holes,
+// so "reserved" is what the file really holds. A free is enqueued on its stream and completes in that stream's
+// order; who may reuse a freed block follows the pool's reuse policies (may_reuse, pool_blocks.cpp), decided from
 // the streams' recorded ordering and progress (worker_stream.hpp).
 //
-// Sharing: the file is what another process imports (a dup of the memfd over SCM_RIGHTS). Past the pool's memory
-// the file holds a control table (per 256-byte unit: a generation, odd while the block that starts there is live,
-// and a count of importers) and a header page, so both processes see which exports are stale and which blocks an
-// importer still holds.
+// Sharing: the sealed file (pool_file.cpp) is what another process imports (a dup of the memfd over SCM_RIGHTS).
+// Its control table tells an importer which exports are stale and how large each live block is; the exporter
+// only writes it. The exporter cannot see an importer's use through anything it owns, so, as on the drivers, the
+// importer frees first: that is the caller's rule.
 #include <fcntl.h>
-#include <linux/falloc.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -28,124 +22,13 @@
 #include "backend/pool.hpp"
 #include "checked_math.hpp"
 #include "host.hpp"
+#include "pool_state.hpp"
 #include "propagate.hpp"
 #include "worker_stream.hpp"
 
 namespace pvmm::detail::backend {
 namespace host {
 namespace {
-
-constexpr std::size_t chunk = std::size_t{2} << 20;  // like CUDA's pool granularity
-constexpr std::size_t alignment = 256;               // of every block, as the drivers align pool allocations
-
-/// Shared between the exporter and importers (in the file): generation odd while live; importers holding it.
-struct unit_state {
-  std::atomic<std::uint32_t> generation;
-  std::atomic<std::uint32_t> importers;
-};
-static_assert(std::atomic<std::uint32_t>::is_always_lock_free, "shared between processes");
-
-/// The last page of a pool's file.
-struct file_header {
-  char magic[8];
-  std::uint64_t capacity;
-};
-constexpr char header_magic[8] = {'p', 'v', 'm', 'm', 'p', 'o', 'o', 'l'};
-
-/// A pointer export's driver record, as this backend writes it.
-struct pointer_record {
-  std::uint32_t magic;
-  std::uint32_t generation;
-  std::uint64_t offset;
-  std::uint64_t size;  // the block's
-  std::uint64_t capacity;
-};
-constexpr std::uint32_t pointer_magic = 0x706d7670;  // "pvmp"
-static_assert(sizeof(pointer_record) <= sizeof(pool_pointer_record), "fits the drivers' 64 bytes");
-
-std::size_t table_bytes(std::size_t capacity) {
-  return (capacity / alignment * sizeof(unit_state) + page_size() - 1) / page_size() * page_size();
-}
-std::size_t file_bytes(std::size_t capacity) { return capacity + table_bytes(capacity) + page_size(); }
-
-struct block {
-  std::size_t size = 0;
-  enum class state { live, pending, free } what = state::live;
-  std::shared_ptr<worker_stream> freed_on;      // pending/free: the stream the free was enqueued on
-  std::uint64_t free_sequence = 0;              // ... and its place there
-  std::uint64_t generation = 0;                 // bumped at each reuse: a late free task leaves a reused block alone
-  std::shared_ptr<worker_stream> allocated_on;  // live: the stream it was allocated on ...
-  std::uint64_t allocated_after = 0;            // ... and its place there, which the host must see done
-};
-
-struct host_pool {
-  ~host_pool() {
-    if (base) ::munmap(base, file_bytes(capacity));
-    if (fd >= 0) ::close(fd);
-  }
-  std::mutex lock;
-  int fd = -1;  // -1 in an importer, which only maps the file
-  bool imported = false;
-  unsigned char* base = nullptr;
-  std::size_t capacity = 0;  // the pool's maximum; the file holds the control table and header past it
-  unit_state& unit(std::size_t offset) { return reinterpret_cast<unit_state*>(base + capacity)[offset / alignment]; }
-  std::vector<bool> committed;
-  std::size_t committed_chunks = 0;
-  std::map<std::size_t, block> blocks;  // by offset; [0, end) is covered by blocks
-  std::size_t end = 0;
-  std::uint64_t used = 0, used_high = 0, reserved_high = 0;
-  std::uint64_t threshold = 0;  // the drivers' default
-  bool follow = true, opportunistic = true, internal = true;
-  int device = 0;
-
-  std::uint64_t reserved() const { return static_cast<std::uint64_t>(committed_chunks) * chunk; }
-
-  /// Gives back committed chunks that hold no live or pending block, from the top, while more than `keep` stays.
-  void trim(std::uint64_t keep) {
-    for (std::size_t c = committed.size(); c-- > 0 && reserved() > keep;) {
-      if (!committed[c] || reserved() - chunk < keep) continue;
-      const std::size_t lo = c * chunk, hi = lo + chunk;
-      bool busy = false;
-      auto it = blocks.upper_bound(lo);
-      if (it != blocks.begin()) --it;
-      for (; it != blocks.end() && it->first < hi; ++it)
-        if (it->first + it->second.size > lo && it->second.what != block::state::free) {
-          busy = true;
-          break;
-        }
-      if (busy) continue;
-      if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(lo), chunk) != 0) continue;
-      committed[c] = false;
-      --committed_chunks;
-    }
-  }
-
-  /// Commits every chunk under [offset, offset + size).
-  status commit(std::size_t offset, std::size_t size) {
-    for (std::size_t c = offset / chunk; c * chunk < offset + size; ++c) {
-      if (committed[c]) continue;
-      if (::fallocate(fd, 0, static_cast<off_t>(c * chunk), chunk) != 0)
-        return errno_error(errc::out_of_memory, "fallocate", errno, "committing a pool chunk");
-      committed[c] = true;
-      ++committed_chunks;
-    }
-    reserved_high = std::max(reserved_high, reserved());
-    return {};
-  }
-
-  /// Whether memory freed as `b` may be handed to work on `on` now, and a wait `on` needs first (internal).
-  bool reusable(const block& b, worker_stream& on, bool& needs_wait) const {
-    needs_wait = false;
-    if (b.freed_on.get() == &on) return true;  // stream order alone makes it safe
-    if (follow && on.ordered_after(b.freed_on.get()) >= b.free_sequence) return true;
-    if (opportunistic && b.what == block::state::free) return true;
-    if (internal) {
-      needs_wait = b.what == block::state::pending;
-      return true;
-    }
-    return false;
-  }
-};
 
 // The live pools by handle, and default pools by device. Process-wide because handles are; a handle the caller
 // passes is looked up here, never dereferenced.
@@ -175,59 +58,6 @@ std::shared_ptr<host_pool> pool_of(const void* p) {
 
 error unknown_pool(pool_handle h) {
   return make_error(errc::invalid_handle, fmt::format("{:#x} is not a live pool of the host backend", h.value));
-}
-
-result<std::shared_ptr<host_pool>> make_pool(std::size_t max_size, int device) {
-  auto pool = std::make_shared<host_pool>();
-  pool->device = device;
-  std::size_t capacity = max_size;
-  if (capacity == 0) {  // no limit: as much as the machine has
-    const auto pages = static_cast<std::size_t>(::sysconf(_SC_PHYS_PAGES));
-    capacity = pages * page_size();
-  }
-  auto rounded = checked_round_up(capacity, chunk);
-  if (!rounded) return make_error(errc::out_of_memory, fmt::format("a pool of {:#x} bytes cannot exist", max_size));
-  pool->capacity = *rounded;
-  pool->fd = ::memfd_create("pvmm-pool", MFD_CLOEXEC);
-  if (pool->fd < 0) return errno_error(errc::system_error, "memfd_create", errno);
-  if (::ftruncate(pool->fd, static_cast<off_t>(file_bytes(pool->capacity))) != 0)
-    return errno_error(errc::out_of_memory, "ftruncate", errno, "sizing the pool's sparse file");
-  void* base =
-      ::mmap(nullptr, file_bytes(pool->capacity), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, pool->fd, 0);
-  if (base == MAP_FAILED) return errno_error(errc::out_of_memory, "mmap", errno, "mapping the pool");
-  pool->base = static_cast<unsigned char*>(base);
-  pool->committed.assign(pool->capacity / chunk, false);
-  file_header header{};
-  std::memcpy(header.magic, header_magic, sizeof header_magic);
-  header.capacity = pool->capacity;
-  std::memcpy(pool->base + file_bytes(pool->capacity) - page_size(), &header, sizeof header);
-  return pool;
-}
-
-/// Maps a pool file another process exported; invalid_handle for anything else (it came from a peer).
-result<std::shared_ptr<host_pool>> map_imported(int fd, int device) {
-  if (::fcntl(fd, F_GET_SEALS) < 0)
-    return make_error(errc::invalid_handle, fmt::format("fd {} is not a memfd, so not a host-backend pool", fd));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return errno_error(errc::invalid_handle, "fstat", errno);
-  const auto total = static_cast<std::size_t>(st.st_size);
-  file_header header{};
-  if (total < page_size() ||
-      ::pread(fd, &header, sizeof header, static_cast<off_t>(total - page_size())) !=
-          static_cast<ssize_t>(sizeof header) ||
-      std::memcmp(header.magic, header_magic, sizeof header_magic) != 0)
-    return make_error(errc::invalid_handle, fmt::format("fd {} does not hold a host-backend pool", fd));
-  if (header.capacity % chunk != 0 || header.capacity > total || file_bytes(header.capacity) != total)
-    return make_error(errc::invalid_handle, fmt::format("fd {}: a pool of {:#x} bytes cannot be {:#x} bytes long", fd,
-                                                        header.capacity, total));
-  auto pool = std::make_shared<host_pool>();
-  pool->imported = true;
-  pool->device = device;
-  pool->capacity = header.capacity;
-  void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-  if (base == MAP_FAILED) return errno_error(errc::out_of_memory, "mmap", errno, "mapping the imported pool");
-  pool->base = static_cast<unsigned char*>(base);
-  return pool;
 }
 
 }  // namespace
@@ -294,13 +124,13 @@ status set_pool_attribute(pool_handle h, pool_attribute which, std::uint64_t val
       pool->threshold = value;
       return {};
     case pool_attribute::reuse_follow_event_dependencies:
-      pool->follow = value != 0;
+      pool->policy.follow = value != 0;
       return {};
     case pool_attribute::reuse_opportunistic:
-      pool->opportunistic = value != 0;
+      pool->policy.opportunistic = value != 0;
       return {};
     case pool_attribute::reuse_internal_dependencies:
-      pool->internal = value != 0;
+      pool->policy.internal = value != 0;
       return {};
     case pool_attribute::reserved_high:
       pool->reserved_high = pool->reserved();
@@ -321,11 +151,11 @@ result<std::uint64_t> get_pool_attribute(pool_handle h, pool_attribute which) {
     case pool_attribute::release_threshold:
       return pool->threshold;
     case pool_attribute::reuse_follow_event_dependencies:
-      return std::uint64_t{pool->follow};
+      return std::uint64_t{pool->policy.follow};
     case pool_attribute::reuse_opportunistic:
-      return std::uint64_t{pool->opportunistic};
+      return std::uint64_t{pool->policy.opportunistic};
     case pool_attribute::reuse_internal_dependencies:
-      return std::uint64_t{pool->internal};
+      return std::uint64_t{pool->policy.internal};
     case pool_attribute::reserved_current:
       return pool->reserved();
     case pool_attribute::reserved_high:
@@ -361,51 +191,24 @@ result<void*> allocate_from_pool(pool_handle h, std::size_t size, stream_handle 
   if (!pool) return unknown_pool(h);
   auto on = find_stream(s);
   if (!on) return unknown_stream(s);
-  auto need = checked_round_up(size, alignment);
+  auto need = checked_round_up(size, pool_alignment);
   if (!need) return make_error(errc::out_of_memory, fmt::format("{:#x} bytes cannot exist", size));
+  std::vector<std::shared_ptr<worker_stream>> held;  // let go after the lock: a stream's teardown runs its work
+  host_pool::placement at;
+  std::uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> guard(pool->lock);
+    PVMM_TRY_ASSIGN(taken, pool->take(*need, size, on, held));
+    at = std::move(taken);
+    generation = pool->blocks.find(at.offset)->second.generation;
+  }
+  // Enqueued without the pool's lock: on a stream that has stopped, work runs inline, and pool work takes it.
+  if (at.wait_on) on->enqueue_wait(at.wait_on, at.wait_for);  // internal dependencies: the driver adds the wait
+  const std::uint64_t after = on->enqueue([] {});  // the allocation is a step in the stream's order, as on the GPUs
   std::lock_guard<std::mutex> guard(pool->lock);
-  // First fit among freed blocks this stream may reuse; else at the end.
-  std::size_t offset = pool->end;
-  bool reuse = false, wait = false;
-  for (auto& [off, b] : pool->blocks) {
-    if (b.what == block::state::live || b.size < *need) continue;
-    bool needs_wait = false;
-    if (!pool->reusable(b, *on, needs_wait)) continue;
-    offset = off;
-    reuse = true;
-    wait = needs_wait;
-    break;
-  }
-  if (!reuse && (*need > pool->capacity || pool->end > pool->capacity - *need))
-    return make_error(errc::out_of_memory,
-                      fmt::format("the pool's maximum size {:#x} would be exceeded ({:#x} in blocks, {:#x} asked)",
-                                  pool->capacity, pool->end, *need),
-                      "free earlier allocations (and synchronize), or create the pool with a larger max_size");
-  PVMM_TRY(pool->commit(offset, *need));
-  if (reuse) {
-    block& b = pool->blocks[offset];
-    if (wait) on->enqueue_wait(b.freed_on, b.free_sequence);  // internal dependencies: the driver adds the wait
-    if (b.size > *need) {                                     // split: the rest stays free as it was
-      block rest = b;
-      rest.size = b.size - *need;
-      pool->blocks.emplace(offset + *need, rest);
-    }
-    b.size = *need;
-    b.what = block::state::live;
-    b.freed_on.reset();
-    ++b.generation;
-  } else {
-    pool->blocks[offset] = block{*need, block::state::live, nullptr, 0, 0, nullptr, 0};
-    pool->end = offset + *need;
-  }
-  block& made = pool->blocks[offset];
-  made.allocated_on = on;
-  made.allocated_after = on->enqueue([] {});  // the allocation is a step in the stream's order, as on the GPUs
-  pool->used += *need;
-  pool->used_high = std::max(pool->used_high, pool->used);
-  auto& u = pool->unit(offset);
-  u.generation.store((u.generation.load() | 1u) + 2u);  // odd: live, and unlike any earlier life of this block
-  return static_cast<void*>(pool->base + offset);
+  auto it = pool->blocks.find(at.offset);
+  if (it != pool->blocks.end() && it->second.generation == generation) it->second.allocated_after = after;
+  return static_cast<void*>(pool->base + at.offset);
 }
 
 status free_to_pool(void* pointer, stream_handle s, int) {
@@ -413,36 +216,26 @@ status free_to_pool(void* pointer, stream_handle s, int) {
   if (!pool) return make_error(errc::invalid_argument, fmt::format("{} is not host pool memory", pointer));
   auto on = find_stream(s);
   if (!on) return unknown_stream(s);
+  // An importer's free ends its own use; the exporter keeps no count of importers (a peer could forge one).
+  if (pool->imported) return {};
   const std::size_t offset = static_cast<std::size_t>(static_cast<unsigned char*>(pointer) - pool->base);
-  if (pool->imported) {  // the importer's use ends in stream order
-    on->enqueue([pool, offset] { pool->unit(offset).importers.fetch_sub(1); });
-    return {};
+  std::size_t size = 0;
+  std::uint64_t ticket = 0;
+  {
+    std::lock_guard<std::mutex> guard(pool->lock);
+    auto it = pool->blocks.find(offset);
+    if (it == pool->blocks.end() || it->second.what != pool_block::state::live)
+      return make_error(errc::invalid_argument, fmt::format("{} is not a live allocation of the pool", pointer));
+    size = it->second.size;
+    ticket = pool->release(offset, on);
   }
-  std::lock_guard<std::mutex> guard(pool->lock);
-  auto it = pool->blocks.find(offset);
-  if (it == pool->blocks.end() || it->second.what != block::state::live)
-    return make_error(errc::invalid_argument, fmt::format("{} is not a live allocation of the pool", pointer));
-  auto& u = pool->unit(offset);
-  const std::uint32_t live_generation = u.generation.fetch_add(1);  // even: an import from now on is stale
-  if (const auto holders = u.importers.load(); holders != 0) {
-    u.generation.store(live_generation);
-    return make_error(errc::busy, fmt::format("{} is still held by {} importing process(es)", pointer, holders),
-                      "the importer frees first (and the exporter frees after it has seen that)");
-  }
-  block& b = it->second;
-  const std::uint64_t generation = b.generation, size = b.size;
-  b.what = block::state::pending;
-  b.freed_on = on;
-  b.allocated_on.reset();
-  // The free completes in the stream's order; the pool lock is held, so the task cannot run before these are set.
-  b.free_sequence = on->enqueue([pool, offset, generation, size] {
-    std::lock_guard<std::mutex> inner(pool->lock);
-    pool->used -= size;
-    auto found = pool->blocks.find(offset);
-    if (found != pool->blocks.end() && found->second.generation == generation &&
-        found->second.what == block::state::pending)
-      found->second.what = block::state::free;
+  // The free completes in the stream's order (enqueued without the lock, as in allocate_from_pool).
+  const std::uint64_t sequence = on->enqueue([pool, size, ticket] {
+    std::lock_guard<std::mutex> guard(pool->lock);
+    pool->completed(size, ticket);
   });
+  std::lock_guard<std::mutex> guard(pool->lock);
+  pool->enqueued(ticket, sequence);
   return {};
 }
 
@@ -464,16 +257,21 @@ result<pool_handle> import_pool_posix_fd(int fd, int device) {
 result<pool_pointer_record> export_pool_pointer(pool_handle h, const void* pointer) {
   auto pool = find_pool(h);
   if (!pool) return unknown_pool(h);
+  std::shared_ptr<worker_stream> allocated_on;  // let go after the lock, as in allocate_from_pool
   std::lock_guard<std::mutex> guard(pool->lock);
   const auto offset = static_cast<std::size_t>(static_cast<const unsigned char*>(pointer) - pool->base);
   auto it = pool->blocks.find(offset);
-  if (it == pool->blocks.end() || it->second.what != block::state::live)
+  if (it == pool->blocks.end() || it->second.what != pool_block::state::live)
     return make_error(errc::invalid_argument, fmt::format("{} is not a live allocation of the pool", pointer));
-  const block& b = it->second;
-  if (b.allocated_on->observed() < b.allocated_after)  // as CUDA refuses an allocation the host has not seen done
+  const pool_block& b = it->second;
+  allocated_on = b.allocated_on.lock();
+  // As CUDA refuses an allocation the host has not seen done. A stream that is gone drained its queue.
+  const bool seen =
+      b.allocated_after != sequence_unknown && (!allocated_on || allocated_on->observed() >= b.allocated_after);
+  if (!seen)
     return make_error(errc::invalid_argument,
                       fmt::format("{} is not known complete: synchronize its stream before exporting it", pointer));
-  pointer_record r{pointer_magic, pool->unit(offset).generation.load(), offset, b.size, pool->capacity};
+  pointer_record r{pointer_magic, 0, b.generation, offset, b.requested, pool->capacity};
   pool_pointer_record out{};
   std::memcpy(out.data(), &r, sizeof r);
   return out;
@@ -486,17 +284,22 @@ result<void*> import_pool_pointer(pool_handle h, const pool_pointer_record& reco
   std::memcpy(&r, record.data(), sizeof r);
   if (r.magic != pointer_magic || r.capacity != pool->capacity)
     return make_error(errc::invalid_handle, "the record is not a pointer export of this host-backend pool");
-  if (r.offset % alignment != 0 || r.offset >= pool->capacity || r.size > pool->capacity - r.offset || size > r.size ||
-      r.generation % 2 == 0)
+  if (r.offset % pool_alignment != 0 || r.offset >= pool->capacity || r.size == 0 ||
+      r.size > pool->capacity - r.offset || r.generation % 2 == 0)
+    return make_error(errc::invalid_handle,
+                      fmt::format("the record's block [{:#x}, +{:#x}) cannot be in this pool", r.offset, r.size));
+  if (size != r.size)
+    return make_error(errc::invalid_handle, fmt::format("the export says {:#x} bytes, its record {:#x}", size, r.size));
+  // The exporter's table: read generation, size, generation, so a block reused meanwhile is not taken for this one.
+  auto& u = pool->unit(r.offset);
+  const std::uint64_t before = u.generation.load(), held = u.size.load(), after = u.generation.load();
+  if (before != r.generation || after != before)
+    return make_error(errc::invalid_handle, "the exported allocation has been freed since it was exported (stale)");
+  if (held != r.size)
     return make_error(
         errc::invalid_handle,
-        fmt::format("the record's block [{:#x}, +{:#x}) (size {:#x}) cannot be in this pool", r.offset, r.size, size));
-  auto& u = pool->unit(r.offset);
-  u.importers.fetch_add(1);  // first: the exporter's free sees it, or this sees the exporter's free
-  if (u.generation.load() != r.generation) {
-    u.importers.fetch_sub(1);
-    return make_error(errc::invalid_handle, "the exported allocation has been freed since it was exported (stale)");
-  }
+        fmt::format("the record says the block holds {:#x} bytes, the exporter's table {:#x}", r.size, held),
+        "send the pool_pointer_export as export_pointer made it");
   return static_cast<void*>(pool->base + r.offset);
 }
 
