@@ -2,6 +2,7 @@
 // and copies in stream order.
 #include <cstring>
 #include <mutex>
+#include <system_error>
 #include <unordered_map>
 #include <vector>
 
@@ -13,24 +14,57 @@
 namespace pvmm::detail::backend {
 namespace host {
 
-worker_stream::worker_stream() : worker_([this] { run(); }) {}
+result<std::shared_ptr<worker_stream>> worker_stream::start() {
+  auto s = std::make_shared<worker_stream>();
+  try {
+    s->worker_ = std::thread([raw = s.get()] { raw->run(); });
+  } catch (const std::system_error& e) {  // pthread_create's errno (EAGAIN: a thread or memory limit)
+    error failed = errno_error(errc::system_error, "pthread_create", e.code().value(), "starting the stream's worker");
+    failed.hint =
+        "the process may not start another thread: RLIMIT_NPROC (ulimit -u, counted per user), the container's "
+        "pids limit (pids.max of its cgroup) or RLIMIT_AS (ulimit -v; every thread maps a stack) is reached; "
+        "raise it, or release streams no longer needed (each holds one thread)";
+    return failed;
+  }
+  return s;
+}
 
-worker_stream::~worker_stream() {
+worker_stream::~worker_stream() { stop(); }
+
+void worker_stream::stop() {
+  std::thread worker;
   {
     std::lock_guard<std::mutex> guard(lock_);
     stopping_ = true;
+    worker = std::move(worker_);
+    if (!worker.joinable()) stopped_ = true;  // never started
   }
   changed_.notify_all();
   // Never the worker's own thread: work items hold references to other streams only (a wait never names its
-  // own stream), so the last reference to a stream goes on another thread.
-  if (worker_.joinable()) worker_.join();
+  // own stream), so the last reference to a stream goes on another thread; destroy_stream is the user's call.
+  if (worker.joinable()) worker.join();
 }
 
 std::uint64_t worker_stream::enqueue(std::function<void()> work) {
-  std::lock_guard<std::mutex> guard(lock_);
-  queue_.push_back(std::move(work));
+  std::unique_lock<std::mutex> guard(lock_);
+  if (!stopped_) {
+    queue_.push_back(std::move(work));
+    changed_.notify_all();
+    return ++enqueued_;
+  }
+  // No worker any more (a stream destroyed while another thread still used it): run it here, in order.
+  guard.unlock();
+  std::lock_guard<std::mutex> in_order(inline_lock_);
+  guard.lock();
+  const auto sequence = ++enqueued_;
+  guard.unlock();
+  work();
+  work = nullptr;
+  guard.lock();
+  ++completed_;
+  guard.unlock();
   changed_.notify_all();
-  return ++enqueued_;
+  return sequence;
 }
 
 std::uint64_t worker_stream::enqueued() const {
@@ -77,7 +111,10 @@ void worker_stream::run() {
     {
       std::unique_lock<std::mutex> guard(lock_);
       changed_.wait(guard, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and drained
+      if (queue_.empty()) {  // stopping, and drained: later work runs inline (enqueue)
+        stopped_ = true;
+        return;
+      }
       work = std::move(queue_.front());
       queue_.pop_front();
     }
@@ -96,10 +133,16 @@ namespace {
 std::mutex registry_lock;
 std::unordered_map<std::uint64_t, std::shared_ptr<worker_stream>> streams;
 std::unordered_map<std::uint64_t, std::shared_ptr<worker_event>> events;
+// The last handle given out, under registry_lock. Handles are never reused (an address would be, by the next
+// object allocated there): a stale handle finds nothing, and one counter for both kinds means a stream's handle
+// is never an event's. They start far from the small integers a caller might make up.
+std::uint64_t last_handle = std::uint64_t{0x7076} << 48;
 
+/// Registers `object` under a new handle; the caller holds registry_lock.
 template <class T>
-std::uint64_t handle_of(const std::shared_ptr<T>& p) {
-  return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p.get()));
+std::uint64_t add(std::unordered_map<std::uint64_t, std::shared_ptr<T>>& registry, std::shared_ptr<T> object) {
+  registry.emplace(++last_handle, std::move(object));
+  return last_handle;
 }
 }  // namespace
 
@@ -131,10 +174,10 @@ error unknown_event(event_handle h) {
 }  // namespace
 
 result<stream_handle> create_stream(int) {
-  auto s = std::make_shared<worker_stream>();
+  auto s = worker_stream::start();
+  if (!s) return std::move(s).error();
   std::lock_guard<std::mutex> guard(registry_lock);
-  streams.emplace(handle_of(s), s);
-  return stream_handle{handle_of(s)};
+  return stream_handle{add(streams, std::move(*s))};
 }
 
 status destroy_stream(stream_handle h) {
@@ -146,7 +189,8 @@ status destroy_stream(stream_handle h) {
     s = std::move(it->second);
     streams.erase(it);
   }
-  return {};  // the worker stops when its last user (a pending wait, an event) lets go
+  s->stop();  // its thread goes now; events and waits on it keep only its counters
+  return {};
 }
 
 status synchronize_stream(stream_handle h, int) {
@@ -204,8 +248,7 @@ status copy_async(void* destination, const void* source, std::size_t size, strea
 result<event_handle> create_event(int) {
   auto e = std::make_shared<worker_event>();
   std::lock_guard<std::mutex> guard(registry_lock);
-  events.emplace(handle_of(e), e);
-  return event_handle{handle_of(e)};
+  return event_handle{add(events, std::move(e))};
 }
 
 status destroy_event(event_handle h) {

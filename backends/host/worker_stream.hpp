@@ -22,8 +22,11 @@ namespace pvmm::detail::backend::host {
 
 class worker_stream : public std::enable_shared_from_this<worker_stream> {
  public:
-  worker_stream();
-  ~worker_stream();  // drains the queue, joins the worker
+  /// A stream with its worker running, or errc::system_error naming the errno and the limits to look at when
+  /// the process may not start another thread (std::thread would throw: pvmm never does).
+  static result<std::shared_ptr<worker_stream>> start();
+  worker_stream() = default;  // no worker yet: start() makes streams
+  ~worker_stream();           // as stop()
   worker_stream(const worker_stream&) = delete;
   worker_stream& operator=(const worker_stream&) = delete;
 
@@ -43,6 +46,10 @@ class worker_stream : public std::enable_shared_from_this<worker_stream> {
   void enqueue_wait(const std::shared_ptr<worker_stream>& on, std::uint64_t sequence);
   /// How far this stream's later work is ordered after `other`'s (sequence numbers), by waits enqueued so far.
   std::uint64_t ordered_after(const worker_stream* other) const;
+  /// Runs the queued work, then joins the worker: a released stream gives its thread back at once. What still
+  /// refers to it (an event recorded on it, a pool block freed on it, a wait on another stream) reads only its
+  /// counters, which need no thread; work enqueued after this runs inline on the caller's thread.
+  void stop();
 
  private:
   void run();
@@ -51,7 +58,8 @@ class worker_stream : public std::enable_shared_from_this<worker_stream> {
   std::deque<std::function<void()>> queue_;
   std::uint64_t enqueued_ = 0, completed_ = 0;
   std::map<const worker_stream*, std::uint64_t> known_;  // enqueue-time ordering after other streams
-  bool stopping_ = false;
+  bool stopping_ = false, stopped_ = false;              // stopped_: the worker has exited; enqueue runs work inline
+  std::mutex inline_lock_;                               // inline work runs one at a time, in sequence order
   std::atomic<std::uint64_t> observed_{0};
   std::thread worker_;
 };

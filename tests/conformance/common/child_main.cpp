@@ -15,8 +15,14 @@
 //       sends the first message of a transfer, then dies before the second
 //   pvmm_conformance_child <socket> hold-fd
 //       opens a pipe holding "hello from the child", tells the parent the read end's number, and waits
+//   pvmm_conformance_child <socket> stream-without-threads
+//       (root drops to nobody) lowers RLIMIT_NPROC to 0 and checks that stream::create is system_error naming
+//       the limit, leaking no stream, thread or fd; then, the limit restored, that a stream works ("skip: why")
 // Each answers "ok" or the error over the socket (exit status 0 or 1).
+#include <dirent.h>
+#include <grp.h>
 #include <linux/capability.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -144,6 +150,43 @@ int pin_over_limit(int sock) {
   return answer(sock, "ok");
 }
 
+std::size_t entries(const char* dir) {
+  std::size_t n = 0;
+  if (DIR* d = ::opendir(dir)) {
+    while (::readdir(d)) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+int stream_without_threads(int sock) {
+  // Root is exempt from RLIMIT_NPROC: become nobody (the capabilities go with root), still readable in /proc.
+  if (::geteuid() == 0 &&
+      (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0))
+    return answer(sock, std::string("skip: cannot drop root to nobody: ") + std::strerror(errno));
+  ::prctl(PR_SET_DUMPABLE, 1);
+  rlimit saved{};
+  if (::getrlimit(RLIMIT_NPROC, &saved) != 0) return answer(sock, "getrlimit failed");
+  const auto live = pvmm::query_live_objects();
+  const std::size_t threads = entries("/proc/self/task"), fds = entries("/proc/self/fd");
+  rlimit none{0, saved.rlim_max};
+  if (::setrlimit(RLIMIT_NPROC, &none) != 0) return answer(sock, "setrlimit failed");
+  auto refused = pvmm::stream::create(0);
+  ::setrlimit(RLIMIT_NPROC, &saved);
+  if (refused) return answer(sock, "stream::create succeeded with RLIMIT_NPROC at 0");
+  const auto& e = refused.error();
+  if (e.code != pvmm::errc::system_error || e.native_name != "EAGAIN" ||
+      e.hint.find("RLIMIT_NPROC") == std::string::npos || e.hint.find("pids") == std::string::npos)
+    return answer(sock, "expected system_error, EAGAIN and a hint naming RLIMIT_NPROC and pids: " + e.message());
+  if (!(pvmm::query_live_objects() == live) || entries("/proc/self/task") != threads || entries("/proc/self/fd") != fds)
+    return answer(sock, "the refused stream left a stream, thread or fd behind");
+  auto s = pvmm::stream::create(0).value();
+  int ran = 0;
+  s.launch_host_function([](void* p) { *static_cast<int*>(p) = 1; }, &ran).value();
+  s.synchronize().value();
+  return answer(sock, ran == 1 ? "ok" : "the stream made after the limit was restored did not run its work");
+}
+
 int hold_fd(int sock) {
   int p[2];
   if (::pipe(p) != 0) return answer(sock, "pipe failed");
@@ -185,6 +228,7 @@ int main(int argc, char** argv) {
     }
     if (mode == "hold-fd") return hold_fd(sock);
     if (mode == "pin-over-limit") return pin_over_limit(sock);
+    if (mode == "stream-without-threads") return stream_without_threads(sock);
     return 2;
   } catch (const pvmm::exception& e) {
     return answer(sock, e.what());
