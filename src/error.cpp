@@ -58,8 +58,14 @@ error operation::fail(errc code, std::string detail, std::string hint) const {
 }
 
 error operation::wrap(error e) const {
-  if (e.operation.empty()) e.operation = name_;
-  if (e.arguments.empty()) e.arguments = args_();
+  if (e.operation.empty()) {  // a step's error (backend, system call): this operation's own
+    e.operation = name_;
+    e.arguments = args_();
+  } else if (e.operation != name_) {
+    // An inner operation's error keeps its name with its own arguments (none is none: filling them in with
+    // ours would show our arguments under its name); where it happened inside follows the detail.
+    e.detail += fmt::format("{}(in {}({}))", e.detail.empty() ? "" : " ", name_, args_());
+  }
   return e;
 }
 

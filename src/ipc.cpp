@@ -69,10 +69,19 @@ status send_fds(int socket, const int* fds, std::size_t count, const void* paylo
     c->cmsg_len = CMSG_LEN(sizeof(int) * count);
     std::memcpy(CMSG_DATA(c), fds, sizeof(int) * count);
   }
-  if (auto ok = wait_for(socket, POLLOUT, timeout, op); !ok) return ok;
-  for (;;) {
-    ssize_t n = ::sendmsg(socket, &msg, MSG_NOSIGNAL);
+  // Send first, wait only when the socket refuses: AF_UNIX reports POLLOUT only while under a quarter of the
+  // send buffer is queued, so waiting first times out on a socket that would take the message at once.
+  const auto deadline = wait::deadline_after(timeout);
+  for (bool waited = false;;) {
+    ssize_t n = ::sendmsg(socket, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      // Woken but still refused, with the deadline passed: the peer did not make room in time.
+      if (waited && std::chrono::steady_clock::now() >= deadline) return wait::timed_out(op, timeout);
+      if (auto ok = wait::wait_until(socket, POLLOUT, deadline, timeout, op); !ok) return ok;
+      waited = true;
+      continue;
+    }
     if (n < 0) return system_failure(op, errno, "sendmsg");
     if (static_cast<std::size_t>(n) != iov.iov_len)
       return op.fail(errc::protocol_error, "the message was sent only in part");

@@ -17,6 +17,10 @@ error system_failure(const detail::operation& op, int err, const char* call) {
   return op.wrap(detail::errno_error(errc::system_error, call, err));
 }
 
+error timed_out(const detail::operation& op, std::chrono::milliseconds timeout) {
+  return op.fail(errc::timeout, fmt::format("the peer did not respond within {} ms", timeout.count()));
+}
+
 /// Timeouts are milliseconds >= 0; wait_forever (milliseconds::max()) waits without limit. Anything longer
 /// than poll's int range is waited for in slices against a deadline, never cast.
 status check_timeout(std::chrono::milliseconds timeout, const detail::operation& op) {
@@ -26,13 +30,23 @@ status check_timeout(std::chrono::milliseconds timeout, const detail::operation&
   return {};
 }
 
+std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+  using clock = std::chrono::steady_clock;
+  const auto now = clock::now();
+  if (timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(clock::time_point::max() - now))
+    return clock::time_point::max();
+  return now + timeout;
+}
+
 /// Waits for `events` on `socket`; timeout/hang-up reported as errors.
 status wait_for(int socket, short events, std::chrono::milliseconds timeout, const detail::operation& op) {
+  return wait_until(socket, events, deadline_after(timeout), timeout, op);
+}
+
+status wait_until(int socket, short events, std::chrono::steady_clock::time_point deadline,
+                  std::chrono::milliseconds timeout, const detail::operation& op) {
   using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  const bool forever =
-      timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(clock::time_point::max() - start);
-  const auto deadline = forever ? clock::time_point::max() : start + timeout;
+  const bool forever = deadline == clock::time_point::max();
   pollfd p{socket, events, 0};
   for (;;) {
     int slice = -1;
@@ -45,7 +59,7 @@ status wait_for(int socket, short events, std::chrono::milliseconds timeout, con
     if (n < 0) return system_failure(op, errno, "poll");
     if (n == 0) {
       if (!forever && clock::now() < deadline) continue;  // a slice of a long wait ended
-      return op.fail(errc::timeout, fmt::format("the peer did not respond within {} ms", timeout.count()));
+      return timed_out(op, timeout);
     }
     if (p.revents & POLLNVAL) return system_failure(op, EBADF, "poll (the socket is not open)");
     return {};

@@ -37,7 +37,8 @@ class operation {
   const char* name() const noexcept { return name_; }
   /// An error pvmm raises by itself (no native error).
   error fail(errc code, std::string detail, std::string hint = {}) const;
-  /// Adds this operation and its arguments to an error a step reported (an inner operation's stay).
+  /// Adds this operation and its arguments to an error a step reported. An inner operation's error keeps its
+  /// name and arguments; this operation is added to its detail as "(in name(arguments))".
   error wrap(error e) const;
   /// Reports an inner operation's error as this operation's own (its name and arguments replace the inner).
   error take_over(error e) const;
