@@ -2,8 +2,9 @@
 # Everything a fresh Debian machine needs, then the job:
 #   tools/setup.sh info   build for the backend that fits this machine (cuda, hip, else host) and run
 #                         pvmm-info --check
-#   tools/setup.sh test   build every backend this machine can compile (host always; cuda where the CUDA
-#                         toolkit is; hip with Debian's ROCm packages) with warnings as errors, run each suite;
+#   tools/setup.sh test   build every backend this machine can compile (host always; cuda, and hip on HIP's
+#                         NVIDIA platform (built only), where the CUDA toolkit is; hip with Debian's ROCm
+#                         packages) with warnings as errors, run each suite;
 #                         then the reliability builds: the host suite under ASan + UBSan and under TSan, and
 #                         each libFuzzer target for PVMM_FUZZ_SECONDS (default 60) — clang from Debian
 set -euo pipefail
@@ -42,7 +43,11 @@ case "${1:-}" in
   test)
     install_missing "${base_packages[@]}"
     backends=(host)
-    if cuda_toolkit; then backends+=(cuda); else echo "note: no CUDA toolkit here; the cuda backend is not compiled"; fi
+    # hip-nvidia is built (not run: no GPU here) to keep the driverless build of HIP's NVIDIA platform working.
+    if cuda_toolkit; then
+      backends+=(cuda)
+      [ -d ../shared/reference/hip-nvidia/include ] && backends+=(hip-nvidia)  # HIP's NVIDIA-platform headers
+    else echo "note: no CUDA toolkit here; the cuda and hip-nvidia backends are not compiled"; fi
     # hip: Debian's ROCm runtime and headers, plus a compile check against the newest headers Debian has.
     install_missing libamdhip64-dev hipcc
     bash tools/fetch-rocm-headers.sh build/rocm-unstable >/dev/null
