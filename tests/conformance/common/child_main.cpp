@@ -113,6 +113,9 @@ int pool_import(int sock, int device, std::uint32_t expected_seed, std::uint32_t
   empty.size = 0;
   PVMM_CHILD_EXPECT(pool.import_pointer(empty, s), pvmm::errc::invalid_handle, "import a zero-size record");
   auto memory = pool.import_pointer(record, s).value();
+  // A second import of the same record is refused and must leave the first intact (CUDA returns the same pointer
+  // without counting imports: freeing the duplicate would free the first; measured, tools/probes).
+  PVMM_CHILD_EXPECT(pool.import_pointer(record, s), pvmm::errc::busy, "import the same pointer twice");
   const std::size_t size = memory.size();
   std::vector<std::uint32_t> seen(size / sizeof(std::uint32_t));
   s.copy_async(seen.data(), memory.data(), size).value();
