@@ -101,10 +101,20 @@ struct leak_check {
     static std::size_t bytes = 0;
     return bytes;
   }
+  /// Device 0's free memory after each first use of the warm-up: what the driver keeps per feature (main.cpp prints
+  /// it), so device memory a process does not get back can be told apart from memory pvmm holds.
+  static std::vector<std::pair<const char*, std::size_t>>& first_use() {
+    static std::vector<std::pair<const char*, std::size_t>> steps;
+    return steps;
+  }
   static void warm_up() {
     if (no_device_reason().empty())
       for (int d = 0; d < pvmm::device_count().value(); ++d) {
+        auto note = [d](const char* step) {
+          if (d == 0) first_use().emplace_back(step, free_device_memory());
+        };
         (void)pvmm::query_memory(d);
+        note("context");
         (void)pvmm::memory_pool::default_pool(d);  // lives for the whole process, as the drivers' do
         // A context's first stream, event and pageable async copies (each way) take device memory the driver keeps for
         // the process: do one of each on a small mapping.
@@ -124,6 +134,8 @@ struct leak_check {
               (void)s->copy_async(*at, staging.data(), staging.size());
               (void)s->copy_async(staging.data(), *at, staging.size());
               if (e) (void)e->record(*s);
+              (void)s->synchronize();
+              note("stream, event, pageable copies");
               // A process's first pool allocation copied across streams after an event takes device memory the
               // driver keeps (2 MiB, seen with one GPU visible).
               if (auto pool = pvmm::memory_pool::create([&] {
@@ -141,6 +153,7 @@ struct leak_check {
                   (void)other->synchronize();
                 }
               }
+              note("a pool allocation used across streams (pool destroyed)");
               // A process's first managed memory on a device reserves device memory the driver keeps.
               auto caps = pvmm::query_device(d);
               if (caps && caps->capabilities.managed.concurrent_access)
@@ -149,11 +162,13 @@ struct leak_check {
                   (void)pvmm::prefetch_async(managed->data(), managed->size(), pvmm::location::host(), *s);
                   (void)s->synchronize();
                 }
+              note("managed memory prefetched both ways (freed)");
               (void)s->synchronize();
               (void)range->unmap(0, memory->size());
             }
           }
         }
+        note("every warm-up object gone");
       }
   }
   static std::size_t free_device_memory() {
