@@ -21,14 +21,17 @@
 
 namespace pvmm::detail::backend::host {
 
-// The one place the reuse policies are decided (a later issue re-measures the drivers' exact rules here).
+// The one place the reuse policies are decided: the drivers' measured rules (tools/probes/README.md, pool_reuse,
+// CUDA 13.0 and HIP-on-NVIDIA on driver 580), numbered as memory_pool.hpp states them. take() asks with
+// `internal` off unless the pool could not grow otherwise (rule 4's unmeasured case, decided for the host).
 reuse may_reuse(const reuse_policy& policy, const free_origin& freed, const worker_stream& on) {
   if (!freed.stream) return freed.completed ? reuse::now : reuse::no;  // gone (drained) or fresh: nothing to order
-  if (freed.stream.get() == &on) return reuse::now;                    // stream order alone makes it safe
+  if (freed.stream.get() == &on) return reuse::now;                    // 5: stream order alone makes it safe
   if (freed.sequence == sequence_unknown) return reuse::no;  // its free is being enqueued: no place to order after
-  if (policy.follow && on.ordered_after(freed.stream.get()) >= freed.sequence) return reuse::now;
-  if (policy.opportunistic && freed.completed) return reuse::now;
-  if (policy.internal) return freed.completed ? reuse::now : reuse::after_wait;  // the driver adds the wait
+  if (freed.completed && freed.stream->synchronized() >= freed.sequence) return reuse::now;        // 1: seen by a sync
+  if (policy.follow && on.ordered_after(freed.stream.get()) >= freed.sequence) return reuse::now;  // 3
+  if (policy.opportunistic && freed.completed) return reuse::now;                                  // 2
+  if (policy.internal) return freed.completed ? reuse::now : reuse::after_wait;  // 4: only when the pool is full
   return reuse::no;
 }
 
@@ -158,11 +161,11 @@ result<host_pool::placement> host_pool::take(std::size_t need, std::size_t reque
     if (a.size != b.size) return a.size < b.size;
     return a.stream->get() == on.get() && b.stream->get() != on.get();  // its own frees keep a stream's data warm
   };
-  auto consider = [&](const size_index& frees, const std::shared_ptr<worker_stream>& stream) {
+  auto consider = [&](const size_index& frees, const std::shared_ptr<worker_stream>& stream, const reuse_policy& p) {
     int asked = 0;
     for (auto it = frees.lower_bound({need, 0}); it != frees.end() && asked < 4; ++it, ++asked) {
       const pool_block& b = blocks.find(it->second)->second;
-      const reuse how = may_reuse(policy, {stream, b.free_sequence, b.what == pool_block::state::free}, *on);
+      const reuse how = may_reuse(p, {stream, b.free_sequence, b.what == pool_block::state::free}, *on);
       if (how == reuse::no) continue;
       const candidate c{it->second, it->first, how, &stream, b.free_sequence};
       if (!best || better(c, *best)) best = c;
@@ -170,27 +173,36 @@ result<host_pool::placement> host_pool::take(std::size_t need, std::size_t reque
     }
   };
   static const std::shared_ptr<worker_stream> no_stream;
+  // Locked once for both passes: candidates point into `held`, so it never reallocates after this.
   held.reserve(held.size() + by_stream.size() + 1);
-  consider(any_stream, no_stream);
-  for (auto& [key, frees] : by_stream) {
-    held.push_back(key.lock());  // gone: only its pending frees are left, which nobody may take yet
-    consider(frees.done, held.back());
-    consider(frees.pending, held.back());
-  }
-  // No freed block fits: grow the top block when it is freed memory `on` may take, else take new memory.
+  const std::size_t first = held.size();
+  for (auto& entry : by_stream) held.push_back(entry.first.lock());  // gone: only pending frees, nobody's yet
+  auto top = blocks.empty() ? blocks.end() : std::prev(blocks.end());
+  const bool top_freed = top != blocks.end() && top->second.what != pool_block::state::live;
+  if (top_freed) held.push_back(top->second.any_stream ? nullptr : top->second.freed_on.lock());
   bool grow = false;
-  if (!best && !blocks.empty()) {
-    auto top = std::prev(blocks.end());
-    const pool_block& b = top->second;
-    if (b.what != pool_block::state::live && (b.size >= need || need - b.size <= capacity - end)) {
-      held.push_back(b.any_stream ? nullptr : b.freed_on.lock());
-      const reuse how = may_reuse(policy, {held.back(), b.free_sequence, b.what == pool_block::state::free}, *on);
-      if (how != reuse::no) {
-        best = candidate{top->first, b.size, how, &held.back(), b.free_sequence};
-        grow = b.size < need;
-      }
+  auto search = [&](const reuse_policy& p) {
+    consider(any_stream, no_stream, p);
+    std::size_t i = first;
+    for (auto& entry : by_stream) {
+      consider(entry.second.done, held[i], p);
+      consider(entry.second.pending, held[i], p);
+      ++i;
     }
-  }
+    // No freed block fits: grow the top block when it is freed memory `on` may take, else take new memory.
+    if (best || !top_freed) return;
+    const pool_block& b = top->second;
+    if (b.size < need && need - b.size > capacity - end) return;
+    const reuse how = may_reuse(p, {held.back(), b.free_sequence, b.what == pool_block::state::free}, *on);
+    if (how == reuse::no) return;
+    best = candidate{top->first, b.size, how, &held.back(), b.free_sequence};
+    grow = b.size < need;
+  };
+  reuse_policy first_pass = policy;
+  first_pass.internal = false;  // the drivers prefer new memory to a wait while the pool can grow (rule 4)
+  search(first_pass);
+  const bool fits_new = need <= capacity && end <= capacity - need;
+  if (!best && !fits_new && policy.internal) search(policy);
   if (!best && (need > capacity || end > capacity - need))
     return make_error(errc::out_of_memory,
                       fmt::format("the pool's maximum size {:#x} would be exceeded ({:#x} in blocks, {:#x} asked)",

@@ -46,6 +46,7 @@ struct free_origin {
   std::uint64_t sequence;  // the free's place on `stream`
   bool completed;
 };
+/// Whether work on `on` may take a block freed as `freed` says: the drivers' measured rules (pool_blocks.cpp).
 reuse may_reuse(const reuse_policy& policy, const free_origin& freed, const worker_stream& on);
 
 struct pool_block {

@@ -198,7 +198,7 @@ status synchronize_stream(stream_handle h, int) {
   if (!s) return unknown_stream(h);
   const auto through = s->enqueued();
   s->wait_until_completed(through);
-  s->observe(through);
+  s->observe(through, true);
   release_above_thresholds();
   return {};
 }
@@ -208,7 +208,7 @@ result<bool> query_stream(stream_handle h, int) {
   if (!s) return unknown_stream(h);
   const auto through = s->enqueued();
   if (s->completed() < through) return false;
-  s->observe(through);
+  s->observe(through, false);  // enough to export what it allocated; not to hand its frees to other streams
   return true;
 }
 
@@ -274,7 +274,7 @@ status synchronize_event(event_handle e) {
   auto [on, sequence] = ev->recorded();
   if (on) {
     on->wait_until_completed(sequence);
-    on->observe(sequence);
+    on->observe(sequence, true);
   }
   release_above_thresholds();
   return {};
@@ -286,7 +286,7 @@ result<bool> query_event(event_handle e) {
   auto [on, sequence] = ev->recorded();
   if (!on) return true;
   if (on->completed() < sequence) return false;
-  on->observe(sequence);
+  on->observe(sequence, false);
   return true;
 }
 

@@ -35,13 +35,16 @@ class worker_stream : public std::enable_shared_from_this<worker_stream> {
   std::uint64_t enqueued() const;
   std::uint64_t completed() const;
   void wait_until_completed(std::uint64_t sequence) const;
-  /// The host has seen work up to `sequence` complete (a synchronize, or a query that answered done): what the
-  /// drivers require before a pool allocation may be exported.
-  void observe(std::uint64_t sequence) {
-    for (auto seen = observed_.load(); seen < sequence && !observed_.compare_exchange_weak(seen, sequence);) {
-    }
+  /// The host has seen work up to `sequence` complete: by a blocking synchronisation (`blocking`: a stream or event
+  /// synchronize), or by a query that answered done. Either lets a pool allocation be exported (observed()); only
+  /// a blocking one makes the stream's completed frees reusable on every stream (synchronized()), as the drivers
+  /// do (tools/probes/README.md, pool_reuse: a polled query changed no cell).
+  void observe(std::uint64_t sequence, bool blocking) {
+    raise(observed_, sequence);
+    if (blocking) raise(synchronized_, sequence);
   }
   std::uint64_t observed() const { return observed_.load(); }
+  std::uint64_t synchronized() const { return synchronized_.load(); }
   /// Work enqueued from now on waits until `on` has completed `sequence`; the ordering is recorded.
   void enqueue_wait(const std::shared_ptr<worker_stream>& on, std::uint64_t sequence);
   /// How far this stream's later work is ordered after `other`'s (sequence numbers), by waits enqueued so far.
@@ -60,7 +63,11 @@ class worker_stream : public std::enable_shared_from_this<worker_stream> {
   std::map<const worker_stream*, std::uint64_t> known_;  // enqueue-time ordering after other streams
   bool stopping_ = false, stopped_ = false;              // stopped_: the worker has exited; enqueue runs work inline
   std::mutex inline_lock_;                               // inline work runs one at a time, in sequence order
-  std::atomic<std::uint64_t> observed_{0};
+  std::atomic<std::uint64_t> observed_{0}, synchronized_{0};
+  static void raise(std::atomic<std::uint64_t>& to, std::uint64_t sequence) {
+    for (auto seen = to.load(); seen < sequence && !to.compare_exchange_weak(seen, sequence);) {
+    }
+  }
   std::thread worker_;
 };
 

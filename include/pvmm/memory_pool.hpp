@@ -3,8 +3,21 @@
 //
 // Portable semantics (every backend):
 // - an allocation is usable by work enqueued after allocate on its stream; free_async frees it in stream order;
-// - reuse of freed memory across streams follows the pool's reuse policies (all three on by default, as the
-//   drivers do); with all off, memory freed on one stream is reused only on that stream;
+// - reuse of a block freed on stream s1 by an allocation on another stream s2 follows the rules CUDA 13.0 and
+//   HIP-on-NVIDIA were measured to follow (driver 580; tools/probes/README.md, pool_reuse), on every backend:
+//   1. a free the host has seen complete through a blocking synchronisation (stream or event synchronize) is
+//      reusable on every stream under every policy setting, all off included; a query answering "done" does not
+//      count;
+//   2. a free that has completed but that the host has not seen that way is reused on s2 only with
+//      reuse_opportunistic;
+//   3. a free that s2 is ordered after (s2 waited for an event recorded on s1 after the free) is reused with
+//      reuse_follow_event_dependencies, even while it is still pending (s2's work runs after it);
+//   4. a pending free that s2 is not ordered after is never handed to s2 while the pool can grow, whatever the
+//      policies (reuse_internal_dependencies changed nothing measured). Where the pool cannot grow (max_size
+//      reached) the host backend lets reuse_internal_dependencies hand it over with a wait on s1 added to s2; not
+//      verified on the drivers (the probe could not fill a pool);
+//   5. s1 always reuses its own frees (stream order), and gets back what s2 did not take.
+//   A reused block is handed out at the same address; which block s2 gets otherwise is not promised;
 // - usage(): reserved >= used; high marks >= current marks (a reset sets high to current on every backend);
 // - memory beyond the release threshold goes back at a synchronize (stream, event); trim_to(keep) gives back
 //   unused memory now while keeping at least `keep` bytes reserved;
@@ -85,9 +98,14 @@ struct pool_properties {
   /// PyTorch and CCCL set it): the drivers' default, 0, gives all free memory back at every synchronize, which
   /// makes a pool no faster than a plain allocation. Use 0 for that behaviour.
   std::uint64_t release_threshold = std::numeric_limits<std::uint64_t>::max();
-  bool reuse_follow_event_dependencies = true;  ///< reuse memory freed on a stream this one waited for
-  bool reuse_opportunistic = true;              ///< reuse memory whose free has completed, on any stream
-  bool reuse_internal_dependencies = true;      ///< the driver may add waits on other streams to reuse memory
+  /// Reuse memory freed on a stream this one waited for (an event recorded after the free), even before the free
+  /// has run (rule 3 of "Portable semantics").
+  bool reuse_follow_event_dependencies = true;
+  /// Reuse memory whose free has completed, on any stream, though no synchronize saw it (rule 2).
+  bool reuse_opportunistic = true;
+  /// The driver may add a wait on another stream's pending free to reuse its memory: measured to change nothing
+  /// while the pool can grow (rule 4); the host backend uses it only when the pool would exceed max_size.
+  bool reuse_internal_dependencies = true;
 };
 
 /// A pool's attributes that may change after creation (cuMemPoolGetAttribute / SetAttribute, hipMemPool*): read

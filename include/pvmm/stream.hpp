@@ -40,9 +40,11 @@ class stream_ref {
   stream_handle native_handle() const noexcept { return handle_; }
   int device() const noexcept { return device_; }
 
-  /// Waits until all work enqueued so far has completed.
+  /// Waits until all work enqueued so far has completed. Pool frees it saw complete become reusable on every
+  /// stream (memory_pool.hpp, "Portable semantics", rule 1), as event::synchronize makes those it covers.
   status synchronize() const;
-  /// True when all work enqueued so far has completed.
+  /// True when all work enqueued so far has completed. Unlike synchronize, an answer of true does not make the
+  /// stream's pool frees reusable on other streams (the drivers were measured not to count a query).
   result<bool> query() const;
   /// Work enqueued after this call waits for the work `e` recorded (an event never recorded: no wait).
   status wait(const event& e) const;

@@ -268,8 +268,8 @@ TEST_SUITE("pool") {
     for (auto& m : live) PVMM_CHECK_OK(m.free_async(keep));
     PVMM_CHECK_OK(keep.synchronize());
     PVMM_CHECK_OK(keep.synchronize());
-    // Memory freed on a stream that is gone is free for every stream, even with every reuse policy off (only
-    // that stream could take it otherwise, and it never will).
+    // Memory freed on a stream that is gone is free for every stream, even with every reuse policy off: its
+    // release synchronised it (rule 1 of memory_pool.hpp), and only that stream could take it otherwise.
     pool_properties strict;
     strict.max_size = caps().pools.max_size ? 2 * mib : 0;  // where enforced, only reuse can serve the second
     strict.reuse_follow_event_dependencies = strict.reuse_opportunistic = strict.reuse_internal_dependencies = false;
