@@ -27,5 +27,8 @@ inline std::string encode_name(const allocation_properties& p) {
 
 /// The properties a pvmm memfd's name carries; invalid_handle for anything else (it came from a peer).
 result<allocation_properties> decode_properties(int fd);
+/// invalid_handle unless `fd` is a memfd sealed against shrinking and growing (invariants 12 and 16): a peer that
+/// kept the right to resize it could SIGBUS this process at its next access. `what` names the memory ("pool").
+status check_size_seals(int fd, const char* what);
 
 }  // namespace pvmm::detail::backend::host

@@ -37,21 +37,8 @@ std::size_t table_bytes(std::size_t capacity) {
 
 /// invalid_handle unless `fd` is sealed against size changes and not against writing.
 status check_seals(int fd) {
+  PVMM_TRY(check_size_seals(fd, "pool"));
   const int seals = ::fcntl(fd, F_GET_SEALS);
-  if (seals < 0)
-    return errno_error(errc::invalid_handle, "fcntl(F_GET_SEALS)", errno,
-                       fmt::format("fd {} is not a memfd, so not a host-backend pool", fd));
-  constexpr int required = F_SEAL_SHRINK | F_SEAL_GROW;
-  if ((seals & required) != required) {
-    const char* missing = (seals & required) == 0        ? "shrinking and growing"
-                          : (seals & F_SEAL_SHRINK) == 0 ? "shrinking"
-                                                         : "growing";
-    return make_error(errc::invalid_handle,
-                      fmt::format("fd {} is not sealed against {} (seals {:#x}); its owner could truncate it and crash "
-                                  "this process at its next access to the pool",
-                                  fd, missing, seals),
-                      "import only pools exported by pvmm (sealed with F_SEAL_SHRINK | F_SEAL_GROW)");
-  }
   if ((seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) != 0)
     return make_error(
         errc::invalid_handle,

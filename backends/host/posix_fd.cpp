@@ -10,6 +10,7 @@
 
 #include "backend/posix_fd.hpp"
 #include "host.hpp"
+#include "propagate.hpp"
 
 namespace pvmm::detail::backend {
 
@@ -39,6 +40,24 @@ result<allocation_properties> host::decode_properties(int fd) {
   return p;
 }
 
+status host::check_size_seals(int fd, const char* what) {
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0)
+    return errno_error(errc::invalid_handle, "fcntl(F_GET_SEALS)", errno,
+                       fmt::format("fd {} is not a memfd, so not {} exported by pvmm", fd, what));
+  constexpr int required = F_SEAL_SHRINK | F_SEAL_GROW;
+  if ((seals & required) == required) return {};
+  const char* missing = (seals & required) == 0        ? "shrinking and growing"
+                        : (seals & F_SEAL_SHRINK) == 0 ? "shrinking"
+                                                       : "growing";
+  return make_error(
+      errc::invalid_handle,
+      fmt::format("fd {} is not sealed against {} (seals {:#x}); its owner could truncate it and crash "
+                  "this process at its next access to the {}",
+                  fd, missing, seals, what),
+      fmt::format("import only {} exported by pvmm (memfds sealed with F_SEAL_SHRINK | F_SEAL_GROW)", what));
+}
+
 result<bool> posix_fd_capability(int) { return true; }
 
 result<int> export_posix_fd(allocation_handle handle) {
@@ -48,23 +67,7 @@ result<int> export_posix_fd(allocation_handle handle) {
 }
 
 result<allocation_handle> import_posix_fd(int fd, std::size_t size) {
-  const int seals = ::fcntl(fd, F_GET_SEALS);
-  if (seals < 0)
-    return errno_error(errc::invalid_handle, "fcntl(F_GET_SEALS)", errno,
-                       fmt::format("fd {} is not a memory fd exported by pvmm", fd));
-  // Invariant 12: a peer that kept the right to truncate the file could SIGBUS this process at its next
-  // access to the mapping; pvmm's exports are sealed against both shrinking and growing.
-  constexpr int required = F_SEAL_SHRINK | F_SEAL_GROW;
-  if ((seals & required) != required) {
-    const char* missing = (seals & required) == 0        ? "shrinking and growing"
-                          : (seals & F_SEAL_SHRINK) == 0 ? "shrinking"
-                                                         : "growing";
-    return make_error(errc::invalid_handle,
-                      fmt::format("fd {} is not sealed against {} (seals {:#x}); its owner could truncate it and crash "
-                                  "this process at its next access",
-                                  fd, missing, seals),
-                      "import only fds exported by pvmm (memfds sealed with F_SEAL_SHRINK | F_SEAL_GROW)");
-  }
+  PVMM_TRY(host::check_size_seals(fd, "memory"));
   struct stat st {};
   if (::fstat(fd, &st) != 0) return errno_error(errc::invalid_handle, "fstat", errno);
   if (static_cast<std::size_t>(st.st_size) != size)
