@@ -32,9 +32,11 @@
 // - an imported pool cannot allocate, cannot be exported again, and accepts only pointers exported from the pool it
 //   was imported from (pvmm checks the pool's identity before the driver, on every backend);
 // - the exporter's allocation must be complete (synchronize) before the importer uses it, and the importer frees
-//   before the exporter does. The drivers cannot see the second rule across processes; the host backend can and
-//   refuses the exporter's free with errc::busy, and refuses an export that was freed since with
-//   errc::invalid_handle.
+//   before the exporter does. No backend can see the second rule across processes (the host backend keeps nothing
+//   a peer could forge decide the exporter's frees: invariant 16), so it is the caller's: the exporter's free is
+//   never refused. The host backend refuses a stale or altered pointer export with errc::invalid_handle;
+// - importing the same pointer twice in one process is refused with errc::busy and leaves the first import intact
+//   (the drivers return the same pointer without counting imports).
 //
 // Threading: pools and allocations may be used from any thread; destroying or moving an owner may not overlap
 // its use.
