@@ -53,8 +53,14 @@ const char* mode_name(attach_mode m) noexcept {
 
 std::size_t page() { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)); }
 
-/// [pointer, pointer + size) lies inside one live managed allocation.
-status check_range(const void* pointer, std::size_t size, const operation& op) {
+/// One live managed allocation: its base and (page-rounded) size.
+struct managed_span {
+  const unsigned char* base;
+  std::size_t size;
+};
+
+/// [pointer, pointer + size) lies inside one live managed allocation; returns that allocation.
+result<managed_span> check_range(const void* pointer, std::size_t size, const operation& op) {
   if (pointer == nullptr) return op.fail(errc::invalid_argument, "the pointer is null");
   if (size == 0) return op.fail(errc::invalid_size, "size is zero");
   const auto* p = static_cast<const unsigned char*>(pointer);
@@ -69,7 +75,7 @@ status check_range(const void* pointer, std::size_t size, const operation& op) {
     return op.fail(errc::out_of_range,
                    fmt::format("the range runs {:#x} bytes past its managed allocation [{}, +{:#x})", size - left,
                                static_cast<const void*>(it->first), it->second));
-  return {};
+  return managed_span{it->first, it->second};
 }
 
 /// Drops a freed allocation from the registry and the live count.
@@ -218,7 +224,17 @@ status attach_async(stream_ref on, const void* pointer, std::size_t size, attach
                        detail::mode_name(mode));
   };
   const detail::operation op{"pvmm::attach_async", args};
-  PVMM_TRY(detail::check_range(pointer, size, op));
+  PVMM_TRY_ASSIGN(allocation, detail::check_range(pointer, size, op));
+  // A stream attaches whole allocations (cuStreamAttachMemAsync documents it; CUDA's driver takes length 0 for the
+  // whole, and HIP's tests expect hipErrorInvalidValue for part of one), so part of one is refused here on every
+  // backend rather than silently widened. Size 0 stays invalid_size as in every other range call: the caller says
+  // the allocation's size, so a range that is not the whole allocation is always the caller's mistake.
+  if (static_cast<const unsigned char*>(pointer) != allocation.base || size != allocation.size)
+    return op.fail(
+        errc::invalid_argument,
+        fmt::format("attach_async takes a whole managed allocation, and [{}, +{:#x}) is part of [{}, +{:#x})", pointer,
+                    size, static_cast<const void*>(allocation.base), allocation.size),
+        "pass the allocation's data() and size()");
   PVMM_TRY(detail::check_stream(on, op));
   if (mode != attach_mode::global && mode != attach_mode::host && mode != attach_mode::single)
     return op.fail(errc::invalid_argument, fmt::format("unknown attach mode {}", static_cast<int>(mode)));

@@ -19,15 +19,36 @@ namespace pvmm {
 namespace detail {
 namespace {
 
-// Registered ranges by start. Process-wide because registrations are (the drivers keep one table per process).
+// Registered ranges and live pinned allocations by start, both under registry_lock. Process-wide because
+// page-locked memory is (the drivers keep one table per process). Pinned allocations are kept so that registering
+// one (or part of one) is already_registered on every backend: cuMemHostRegister refuses it as
+// CUDA_ERROR_INVALID_VALUE while mlock would lock it again.
 std::mutex registry_lock;
-std::map<const unsigned char*, std::size_t> registered;
+std::map<const unsigned char*, std::size_t> registered, pinned;
+
+/// Drops a freed pinned allocation from `pinned` and the live count.
+void forget_pinned(const void* data) noexcept {
+  {
+    std::lock_guard<std::mutex> guard(registry_lock);
+    pinned.erase(static_cast<const unsigned char*>(data));
+  }
+  --live_pinned;
+}
 
 /// Teardown of an owner (destructor, move-assignment): never fault-injected (an injected failure here would only
 /// simulate the leak teardown exists to prevent); the owner is gone whatever the driver says.
 void free_pinned_owner(void* data, std::size_t size) noexcept {
   (void)backend::free_pinned(data, size);  // teardown: never fault-injected
-  --live_pinned;
+  forget_pinned(data);
+}
+
+/// The entry of `family` that overlaps [p, p + size), or end() (under registry_lock).
+std::map<const unsigned char*, std::size_t>::const_iterator overlapping(
+    const std::map<const unsigned char*, std::size_t>& family, const unsigned char* p, std::size_t size) {
+  auto next = family.lower_bound(p);
+  if (next != family.begin() && std::prev(next)->first + std::prev(next)->second > p) return std::prev(next);
+  if (next != family.end() && next->first < p + size) return next;
+  return family.end();
 }
 
 result<capabilities::host_memory_features> host_memory(const operation& op) {
@@ -112,6 +133,13 @@ result<pinned_allocation> pinned_allocation::create(std::size_t size, const pinn
     return op.fail(errc::not_supported, "no page-locked allocations here", "capabilities.host_memory.pinned");
   PVMM_TRY(detail::check_options(options, caps, op));
   PVMM_TRY_ASSIGN(p, op.step("allocate_pinned", [&] { return detail::backend::allocate_pinned(size, options); }));
+  try {  // recorded after the memory: a failure to record must not leave it ownerless
+    std::lock_guard<std::mutex> guard(detail::registry_lock);
+    detail::pinned.emplace(static_cast<const unsigned char*>(p), size);
+  } catch (...) {
+    (void)detail::backend::free_pinned(p, size);  // rollback: never fault-injected
+    throw;
+  }
   ++detail::live_pinned;
   return pinned_allocation(p, size, options.mapped);
 }
@@ -142,9 +170,9 @@ status pinned_allocation::release() noexcept {
   if (!valid()) return op.fail(errc::already_released, "this pinned_allocation is empty (released or moved from)");
   // A failed free leaves the owner as it was, so the caller can retry or let the destructor free it.
   PVMM_TRY(op.step("free_pinned", [&] { return detail::backend::free_pinned(data_, size_); }));
+  detail::forget_pinned(data_);
   data_ = nullptr;
   size_ = 0;
-  --detail::live_pinned;
   return {};
 }
 
@@ -174,17 +202,17 @@ status register_host_memory(void* pointer, std::size_t size, const pinned_option
     return op.fail(errc::out_of_range, "the range wraps around the address space");
   PVMM_TRY(detail::check_mapped(pointer, size, op));
   std::lock_guard<std::mutex> guard(detail::registry_lock);
-  auto next = detail::registered.lower_bound(p);
-  const bool overlaps_next = next != detail::registered.end() && next->first < p + size;
-  const bool overlaps_previous =
-      next != detail::registered.begin() && std::prev(next)->first + std::prev(next)->second > p;
-  if (overlaps_next || overlaps_previous) {
-    const auto& other = overlaps_previous ? *std::prev(next) : *next;
+  // A pinned allocation is page-locked memory as much as a registration is: overlapping either is one answer.
+  if (auto other = detail::overlapping(detail::pinned, p, size); other != detail::pinned.end())
     return op.fail(errc::already_registered,
-                   fmt::format("the range overlaps [{}, +{:#x}), registered already",
-                               static_cast<const void*>(other.first), other.second),
+                   fmt::format("the range overlaps the pinned allocation [{}, +{:#x}), page-locked already",
+                               static_cast<const void*>(other->first), other->second),
+                   "pinned memory needs no registration: use it as it is");
+  if (auto other = detail::overlapping(detail::registered, p, size); other != detail::registered.end())
+    return op.fail(errc::already_registered,
+                   fmt::format("the range overlaps the registration [{}, +{:#x}), registered already",
+                               static_cast<const void*>(other->first), other->second),
                    "unregister it first, or register only what is not");
-  }
   PVMM_TRY(op.step("register_host", [&] { return detail::backend::register_host(pointer, size, options); }));
   try {  // recorded after the driver call: a failure to record must not leave the range locked and unowned
     detail::registered.emplace(p, size);

@@ -6,6 +6,12 @@
 // Portable semantics (every backend):
 // - advice, prefetch and queries take ranges inside one managed allocation pvmm made (anything else is
 //   errc::invalid_argument, or errc::out_of_range where the range runs past its allocation);
+// - advice, prefetch and queries work on whole CPU pages: a range that does not start or end on a page boundary is
+//   rounded out (start down, end up) to the pages it touches, as cuMemAdvise, cuMemPrefetchAsync and hipMemAdvise
+//   document; so advice on [base + 100, +5000) reads back on all of the first two pages, and a query of a few
+//   bytes answers for the page holding them;
+// - attach_async takes one whole managed allocation (pointer its data(), size its size()); part of one is
+//   errc::invalid_argument naming the allocation, as a stream attaches whole allocations only;
 // - locations are device(n), host() and, where capabilities.managed.host_numa_locations, host_numa(n);
 // - a range attribute is the pages' common value: read_mostly only if every page is; a preferred or last-prefetch
 //   location only if every page has the same one; accessed_by lists the processors set for every page;
@@ -84,8 +90,9 @@ struct range_attributes {
 };
 result<range_attributes> query_range(const void* pointer, std::size_t size);
 
-/// Attaches a managed range to a stream in its order (cuStreamAttachMemAsync): single limits use to `on`'s work,
-/// host to the host, global to everyone. HIP records nothing (its call does nothing).
+/// Attaches a whole managed allocation ([pointer, pointer + size) must be exactly one: its data() and size()) to a
+/// stream in its order (cuStreamAttachMemAsync): single limits use to `on`'s work, host to the host, global to
+/// everyone. HIP records nothing (its call does nothing).
 status attach_async(stream_ref on, const void* pointer, std::size_t size, attach_mode mode);
 
 }  // namespace pvmm

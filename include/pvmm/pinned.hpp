@@ -6,8 +6,12 @@
 // Portable semantics (every backend):
 // - device_pointer(d) is where device d reaches the memory; it may differ from the host pointer
 //   (capabilities.host_memory.device_pointer_is_host_pointer);
-// - a range overlapping one registered already is refused with errc::already_registered; unregistering an address
-//   that does not start a registered range with errc::not_registered;
+// - a pinned allocation counts as registered memory: registering a range that overlaps a registration or a live
+//   pinned_allocation is errc::already_registered, before any driver call, the message naming which it overlaps
+//   and its range (CUDA's driver would call a pinned allocation CUDA_ERROR_INVALID_VALUE; mlock would lock it again);
+// - registering a range with a page where nothing is mapped, or mapped PROT_NONE, is errc::invalid_argument;
+// - unregistering an address that does not start a registered range is errc::not_registered; unregistering memory
+//   the program already unmapped succeeds and forgets the range (as cuMemHostUnregister does);
 // - a lock the system refuses (RLIMIT_MEMLOCK) is errc::out_of_memory, with a hint naming the limit.
 //
 // Threading: any thread; destroying or moving an owner may not overlap its use.
