@@ -16,6 +16,7 @@ status free_managed(void* pointer);
 status advise_managed(const void* pointer, std::size_t size, advice what, location where);
 status prefetch_managed(const void* pointer, std::size_t size, location to, stream_handle s, int device);
 result<range_attributes> query_managed_range(const void* pointer, std::size_t size);
+// [pointer, pointer + size) is one whole managed allocation (the neutral layer refuses part of one).
 status attach_managed(stream_handle s, int device, const void* pointer, std::size_t size, attach_mode mode);
 
 }  // namespace pvmm::detail::backend
