@@ -51,7 +51,7 @@ constexpr setting settings[] = {{"all-off", false, false, false},
 /// One trial as the probe runs it: a fresh pool and streams; S allocated on s1, written and synchronised; freed on
 /// s1; the situation; S allocated on s2. Checks `want`, and for a block s2 did not get, that s1 gets it back.
 void trial(situation sit, const setting& set, std::size_t size, outcome want) {
-  INFO("policy " << set.label << ", " << size << " bytes");
+  INFO("policy " << std::string(set.label) << ", " << size << " bytes");
   pool_properties p;
   p.reuse_follow_event_dependencies = set.follow;
   p.reuse_opportunistic = set.opportunistic;
