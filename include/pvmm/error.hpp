@@ -103,8 +103,21 @@ class [[nodiscard]] result {
     check();
     return std::get<0>(state_);
   }
+  /// Access as std::optional / std::expected give it, except that an error throws instead of being undefined.
   T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
+  /// The value, or `fallback` when this holds an error (never throws).
+  template <class U>
+  T value_or(U&& fallback) const& {
+    return has_value() ? std::get<0>(state_) : static_cast<T>(std::forward<U>(fallback));
+  }
+  template <class U>
+  T value_or(U&& fallback) && {
+    return has_value() ? std::get<0>(std::move(state_)) : static_cast<T>(std::forward<U>(fallback));
+  }
 
   /// The error; precondition: !has_value().
   const pvmm::error& error() const& { return std::get<1>(state_); }

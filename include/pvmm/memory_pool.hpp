@@ -65,6 +65,8 @@ struct pool_state;
 /// The backend's handle of a pool (CUmemoryPool, hipMemPool_t, the host backend's pool) as an integer.
 struct pool_handle {
   std::uint64_t value = 0;
+  friend constexpr bool operator==(pool_handle a, pool_handle b) noexcept { return a.value == b.value; }
+  friend constexpr bool operator!=(pool_handle a, pool_handle b) noexcept { return a.value != b.value; }
 };
 
 /// A pool's identity: random, made when an exportable pool is created, carried by its exports (all zero for a

@@ -19,10 +19,14 @@ namespace pvmm {
 /// The backend's handle of a stream (CUstream, hipStream_t, the host backend's worker) as an integer.
 struct stream_handle {
   std::uint64_t value = 0;
+  friend constexpr bool operator==(stream_handle a, stream_handle b) noexcept { return a.value == b.value; }
+  friend constexpr bool operator!=(stream_handle a, stream_handle b) noexcept { return a.value != b.value; }
 };
 /// The backend's handle of an event (CUevent, hipEvent_t, the host backend's event) as an integer.
 struct event_handle {
   std::uint64_t value = 0;
+  friend constexpr bool operator==(event_handle a, event_handle b) noexcept { return a.value == b.value; }
+  friend constexpr bool operator!=(event_handle a, event_handle b) noexcept { return a.value != b.value; }
 };
 
 class event;
