@@ -84,14 +84,14 @@ void worker_stream::wait_until_completed(std::uint64_t sequence) const {
 
 void worker_stream::enqueue_wait(const std::shared_ptr<worker_stream>& on, std::uint64_t sequence) {
   if (on.get() == this || sequence == 0) return;  // a stream is ordered after itself already
-  std::map<const worker_stream*, std::uint64_t> inherited;
+  std::map<std::uint64_t, std::uint64_t> inherited;
   {
     std::lock_guard<std::mutex> guard(on->lock_);
     inherited = on->known_;  // what `on` was ordered after, it passes on (an approximation from above is safe)
   }
   enqueue([on, sequence] { on->wait_until_completed(sequence); });
   std::lock_guard<std::mutex> guard(lock_);
-  auto& after = known_[on.get()];
+  auto& after = known_[on->serial_];
   after = std::max(after, sequence);
   for (auto [stream, seq] : inherited) {
     auto& known = known_[stream];
@@ -101,7 +101,8 @@ void worker_stream::enqueue_wait(const std::shared_ptr<worker_stream>& on, std::
 
 std::uint64_t worker_stream::ordered_after(const worker_stream* other) const {
   std::lock_guard<std::mutex> guard(lock_);
-  auto it = known_.find(other);
+  if (!other) return 0;
+  auto it = known_.find(other->serial_);
   return it == known_.end() ? 0 : it->second;
 }
 

@@ -60,9 +60,16 @@ class worker_stream : public std::enable_shared_from_this<worker_stream> {
   mutable std::condition_variable changed_;
   std::deque<std::function<void()>> queue_;
   std::uint64_t enqueued_ = 0, completed_ = 0;
-  std::map<const worker_stream*, std::uint64_t> known_;  // enqueue-time ordering after other streams
-  bool stopping_ = false, stopped_ = false;              // stopped_: the worker has exited; enqueue runs work inline
-  std::mutex inline_lock_;                               // inline work runs one at a time, in sequence order
+  // Enqueue-time ordering after other streams, keyed by serial: an address can be reused by a later stream, which
+  // must not inherit what was known of the stream before it.
+  std::map<std::uint64_t, std::uint64_t> known_;
+  const std::uint64_t serial_ = next_serial();
+  static std::uint64_t next_serial() {
+    static std::atomic<std::uint64_t> counter{0};  // process-wide: serials must never repeat within the process
+    return ++counter;
+  }
+  bool stopping_ = false, stopped_ = false;  // stopped_: the worker has exited; enqueue runs work inline
+  std::mutex inline_lock_;                   // inline work runs one at a time, in sequence order
   std::atomic<std::uint64_t> observed_{0}, synchronized_{0};
   static void raise(std::atomic<std::uint64_t>& to, std::uint64_t sequence) {
     for (auto seen = to.load(); seen < sequence && !to.compare_exchange_weak(seen, sequence);) {
