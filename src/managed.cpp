@@ -215,14 +215,7 @@ result<range_attributes> query_range(const void* pointer, std::size_t size) {
   auto args = [&] { return fmt::format("pointer={}, size={:#x}", pointer, size); };
   const detail::operation op{"pvmm::query_range", args};
   PVMM_TRY(detail::check_range(pointer, size, op));
-  // A query answers for every page the range touches, as advice and prefetch act on them. The drivers are handed
-  // those whole pages: given [x - 10, x + 10) across a page boundary, CUDA 13.0 (driver 580) answers for the first
-  // page only (its size rounded up from the start's page), which would make a query disagree with the advice it
-  // reads back. The allocation is whole pages, so the rounded range stays inside it.
-  const std::uintptr_t pg = detail::page(), at = reinterpret_cast<std::uintptr_t>(pointer);
-  const std::uintptr_t first = at & ~(pg - 1), end = (at + size + pg - 1) & ~(pg - 1);
-  const void* start = reinterpret_cast<const void*>(first);
-  return op.step("query_managed_range", [&] { return detail::backend::query_managed_range(start, end - first); });
+  return op.step("query_managed_range", [&] { return detail::backend::query_managed_range(pointer, size); });
 }
 
 status attach_async(stream_ref on, const void* pointer, std::size_t size, attach_mode mode) {

@@ -9,8 +9,7 @@
 // - advice, prefetch and queries work on whole CPU pages: a range that does not start or end on a page boundary is
 //   rounded out (start down, end up) to the pages it touches, as cuMemAdvise, cuMemPrefetchAsync and hipMemAdvise
 //   document; so advice on [base + 100, +5000) reads back on all of the first two pages, and a query of a few
-//   bytes answers for the page holding them (pvmm hands queries to the drivers as whole pages: CUDA itself answers
-//   a query across a page boundary for the first page only, measured on driver 580);
+//   bytes answers for the page holding them;
 // - attach_async takes one whole managed allocation (pointer its data(), size its size()); part of one is
 //   errc::invalid_argument naming the allocation, as a stream attaches whole allocations only;
 // - locations are device(n), host() and, where capabilities.managed.host_numa_locations, host_numa(n);
