@@ -74,7 +74,9 @@ TEST_SUITE("managed") {
     CHECK(query_range(p + touched * pg - 1, 1).value().read_mostly);     // the last byte of the last page
     CHECK_FALSE(query_range(p + touched * pg, pg).value().read_mostly);  // the page after: untouched
     CHECK_FALSE(query_range(p, (touched + 1) * pg).value().read_mostly);
-    CHECK_FALSE(query_range(p + touched * pg - 10, 20).value().read_mostly);  // straddles into the next page
+    // Not asserted: a few bytes straddling the last advised page and the next. CUDA 13.0 (driver 580, H100)
+    // answered read_mostly for that range, and also for the two whole pages under it, though the second page alone
+    // and the three pages from the first both answer not read_mostly: its per-page rule is not pinned down yet.
 
     PVMM_CHECK_OK(advise(p + pg + 1, 1, advice::set_preferred_location, location::host()));  // one byte of page 1
     CHECK(query_range(p + pg, pg).value().preferred_location == location::host());
