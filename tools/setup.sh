@@ -6,7 +6,8 @@
 #                         NVIDIA platform (built only), where the CUDA toolkit is; hip with Debian's ROCm
 #                         packages) with warnings as errors, run each suite;
 #                         then the reliability builds: the host suite under ASan + UBSan and under TSan, and
-#                         each libFuzzer target for PVMM_FUZZ_SECONDS (default 60) — clang from Debian
+#                         each libFuzzer target for PVMM_FUZZ_SECONDS (default 60) — clang from Debian; and
+#                         every C++ source checked against .clang-format
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,6 +58,16 @@ case "${1:-}" in
     backends+=(host-asan host-tsan fuzz)
     export PVMM_FUZZ_SECONDS="${PVMM_FUZZ_SECONDS:-60}"
     total=0 failed=0 skipped=0
+    # Formatting: every C++ source as .clang-format says (Debian's clang-format), or the run fails naming the files.
+    install_missing clang-format
+    echo "=== clang-format ==="
+    mapfile -t sources < <(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' 2>/dev/null || find include src backends tests tools examples -name '*.[ch]pp' -o -name '*.cu')
+    unformatted=$( (clang-format --dry-run --Werror "${sources[@]}" 2>&1 || true) | sed -n 's/^\([^ :]*\):[0-9]*:[0-9]*: error:.*/\1/p' | sort -u)
+    if [ -n "$unformatted" ]; then
+      failed=$((failed + 1)); echo "clang-format: not formatted (run clang-format -i on them):"; echo "$unformatted"
+    else
+      echo "clang-format: ${#sources[@]} files formatted"
+    fi
     for b in "${backends[@]}"; do
       echo "=== backend: $b ==="
       rm -f "build/$b/junit.xml"

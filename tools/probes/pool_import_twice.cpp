@@ -46,13 +46,13 @@ using api_error = API(Error_t);
 using api_stream = API(Stream_t);
 using api_pool = API(MemPool_t);
 
-#define CHECK(call)                                                                                            \
-  do {                                                                                                         \
-    api_error check_e_ = (call);                                                                               \
-    if (check_e_ != API(Success)) {                                                                            \
+#define CHECK(call)                                                                                           \
+  do {                                                                                                        \
+    api_error check_e_ = (call);                                                                              \
+    if (check_e_ != API(Success)) {                                                                           \
       std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, API(GetErrorName)(check_e_)); \
-      std::exit(2);                                                                                            \
-    }                                                                                                          \
+      std::exit(2);                                                                                           \
+    }                                                                                                         \
   } while (0)
 
 namespace {
@@ -115,7 +115,7 @@ int child_main(int sock) {
   banner("child");
   api_pool pool{};
   api_error e = API(MemPoolImportFromShareableHandle)(&pool, (void*)(std::uintptr_t)pool_fd,
-                                                        API(MemHandleTypePosixFileDescriptor), 0);
+                                                      API(MemHandleTypePosixFileDescriptor), 0);
   std::printf("child: import pool: %s\n", name(e));
   if (e != API(Success)) return 4;
 

@@ -63,13 +63,13 @@ using api_stream = API(Stream_t);
 using api_event = API(Event_t);
 using api_pool = API(MemPool_t);
 
-#define CHECK(call)                                                                                            \
-  do {                                                                                                         \
-    api_error check_e_ = (call);                                                                               \
-    if (check_e_ != API(Success)) {                                                                            \
+#define CHECK(call)                                                                                           \
+  do {                                                                                                        \
+    api_error check_e_ = (call);                                                                              \
+    if (check_e_ != API(Success)) {                                                                           \
       std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, API(GetErrorName)(check_e_)); \
-      std::exit(2);                                                                                            \
-    }                                                                                                          \
+      std::exit(2);                                                                                           \
+    }                                                                                                         \
   } while (0)
 
 namespace {
@@ -146,11 +146,21 @@ struct policy {
   int follow, opportunistic, internal;
 };
 const policy policies[] = {
-    {"all-off", 0, 0, 0}, {"follow-only", 1, 0, 0}, {"opport-only", 0, 1, 0}, {"internal-only", 0, 0, 1}, {"all-on", 1, 1, 1},
+    {"all-off", 0, 0, 0},       {"follow-only", 1, 0, 0}, {"opport-only", 0, 1, 0},
+    {"internal-only", 0, 0, 1}, {"all-on", 1, 1, 1},
 };
 
-enum situation { a_pending, b_done_unobserved, c_stream_sync, c_stream_query, d_event_sync, e_device_sync, f_wait_event,
-                 f_wait_event_pending, g_same_stream };
+enum situation {
+  a_pending,
+  b_done_unobserved,
+  c_stream_sync,
+  c_stream_query,
+  d_event_sync,
+  e_device_sync,
+  f_wait_event,
+  f_wait_event_pending,
+  g_same_stream
+};
 // full: the pool cannot grow (maxSize 2 MiB, filled up before the free), so s2 can only get the freed block or fail.
 struct row {
   situation sit;
@@ -275,7 +285,7 @@ cell trial(int device, std::size_t size, const policy& p, const row& rw) {
     }
     fillers.push_back(f);
   }
-  CHECK(API(StreamSynchronize)(s1));  // the allocation itself is complete and observed; only the free is under test
+  CHECK(API(StreamSynchronize)(s1));      // the allocation itself is complete and observed; only the free is under test
   if (rw.full && filler_failures == 0) {  // the pool did not fill up: the row would not mean what it says
     std::printf("detail size=%zu policy=%s sit=%-34s pool did not fill (%zu fillers)\n", size, p.label, rw.label,
                 fillers.size());
@@ -297,9 +307,14 @@ cell trial(int device, std::size_t size, const policy& p, const row& rw) {
   CHECK(API(FreeAsync)(p1, s1));
 
   switch (sit) {
-    case a_pending: break;
-    case b_done_unobserved: std::this_thread::sleep_for(std::chrono::milliseconds(50)); break;
-    case c_stream_sync: CHECK(API(StreamSynchronize)(s1)); break;
+    case a_pending:
+      break;
+    case b_done_unobserved:
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      break;
+    case c_stream_sync:
+      CHECK(API(StreamSynchronize)(s1));
+      break;
     case c_stream_query: {
       const auto deadline = clock_type::now() + std::chrono::seconds(5);
       api_error e;
@@ -312,13 +327,16 @@ cell trial(int device, std::size_t size, const policy& p, const row& rw) {
       CHECK(API(EventRecord)(ev, s1));
       CHECK(API(EventSynchronize)(ev));
       break;
-    case e_device_sync: CHECK(API(DeviceSynchronize)()); break;
+    case e_device_sync:
+      CHECK(API(DeviceSynchronize)());
+      break;
     case f_wait_event:
     case f_wait_event_pending:
       CHECK(API(EventRecord)(ev, s1));
       CHECK(API(StreamWaitEvent)(s2, ev, 0));
       break;
-    case g_same_stream: break;
+    case g_same_stream:
+      break;
   }
 
   api_stream second = sit == g_same_stream ? s1 : s2;
@@ -356,10 +374,11 @@ cell trial(int device, std::size_t size, const policy& p, const row& rw) {
   c.watchdog = h.watchdog_fired.load() != 0;
   watchdog_releases += c.watchdog;
 
-  std::printf("detail size=%zu policy=%s sit=%-34s fillers=%zu p1=%p s2got=%p (%s, %.3f ms) (%+lld) s1again=%p s2query=%s -> %s\n",
-              size, p.label, rw.label, fillers.size(), p1, q, API(GetErrorName)(qe), q_ms,
-              q ? (long long)((char*)q - (char*)p1) : 0LL, r, held ? API(GetErrorName)(s2_state) : "-",
-              c.text().c_str());
+  std::printf(
+      "detail size=%zu policy=%s sit=%-34s fillers=%zu p1=%p s2got=%p (%s, %.3f ms) (%+lld) s1again=%p s2query=%s -> "
+      "%s\n",
+      size, p.label, rw.label, fillers.size(), p1, q, API(GetErrorName)(qe), q_ms,
+      q ? (long long)((char*)q - (char*)p1) : 0LL, r, held ? API(GetErrorName)(s2_state) : "-", c.text().c_str());
 
   if (q) CHECK(API(FreeAsync)(q, second));
   for (void* f : fillers) CHECK(API(FreeAsync)(f, s1));
@@ -383,9 +402,10 @@ int main() {
   CHECK(API(GetDeviceProperties)(&prop, device));
   int pools_supported = 0;
   CHECK(API(DeviceGetAttribute)(&pools_supported, POOLS_SUPPORTED_ATTR, device));
-  std::printf("pool_reuse api=%s (%s) device=%d \"%s\" cc=%d.%d driverGetVersion=%d runtimeGetVersion=%d pools=%d "
-              "host function via %s\n",
-              API_NAME, API_LABEL, device, prop.name, prop.major, prop.minor, driver, runtime, pools_supported, HOST_FN_CALL);
+  std::printf(
+      "pool_reuse api=%s (%s) device=%d \"%s\" cc=%d.%d driverGetVersion=%d runtimeGetVersion=%d pools=%d "
+      "host function via %s\n",
+      API_NAME, API_LABEL, device, prop.name, prop.major, prop.minor, driver, runtime, pools_supported, HOST_FN_CALL);
   if (!pools_supported) return 3;
 
   const std::size_t sizes[] = {std::size_t(2) << 20, 256};
