@@ -82,9 +82,9 @@ status check_mapped(const void* pointer, std::size_t size, const operation& op) 
   const std::uintptr_t end = (last | (page - 1)) == UINTPTR_MAX ? UINTPTR_MAX : (last | (page - 1)) + 1;
   std::uintptr_t covered = begin;  // [begin, covered) is mapped and accessible
   bool inaccessible = false;
-  PVMM_TRY(for_each_mapping(begin, end, [&](std::uintptr_t lo, std::uintptr_t hi, bool accessible) {
+  PVMM_TRY(for_each_mapping(begin, end, [&](std::uintptr_t lo, std::uintptr_t hi, const char* perms) {
     if (lo > covered) return false;  // a hole at `covered`
-    if (!accessible) return !(inaccessible = true);
+    if (!accessible(perms)) return !(inaccessible = true);
     covered = hi;
     return covered < end;
   }));

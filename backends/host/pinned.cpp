@@ -53,7 +53,7 @@ status unlock_mapped(std::uintptr_t lo, std::uintptr_t hi) {
   if (::syscall(SYS_munlock, lo, hi - lo) == 0) return {};
   if (errno != ENOMEM) return errno_error(errc::system_error, "munlock", errno);
   status failed;
-  auto read = for_each_mapping(lo, hi, [&](std::uintptr_t a, std::uintptr_t b, bool) {
+  auto read = for_each_mapping(lo, hi, [&](std::uintptr_t a, std::uintptr_t b, const char*) {
     a = std::max(a, lo), b = std::min(b, hi);
     if (::syscall(SYS_munlock, a, b - a) != 0) failed = errno_error(errc::system_error, "munlock", errno);
     return true;

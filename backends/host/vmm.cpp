@@ -12,9 +12,11 @@
 #include <cstring>
 #include <limits>
 
+#include "backend/process_maps.hpp"
 #include "backend/vmm.hpp"
 #include "checked_math.hpp"
 #include "host.hpp"
+#include "propagate.hpp"
 
 namespace pvmm::detail::backend {
 namespace {
@@ -167,22 +169,13 @@ status set_access(void* address, std::size_t size, const access_descriptor* gran
 }
 
 result<access> get_access(location, const void* address) {
-  // Read the kernel's own record of the protection, not pvmm's. Opening the file can fail (a full fd table):
-  // that is reported as what it is, never as "not mapped".
-  std::FILE* maps = std::fopen("/proc/self/maps", "re");
-  if (!maps) return errno_error(errc::system_error, "fopen(/proc/self/maps)", errno, "reading the page protection");
-  auto a = reinterpret_cast<std::uintptr_t>(address);
-  char line[8192];  // longer lines (long paths) only split a path, never a range
+  // The kernel's own record of the protection, not pvmm's (a full fd table is reported as such, not "not mapped").
+  const auto a = reinterpret_cast<std::uintptr_t>(address);
   result<access> found = make_error(errc::not_mapped, "the kernel has no mapping at the address");
-  while (std::fgets(line, sizeof line, maps)) {
-    unsigned long lo = 0, hi = 0;
-    char perms[5] = {};
-    if (std::sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3) continue;
-    if (a < lo || a >= hi) continue;
+  PVMM_TRY(for_each_mapping(a, a + 1, [&](std::uintptr_t, std::uintptr_t, const char* perms) {
     found = perms[1] == 'w' ? access::read_write : perms[0] == 'r' ? access::read : access::none;
-    break;
-  }
-  std::fclose(maps);
+    return false;
+  }));
   return found;
 }
 

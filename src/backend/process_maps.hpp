@@ -11,9 +11,12 @@
 
 namespace pvmm::detail {
 
-/// Calls visit(lo, hi, accessible) for each mapping overlapping [begin, end), in address order; `accessible` is
-/// false for PROT_NONE. Stops early when visit returns false. A file that cannot be opened (a full fd table) is
-/// system_error with its errno, never "not mapped".
+/// Whether a mapping with these permissions can be touched at all (false for PROT_NONE).
+inline bool accessible(const char* perms) { return perms[0] == 'r' || perms[1] == 'w' || perms[2] == 'x'; }
+
+/// Calls visit(lo, hi, perms) for each mapping overlapping [begin, end), in address order; `perms` is the kernel's
+/// "rwxp" field (see accessible()). Stops early when visit returns false. A file that cannot be opened (a full fd
+/// table) is system_error with its errno, never "not mapped".
 template <class Visit>
 status for_each_mapping(std::uintptr_t begin, std::uintptr_t end, Visit visit) {
   std::FILE* maps = std::fopen("/proc/self/maps", "re");
@@ -25,8 +28,8 @@ status for_each_mapping(std::uintptr_t begin, std::uintptr_t end, Visit visit) {
     if (std::sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3) continue;
     if (hi <= begin) continue;
     if (lo >= end) break;
-    const bool accessible = perms[0] == 'r' || perms[1] == 'w' || perms[2] == 'x';
-    if (!visit(static_cast<std::uintptr_t>(lo), static_cast<std::uintptr_t>(hi), accessible)) break;
+    if (!visit(static_cast<std::uintptr_t>(lo), static_cast<std::uintptr_t>(hi), static_cast<const char*>(perms)))
+      break;
   }
   std::fclose(maps);
   return {};
