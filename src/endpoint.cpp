@@ -42,19 +42,6 @@ socklen_t abstract_address(std::string_view name, sockaddr_un& address) {
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
 }
 
-/// When a wait of `timeout` from now ends; wait_forever never does.
-clock::time_point deadline_after(milliseconds timeout) {
-  const auto now = clock::now();
-  if (timeout >= std::chrono::duration_cast<milliseconds>(clock::time_point::max() - now))
-    return clock::time_point::max();
-  return now + timeout;
-}
-
-milliseconds left_until(clock::time_point deadline) {
-  if (deadline == clock::time_point::max()) return wait_forever;
-  return std::max(milliseconds(0), std::chrono::ceil<milliseconds>(deadline - clock::now()));
-}
-
 status make_blocking(int fd, const detail::operation& op) {
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) return wait::system_failure(op, errno, "fcntl");
@@ -87,9 +74,9 @@ result<connection> listener::accept(milliseconds timeout, const peer_rule& rule)
   const detail::operation op{"pvmm::ipc::listener::accept", args};
   if (!socket_) return op.fail(errc::already_released, "this listener is empty (moved from)");
   PVMM_TRY(wait::check_timeout(timeout, op));
-  const auto deadline = deadline_after(timeout);
+  const auto deadline = wait::deadline_after(timeout);
   for (;;) {
-    PVMM_TRY(wait::wait_for(socket_.get(), POLLIN, left_until(deadline), op));
+    PVMM_TRY(wait::wait_until(socket_.get(), POLLIN, deadline, timeout, op));
     owned_fd peer(::accept4(socket_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!peer) {
       // The waiting peer gave up between poll and accept: wait for the next one.
@@ -108,7 +95,7 @@ result<connection> connect(std::string_view name, milliseconds timeout, const pe
   PVMM_TRY(wait::check_timeout(timeout, op));
   sockaddr_un address;
   const socklen_t length = abstract_address(name, address);
-  const auto deadline = deadline_after(timeout);
+  const auto deadline = wait::deadline_after(timeout);
   milliseconds pause(1);  // between attempts while the listener is not there yet, doubling to 50 ms
   for (;;) {
     owned_fd s(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -123,7 +110,7 @@ result<connection> connect(std::string_view name, milliseconds timeout, const pe
     }
     // No listener yet (ECONNREFUSED), or its backlog is full (EAGAIN): try again until the deadline.
     if (errno != ECONNREFUSED && errno != EAGAIN) return wait::system_failure(op, errno, "connect");
-    const milliseconds left = left_until(deadline);
+    const milliseconds left = wait::left_until(deadline);
     if (left.count() == 0)
       return op.fail(errc::timeout, fmt::format("no listener accepted on '{}' within {} ms", name, timeout.count()),
                      "start the listening process first, or give connect a longer timeout");

@@ -38,6 +38,12 @@ std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds t
   return now + timeout;
 }
 
+std::chrono::milliseconds left_until(std::chrono::steady_clock::time_point deadline) {
+  using clock = std::chrono::steady_clock;
+  if (deadline == clock::time_point::max()) return pvmm::ipc::wait_forever;
+  return std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now()));
+}
+
 /// Waits for `events` on `socket`; timeout/hang-up reported as errors.
 status wait_for(int socket, short events, std::chrono::milliseconds timeout, const detail::operation& op) {
   return wait_until(socket, events, deadline_after(timeout), timeout, op);

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include <pvmm/error.hpp>
+#include <pvmm/ipc.hpp>
 
 #include "operation.hpp"
 
@@ -18,6 +19,8 @@ error timed_out(const detail::operation& op, std::chrono::milliseconds timeout);
 status check_timeout(std::chrono::milliseconds timeout, const detail::operation& op);
 /// When a wait of `timeout` from now ends; wait_forever (or anything past the clock's range) never does.
 std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout);
+/// What is left of a wait until `deadline` (0 once it passed; wait_forever for a deadline that never comes).
+std::chrono::milliseconds left_until(std::chrono::steady_clock::time_point deadline);
 /// Waits for `events` on `socket` within `timeout` (wait_forever: no limit); errc::timeout when it passes.
 status wait_for(int socket, short events, std::chrono::milliseconds timeout, const detail::operation& op);
 /// As wait_for, until `deadline` (from deadline_after(timeout)): one wait of several that share a deadline.
