@@ -140,7 +140,7 @@ int worker(int rank, int peers, const std::string& name) {
   const std::size_t size = (wanted + unit - 1) / unit * unit;
   const pvmm::access_descriptor rw{pvmm::location::device(device), pvmm::access::read_write};
 
-  auto mine = pvmm::physical_allocation::create(props, size).value();
+  auto mine = pvmm::physical_allocation::create(size, props).value();
   auto own_range = pvmm::address_reservation::reserve(size).value();
   auto* own = static_cast<unsigned*>(own_range.map_and_grant(0, mine, {rw}).value());
   for (int other = 0; other < peers; ++other) gpu.write(own + other, 0);

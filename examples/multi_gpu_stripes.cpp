@@ -41,7 +41,7 @@ int main() {
     for (std::size_t s = 0; s < stripes; ++s) {
       pvmm::allocation_properties p;
       p.location = pvmm::location::device(backing[s % backing.size()]);
-      memory.push_back(pvmm::physical_allocation::create(p, stripe).value());
+      memory.push_back(pvmm::physical_allocation::create(stripe, p).value());
       range.map(s * stripe, memory.back()).value();
     }
     // Only the using device is granted: peer access is per range, not global.

@@ -50,7 +50,7 @@ int main() {
     for (int d = 0; d < devices; ++d) {
       pvmm::allocation_properties p;
       p.location = pvmm::location::device(d);
-      memory.push_back(pvmm::physical_allocation::create(p, mp.size).value());
+      memory.push_back(pvmm::physical_allocation::create(mp.size, p).value());
       mc.bind_memory(0, memory.back(), 0, mp.size).value();
       unicast.push_back(pvmm::address_reservation::reserve(mp.size).value());
       void* u =

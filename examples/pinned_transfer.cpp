@@ -27,7 +27,7 @@ int main() {
     const int reps = 10;
     pvmm::allocation_properties props;
     const std::size_t g = pvmm::query_granularity(props).value().minimum;
-    auto memory = pvmm::physical_allocation::create(props, (bytes + g - 1) / g * g).value();
+    auto memory = pvmm::physical_allocation::create((bytes + g - 1) / g * g, props).value();
     auto range = pvmm::address_reservation::reserve(memory.size()).value();
     void* device = range.map_and_grant(0, memory, {{pvmm::location::device(0), pvmm::access::read_write}}).value();
     auto pinned = pvmm::pinned_allocation::create(bytes).value();

@@ -37,7 +37,7 @@ int main() {
     auto range = pvmm::address_reservation::reserve(3 * each).value();
     std::vector<pvmm::physical_allocation> memory;
     for (int v = 0; v < 3; ++v) {
-      memory.push_back(pvmm::physical_allocation::create(props, each).value());
+      memory.push_back(pvmm::physical_allocation::create(each, props).value());
       range.map(v * each, memory.back(), 0, each).value();
     }
     range.set_access(0, 3 * each, {{pvmm::location::device(0), pvmm::access::read_write}}).value();

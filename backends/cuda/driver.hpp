@@ -11,8 +11,8 @@
 
 #include "backend/error_helpers.hpp"
 #include "backend/multicast.hpp"
+#include "core/propagate.hpp"
 #include "driver_api.hpp"
-#include "propagate.hpp"
 
 namespace pvmm::cuda {
 

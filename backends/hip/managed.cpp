@@ -4,7 +4,7 @@
 // (PageableMemoryAccess), so pages_migrate is ManagedMemory && PageableMemoryAccess there (as Kokkos decides).
 // hipStreamAttachMemAsync does nothing on AMD; pvmm still validates the call.
 #include "backend/managed.hpp"
-#include "propagate.hpp"
+#include "core/propagate.hpp"
 #include "runtime.hpp"
 
 namespace pvmm::detail::backend {

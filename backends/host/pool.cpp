@@ -20,10 +20,10 @@
 #include <fmt/format.h>
 
 #include "backend/pool.hpp"
-#include "checked_math.hpp"
+#include "core/checked_math.hpp"
+#include "core/propagate.hpp"
 #include "host.hpp"
 #include "pool_state.hpp"
-#include "propagate.hpp"
 #include "worker_stream.hpp"
 
 namespace pvmm::detail::backend {

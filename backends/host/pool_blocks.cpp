@@ -16,8 +16,8 @@
 
 #include <fmt/format.h>
 
+#include "core/propagate.hpp"
 #include "pool_state.hpp"
-#include "propagate.hpp"
 
 namespace pvmm::detail::backend::host {
 

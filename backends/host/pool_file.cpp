@@ -14,10 +14,10 @@
 
 #include <fmt/format.h>
 
-#include "checked_math.hpp"
+#include "core/checked_math.hpp"
+#include "core/propagate.hpp"
 #include "host.hpp"
 #include "pool_state.hpp"
-#include "propagate.hpp"
 
 namespace pvmm::detail::backend::host {
 namespace {

@@ -9,8 +9,8 @@
 #include <cstdio>
 
 #include "backend/posix_fd.hpp"
+#include "core/propagate.hpp"
 #include "host.hpp"
-#include "propagate.hpp"
 
 namespace pvmm::detail::backend {
 

@@ -14,9 +14,9 @@
 
 #include "backend/process_maps.hpp"
 #include "backend/vmm.hpp"
-#include "checked_math.hpp"
+#include "core/checked_math.hpp"
+#include "core/propagate.hpp"
 #include "host.hpp"
-#include "propagate.hpp"
 
 namespace pvmm::detail::backend {
 namespace {

@@ -35,7 +35,7 @@ class physical_allocation {
   ~physical_allocation();
 
   /// Physical memory of `size` bytes (a nonzero multiple of query_granularity(properties).minimum).
-  static result<physical_allocation> create(const allocation_properties& properties, std::size_t size);
+  static result<physical_allocation> create(std::size_t size, const allocation_properties& properties);
 
   /// A new reference to the allocation mapped at `address` (anywhere inside a mapping). Released once,
   /// like any owner, independently of the creation reference.

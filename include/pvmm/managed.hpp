@@ -75,8 +75,11 @@ enum class advice {
   unset_accessed_by,
 };
 
-/// Gives advice about [pointer, pointer + size). `where` is used by the location advice only.
-status advise(const void* pointer, std::size_t size, advice what, location where = location::device(0));
+/// Gives advice about [pointer, pointer + size). Read-mostly advice and unset_preferred_location take no location;
+/// set_preferred_location and set/unset_accessed_by name their processor (without one: errc::invalid_argument;
+/// there is no default device).
+status advise(const void* pointer, std::size_t size, advice what);
+status advise(const void* pointer, std::size_t size, advice what, location where);
 
 /// Moves [pointer, pointer + size) to `to` in `on`'s order.
 status prefetch_async(const void* pointer, std::size_t size, location to, stream_ref on);
@@ -93,6 +96,6 @@ result<range_attributes> query_range(const void* pointer, std::size_t size);
 /// Attaches a whole managed allocation ([pointer, pointer + size) must be exactly one: its data() and size()) to a
 /// stream in its order (cuStreamAttachMemAsync): single limits use to `on`'s work, host to the host, global to
 /// everyone. HIP records nothing (its call does nothing).
-status attach_async(stream_ref on, const void* pointer, std::size_t size, attach_mode mode);
+status attach_async(const void* pointer, std::size_t size, attach_mode mode, stream_ref on);
 
 }  // namespace pvmm

@@ -168,7 +168,7 @@ TEST_CASE("multicast: create, add devices, bind, map, grant, export, unbind, rel
     CHECK(mc.add_device(1).has_value());
     pvmm::allocation_properties mp;
     mp.location = pvmm::location::device(0);
-    auto memory = pvmm::physical_allocation::create(mp, 2 * two_mib).value();
+    auto memory = pvmm::physical_allocation::create(2 * two_mib, mp).value();
     CHECK(mc.bind_memory(0, memory, 0, 2 * two_mib).has_value());
     // Bad input never reaches the driver.
     CHECK(mc.bind_memory(two_mib, memory, 0, 2 * two_mib).code() == pvmm::errc::out_of_range);
@@ -234,7 +234,7 @@ TEST_CASE("multicast on real hardware only when PVMM_ENABLE_MULTICAST_TESTS=1") 
   auto mc = pvmm::multicast_object::create(props).value();
   REQUIRE(mc.add_device(0).has_value());
   pvmm::allocation_properties mp;
-  auto memory = pvmm::physical_allocation::create(mp, props.size).value();
+  auto memory = pvmm::physical_allocation::create(props.size, mp).value();
   REQUIRE(mc.bind_memory(0, memory, 0, props.size).has_value());
   auto range = pvmm::address_reservation::reserve(props.size).value();
   REQUIRE(range.map(0, mc, 0, props.size).has_value());

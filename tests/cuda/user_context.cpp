@@ -143,7 +143,7 @@ TEST_CASE("query_memory and the testing copies run in the primary context and gi
   {  // every pvmm object goes before the real driver table comes back: its destructors call the fake one
     pvmm::allocation_properties p;
     p.location = pvmm::location::device(1);
-    auto memory = pvmm::physical_allocation::create(p, two_mib).value();
+    auto memory = pvmm::physical_allocation::create(two_mib, p).value();
     auto range = pvmm::address_reservation::reserve(two_mib).value();
     REQUIRE(range.map_and_grant(0, memory, {{pvmm::location::device(1), pvmm::access::read_write}}).has_value());
     char byte = 7;
@@ -226,7 +226,7 @@ TEST_CASE("a program in a context it created (cuCtxCreate) still has it current 
     CHECK(current() == own);
     pvmm::allocation_properties p;
     const std::size_t size = pvmm::query_granularity(p).value().minimum;
-    auto memory = pvmm::physical_allocation::create(p, size).value();
+    auto memory = pvmm::physical_allocation::create(size, p).value();
     auto range = pvmm::address_reservation::reserve(size).value();
     REQUIRE(range.map_and_grant(0, memory, {{pvmm::location::device(0), pvmm::access::read_write}}).has_value());
     CHECK(current() == own);

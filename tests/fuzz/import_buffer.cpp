@@ -34,7 +34,7 @@ int make_fd(std::uint8_t kind, std::uint8_t pages, std::vector<pvmm::physical_al
     case 0: {  // pvmm's own export
       pvmm::allocation_properties p;
       p.exportable = pvmm::handle_types::posix_fd;
-      auto memory = pvmm::physical_allocation::create(p, size);
+      auto memory = pvmm::physical_allocation::create(size, p);
       if (!memory) return -1;
       auto fd = memory->export_posix_fd();
       keep.push_back(std::move(*memory));

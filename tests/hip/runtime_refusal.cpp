@@ -16,7 +16,7 @@ TEST_CASE("an old or absent HIP runtime is refused with the versions named, and 
     return;
   }
   CHECK(pvmm::device_count().value() == 0);
-  auto r = pvmm::physical_allocation::create({}, 4096);
+  auto r = pvmm::physical_allocation::create(4096, {});
   REQUIRE_FALSE(r.has_value());
   CHECK(r.code() == b.unavailable_code);
   if (b.unavailable_code == pvmm::errc::runtime_too_old) {

@@ -15,7 +15,7 @@ int main() {
   try {
     pvmm::allocation_properties props;
     auto size = pvmm::query_granularity(props).value().minimum;
-    auto memory = pvmm::physical_allocation::create(props, size).value();
+    auto memory = pvmm::physical_allocation::create(size, props).value();
     auto a = pvmm::address_reservation::reserve(size).value();
     auto b = pvmm::address_reservation::reserve(size).value();
     const pvmm::access_descriptor rw{pvmm::location::device(0), pvmm::access::read_write};

@@ -30,7 +30,7 @@ pvmm_peer_buffer pvmm_alloc(std::size_t size, const pvmm::allocation_properties&
                             const std::vector<pvmm::access_descriptor>& grants, std::size_t unit) {
   const std::size_t rounded = (size + unit - 1) / unit * unit;
   pvmm_peer_buffer b;
-  b.memory = pvmm::physical_allocation::create(props, rounded).value();
+  b.memory = pvmm::physical_allocation::create(rounded, props).value();
   b.range = pvmm::address_reservation::reserve(rounded, unit).value();
   check(b.range.map_and_grant(0, b.memory, 0, rounded, grants).has_value(), "map_and_grant");
   return b;
@@ -49,7 +49,7 @@ void nccl() {
   const std::size_t unit = pvmm::query_granularity(props).value().recommended;
   // Fabric needs IMEX as well as the device: like NCCL, fall back to posix fd when it is refused (NCCL asks the
   // driver again on every call; pvmm's side asks once here).
-  if (!pvmm::physical_allocation::create(props, unit)) props.exportable = pvmm::handle_types::posix_fd;
+  if (!pvmm::physical_allocation::create(unit, props)) props.exportable = pvmm::handle_types::posix_fd;
   std::vector<pvmm::access_descriptor> grants{{pvmm::location::device(0), pvmm::access::read_write}};
   const int n = pvmm::device_count().value();
   for (int d = 1; d < n; ++d)

@@ -31,7 +31,7 @@ void overhead() {
     std::vector<pvmm::address_reservation> ranges(per_round);
     double t[7] = {};
     auto t0 = clock_type::now();
-    for (auto& m : mem) m = pvmm::physical_allocation::create(props, size).value();
+    for (auto& m : mem) m = pvmm::physical_allocation::create(size, props).value();
     t[0] = seconds_since(t0), t0 = clock_type::now();
     for (auto& x : ranges) x = pvmm::address_reservation::reserve(size).value();
     t[1] = seconds_since(t0), t0 = clock_type::now();

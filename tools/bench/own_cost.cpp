@@ -256,7 +256,7 @@ int main(int argc, char** argv) {
     auto pvmm_setup = [&](int n, bool map) {
       mem.clear(), ranges.clear();
       for (int i = 0; i < n; ++i) {
-        mem.push_back(pvmm::physical_allocation::create(props, size).value());
+        mem.push_back(pvmm::physical_allocation::create(size, props).value());
         ranges.push_back(pvmm::address_reservation::reserve(size).value());
         if (map) bench::check(ranges.back().map(0, mem.back(), 0, size).has_value(), "map");
       }
@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
                    [&](int n) {
                      mem.resize(static_cast<std::size_t>(n));
                      return timed([&] {
-                       for (auto& m : mem) m = pvmm::physical_allocation::create(props, size).value();
+                       for (auto& m : mem) m = pvmm::physical_allocation::create(size, props).value();
                        for (auto& m : mem) bench::check(m.release().has_value(), "release");
                      });
                    },
@@ -333,7 +333,7 @@ int main(int argc, char** argv) {
                      mem.resize(static_cast<std::size_t>(n)), ranges.resize(static_cast<std::size_t>(n));
                      return timed([&] {
                        for (int i = 0; i < n; ++i) {
-                         mem[i] = pvmm::physical_allocation::create(props, size).value();
+                         mem[i] = pvmm::physical_allocation::create(size, props).value();
                          ranges[i] = pvmm::address_reservation::reserve(size).value();
                          bench::check(ranges[i].map(0, mem[i], 0, size).has_value(), "map");
                          bench::check(ranges[i].set_access(0, size, grant).has_value(), "grant");

@@ -23,7 +23,7 @@ void peer() {
   const int reps = 20;
   // Source: GPU 0 memory through pvmm, mapped with access for GPU 1 (and GPU 0).
   pvmm::allocation_properties props;
-  auto src_mem = pvmm::physical_allocation::create(props, size).value();
+  auto src_mem = pvmm::physical_allocation::create(size, props).value();
   auto src_range = pvmm::address_reservation::reserve(size).value();
   void* src = src_range.map(0, src_mem, 0, size).value();
   check(src_range

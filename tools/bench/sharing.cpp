@@ -20,7 +20,7 @@ void sharing() {
   const std::size_t size = pvmm::query_granularity(props).value().recommended;
   int sv[2];
   check(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
-  auto exporter = pvmm::physical_allocation::create(props, size).value();
+  auto exporter = pvmm::physical_allocation::create(size, props).value();
   const int rounds = 41;
   unsigned char byte = 0;
   auto pvmm_trip = [&] {

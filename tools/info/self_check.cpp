@@ -77,7 +77,7 @@ std::vector<check_result> self_check() {
 
   run("allocate physical memory", [&] {
     size = pvmm::query_granularity(props).value().minimum;
-    memory = pvmm::physical_allocation::create(props, size).value();
+    memory = pvmm::physical_allocation::create(size, props).value();
     return outcome{outcome::pass, fmt::format("{} on device 0", bytes(size))};
   });
   run("reserve and map", [&] {
@@ -116,7 +116,7 @@ std::vector<check_result> self_check() {
   run("fabric handles", [&] {
     pvmm::allocation_properties fp;
     fp.exportable = pvmm::handle_types::fabric;
-    auto m = pvmm::physical_allocation::create(fp, size);
+    auto m = pvmm::physical_allocation::create(size, fp);
     if (!m) return from_error(m.error());
     auto h = m->export_fabric();
     if (!h) return from_error(h.error());

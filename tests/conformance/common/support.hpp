@@ -124,7 +124,7 @@ struct leak_check {
           p.location = pvmm::location::device(d);
           auto g = pvmm::query_granularity(p);
           auto memory =
-              g ? pvmm::physical_allocation::create(p, g->minimum) : pvmm::result<pvmm::physical_allocation>(g.error());
+              g ? pvmm::physical_allocation::create(g->minimum, p) : pvmm::result<pvmm::physical_allocation>(g.error());
           auto unit = pvmm::reservation_granularity();
           auto range =
               unit ? pvmm::address_reservation::reserve(*unit) : pvmm::result<pvmm::address_reservation>(unit.error());

@@ -42,7 +42,7 @@ TEST_SUITE("devices") {
   PVMM_CASE("errors carry the operation, its arguments, the detail, and a hint") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
-    auto r = physical_allocation::create(default_properties(), g + 1);
+    auto r = physical_allocation::create(g + 1, default_properties());
     REQUIRE_FALSE(r.has_value());
     const auto& e = r.error();
     CHECK(e.code == errc::unaligned);
@@ -53,7 +53,7 @@ TEST_SUITE("devices") {
     CHECK(e.message().find("unaligned") != std::string::npos);
     // The throwing convenience carries the same record.
     try {
-      (void)physical_allocation::create(default_properties(), g + 1).value();
+      (void)physical_allocation::create(g + 1, default_properties()).value();
       FAIL("value() did not throw");
     } catch (const pvmm::exception& ex) {
       CHECK(ex.code() == errc::unaligned);
@@ -67,7 +67,7 @@ TEST_SUITE("devices") {
     allocation_properties p;
     p.location = location::host_numa(c.vmm.host_numa_id < 0 ? 0 : c.vmm.host_numa_id);
     auto g = query_granularity(p);
-    auto memory = g ? physical_allocation::create(p, g->minimum) : result<physical_allocation>(g.error());
+    auto memory = g ? physical_allocation::create(g->minimum, p) : result<physical_allocation>(g.error());
     if (!c.vmm.host_numa_location) {
       PVMM_CHECK_ERRC(memory, errc::not_supported);
       return;

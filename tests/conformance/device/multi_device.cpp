@@ -8,7 +8,7 @@ TEST_SUITE("multi-device") {
   PVMM_CASE("access granted to the peer device, and only to it") {
     PVMM_REQUIRE_DEVICES(2);
     const std::size_t g = granule(0);
-    auto memory = physical_allocation::create(default_properties(0), g).value();
+    auto memory = physical_allocation::create(g, default_properties(0)).value();
     auto range = address_reservation::reserve(g).value();
     void* p = range.map_and_grant(0, memory, 0, g, {rw(1)}).value();
     CHECK(query_access(location::device(1), p).value() == access::read_write);
@@ -29,7 +29,7 @@ TEST_SUITE("multi-device") {
     std::vector<physical_allocation> memory;
     for (std::size_t i = 0; i < chunks; ++i) {
       int d = static_cast<int>(i % devices);
-      memory.push_back(physical_allocation::create(default_properties(d), g).value());
+      memory.push_back(physical_allocation::create(g, default_properties(d)).value());
       range.map(i * g, memory.back(), 0, g).value();
     }
     std::vector<access_descriptor> all;
@@ -45,7 +45,7 @@ TEST_SUITE("multi-device") {
   PVMM_CASE("a peer reads through a read-only grant") {
     PVMM_REQUIRE_DEVICES(2);
     const std::size_t g = granule(0);
-    auto memory = physical_allocation::create(default_properties(0), g).value();
+    auto memory = physical_allocation::create(g, default_properties(0)).value();
     auto range = address_reservation::reserve(g).value();
     void* p = range.map(0, memory, 0, g).value();
     PVMM_CHECK_OK(range.set_access(0, g, {rw(0), ro(1)}));
@@ -58,7 +58,7 @@ TEST_SUITE("multi-device") {
     PVMM_REQUIRE_DEVICES(2);
     PVMM_REQUIRE_CAPABILITY(caps(0).sharing.posix_fd, "POSIX fd handles");
     const std::size_t g = granule(0);
-    auto memory = physical_allocation::create(default_properties(0), g).value();
+    auto memory = physical_allocation::create(g, default_properties(0)).value();
     auto range = address_reservation::reserve(g).value();
     range.map_and_grant(0, memory, 0, g, {rw(0)}).value();
     write_words(range.address(), pattern(g, 73));

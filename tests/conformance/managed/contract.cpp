@@ -40,24 +40,24 @@ TEST_SUITE("managed") {
     char* p = static_cast<char*>(memory.data());
     const auto base = text("%p", memory.data());
     for (attach_mode mode : {attach_mode::single, attach_mode::host, attach_mode::global}) {
-      auto head = attach_async(s, p, page(), mode);  // the start, short of the end
+      auto head = attach_async(p, page(), mode, s);  // the start, short of the end
       PVMM_CHECK_ERRC(head, errc::invalid_argument);
       if (!head) {
         CHECK(head.error().detail.find(base) != std::string::npos);  // the allocation's base and size
         CHECK(head.error().detail.find(text("%#zx", mib)) != std::string::npos);
       }
-      PVMM_CHECK_ERRC(attach_async(s, p + page(), mib - page(), mode), errc::invalid_argument);  // the tail
-      PVMM_CHECK_ERRC(attach_async(s, p + 100, 5000, mode), errc::invalid_argument);             // inside
+      PVMM_CHECK_ERRC(attach_async(p + page(), mib - page(), mode, s), errc::invalid_argument);  // the tail
+      PVMM_CHECK_ERRC(attach_async(p + 100, 5000, mode, s), errc::invalid_argument);             // inside
     }
-    PVMM_CHECK_ERRC(attach_async(s, p, 0, attach_mode::single), errc::invalid_size);  // no "0 means all"
-    PVMM_CHECK_ERRC(attach_async(s, p + page(), mib, attach_mode::single), errc::out_of_range);
+    PVMM_CHECK_ERRC(attach_async(p, 0, attach_mode::single, s), errc::invalid_size);  // no "0 means all"
+    PVMM_CHECK_ERRC(attach_async(p + page(), mib, attach_mode::single, s), errc::out_of_range);
     // The whole allocation attaches, and the memory is used in the stream's order after it.
-    PVMM_CHECK_OK(attach_async(s, memory.data(), memory.size(), attach_mode::single));
+    PVMM_CHECK_OK(attach_async(memory.data(), memory.size(), attach_mode::single, s));
     const auto words = pattern(mib, 9);
     PVMM_CHECK_OK(s.copy_async(memory.data(), words.data(), mib));
     PVMM_CHECK_OK(s.synchronize());
     CHECK(std::memcmp(memory.data(), words.data(), mib) == 0);
-    PVMM_CHECK_OK(attach_async(s, memory.data(), memory.size(), attach_mode::global));
+    PVMM_CHECK_OK(attach_async(memory.data(), memory.size(), attach_mode::global, s));
     PVMM_CHECK_OK(s.synchronize());
   }
 

@@ -114,12 +114,12 @@ TEST_SUITE("managed") {
     PVMM_REQUIRE_MANAGED();
     auto memory = managed_allocation::create(mib, attach_mode::host).value();
     auto s = stream::create(0).value();
-    PVMM_CHECK_OK(attach_async(s, memory.data(), memory.size(), attach_mode::single));
+    PVMM_CHECK_OK(attach_async(memory.data(), memory.size(), attach_mode::single, s));
     const auto words = pattern(mib, 3);
     PVMM_CHECK_OK(s.copy_async(memory.data(), words.data(), mib));
     PVMM_CHECK_OK(s.synchronize());
     CHECK(std::memcmp(memory.data(), words.data(), mib) == 0);
-    PVMM_CHECK_OK(attach_async(s, memory.data(), memory.size(), attach_mode::global));
+    PVMM_CHECK_OK(attach_async(memory.data(), memory.size(), attach_mode::global, s));
     PVMM_CHECK_OK(s.synchronize());
   }
 
@@ -138,11 +138,17 @@ TEST_SUITE("managed") {
     PVMM_CHECK_ERRC(advise(p, mib, advice::set_preferred_location, location::device(99)), errc::invalid_device);
     PVMM_CHECK_ERRC(advise(p, mib, advice::set_accessed_by, location::host_numa(4096)), errc::invalid_location);
     PVMM_CHECK_ERRC(advise(p, mib, static_cast<advice>(77)), errc::invalid_argument);
+    // Advice about a processor names it: there is no default device.
+    for (advice what : {advice::set_preferred_location, advice::set_accessed_by, advice::unset_accessed_by}) {
+      const auto e = advise(p, mib, what);
+      PVMM_CHECK_ERRC(e, errc::invalid_argument);
+      CHECK(e.error().message().find("none was given") != std::string::npos);
+    }
     PVMM_CHECK_ERRC(prefetch_async(p, mib, location::host(), stream_ref{}), errc::invalid_argument);
     PVMM_CHECK_ERRC(prefetch_async(p, mib, location::device(99), s), errc::invalid_device);
     PVMM_CHECK_ERRC(prefetch_async(ordinary.data(), mib, location::host(), s), errc::invalid_argument);
     PVMM_CHECK_ERRC(query_range(p, 2 * mib), errc::out_of_range);
-    PVMM_CHECK_ERRC(attach_async(s, p, mib, static_cast<attach_mode>(9)), errc::invalid_argument);
+    PVMM_CHECK_ERRC(attach_async(p, mib, static_cast<attach_mode>(9), s), errc::invalid_argument);
     PVMM_CHECK_OK(memory.release());
     PVMM_CHECK_ERRC(memory.release(), errc::already_released);
     PVMM_CHECK_ERRC(query_range(p, mib), errc::invalid_argument);  // freed: no longer managed memory

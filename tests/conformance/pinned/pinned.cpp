@@ -23,7 +23,7 @@ struct device_buffer {
   explicit device_buffer(std::size_t size) {
     const std::size_t g = granule();
     const std::size_t rounded = (size + g - 1) / g * g;
-    memory = physical_allocation::create(default_properties(), rounded).value();
+    memory = physical_allocation::create(rounded, default_properties()).value();
     range = address_reservation::reserve(rounded).value();
     data = range.map_and_grant(0, memory, {rw()}).value();
   }

@@ -100,7 +100,7 @@ TEST_SUITE("endpoint") {
     auto range = address_reservation::reserve(2 * g).value();
     std::vector<physical_allocation> chunks;
     for (int i = 0; i < 2; ++i) {
-      chunks.push_back(physical_allocation::create(default_properties(), g).value());
+      chunks.push_back(physical_allocation::create(g, default_properties()).value());
       range.map(i * g, chunks.back()).value();
     }
     range.set_access(0, 2 * g, {rw()}).value();

@@ -62,7 +62,7 @@ TEST_SUITE("sharing") {
   PVMM_CASE("an inner operation's error keeps its own arguments; the outer operation is added as context") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd export");
-    auto memory = physical_allocation::create(default_properties(), granule()).value();
+    auto memory = physical_allocation::create(granule(), default_properties()).value();
     std::vector<physical_allocation> chunks;
     chunks.push_back(std::move(memory));
     auto run = [&] { return export_buffer(chunks, handle_types::posix_fd).has_value(); };

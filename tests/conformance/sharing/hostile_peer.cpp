@@ -130,7 +130,7 @@ TEST_SUITE("hostile peer") {
     if (!caps().sharing.posix_fd) {
       auto p = default_properties();
       p.exportable = handle_types::posix_fd;
-      PVMM_CHECK_ERRC(physical_allocation::create(p, granule()), errc::not_supported);
+      PVMM_CHECK_ERRC(physical_allocation::create(granule(), p), errc::not_supported);
       return;
     }
     const std::size_t g = granule();
@@ -158,7 +158,7 @@ TEST_SUITE("hostile peer") {
   PVMM_CASE("query_access with a full fd table answers from a real source or reports EMFILE, never not_mapped") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), g).value();
+    auto memory = physical_allocation::create(g, default_properties()).value();
     auto range = address_reservation::reserve(g).value();
     void* p = range.map_and_grant(0, memory, 0, g, {rw()}).value();
     result<pvmm::access> a = pvmm::access::none;
@@ -183,7 +183,7 @@ TEST_SUITE("hostile peer") {
     const std::size_t g = granule();
     PVMM_CHECK_ERRC(export_buffer(std::vector<physical_allocation>{}, handle_types::posix_fd), errc::invalid_argument);
     std::vector<physical_allocation> chunks;
-    chunks.push_back(physical_allocation::create(default_properties(), g).value());
+    chunks.push_back(physical_allocation::create(g, default_properties()).value());
     auto out = export_buffer(chunks, handle_types::posix_fd).value();
     const int fd = out.fds[0].get();
     result<imported_buffer> imported = imported_buffer{};

@@ -12,11 +12,11 @@ TEST_SUITE("sharing") {
     if (!caps().sharing.posix_fd) {
       allocation_properties p = default_properties();
       p.exportable = handle_types::posix_fd;
-      PVMM_CHECK_ERRC(physical_allocation::create(p, granule()), errc::not_supported);
+      PVMM_CHECK_ERRC(physical_allocation::create(granule(), p), errc::not_supported);
       return;
     }
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), g).value();
+    auto memory = physical_allocation::create(g, default_properties()).value();
     auto range = address_reservation::reserve(2 * g).value();
     range.map_and_grant(0, memory, 0, g, {rw()}).value();
     write_words(range.address(), pattern(g, 20));
@@ -40,7 +40,7 @@ TEST_SUITE("sharing") {
     const std::size_t g = granule();
     owned_fd fd;
     {
-      auto memory = physical_allocation::create(default_properties(), g).value();
+      auto memory = physical_allocation::create(g, default_properties()).value();
       auto range = address_reservation::reserve(g).value();
       range.map_and_grant(0, memory, 0, g, {rw()}).value();
       write_words(range.address(), pattern(g, 22));
@@ -56,7 +56,7 @@ TEST_SUITE("sharing") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), g).value();
+    auto memory = physical_allocation::create(g, default_properties()).value();
     auto range = address_reservation::reserve(g).value();
     range.map_and_grant(0, memory, 0, g, {rw()}).value();
     write_words(range.address(), pattern(g, 30));
@@ -82,7 +82,7 @@ TEST_SUITE("sharing") {
     const std::size_t g = granule();
     allocation_properties p = default_properties();
     p.exportable = handle_types::fabric;
-    auto memory = physical_allocation::create(p, g);
+    auto memory = physical_allocation::create(g, p);
     if (!caps().sharing.fabric) {
       PVMM_CHECK_ERRC(memory, errc::not_supported);
       return;

@@ -16,7 +16,7 @@ std::vector<physical_allocation> chunks_with_pattern(std::size_t count, address_
   std::vector<physical_allocation> chunks;
   view = address_reservation::reserve(count * g).value();
   for (std::size_t i = 0; i < count; ++i) {
-    chunks.push_back(physical_allocation::create(default_properties(), g).value());
+    chunks.push_back(physical_allocation::create(g, default_properties()).value());
     view.map(i * g, chunks.back(), 0, g).value();
   }
   view.set_access(0, count * g, {rw()}).value();
@@ -240,7 +240,7 @@ TEST_SUITE("transport") {
   PVMM_CASE("map_and_grant and set_access take grants built at run time") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), g).value();
+    auto memory = physical_allocation::create(g, default_properties()).value();
     auto range = address_reservation::reserve(reservation_granularity().value()).value();
     std::vector<access_descriptor> grants{ro()};
     void* at = range.map_and_grant(0, memory, grants).value();

@@ -24,7 +24,7 @@ struct gate {
 /// One granule of device 0 memory, mapped and granted.
 struct device_buffer {
   std::size_t size = granule();
-  physical_allocation memory = physical_allocation::create(default_properties(), size).value();
+  physical_allocation memory = physical_allocation::create(size, default_properties()).value();
   address_reservation range = address_reservation::reserve(reservation_granularity().value()).value();
   void* data = range.map_and_grant(0, memory, {rw()}).value();
   ~device_buffer() { (void)range.unmap(0, size); }

@@ -18,7 +18,7 @@ struct vmm_memory {
     return block{std::move(memory), std::move(*range)};
   }
   static pvmm::result<block> allocate(std::size_t size) {
-    auto memory = pvmm::physical_allocation::create(pvmm_test::default_properties(), size);
+    auto memory = pvmm::physical_allocation::create(size, pvmm_test::default_properties());
     if (!memory) return std::move(memory).error();
     return map(std::move(*memory), size);
   }

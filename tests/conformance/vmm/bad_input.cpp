@@ -17,8 +17,8 @@ namespace {
 /// A reservation of 4 granules: [0,g) and [g,2g) mapped with read-write, [2g,4g) unmapped.
 struct mapped_range {
   std::size_t g = granule();
-  physical_allocation a = physical_allocation::create(default_properties(), g).value();
-  physical_allocation b = physical_allocation::create(default_properties(), g).value();
+  physical_allocation a = physical_allocation::create(g, default_properties()).value();
+  physical_allocation b = physical_allocation::create(g, default_properties()).value();
   address_reservation range = address_reservation::reserve(4 * g).value();
   mapped_range() {
     range.map_and_grant(0, a, 0, g, {rw()}).value();
@@ -70,41 +70,41 @@ TEST_SUITE("bad input") {
   // ---- physical_allocation::create ----
   PVMM_CASE("create: zero size") {
     PVMM_REQUIRE_DEVICE();
-    PVMM_CHECK_ERRC(physical_allocation::create(default_properties(), 0), errc::invalid_size);
+    PVMM_CHECK_ERRC(physical_allocation::create(0, default_properties()), errc::invalid_size);
   }
   PVMM_CASE("create: size not a multiple of the granularity") {
     PVMM_REQUIRE_DEVICE();
-    PVMM_CHECK_ERRC(physical_allocation::create(default_properties(), granule() + 1), errc::unaligned);
+    PVMM_CHECK_ERRC(physical_allocation::create(granule() + 1, default_properties()), errc::unaligned);
   }
   PVMM_CASE("create: unknown device") {
     PVMM_REQUIRE_DEVICE();
     allocation_properties p = default_properties();
     p.location = location::device(1000);
-    PVMM_CHECK_ERRC(physical_allocation::create(p, granule()), errc::invalid_device);
+    PVMM_CHECK_ERRC(physical_allocation::create(granule(), p), errc::invalid_device);
   }
   PVMM_CASE("create: unknown location kind") {
     PVMM_REQUIRE_DEVICE();
     allocation_properties p = default_properties();
     p.location = {static_cast<location::kind>(7), 0};
-    PVMM_CHECK_ERRC(physical_allocation::create(p, granule()), errc::invalid_location);
+    PVMM_CHECK_ERRC(physical_allocation::create(granule(), p), errc::invalid_location);
   }
   PVMM_CASE("create: NUMA node that does not exist") {
     PVMM_REQUIRE_DEVICE();
     allocation_properties p = default_properties();
     p.location = location::host_numa(100000);
-    PVMM_CHECK_ERRC(physical_allocation::create(p, granule()), errc::invalid_location);
+    PVMM_CHECK_ERRC(physical_allocation::create(granule(), p), errc::invalid_location);
   }
   PVMM_CASE("create: unknown handle type bits") {
     PVMM_REQUIRE_DEVICE();
     allocation_properties p = default_properties();
     p.exportable = static_cast<handle_types>(1u << 7);
-    PVMM_CHECK_ERRC(physical_allocation::create(p, granule()), errc::invalid_argument);
+    PVMM_CHECK_ERRC(physical_allocation::create(granule(), p), errc::invalid_argument);
   }
   PVMM_CASE("create: fabric handles requested") {
     PVMM_REQUIRE_DEVICE();
     allocation_properties p = default_properties();
     p.exportable = handle_types::fabric;
-    auto r = physical_allocation::create(p, granule());
+    auto r = physical_allocation::create(granule(), p);
     if (!caps().sharing.fabric) {
       PVMM_CHECK_ERRC(r, errc::not_supported);
     } else if (!r) {
@@ -116,7 +116,7 @@ TEST_SUITE("bad input") {
     PVMM_REQUIRE_DEVICE();
     allocation_properties p = default_properties();
     p.compression = true;
-    auto r = physical_allocation::create(p, granule());
+    auto r = physical_allocation::create(granule(), p);
     if (!caps().vmm.compression) {
       PVMM_CHECK_ERRC(r, errc::not_supported);
     } else {
@@ -128,7 +128,7 @@ TEST_SUITE("bad input") {
     PVMM_REQUIRE_DEVICE();
     allocation_properties p = default_properties();
     p.gpu_direct_rdma = true;
-    auto r = physical_allocation::create(p, granule());
+    auto r = physical_allocation::create(granule(), p);
     if (!caps().vmm.gpu_direct_rdma) {
       PVMM_CHECK_ERRC(r, errc::not_supported);
     } else {
@@ -187,7 +187,7 @@ TEST_SUITE("bad input") {
   PVMM_CASE("map: range running past the end of the reservation") {
     PVMM_REQUIRE_DEVICE();
     mapped_range m;
-    auto big = physical_allocation::create(default_properties(), 2 * m.g).value();
+    auto big = physical_allocation::create(2 * m.g, default_properties()).value();
     PVMM_CHECK_ERRC(m.range.map(3 * m.g, big, 0, 2 * m.g), errc::out_of_range);
     m.still_intact();
   }
@@ -206,14 +206,14 @@ TEST_SUITE("bad input") {
   PVMM_CASE("map: overlapping the tail of an existing mapping") {
     PVMM_REQUIRE_DEVICE();
     mapped_range m;
-    auto big = physical_allocation::create(default_properties(), 2 * m.g).value();
+    auto big = physical_allocation::create(2 * m.g, default_properties()).value();
     PVMM_CHECK_ERRC(m.range.map(m.g, big, 0, 2 * m.g), errc::overlapping_mapping);
     m.still_intact();
   }
   PVMM_CASE("map: a released allocation") {
     PVMM_REQUIRE_DEVICE();
     mapped_range m;
-    physical_allocation gone = physical_allocation::create(default_properties(), m.g).value();
+    physical_allocation gone = physical_allocation::create(m.g, default_properties()).value();
     PVMM_CHECK_OK(gone.release());
     PVMM_CHECK_ERRC(m.range.map(2 * m.g, gone, 0, m.g), errc::already_released);
     m.still_intact();
@@ -237,7 +237,7 @@ TEST_SUITE("bad input") {
   PVMM_CASE("unmap: part of a mapping (its first half)") {
     PVMM_REQUIRE_DEVICE();
     mapped_range m;
-    auto big = physical_allocation::create(default_properties(), 2 * m.g).value();
+    auto big = physical_allocation::create(2 * m.g, default_properties()).value();
     m.range.map(2 * m.g, big, 0, 2 * m.g).value();
     PVMM_CHECK_ERRC(m.range.unmap(2 * m.g, m.g), errc::partial_mapping);
     CHECK(m.range.mapping_count() == 3);
@@ -247,7 +247,7 @@ TEST_SUITE("bad input") {
   PVMM_CASE("unmap: starting inside a mapping") {
     PVMM_REQUIRE_DEVICE();
     mapped_range m;
-    auto big = physical_allocation::create(default_properties(), 2 * m.g).value();
+    auto big = physical_allocation::create(2 * m.g, default_properties()).value();
     m.range.map(2 * m.g, big, 0, 2 * m.g).value();
     PVMM_CHECK_ERRC(m.range.unmap(3 * m.g, m.g), errc::partial_mapping);
     CHECK(m.range.mapping_count() == 3);
@@ -281,7 +281,7 @@ TEST_SUITE("bad input") {
   PVMM_CASE("set_access: over part of a mapping") {
     PVMM_REQUIRE_DEVICE();
     mapped_range m;
-    auto big = physical_allocation::create(default_properties(), 2 * m.g).value();
+    auto big = physical_allocation::create(2 * m.g, default_properties()).value();
     m.range.map(2 * m.g, big, 0, 2 * m.g).value();
     PVMM_CHECK_ERRC(m.range.set_access(2 * m.g, m.g, {rw()}), errc::partial_mapping);
     CHECK(query_access(location::device(0), m.range.at(2 * m.g)).value() == access::none);  // nothing granted
@@ -340,7 +340,7 @@ TEST_SUITE("bad input") {
   }
   PVMM_CASE("release: an allocation twice") {
     PVMM_REQUIRE_DEVICE();
-    auto memory = physical_allocation::create(default_properties(), granule()).value();
+    auto memory = physical_allocation::create(granule(), default_properties()).value();
     PVMM_CHECK_OK(memory.release());
     PVMM_CHECK_ERRC(memory.release(), errc::already_released);
   }
@@ -352,7 +352,7 @@ TEST_SUITE("bad input") {
   }
   PVMM_CASE("release: a moved-from allocation") {
     PVMM_REQUIRE_DEVICE();
-    auto memory = physical_allocation::create(default_properties(), granule()).value();
+    auto memory = physical_allocation::create(granule(), default_properties()).value();
     auto owner = std::move(memory);
     PVMM_CHECK_ERRC(memory.release(), errc::already_released);
     CHECK(owner.valid());
@@ -372,17 +372,17 @@ TEST_SUITE("bad input") {
     PVMM_REQUIRE_DEVICE();
     allocation_properties p = default_properties();
     p.exportable = handle_types::none;
-    auto memory = physical_allocation::create(p, granule()).value();
+    auto memory = physical_allocation::create(granule(), p).value();
     PVMM_CHECK_ERRC(memory.export_posix_fd(), errc::handle_type_not_requested);
   }
   PVMM_CASE("export_fabric: not requested at creation") {
     PVMM_REQUIRE_DEVICE();
-    auto memory = physical_allocation::create(default_properties(), granule()).value();
+    auto memory = physical_allocation::create(granule(), default_properties()).value();
     PVMM_CHECK_ERRC(memory.export_fabric(), errc::handle_type_not_requested);
   }
   PVMM_CASE("export_posix_fd: from a released allocation") {
     PVMM_REQUIRE_DEVICE();
-    auto memory = physical_allocation::create(default_properties(), granule()).value();
+    auto memory = physical_allocation::create(granule(), default_properties()).value();
     PVMM_CHECK_OK(memory.release());
     PVMM_CHECK_ERRC(memory.export_posix_fd(), errc::already_released);
   }
@@ -415,7 +415,7 @@ TEST_SUITE("bad input") {
   }
   PVMM_CASE("import_posix_fd: zero size") {
     PVMM_REQUIRE_DEVICE();
-    auto memory = physical_allocation::create(default_properties(), granule()).value();
+    auto memory = physical_allocation::create(granule(), default_properties()).value();
     PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
     auto fd = memory.export_posix_fd().value();
     PVMM_CHECK_ERRC(physical_allocation::import_posix_fd(fd.get(), 0), errc::invalid_size);

@@ -9,7 +9,7 @@ TEST_SUITE("vmm") {
   PVMM_CASE("mapping the first part of an allocation works exactly where the capability says so") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), 2 * g).value();
+    auto memory = physical_allocation::create(2 * g, default_properties()).value();
     auto range = address_reservation::reserve(g).value();
     const bool partial = caps().vmm.map_part_of_allocation;  // asked before counting: it is a backend call
     const std::size_t calls = testing::backend_call_count();
@@ -29,7 +29,7 @@ TEST_SUITE("vmm") {
   PVMM_CASE("map and map_and_grant of a whole allocation take just the offset and the memory") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), 2 * g).value();
+    auto memory = physical_allocation::create(2 * g, default_properties()).value();
     auto range = address_reservation::reserve(4 * g).value();
     void* p = range.map_and_grant(2 * g, memory, {rw()}).value();
     CHECK(p == range.at(2 * g));
@@ -86,7 +86,7 @@ TEST_SUITE("vmm") {
       allocation_properties p;
       p.location = where;
       const std::size_t g = query_granularity(p).value().minimum;
-      auto memory = physical_allocation::create(p, g).value();
+      auto memory = physical_allocation::create(g, p).value();
       CHECK(memory.properties().value().location == where);
       auto range = address_reservation::reserve(reservation_granularity().value()).value();
       void* at = range.map(0, memory).value();
@@ -111,7 +111,7 @@ TEST_SUITE("vmm") {
     allocation_properties p;
     p.location = location::host();
     const std::size_t g = query_granularity(p).value().minimum;
-    auto memory = physical_allocation::create(p, g).value();
+    auto memory = physical_allocation::create(g, p).value();
     auto range = address_reservation::reserve((g + reservation_granularity().value() - 1) /
                                               reservation_granularity().value() * reservation_granularity().value())
                      .value();
@@ -130,7 +130,7 @@ TEST_SUITE("vmm") {
   PVMM_CASE("a host grant to device memory works exactly where the capability says so") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), g).value();
+    auto memory = physical_allocation::create(g, default_properties()).value();
     auto range = address_reservation::reserve(reservation_granularity().value()).value();
     auto* at = static_cast<std::uint32_t*>(range.map(0, memory).value());
     const bool allowed = caps().vmm.host_access_to_device_memory;  // asked before counting: it is a backend call

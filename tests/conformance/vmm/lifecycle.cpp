@@ -8,7 +8,7 @@ TEST_SUITE("lifecycle") {
   PVMM_CASE("full lifecycle: create, reserve, map, grant, write, read back, unmap, release") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), 2 * g).value();
+    auto memory = physical_allocation::create(2 * g, default_properties()).value();
     CHECK(memory.size() == 2 * g);
     auto range = address_reservation::reserve(2 * g).value();
     CHECK(range.size() == 2 * g);
@@ -34,7 +34,7 @@ TEST_SUITE("lifecycle") {
     auto range = address_reservation::reserve(chunks * g).value();
     std::vector<physical_allocation> memory;
     for (int i = 0; i < chunks; ++i) {
-      memory.push_back(physical_allocation::create(default_properties(), g).value());
+      memory.push_back(physical_allocation::create(g, default_properties()).value());
       range.map(i * g, memory.back(), 0, g).value();
     }
     PVMM_CHECK_OK(range.set_access(0, chunks * g, {rw()}));  // one grant over all four mappings
@@ -54,7 +54,7 @@ TEST_SUITE("lifecycle") {
   PVMM_CASE("one allocation mapped at two addresses: written through one, read through the other") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), g).value();
+    auto memory = physical_allocation::create(g, default_properties()).value();
     auto a = address_reservation::reserve(g).value();
     auto b = address_reservation::reserve(g).value();
     void* pa = a.map_and_grant(0, memory, 0, g, {rw()}).value();
@@ -71,8 +71,8 @@ TEST_SUITE("lifecycle") {
   PVMM_CASE("an address remapped to another allocation sees the new data and needs a new grant") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
-    auto first = physical_allocation::create(default_properties(), g).value();
-    auto second = physical_allocation::create(default_properties(), g).value();
+    auto first = physical_allocation::create(g, default_properties()).value();
+    auto second = physical_allocation::create(g, default_properties()).value();
     auto range = address_reservation::reserve(g).value();
     void* p = range.map_and_grant(0, first, 0, g, {rw()}).value();
     write_words(p, pattern(g, 5));
@@ -92,7 +92,7 @@ TEST_SUITE("lifecycle") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
     const auto before = query_live_objects();
-    auto memory = physical_allocation::create(default_properties(), g).value();
+    auto memory = physical_allocation::create(g, default_properties()).value();
     auto range = address_reservation::reserve(g).value();
     void* p = range.map_and_grant(0, memory, 0, g, {rw()}).value();
     write_words(p, pattern(g, 7));
@@ -109,12 +109,12 @@ TEST_SUITE("lifecycle") {
     const std::size_t g = granule();
     auto range = address_reservation::reserve(8 * g).value();
     std::vector<physical_allocation> chunks;
-    chunks.push_back(physical_allocation::create(default_properties(), g).value());
+    chunks.push_back(physical_allocation::create(g, default_properties()).value());
     range.map_and_grant(0, chunks[0], 0, g, {rw()}).value();
     write_words(range.address(), pattern(g, 8));
     void* base = range.address();
     for (std::size_t mapped = g; mapped < 4 * g; mapped += g) {
-      chunks.push_back(physical_allocation::create(default_properties(), g).value());
+      chunks.push_back(physical_allocation::create(g, default_properties()).value());
       range.map_and_grant(mapped, chunks.back(), 0, g, {rw()}).value();  // grant the new chunk only
     }
     CHECK(range.address() == base);
@@ -142,7 +142,7 @@ TEST_SUITE("lifecycle") {
   PVMM_CASE("access transitions: none -> read -> read_write -> read -> none") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), g).value();
+    auto memory = physical_allocation::create(g, default_properties()).value();
     auto range = address_reservation::reserve(g).value();
     void* p = range.map(0, memory, 0, g).value();
     auto now = [&] { return query_access(location::device(0), p).value(); };
@@ -171,7 +171,7 @@ TEST_SUITE("lifecycle") {
   PVMM_CASE("properties are read back from the allocation") {
     PVMM_REQUIRE_DEVICE();
     auto props = default_properties();
-    auto memory = physical_allocation::create(props, granule()).value();
+    auto memory = physical_allocation::create(granule(), props).value();
     auto back = memory.properties().value();
     CHECK(back.location == props.location);
     CHECK(back.exportable == props.exportable);
@@ -182,7 +182,7 @@ TEST_SUITE("lifecycle") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
     const auto before = query_live_objects();
-    auto memory = physical_allocation::create(default_properties(), 2 * g).value();
+    auto memory = physical_allocation::create(2 * g, default_properties()).value();
     auto range = address_reservation::reserve(2 * g).value();
     void* p = range.map_and_grant(0, memory, 0, 2 * g, {rw()}).value();
     write_words(p, pattern(2 * g, 11));
@@ -203,7 +203,7 @@ TEST_SUITE("lifecycle") {
   PVMM_CASE("a mapping from a nonzero physical offset, where the device can") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), 2 * g).value();
+    auto memory = physical_allocation::create(2 * g, default_properties()).value();
     auto whole = address_reservation::reserve(2 * g).value();
     whole.map_and_grant(0, memory, 0, 2 * g, {rw()}).value();
     write_words(whole.address(), pattern(2 * g, 12));
@@ -227,14 +227,14 @@ TEST_SUITE("lifecycle") {
       address_reservation range;
       physical_allocation memory;
       range = address_reservation::reserve(2 * g).value();
-      memory = physical_allocation::create(default_properties(), g).value();
+      memory = physical_allocation::create(g, default_properties()).value();
       range.map_and_grant(0, memory, 0, g, {rw()}).value();
       range.map_and_grant(g, memory, 0, g, {rw()}).value();
       // memory is destroyed first (declared last), the reservation then unmaps both and frees the range.
     }
     CHECK(query_live_objects() == before);
     {
-      physical_allocation memory = physical_allocation::create(default_properties(), g).value();
+      physical_allocation memory = physical_allocation::create(g, default_properties()).value();
       address_reservation range = address_reservation::reserve(g).value();
       range.map_and_grant(0, memory, 0, g, {rw()}).value();
       address_reservation moved = std::move(range);  // moved-from owners release nothing

@@ -37,19 +37,19 @@ TEST_SUITE("limits") {
   PVMM_CASE("create: a size that cannot be rounded, and more memory than the device has, are out_of_memory") {
     PVMM_REQUIRE_DEVICE();
     const auto props = default_properties();
-    PVMM_CHECK_ERRC(physical_allocation::create(props, size_max), errc::out_of_memory);
+    PVMM_CHECK_ERRC(physical_allocation::create(size_max, props), errc::out_of_memory);
     // Refused at create on every backend (the host commits its memory), never at first touch.
     const std::size_t g = granule();
     const std::size_t total = query_device(0).value().total_memory;
     const std::size_t beyond = std::min<std::size_t>(std::size_t{64} << 40, total * 4) / g * g;
     REQUIRE(beyond > total);
-    PVMM_CHECK_ERRC(physical_allocation::create(props, beyond), errc::out_of_memory);
+    PVMM_CHECK_ERRC(physical_allocation::create(beyond, props), errc::out_of_memory);
   }
 
   PVMM_CASE("map: offsets and sizes whose sums wrap are out_of_range") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), g).value();
+    auto memory = physical_allocation::create(g, default_properties()).value();
     auto range = address_reservation::reserve(2 * g).value();
     const std::size_t wrap = size_max - g + 1;
     PVMM_CHECK_ERRC(range.map(g, memory, 0, wrap), errc::out_of_range);

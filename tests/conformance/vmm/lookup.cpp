@@ -36,7 +36,7 @@ TEST_SUITE("vmm") {
       for (const char* p : edges(r)) REQUIRE(lookup_detail(p) == reserved_unmapped);
 
     // A mapping inside one of them is found through the same index, from its first byte to its last.
-    auto memory = physical_allocation::create(default_properties(), granule()).value();
+    auto memory = physical_allocation::create(granule(), default_properties()).value();
     address_reservation& host = ranges[5];  // 33 granules
     host.map(host.size() - memory.size(), memory).value();
     CHECK(physical_allocation::retain(host.at<char>(host.size() - 1)).value().size() == memory.size());

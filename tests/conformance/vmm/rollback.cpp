@@ -11,7 +11,7 @@ TEST_SUITE("rollback") {
     const std::size_t g = granule();
     const auto props = default_properties();
     auto points = sweep_failures([&] {
-      auto memory = physical_allocation::create(props, g);
+      auto memory = physical_allocation::create(g, props);
       if (!memory) {
         CHECK(memory.error().native_name == "PVMM_INJECTED_FAILURE");
         return false;
@@ -34,7 +34,7 @@ TEST_SUITE("rollback") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), g).value();
+    auto memory = physical_allocation::create(g, default_properties()).value();
     auto fd = memory.export_posix_fd().value();
     auto points = sweep_failures([&] {
       auto imported = physical_allocation::import_posix_fd(fd.get(), g);
@@ -50,7 +50,7 @@ TEST_SUITE("rollback") {
   PVMM_CASE("a failed unmap leaves the mapping recorded, and the destructor still cleans up") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), g).value();
+    auto memory = physical_allocation::create(g, default_properties()).value();
     auto range = address_reservation::reserve(g).value();
     range.map_and_grant(0, memory, 0, g, {rw()}).value();
     testing::fail_nth_backend_call(1);
@@ -106,7 +106,7 @@ TEST_SUITE("rollback") {
     }
     const std::size_t g = granule();
     std::vector<physical_allocation> chunks;
-    for (int i = 0; i < 3; ++i) chunks.push_back(physical_allocation::create(default_properties(), g).value());
+    for (int i = 0; i < 3; ++i) chunks.push_back(physical_allocation::create(g, default_properties()).value());
     const auto calls = backend_calls_of([&] { return export_buffer(chunks, handle_types::posix_fd).has_value(); });
     auto points = sweep_failures([&] {
       auto r = export_buffer(chunks, handle_types::posix_fd);
@@ -125,7 +125,7 @@ TEST_SUITE("rollback") {
     }
     const std::size_t g = granule();
     std::vector<physical_allocation> chunks;
-    for (int i = 0; i < 3; ++i) chunks.push_back(physical_allocation::create(default_properties(), g).value());
+    for (int i = 0; i < 3; ++i) chunks.push_back(physical_allocation::create(g, default_properties()).value());
     auto out = export_buffer(chunks, handle_types::posix_fd).value();
     std::vector<int> fds;
     for (auto& fd : out.fds) fds.push_back(fd.get());

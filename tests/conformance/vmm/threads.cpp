@@ -37,7 +37,7 @@ TEST_SUITE("threads") {
     auto range = address_reservation::reserve(thread_count * g).value();
     std::vector<physical_allocation> memory;
     for (int t = 0; t < thread_count; ++t)
-      memory.push_back(physical_allocation::create(default_properties(), g).value());
+      memory.push_back(physical_allocation::create(g, default_properties()).value());
     std::atomic<int> failures{0};
     run_together(thread_count, [&](int t) {
       const std::size_t offset = static_cast<std::size_t>(t) * g;
@@ -66,7 +66,7 @@ TEST_SUITE("threads") {
   PVMM_CASE("two threads unmapping the same mapping: one succeeds, the other is told, nothing corrupts") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), g).value();
+    auto memory = physical_allocation::create(g, default_properties()).value();
     auto range = address_reservation::reserve(g).value();
     int one_succeeded = 0;
     for (int round = 0; round < race_rounds; ++round) {
@@ -85,7 +85,7 @@ TEST_SUITE("threads") {
   PVMM_CASE("a grant racing an unmap of the same mapping: each call succeeds whole or is refused") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
-    auto memory = physical_allocation::create(default_properties(), g).value();
+    auto memory = physical_allocation::create(g, default_properties()).value();
     auto range = address_reservation::reserve(g).value();
     for (int round = 0; round < race_rounds; ++round) {
       range.map(0, memory, 0, g).value();

@@ -1,0 +1,113 @@
+// The ownership graph behind the public owners (docs/design.md, "Ownership graph"). Each edge is a shared_ptr,
+// so teardown order follows from the types:
+//   physical_allocation / multicast_object ──▶ allocation_state ◀── mapping_record ◀── reservation_state
+// An allocation_state releases its backend handle exactly once, when its last owner or mapping goes
+// (invariants 2, 3). A reservation_state unmaps its remaining mappings, then frees (address, size) exactly
+// as reserved (invariant 5).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include <pvmm/allocation.hpp>
+#include <pvmm/error.hpp>
+#include <pvmm/multicast.hpp>
+#include <pvmm/reservation.hpp>
+#include <pvmm/types.hpp>
+
+#include "core/flat_map.hpp"
+#include "core/spin_lock.hpp"
+
+namespace pvmm::detail {
+
+// Live-object counters (pvmm/diagnostics.hpp). Process-wide because leaks are process-wide; atomics
+// because owners are created and destroyed on any thread.
+extern std::atomic<std::size_t> live_allocations;
+extern std::atomic<std::size_t> live_reservations;
+extern std::atomic<std::size_t> live_streams;
+extern std::atomic<std::size_t> live_events;
+extern std::atomic<std::size_t> live_pools;
+extern std::atomic<std::size_t> live_pool_allocations;
+extern std::atomic<std::size_t> live_mappings;
+extern std::atomic<std::size_t> live_managed;
+extern std::atomic<std::size_t> live_pinned;
+extern std::atomic<std::size_t> live_registrations;
+
+/// Physical memory or a multicast object: what a mapping maps.
+struct allocation_state {
+  enum class kind : std::uint8_t { memory, multicast };
+  allocation_state(allocation_handle h, std::size_t sz, std::size_t gran, allocation_properties props)
+      : raw(h.value), size(sz), granularity(gran), properties(props), what(kind::memory) {
+    ++live_allocations;
+  }
+  allocation_state(multicast_handle h, std::size_t sz, std::size_t gran, allocation_properties props)
+      : raw(h.value), size(sz), granularity(gran), properties(props), what(kind::multicast) {
+    ++live_allocations;
+  }
+  allocation_state(const allocation_state&) = delete;
+  allocation_state& operator=(const allocation_state&) = delete;
+  ~allocation_state();
+
+  allocation_handle memory_handle() const noexcept { return {raw}; }  // what == memory
+  multicast_handle multicast() const noexcept { return {raw}; }       // what == multicast
+  /// Releases the backend handle once; later calls are no-ops. Teardown: never fault-injected.
+  status release_handle();
+  /// The backend map call for this kind (the caller makes it a fault-injectable step).
+  status map_at(void* address, std::size_t mapped_size, std::size_t offset) const;
+
+  std::uint64_t raw;  // the typed handle's value; memory_handle() / multicast() give it its type back
+  std::size_t size;
+  std::size_t granularity;           // minimum granularity offsets/sizes must respect
+  allocation_properties properties;  // as requested at creation, or read back at import
+  kind what;
+  bool released = false;
+};
+
+struct mapping_record {
+  std::size_t size = 0;
+  std::shared_ptr<allocation_state> memory;
+  std::size_t memory_offset = 0;
+  /// A thread is mapping, unmapping or granting this mapping outside the lock: other threads get errc::busy
+  /// instead of acting on a mapping that is changing under them (invariant 15).
+  bool busy = false;
+};
+
+struct reservation_state {
+  reservation_state() = default;
+  reservation_state(const reservation_state&) = delete;
+  reservation_state& operator=(const reservation_state&) = delete;
+  status unmap_all();
+  /// Leaves the address registry and frees (address, size) exactly once.
+  status free_range();
+
+  // Set when the state is handed out (new_reservation_state) and constant until it is recycled.
+  void* address = nullptr;
+  std::size_t size = 0;
+  bool freed = false;
+  /// Guards `mappings` (and their busy marks); never held across a backend call. Taken after the address
+  /// registry's lock, never before it.
+  mutable spin_lock lock;
+  flat_map<std::size_t, mapping_record> mappings;  // keyed by offset in the reservation
+};
+
+/// A state for a new reservation of (address, size), counted live; null when memory ran out. Reuses a state
+/// this thread recycled (reservation_recycler), so reserving and mapping allocate nothing in the steady state.
+std::unique_ptr<reservation_state, reservation_recycler> new_reservation_state(void* address,
+                                                                               std::size_t size) noexcept;
+
+/// The neutral layer's view of the public owners' state (the headers keep it private).
+struct owner_access {
+  static const std::shared_ptr<allocation_state>& of(const physical_allocation& a) noexcept { return a.state_; }
+  static const std::shared_ptr<allocation_state>& of(const multicast_object& m) noexcept { return m.state_; }
+  static physical_allocation allocation(std::shared_ptr<allocation_state> s) noexcept {
+    return physical_allocation(std::move(s));
+  }
+  static multicast_object multicast(std::shared_ptr<allocation_state> s) noexcept {
+    return multicast_object(std::move(s));
+  }
+};
+
+}  // namespace pvmm::detail

@@ -1,0 +1,291 @@
+// Page-locked host memory: owners, and the registry of registered ranges, so that a range registered twice or an
+// address never registered answers the same error on every backend before any driver call.
+#include <pvmm/pinned.hpp>
+
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "backend/pinned.hpp"
+#include "backend/process_maps.hpp"
+#include "core/device.hpp"
+#include "core/operation.hpp"
+#include "core/ownership.hpp"
+
+namespace pvmm {
+namespace detail {
+namespace {
+
+// Registered ranges and live pinned allocations by start, both under registry_lock. Process-wide because
+// page-locked memory is (the drivers keep one table per process). Pinned allocations are kept so that registering
+// one (or part of one) is already_registered on every backend: cuMemHostRegister refuses it as
+// CUDA_ERROR_INVALID_VALUE while mlock would lock it again.
+std::mutex registry_lock;
+std::map<const unsigned char*, std::size_t> registered, pinned;
+
+/// Drops a freed pinned allocation from `pinned` and the live count.
+void forget_pinned(const void* data) noexcept {
+  {
+    std::lock_guard<std::mutex> guard(registry_lock);
+    pinned.erase(static_cast<const unsigned char*>(data));
+  }
+  --live_pinned;
+}
+
+/// Teardown of an owner (destructor, move-assignment): never fault-injected (an injected failure here would only
+/// simulate the leak teardown exists to prevent); the owner is gone whatever the driver says.
+void free_pinned_owner(void* data, std::size_t size) noexcept {
+  (void)backend::free_pinned(data, size);  // teardown: never fault-injected
+  forget_pinned(data);
+}
+
+/// The entry of `family` that overlaps [p, p + size), or end() (under registry_lock).
+std::map<const unsigned char*, std::size_t>::const_iterator overlapping(
+    const std::map<const unsigned char*, std::size_t>& family, const unsigned char* p, std::size_t size) {
+  auto next = family.lower_bound(p);
+  if (next != family.begin() && std::prev(next)->first + std::prev(next)->second > p) return std::prev(next);
+  if (next != family.end() && next->first < p + size) return next;
+  return family.end();
+}
+
+result<capabilities::host_memory_features> host_memory(const operation& op) {
+  PVMM_TRY(check_location(location::device(0), op));
+  PVMM_TRY_ASSIGN(caps, device_capabilities(0));
+  return caps.host_memory;
+}
+
+status check_options(const pinned_options& o, const capabilities::host_memory_features& caps, const operation& op) {
+  if (o.mapped && !caps.mapped)
+    return op.fail(errc::not_supported, "devices cannot reach page-locked memory through a device pointer here",
+                   "create with mapped = false (capabilities.host_memory.mapped)");
+  return {};
+}
+
+result<void*> device_pointer_of(void* data, bool mapped, int device, const operation& op) {
+  if (data == nullptr) return op.fail(errc::already_released, "the owner is empty (released or moved from)");
+  PVMM_TRY(check_location(location::device(device), op));
+  if (!mapped) return op.fail(errc::invalid_argument, "the memory was made with mapped = false");
+  return op.step("host_device_pointer", [&] { return backend::host_device_pointer(data, device); });
+}
+
+/// Every page under [pointer, pointer + size) is mapped with some access, as the kernel sees it: registering a
+/// hole or a PROT_NONE reservation is the caller's mistake, answered the same on every backend before any driver
+/// call (mlock would call it out of memory, and lock the pages before the hole; cuMemHostRegister answers
+/// CUDA_ERROR_INVALID_VALUE for a hole or PROT_NONE, measured on driver 580).
+status check_mapped(const void* pointer, std::size_t size, const operation& op) {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(pointer) & ~(page - 1);
+  const auto last = reinterpret_cast<std::uintptr_t>(pointer) + (size - 1);  // no wrap: checked before
+  const std::uintptr_t end = (last | (page - 1)) == UINTPTR_MAX ? UINTPTR_MAX : (last | (page - 1)) + 1;
+  std::uintptr_t covered = begin;  // [begin, covered) is mapped and accessible
+  bool inaccessible = false;
+  PVMM_TRY(for_each_mapping(begin, end, [&](std::uintptr_t lo, std::uintptr_t hi, const char* perms) {
+    if (lo > covered) return false;  // a hole at `covered`
+    if (!accessible(perms)) return !(inaccessible = true);
+    covered = hi;
+    return covered < end;
+  }));
+  if (covered >= end) return {};
+  const auto at = reinterpret_cast<const void*>(covered);
+  if (inaccessible)
+    return op.fail(
+        errc::invalid_argument,
+        fmt::format("the memory at {} is mapped without access (PROT_NONE): nothing there can be locked", at),
+        "register memory the program can read or write");
+  return op.fail(errc::invalid_argument, fmt::format("no memory is mapped at {}, inside the range", at),
+                 "register only memory the program has mapped (mmap, malloc, new)");
+}
+
+/// Forgets a registered range (under registry_lock).
+void forget(std::map<const unsigned char*, std::size_t>::iterator it) noexcept {
+  registered.erase(it);
+  --live_registrations;
+}
+
+/// Teardown of a host_registration (destructor, move-assignment): never fault-injected; the range is forgotten
+/// whatever the driver says, since no owner is left to retry.
+void unregister_owner(void* pointer) noexcept {
+  std::lock_guard<std::mutex> guard(registry_lock);
+  auto it = registered.find(static_cast<const unsigned char*>(pointer));
+  if (it == registered.end()) return;                   // unregistered through unregister_host_memory already
+  (void)backend::unregister_host(pointer, it->second);  // teardown: never fault-injected
+  forget(it);
+}
+
+std::string options_text(const pinned_options& o) {
+  return fmt::format("portable={}, mapped={}, write_combined={}", o.portable, o.mapped, o.write_combined);
+}
+
+}  // namespace
+}  // namespace detail
+
+// ---- pinned_allocation ----
+
+result<pinned_allocation> pinned_allocation::create(std::size_t size, const pinned_options& options) {
+  auto args = [&] { return fmt::format("size={:#x}, {}", size, detail::options_text(options)); };
+  const detail::operation op{"pvmm::pinned_allocation::create", args};
+  if (size == 0) return op.fail(errc::invalid_size, "size is zero");
+  PVMM_TRY_ASSIGN(caps, detail::host_memory(op));
+  if (!caps.pinned)
+    return op.fail(errc::not_supported, "no page-locked allocations here", "capabilities.host_memory.pinned");
+  PVMM_TRY(detail::check_options(options, caps, op));
+  PVMM_TRY_ASSIGN(p, op.step("allocate_pinned", [&] { return detail::backend::allocate_pinned(size, options); }));
+  try {  // recorded after the memory: a failure to record must not leave it ownerless
+    std::lock_guard<std::mutex> guard(detail::registry_lock);
+    detail::pinned.emplace(static_cast<const unsigned char*>(p), size);
+  } catch (...) {
+    (void)detail::backend::free_pinned(p, size);  // rollback: never fault-injected
+    throw;
+  }
+  ++detail::live_pinned;
+  return pinned_allocation(p, size, options.mapped);
+}
+
+pinned_allocation::pinned_allocation(pinned_allocation&& other) noexcept
+    : data_(other.data_), size_(other.size_), mapped_(other.mapped_) {
+  other.data_ = nullptr;
+  other.size_ = 0;
+}
+
+pinned_allocation& pinned_allocation::operator=(pinned_allocation&& other) noexcept {
+  if (this != &other) {
+    if (valid()) detail::free_pinned_owner(data_, size_);
+    data_ = other.data_, size_ = other.size_, mapped_ = other.mapped_;
+    other.data_ = nullptr;
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+pinned_allocation::~pinned_allocation() {
+  if (valid()) detail::free_pinned_owner(data_, size_);
+}
+
+status pinned_allocation::release() noexcept {
+  auto args = [&] { return fmt::format("pointer={}", data_); };
+  const detail::operation op{"pvmm::pinned_allocation::release", args};
+  if (!valid()) return op.fail(errc::already_released, "this pinned_allocation is empty (released or moved from)");
+  // A failed free leaves the owner as it was, so the caller can retry or let the destructor free it.
+  PVMM_TRY(op.step("free_pinned", [&] { return detail::backend::free_pinned(data_, size_); }));
+  detail::forget_pinned(data_);
+  data_ = nullptr;
+  size_ = 0;
+  return {};
+}
+
+result<void*> pinned_allocation::device_pointer(int device) const {
+  auto args = [&] { return fmt::format("pointer={}, device={}", data_, device); };
+  const detail::operation op{"pvmm::pinned_allocation::device_pointer", args};
+  return detail::device_pointer_of(data_, mapped_, device, op);
+}
+
+// ---- registration ----
+
+status register_host_memory(void* pointer, std::size_t size, const pinned_options& options) {
+  auto args = [&] { return fmt::format("pointer={}, size={:#x}, {}", pointer, size, detail::options_text(options)); };
+  const detail::operation op{"pvmm::register_host_memory", args};
+  if (pointer == nullptr) return op.fail(errc::invalid_argument, "the pointer is null");
+  if (size == 0) return op.fail(errc::invalid_size, "size is zero");
+  if (options.write_combined)
+    return op.fail(errc::invalid_argument, "write_combined is a property of allocations, not of registrations",
+                   "use pinned_allocation::create with write_combined");
+  PVMM_TRY_ASSIGN(caps, detail::host_memory(op));
+  if (!caps.registration)
+    return op.fail(errc::not_supported, "host memory cannot be registered here",
+                   "capabilities.host_memory.registration");
+  PVMM_TRY(detail::check_options(options, caps, op));
+  const auto* p = static_cast<const unsigned char*>(pointer);
+  if (reinterpret_cast<std::uintptr_t>(p) > UINTPTR_MAX - size)
+    return op.fail(errc::out_of_range, "the range wraps around the address space");
+  PVMM_TRY(detail::check_mapped(pointer, size, op));
+  std::lock_guard<std::mutex> guard(detail::registry_lock);
+  // A pinned allocation is page-locked memory as much as a registration is: overlapping either is one answer.
+  if (auto other = detail::overlapping(detail::pinned, p, size); other != detail::pinned.end())
+    return op.fail(errc::already_registered,
+                   fmt::format("the range overlaps the pinned allocation [{}, +{:#x}), page-locked already",
+                               static_cast<const void*>(other->first), other->second),
+                   "pinned memory needs no registration: use it as it is");
+  if (auto other = detail::overlapping(detail::registered, p, size); other != detail::registered.end())
+    return op.fail(errc::already_registered,
+                   fmt::format("the range overlaps the registration [{}, +{:#x}), registered already",
+                               static_cast<const void*>(other->first), other->second),
+                   "unregister it first, or register only what is not");
+  PVMM_TRY(op.step("register_host", [&] { return detail::backend::register_host(pointer, size, options); }));
+  try {  // recorded after the driver call: a failure to record must not leave the range locked and unowned
+    detail::registered.emplace(p, size);
+  } catch (...) {
+    (void)detail::backend::unregister_host(pointer, size);  // rollback: never fault-injected
+    throw;
+  }
+  ++detail::live_registrations;
+  return {};
+}
+
+status unregister_host_memory(void* pointer) {
+  auto args = [&] { return fmt::format("pointer={}", pointer); };
+  const detail::operation op{"pvmm::unregister_host_memory", args};
+  std::lock_guard<std::mutex> guard(detail::registry_lock);
+  auto it = detail::registered.find(static_cast<const unsigned char*>(pointer));
+  if (it == detail::registered.end())
+    return op.fail(errc::not_registered, fmt::format("{} does not start a registered range", pointer));
+  auto done = op.step("unregister_host", [&] { return detail::backend::unregister_host(pointer, it->second); });
+  // A failure keeps the range so that a retry can succeed, unless the driver has no record of it (then a retry
+  // never would, and keeping it would refuse new memory at that address forever). Memory the program unmapped
+  // first unregisters successfully: cuMemHostUnregister succeeds there (driver 580, measured), and so does the
+  // host backend (the lock went with the mapping).
+  if (done || done.code() == errc::not_registered) detail::forget(it);
+  return done;
+}
+
+// ---- host_registration ----
+
+result<host_registration> host_registration::create(void* pointer, std::size_t size, const pinned_options& options) {
+  auto args = [&] { return fmt::format("pointer={}, size={:#x}", pointer, size); };
+  const detail::operation op{"pvmm::host_registration::create", args};
+  auto done = register_host_memory(pointer, size, options);
+  if (!done) return op.take_over(std::move(done).error());
+  return host_registration(pointer, size, options.mapped);
+}
+
+host_registration::host_registration(host_registration&& other) noexcept
+    : data_(other.data_), size_(other.size_), mapped_(other.mapped_) {
+  other.data_ = nullptr;
+  other.size_ = 0;
+}
+
+host_registration& host_registration::operator=(host_registration&& other) noexcept {
+  if (this != &other) {
+    if (valid()) detail::unregister_owner(data_);
+    data_ = other.data_, size_ = other.size_, mapped_ = other.mapped_;
+    other.data_ = nullptr;
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+host_registration::~host_registration() {
+  if (valid()) detail::unregister_owner(data_);
+}
+
+status host_registration::release() noexcept {
+  const detail::operation op{"pvmm::host_registration::release"};
+  if (!valid()) return op.fail(errc::already_released, "this host_registration is empty (released or moved from)");
+  auto done = unregister_host_memory(data_);
+  // A failure that kept the range leaves the owner as it was, so the caller can retry or let the destructor do it.
+  if (!done && done.code() != errc::not_registered) return op.take_over(std::move(done).error());
+  data_ = nullptr;
+  size_ = 0;
+  if (!done) return op.take_over(std::move(done).error());
+  return {};
+}
+
+result<void*> host_registration::device_pointer(int device) const {
+  auto args = [&] { return fmt::format("pointer={}, device={}", data_, device); };
+  const detail::operation op{"pvmm::host_registration::device_pointer", args};
+  return detail::device_pointer_of(data_, mapped_, device, op);
+}
+
+}  // namespace pvmm

@@ -1,0 +1,101 @@
+// A pool's live allocations and lifetime (pool_state.hpp), and the process's pool directory.
+#include "pool/pool_state.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/pool.hpp"
+#include "core/ownership.hpp"
+
+namespace pvmm::detail {
+namespace {
+
+// Every live pool state, so a raw pointer's pool can be found after its owner is gone. Process-wide because raw
+// pointers are; a handful of pools per process, so a vector under a mutex (touched at pool creation and
+// destruction, and by pvmm::free_async only).
+std::mutex directory_lock;
+std::vector<pool_state*>& directory() {
+  static auto* states = new std::vector<pool_state*>();  // never destroyed: static owners may outlive it
+  return *states;
+}
+
+}  // namespace
+
+pool_state::pool_state(pool_handle h, int d, origin o, pool_id i)
+    : handle(h), device(d), owned(o != origin::default_pool), imported(o == origin::imported), id(i) {
+  std::lock_guard<std::mutex> guard(directory_lock);
+  directory().push_back(this);  // bad_alloc here propagates before the state exists, as make_shared's would
+  ++live_pools;
+}
+
+pool_state::~pool_state() {
+  {
+    std::lock_guard<std::mutex> guard(directory_lock);
+    auto& all = directory();
+    all.erase(std::find(all.begin(), all.end(), this));
+  }
+  if (owned) (void)backend::destroy_pool(handle);  // teardown: never fault-injected
+  live.release();
+  --live_pools;
+}
+
+pool_state::recorded pool_state::add_live(void* p, std::size_t size, holder by) {
+  std::lock_guard<spin_lock> guard(lock);
+  if (live.find(key(p), any)) return recorded::present;
+  if (!live.insert(key(p), live_entry{size, by})) return recorded::no_memory;
+  if (by == holder::raw) ++raw_live;
+  return recorded::added;
+}
+
+std::optional<std::size_t> pool_state::take_live(const void* p, holder by, bool& other) {
+  std::lock_guard<spin_lock> guard(lock);
+  other = false;
+  auto* e = live.find(key(p), any);
+  if (!e) return std::nullopt;
+  if (e->value.by != by) {
+    other = true;
+    return std::nullopt;
+  }
+  const std::size_t size = e->value.size;
+  live.erase(e);
+  if (by == holder::raw) --raw_live;
+  return size;
+}
+
+std::optional<std::size_t> pool_state::live_size(const void* p) const {
+  std::lock_guard<spin_lock> guard(lock);
+  if (auto* e = live.find(key(p), any)) return e->value.size;
+  return std::nullopt;
+}
+
+bool pool_state::holds_raw(const void* p) const {
+  std::lock_guard<spin_lock> guard(lock);
+  auto* e = live.find(key(p), any);
+  return e && e->value.by == holder::raw;
+}
+
+void pool_state::owner_gone(std::shared_ptr<pool_state> state) noexcept {
+  if (!state) return;
+  std::lock_guard<spin_lock> guard(state->lock);
+  if (state->raw_live != 0 && !state->orphaned) state->orphaned = std::move(state);
+}
+
+std::shared_ptr<pool_state> pool_state::take_orphan_if_done() noexcept {
+  std::lock_guard<spin_lock> guard(lock);
+  if (raw_live != 0) return nullptr;
+  return std::move(orphaned);
+}
+
+error empty_pool(const operation& op) {
+  return op.fail(errc::already_released, "this memory_pool is empty (released or moved from)");
+}
+
+std::shared_ptr<pool_state> pool_holding_raw(const void* p) {
+  std::lock_guard<std::mutex> guard(directory_lock);
+  for (pool_state* s : directory())
+    if (s->holds_raw(p))
+      if (auto alive = s->weak_from_this().lock()) return alive;  // null while its destructor waits for the lock
+  return nullptr;
+}
+
+}  // namespace pvmm::detail

@@ -1,0 +1,81 @@
+// The state behind a memory_pool owner and its allocations: the backend handle, the allocations the pool has
+// handed out (so a foreign pointer or a second free is refused before the driver), and the pool's lifetime.
+//
+// Lifetime (invariant 17): a pool lives while its owner, a pool_allocation, or a raw allocation (allocate_async)
+// does. pool_allocations hold the state by shared_ptr. Raw pointers cannot, so when the owner goes while raw
+// allocations are live the state keeps itself (`orphaned`) until the last of them is freed through
+// pvmm::free_async, which finds a pointer's pool in the process's pool directory - as cuMemFreeAsync frees
+// without naming the pool, and cuMemPoolDestroy defers until the last allocation is freed.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include <pvmm/memory_pool.hpp>
+
+#include "core/operation.hpp"
+#include "core/probe_table.hpp"
+#include "core/spin_lock.hpp"
+
+namespace pvmm::detail {
+
+struct pool_state : std::enable_shared_from_this<pool_state> {
+  enum class origin { created, default_pool, imported };
+  pool_state(pool_handle h, int d, origin o, pool_id i = {});
+  pool_state(const pool_state&) = delete;
+  pool_state& operator=(const pool_state&) = delete;
+  ~pool_state();
+
+  /// Who owns an allocation: a pool_allocation (which holds this state) or the caller, by raw pointer.
+  enum class holder : std::uint8_t { owner, raw };
+  struct live_entry {
+    std::size_t size;
+    holder by;
+  };
+
+  enum class recorded { added, present, no_memory };
+  /// Records an allocation handed out (or imported), unless it is recorded already.
+  recorded add_live(void* p, std::size_t size, holder by);
+  /// Forgets a live allocation held `by` and returns its size; nothing when `p` is not live. A live pointer held
+  /// otherwise is reported in `other` and stays live.
+  std::optional<std::size_t> take_live(const void* p, holder by, bool& other);
+  std::optional<std::size_t> live_size(const void* p) const;
+  bool holds_raw(const void* p) const;
+
+  /// The owner is gone: keeps this state alive while raw allocations are live.
+  static void owner_gone(std::shared_ptr<pool_state> state) noexcept;
+  /// After a raw free: the self-reference an orphaned pool held once none is left (drop it outside any lock).
+  std::shared_ptr<pool_state> take_orphan_if_done() noexcept;
+
+  const pool_handle handle;
+  const int device;
+  const bool owned;
+  const bool imported;
+  const pool_id id;                   // nonzero: exportable (or imported)
+  std::atomic<bool> exported{false};  // export_posix_fd has succeeded once: pointers may be exported from then on
+
+ private:
+  static std::uint64_t key(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+  static bool any(const live_entry&) { return true; }
+  mutable spin_lock lock;
+  // Allocations handed out and not yet freed (pointer -> size, holder): flat, nothing allocated per allocation.
+  probe_table<live_entry> live;
+  std::size_t raw_live = 0;
+  std::shared_ptr<pool_state> orphaned;  // set while the owner is gone and raw allocations remain
+};
+
+/// errc::already_released for an operation on an empty memory_pool owner.
+error empty_pool(const operation& op);
+/// Sets the mutable attributes (threshold, reuse policies) of a pool, as at creation or set_attributes.
+status set_attributes(pool_handle h, std::uint64_t release_threshold, bool follow, bool opportunistic, bool internal,
+                      const operation& op);
+
+/// The live pool states of this process, to find the pool of a raw pointer (pvmm::free_async). Process-wide
+/// because raw pointers are: the caller may have given up every owner of the pool.
+std::shared_ptr<pool_state> pool_holding_raw(const void* p);
+
+}  // namespace pvmm::detail

@@ -1,0 +1,185 @@
+// Streams and events: validation and ownership in one place; the backend only translates.
+#include <pvmm/stream.hpp>
+
+#include <fmt/format.h>
+
+#include "backend/device.hpp"
+#include "backend/stream.hpp"
+#include "core/address_registry.hpp"
+#include "core/device.hpp"
+#include "core/operation.hpp"
+#include "core/ownership.hpp"
+#include "stream/stream_checks.hpp"
+
+namespace pvmm {
+namespace detail {
+status check_stream(const stream_ref& s, const operation& op) {
+  if (s.native_handle().value == 0)
+    return op.fail(errc::invalid_argument, "the stream is empty (0)",
+                   "streams are explicit: create one with pvmm::stream::create, or wrap a native stream");
+  return check_location(location::device(s.device()), op);
+}
+
+namespace {
+
+status check_event(const event& e, const operation& op) {
+  if (!e.valid()) return op.fail(errc::already_released, "this event is empty (released or moved from)");
+  return {};
+}
+
+}  // namespace
+}  // namespace detail
+
+status stream_ref::synchronize() const {
+  auto args = [&] { return fmt::format("stream={:#x}, device={}", handle_.value, device_); };
+  const detail::operation op{"pvmm::stream_ref::synchronize", args};
+  PVMM_TRY(detail::check_stream(*this, op));
+  return op.step("synchronize_stream", [&] { return detail::backend::synchronize_stream(handle_, device_); });
+}
+
+result<bool> stream_ref::query() const {
+  auto args = [&] { return fmt::format("stream={:#x}, device={}", handle_.value, device_); };
+  const detail::operation op{"pvmm::stream_ref::query", args};
+  PVMM_TRY(detail::check_stream(*this, op));
+  return op.step("query_stream", [&] { return detail::backend::query_stream(handle_, device_); });
+}
+
+status stream_ref::wait(const event& e) const {
+  auto args = [&] {
+    return fmt::format("stream={:#x}, device={}, event={:#x}", handle_.value, device_, e.native_handle().value);
+  };
+  const detail::operation op{"pvmm::stream_ref::wait", args};
+  PVMM_TRY(detail::check_stream(*this, op));
+  PVMM_TRY(detail::check_event(e, op));
+  return op.step("wait_event", [&] { return detail::backend::wait_event(handle_, device_, e.native_handle()); });
+}
+
+status stream_ref::launch_host_function(void (*fn)(void*), void* data) const {
+  auto args = [&] { return fmt::format("stream={:#x}, device={}", handle_.value, device_); };
+  const detail::operation op{"pvmm::stream_ref::launch_host_function", args};
+  PVMM_TRY(detail::check_stream(*this, op));
+  if (!fn) return op.fail(errc::invalid_argument, "the host function is null");
+  return op.step("launch_host_function",
+                 [&] { return detail::backend::launch_host_function(handle_, device_, fn, data); });
+}
+
+status stream_ref::copy_async(void* destination, const void* source, std::size_t size) const {
+  auto args = [&] {
+    return fmt::format("stream={:#x}, device={}, destination={}, source={}, size={:#x}", handle_.value, device_,
+                       destination, source, size);
+  };
+  const detail::operation op{"pvmm::stream_ref::copy_async", args};
+  PVMM_TRY(detail::check_stream(*this, op));
+  if (size == 0) return {};
+  if (!destination || !source) return op.fail(errc::invalid_argument, "a copy end is null");
+  // Only a backend that stages pageable sources itself asks (the drivers tell pageable memory apart).
+  const bool stage = detail::backend::traits.copy_stages_pageable && !detail::address_registry::contains(source);
+  return op.step("copy_async",
+                 [&] { return detail::backend::copy_async(destination, source, size, handle_, device_, stage); });
+}
+
+stream::stream(stream&& other) noexcept : stream_ref(other) {
+  other.handle_ = {};
+  other.device_ = -1;
+}
+stream& stream::operator=(stream&& other) noexcept {
+  if (this != &other) {
+    (void)release();
+    handle_ = other.handle_;
+    device_ = other.device_;
+    other.handle_ = {};
+    other.device_ = -1;
+  }
+  return *this;
+}
+stream::~stream() { (void)release(); }
+
+result<stream> stream::create(int device) {
+  auto args = [&] { return fmt::format("device={}", device); };
+  const detail::operation op{"pvmm::stream::create", args};
+  PVMM_TRY(detail::check_location(location::device(device), op));
+  PVMM_TRY_ASSIGN(h, op.step("create_stream", [&] { return detail::backend::create_stream(device); }));
+  ++detail::live_streams;
+  return stream(h, device);
+}
+
+status stream::release() noexcept {
+  const detail::operation op{"pvmm::stream::release"};
+  if (!valid()) return op.fail(errc::already_released, "this stream is empty (released or moved from)");
+  const stream_handle h = handle_;
+  const int d = device_;
+  handle_ = {};
+  device_ = -1;
+  // Teardown: never fault-injected; the work enqueued completes before the stream goes, on every backend.
+  auto synced = detail::backend::synchronize_stream(h, d);
+  auto destroyed = detail::backend::destroy_stream(h);
+  --detail::live_streams;
+  if (!synced) return op.wrap(std::move(synced).error());
+  if (!destroyed) return op.wrap(std::move(destroyed).error());
+  return {};
+}
+
+event::event(event&& other) noexcept : handle_(other.handle_), device_(other.device_) {
+  other.handle_ = {};
+  other.device_ = -1;
+}
+event& event::operator=(event&& other) noexcept {
+  if (this != &other) {
+    (void)release();
+    handle_ = other.handle_;
+    device_ = other.device_;
+    other.handle_ = {};
+    other.device_ = -1;
+  }
+  return *this;
+}
+event::~event() { (void)release(); }
+
+result<event> event::create(int device) {
+  auto args = [&] { return fmt::format("device={}", device); };
+  const detail::operation op{"pvmm::event::create", args};
+  PVMM_TRY(detail::check_location(location::device(device), op));
+  PVMM_TRY_ASSIGN(h, op.step("create_event", [&] { return detail::backend::create_event(device); }));
+  ++detail::live_events;
+  return event(h, device);
+}
+
+status event::record(stream_ref on) {
+  auto args = [&] { return fmt::format("event={:#x}, stream={:#x}", handle_.value, on.native_handle().value); };
+  const detail::operation op{"pvmm::event::record", args};
+  PVMM_TRY(detail::check_event(*this, op));
+  PVMM_TRY(detail::check_stream(on, op));
+  if (on.device() != device_)
+    return op.fail(errc::invalid_device,
+                   fmt::format("the event belongs to device {}, the stream to device {}", device_, on.device()));
+  return op.step("record_event",
+                 [&] { return detail::backend::record_event(handle_, on.native_handle(), on.device()); });
+}
+
+status event::synchronize() const {
+  auto args = [&] { return fmt::format("event={:#x}", handle_.value); };
+  const detail::operation op{"pvmm::event::synchronize", args};
+  PVMM_TRY(detail::check_event(*this, op));
+  return op.step("synchronize_event", [&] { return detail::backend::synchronize_event(handle_); });
+}
+
+result<bool> event::query() const {
+  auto args = [&] { return fmt::format("event={:#x}", handle_.value); };
+  const detail::operation op{"pvmm::event::query", args};
+  PVMM_TRY(detail::check_event(*this, op));
+  return op.step("query_event", [&] { return detail::backend::query_event(handle_); });
+}
+
+status event::release() noexcept {
+  const detail::operation op{"pvmm::event::release"};
+  if (!valid()) return op.fail(errc::already_released, "this event is empty (released or moved from)");
+  const event_handle h = handle_;
+  handle_ = {};
+  device_ = -1;
+  auto destroyed = detail::backend::destroy_event(h);  // teardown: never fault-injected
+  --detail::live_events;
+  if (!destroyed) return op.wrap(std::move(destroyed).error());
+  return {};
+}
+
+}  // namespace pvmm

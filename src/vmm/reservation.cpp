@@ -1,0 +1,377 @@
+// address_reservation: the range and its mappings (whole-mapping semantics) and access control.
+#include <algorithm>
+#include <cstddef>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <pvmm/reservation.hpp>
+
+#include "backend/vmm.hpp"
+#include "core/address_registry.hpp"
+#include "core/checked_math.hpp"
+#include "core/describe.hpp"
+#include "core/device.hpp"
+#include "core/ownership.hpp"
+#include "core/short_list.hpp"
+
+namespace pvmm {
+namespace detail {
+namespace {
+
+using mapping_table = flat_map<std::size_t, mapping_record>;
+struct span {
+  std::size_t offset;
+  std::size_t size;
+};
+using span_list = short_list<span, 4>;  // a call usually touches one mapping
+
+error released_reservation(const operation& op) {
+  return op.fail(errc::already_released, "this address_reservation is empty (released or moved from)");
+}
+
+/// Checks that [offset, offset+size) is within the reservation and covered exactly by whole, adjacent
+/// mappings. Caller holds r.lock. Returns the first and one-past-last mapping.
+result<std::pair<mapping_table::iterator, mapping_table::iterator>> whole_mappings(reservation_state& r,
+                                                                                   std::size_t offset, std::size_t size,
+                                                                                   const operation& op) {
+  if (size == 0) return op.fail(errc::invalid_size, "size is zero");
+  if (!range_within(offset, size, r.size))
+    return op.fail(errc::out_of_range, fmt::format("[{:#x}, {:#x}) is outside the reservation of size {:#x}", offset,
+                                                   offset + size, r.size));
+  auto first = r.mappings.upper_bound(offset);
+  if (first != r.mappings.begin()) {
+    auto prev = std::prev(first);
+    if (offset < prev->first + prev->second.size) {
+      if (prev->first != offset)
+        return op.fail(errc::partial_mapping,
+                       fmt::format("offset {:#x} falls inside the mapping [{:#x}, {:#x})", offset, prev->first,
+                                   prev->first + prev->second.size),
+                       "pvmm works on whole mappings: start at a mapping's first byte");
+      first = prev;
+    }
+  }
+  std::size_t cursor = offset;
+  auto it = first;
+  const std::size_t end = offset + size;
+  while (cursor < end) {
+    if (it == r.mappings.end() || it->first != cursor)
+      return op.fail(errc::not_mapped, fmt::format("[{:#x}, {:#x}) is not mapped", cursor,
+                                                   it == r.mappings.end() ? end : std::min(end, it->first)));
+    cursor = it->first + it->second.size;
+    ++it;
+  }
+  if (cursor != end)
+    return op.fail(errc::partial_mapping,
+                   fmt::format("the range ends at {:#x} inside the mapping that ends at {:#x}", end, cursor),
+                   "pvmm works on whole mappings: end at a mapping's last byte");
+  return std::make_pair(first, it);
+}
+
+/// Host grants (to host() or host_numa(n)) are a capability: memory on the host can be granted to the host
+/// where host memory exists at all; device memory only where the device says so; a multicast object never.
+status check_host_access(const short_list<const allocation_state*, 4>& memories, const operation& op) {
+  for (const allocation_state* m : memories) {
+    if (m->what == allocation_state::kind::multicast)
+      return op.fail(errc::not_supported, "the host cannot be granted access to a multicast object's mapping");
+    const location where = m->properties.location;
+    if (where.type != location::kind::device) continue;
+    PVMM_TRY_ASSIGN(c, device_capabilities(where.id));
+    if (!c.vmm.host_access_to_device_memory)
+      return op.fail(errc::not_supported,
+                     fmt::format("the host cannot be granted access to memory on device {}", where.id),
+                     "create the memory at location::host() or host_numa(n) for the host to access it "
+                     "(capabilities.vmm.host_access_to_device_memory)");
+  }
+  return {};
+}
+
+/// Marks the mappings in [first, last) busy for one operation outside the lock, or says which one another
+/// thread holds. Caller holds the reservation's lock.
+status claim(mapping_table::iterator first, mapping_table::iterator last, const operation& op) {
+  for (auto it = first; it != last; ++it)
+    if (it->second.busy)
+      return op.fail(errc::busy,
+                     fmt::format("another thread is changing the mapping at [{:#x}, {:#x})", it->first,
+                                 it->first + it->second.size),
+                     "an address_reservation may be used from several threads on different mappings only");
+  for (auto it = first; it != last; ++it) it->second.busy = true;
+  return {};
+}
+
+/// Clears the busy marks of the mappings at `pieces` that are still recorded. Caller holds the lock.
+void release_claim(reservation_state& r, const span_list& pieces) {
+  for (auto [off, sz] : pieces) {
+    (void)sz;
+    if (auto it = r.mappings.find(off); it != r.mappings.end()) it->second.busy = false;
+  }
+}
+
+result<void*> map_state(reservation_state* r, std::size_t offset, const std::shared_ptr<allocation_state>& memory,
+                        std::size_t memory_offset, std::size_t size) {
+  auto args = [&] { return fmt::format("offset={:#x}, memory_offset={:#x}, size={:#x}", offset, memory_offset, size); };
+  const operation op{"pvmm::address_reservation::map", args};
+  if (!r) return released_reservation(op);
+  if (!memory) return op.fail(errc::already_released, "the memory to map is empty (released or moved from)");
+  const std::size_t unit = memory->granularity;
+  if (size == 0) return op.fail(errc::invalid_size, "size is zero");
+  if (!is_multiple(size, unit) || !is_multiple(offset, unit) || !is_multiple(memory_offset, unit))
+    return op.fail(errc::unaligned,
+                   fmt::format("offset, memory_offset and size must be multiples of the granularity {:#x}", unit));
+  if (!range_within(offset, size, r->size))
+    return op.fail(errc::out_of_range, fmt::format("[{:#x}, {:#x}) is outside the reservation of size {:#x}", offset,
+                                                   offset + size, r->size));
+  if (!range_within(memory_offset, size, memory->size))
+    return op.fail(errc::out_of_range, fmt::format("[{:#x}, {:#x}) is outside the memory of size {:#x}", memory_offset,
+                                                   memory_offset + size, memory->size));
+  if ((memory_offset != 0 || size != memory->size) && memory->what == allocation_state::kind::memory) {
+    auto caps = device_capabilities(device_of(memory->properties.location));
+    if (!caps) return op.wrap(std::move(caps).error());
+    if (memory_offset == 0 && !caps->vmm.map_part_of_allocation)
+      return op.fail(errc::not_supported,
+                     fmt::format("the {} backend maps whole allocations only: {:#x} of {:#x} bytes asked",
+                                 backend::traits.name, size, memory->size),
+                     "map the whole allocation, or allocate chunks of the size you map");
+    if (memory_offset != 0 && !caps->vmm.map_at_physical_offset)
+      return op.fail(
+          errc::not_supported,
+          fmt::format("the {} backend cannot map from a nonzero offset into physical memory", backend::traits.name),
+          "map whole allocations (memory_offset 0), or split the allocation into chunks");
+  }
+  {
+    // Check and claim the range in one critical section; the claim is withdrawn if the backend fails.
+    std::lock_guard<spin_lock> guard(r->lock);
+    auto next = r->mappings.lower_bound(offset);
+    auto overlap = [&](mapping_table::iterator it) {
+      return op.fail(errc::overlapping_mapping,
+                     fmt::format("[{:#x}, {:#x}) overlaps the mapping at [{:#x}, {:#x})", offset, offset + size,
+                                 it->first, it->first + it->second.size),
+                     "unmap it first");
+    };
+    if (next != r->mappings.end() && next->first < offset + size) return overlap(next);
+    if (next != r->mappings.begin() && std::prev(next)->first + std::prev(next)->second.size > offset)
+      return overlap(std::prev(next));
+    r->mappings.emplace_hint(next, offset, mapping_record{size, memory, memory_offset, true});
+  }
+  void* address = static_cast<char*>(r->address) + offset;
+  auto ok = call_backend("map", [&] { return memory->map_at(address, size, memory_offset); });
+  std::lock_guard<spin_lock> guard(r->lock);
+  if (!ok) {
+    r->mappings.erase(offset);
+    return op.wrap(std::move(ok).error());
+  }
+  r->mappings.find(offset)->second.busy = false;  // still there: busy kept every other thread off it
+  ++live_mappings;
+  return address;
+}
+
+}  // namespace
+}  // namespace detail
+
+using detail::call_backend;
+using detail::owner_access;
+
+address_reservation::address_reservation() noexcept = default;
+address_reservation::address_reservation(address_reservation&&) noexcept = default;
+address_reservation& address_reservation::operator=(address_reservation&&) noexcept = default;
+address_reservation::~address_reservation() = default;
+address_reservation::address_reservation(state_owner state) noexcept : state_(std::move(state)) {}
+
+void* address_reservation::address() const noexcept { return state_ ? state_->address : nullptr; }
+std::size_t address_reservation::size() const noexcept { return state_ ? state_->size : 0; }
+std::size_t address_reservation::mapping_count() const noexcept {
+  if (!state_) return 0;
+  std::lock_guard<detail::spin_lock> guard(state_->lock);
+  return state_->mappings.size();
+}
+
+result<address_reservation> address_reservation::reserve(std::size_t size, std::size_t alignment,
+                                                         const void* fixed_address) {
+  auto args = [&] {
+    return fmt::format("size={:#x}, alignment={:#x}, fixed_address={}", size, alignment, fixed_address);
+  };
+  const detail::operation op{"pvmm::address_reservation::reserve", args};
+  auto unit = detail::reservation_unit();
+  if (!unit) return op.wrap(std::move(unit).error());
+  if (size == 0) return op.fail(errc::invalid_size, "size is zero");
+  if (!detail::is_multiple(size, *unit)) {
+    auto rounded = detail::checked_round_up(size, *unit);
+    if (!rounded)
+      return op.fail(
+          errc::out_of_memory,
+          fmt::format("size rounded up to the reservation granularity {:#x} exceeds the address space", *unit));
+    return op.fail(errc::unaligned, fmt::format("size is not a multiple of the reservation granularity {:#x}", *unit),
+                   fmt::format("round up to {:#x}", *rounded));
+  }
+  if (alignment != 0 && !detail::is_power_of_two(alignment))
+    return op.fail(errc::invalid_alignment, fmt::format("alignment {:#x} is not 0 or a power of two", alignment));
+  // Like cuMemAddressReserve and hipMemAddressReserve, any power of two is accepted; the range is always aligned
+  // to at least the reservation granularity, so alignments up to it ask for nothing more than the default.
+  const std::size_t backend_alignment = alignment > *unit ? alignment : 0;
+  // A backend may over-reserve by the alignment to trim the range into place: that sum must exist.
+  if (backend_alignment && !detail::checked_add(size, backend_alignment))
+    return op.fail(errc::out_of_memory,
+                   fmt::format("size {:#x} plus alignment {:#x} exceeds the address space", size, alignment));
+  const std::size_t effective_alignment = std::max(alignment, *unit);
+  if (fixed_address && !detail::is_multiple(reinterpret_cast<std::uintptr_t>(fixed_address), effective_alignment))
+    return op.fail(errc::unaligned, fmt::format("fixed_address is not aligned to {:#x}", effective_alignment));
+  auto address = op.step("reserve", [&] { return detail::backend::reserve(size, backend_alignment, fixed_address); });
+  if (!address) return std::move(address).error();
+  void* const at = *address;
+  if (!detail::is_multiple(reinterpret_cast<std::uintptr_t>(at), effective_alignment)) {
+    (void)detail::backend::free_reservation(at, size);  // rollback: never fault-injected
+    return op.fail(errc::backend_error,
+                   fmt::format("the backend returned {}, which is not aligned to {:#x}; it was given back", at,
+                               effective_alignment));
+  }
+  if (fixed_address && at != fixed_address) {
+    (void)detail::backend::free_reservation(at, size);  // rollback: never fault-injected
+    return op.fail(errc::address_unavailable, fmt::format("the range landed at {} instead; it was given back", at),
+                   "reserve without a fixed address and remap the physical memory there");
+  }
+  auto state = detail::new_reservation_state(at, size);
+  if (!state || !detail::address_registry::add(state.get())) {
+    if (state) state->freed = true;                     // not in the registry: the rollback below frees the range
+    (void)detail::backend::free_reservation(at, size);  // rollback: never fault-injected
+    return op.fail(errc::out_of_memory,
+                   "no host memory for pvmm's record of the reservation; the range was given back");
+  }
+  return address_reservation(std::move(state));
+}
+
+result<void*> address_reservation::map(std::size_t offset, const physical_allocation& memory, std::size_t memory_offset,
+                                       std::size_t size) {
+  return detail::map_state(state_.get(), offset, owner_access::of(memory), memory_offset, size);
+}
+
+result<void*> address_reservation::map(std::size_t offset, const multicast_object& object, std::size_t object_offset,
+                                       std::size_t size) {
+  return detail::map_state(state_.get(), offset, owner_access::of(object), object_offset, size);
+}
+
+result<void*> address_reservation::map_and_grant(std::size_t offset, const physical_allocation& memory,
+                                                 std::size_t memory_offset, std::size_t size, access_list grants) {
+  auto address = map(offset, memory, memory_offset, size);
+  if (!address) return address;
+  if (auto ok = set_access(offset, size, grants); !ok) {
+    (void)unmap(offset, size);
+    return std::move(ok).error();
+  }
+  return address;
+}
+
+status address_reservation::unmap(std::size_t offset, std::size_t size) {
+  auto args = [&] { return fmt::format("offset={:#x}, size={:#x}", offset, size); };
+  const detail::operation op{"pvmm::address_reservation::unmap", args};
+  if (!state_) return detail::released_reservation(op);
+  detail::span_list pieces;
+  {
+    std::lock_guard<detail::spin_lock> guard(state_->lock);
+    PVMM_TRY_ASSIGN(range, detail::whole_mappings(*state_, offset, size, op));
+    PVMM_TRY(detail::claim(range.first, range.second, op));
+    for (auto it = range.first; it != range.second; ++it) pieces.push_back({it->first, it->second.size});
+  }
+  // Unmap mapping by mapping (HIP needs whole mappings); each one is forgotten as soon as it is gone, so a
+  // failure part-way leaves the table true to what is still mapped.
+  for (auto [off, sz] : pieces) {
+    auto ok = call_backend(
+        "unmap", [&, o = off, s = sz] { return detail::backend::unmap(static_cast<char*>(state_->address) + o, s); });
+    std::shared_ptr<detail::allocation_state> memory;  // released outside the lock
+    {
+      std::lock_guard<detail::spin_lock> guard(state_->lock);
+      if (!ok) {
+        detail::release_claim(*state_, pieces);
+        return op.wrap(std::move(ok).error());
+      }
+      auto it = state_->mappings.find(off);  // present: the claim kept other threads' unmaps off it
+      memory = std::move(it->second.memory);
+      state_->mappings.erase(it);
+    }
+    --detail::live_mappings;
+  }
+  return {};
+}
+
+status address_reservation::set_access(std::size_t offset, std::size_t size, access_list list) {
+  const access_descriptor* grants = list.data();
+  const std::size_t count = list.size();
+  auto args = [&] { return fmt::format("offset={:#x}, size={:#x}, grants={}", offset, size, count); };
+  const detail::operation op{"pvmm::address_reservation::set_access", args};
+  if (!state_) return detail::released_reservation(op);
+  if (grants == nullptr || count == 0) return op.fail(errc::invalid_argument, "no access grants given");
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto& g = grants[i];
+    if (g.location.type != location::kind::device && g.location.type != location::kind::host &&
+        g.location.type != location::kind::host_numa)
+      return op.fail(errc::invalid_location, fmt::format("grant {} has an unknown location kind", i));
+    PVMM_TRY(detail::check_location(g.location, op));
+    if (g.access != access::none && g.access != access::read && g.access != access::read_write)
+      return op.fail(errc::invalid_argument,
+                     fmt::format("grant {} has an unknown access value {}", i, static_cast<int>(g.access)));
+    for (std::size_t j = 0; j < i; ++j)
+      if (grants[j].location == g.location)
+        return op.fail(errc::invalid_argument,
+                       fmt::format("grants {} and {} both name {}", j, i, detail::describe(g.location)));
+  }
+  const bool to_host = std::any_of(grants, grants + count, [](const access_descriptor& g) {
+    return g.location.type != location::kind::device && g.access != access::none;
+  });
+  detail::span_list claimed;                                        // every mapping in the range, held for the call
+  detail::span_list pieces;                                         // the driver calls to make
+  detail::short_list<const detail::allocation_state*, 4> memories;  // for the host-access check
+  {
+    std::lock_guard<detail::spin_lock> guard(state_->lock);
+    PVMM_TRY_ASSIGN(range, detail::whole_mappings(*state_, offset, size, op));
+    PVMM_TRY(detail::claim(range.first, range.second, op));
+    for (auto it = range.first; it != range.second; ++it) {
+      claimed.push_back({it->first, it->second.size});
+      if (to_host) memories.push_back(it->second.memory.get());  // kept alive by the claimed mapping
+    }
+    if (detail::backend::traits.set_access_spans_mappings)
+      pieces.push_back({offset, size});  // one driver call over the whole range
+    else
+      pieces = claimed;
+  }
+  if (auto ok = detail::check_host_access(memories, op); !ok) {
+    std::lock_guard<detail::spin_lock> guard(state_->lock);
+    detail::release_claim(*state_, claimed);
+    return std::move(ok).error();
+  }
+  status outcome;
+  for (auto [off, sz] : pieces) {
+    outcome = call_backend("set_access", [&, o = off, s = sz] {
+      return detail::backend::set_access(static_cast<char*>(state_->address) + o, s, grants, count);
+    });
+    if (!outcome) break;
+  }
+  std::lock_guard<detail::spin_lock> guard(state_->lock);
+  detail::release_claim(*state_, claimed);
+  if (!outcome) return op.wrap(std::move(outcome).error());
+  return {};
+}
+
+status address_reservation::release() noexcept {
+  const detail::operation op{"pvmm::address_reservation::release"};
+  if (!state_) return detail::released_reservation(op);
+  // Unlocked: no other thread may map or unmap while this one releases (the threading contract), and
+  // lookups only read the table.
+  if (std::size_t mapped = state_->mappings.size(); mapped != 0)
+    return op.fail(errc::busy, fmt::format("{} mapping(s) remain in the range", mapped), "unmap them first");
+  detail::address_registry::remove(state_.get());
+  state_->freed = true;
+  auto ok =
+      op.step("free_reservation", [&] { return detail::backend::free_reservation(state_->address, state_->size); });
+  state_.reset();
+  return ok;
+}
+
+result<access> query_access(location where, const void* address) {
+  auto args = [&] { return fmt::format("location={}, address={}", detail::describe(where), address); };
+  const detail::operation op{"pvmm::query_access", args};
+  PVMM_TRY(detail::check_location(where, op));
+  PVMM_TRY(detail::address_registry::find_mapped(address, op));
+  return op.step("get_access", [&] { return detail::backend::get_access(where, address); });
+}
+
+}  // namespace pvmm
