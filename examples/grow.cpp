@@ -7,6 +7,8 @@
 #include <pvmm/pvmm.hpp>
 #include <pvmm/testing.hpp>
 
+#include "common.hpp"
+
 namespace {
 constexpr unsigned seed = 1000;
 
@@ -26,12 +28,7 @@ bool intact(const pvmm::growable_buffer& buffer, std::size_t bytes) {
 }  // namespace
 
 int main() {
-  auto backend = pvmm::query_backend();
-  if (!backend.available || pvmm::device_count().value() == 0) {
-    std::printf("grow: no device (%s)\n", backend.unavailable_reason.c_str());
-    return 0;
-  }
-  try {
+  return example::run("grow", [] {
     pvmm::growable_options options;
     options.access = {{pvmm::location::device(0), pvmm::access::read_write}};
     options.chunk_size = pvmm::query_granularity(options.properties).value().minimum;
@@ -69,8 +66,5 @@ int main() {
     std::printf("grow: ok: grew to %zu bytes in %zu-byte chunks (%d move(s), %zu reservation(s)), shrank to %zu\n",
                 filled, chunk, moves, buffer.reservation_count(), buffer.size());
     return 0;
-  } catch (const pvmm::exception& e) {
-    std::printf("grow: %s\n", e.what());
-    return 1;
-  }
+  });
 }

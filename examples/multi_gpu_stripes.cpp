@@ -9,14 +9,11 @@
 #include <pvmm/pvmm.hpp>
 #include <pvmm/testing.hpp>
 
+#include "common.hpp"
+
 int main() {
-  auto backend = pvmm::query_backend();
-  const int devices = backend.available ? pvmm::device_count().value() : 0;
-  if (devices == 0) {
-    std::printf("multi_gpu_stripes: no device (%s)\n", backend.unavailable_reason.c_str());
-    return 0;
-  }
-  try {
+  return example::run("multi_gpu_stripes", [] {
+    const int devices = pvmm::device_count().value();
     const int user = 0;  // the device whose kernels would use the buffer
     std::vector<int> backing{user};
     for (int d = 0; d < devices; ++d)
@@ -64,8 +61,5 @@ int main() {
         "reachable from device %d\n",
         wanted, stripes, stripe, backing.size(), devices, user);
     return 0;
-  } catch (const pvmm::exception& e) {
-    std::printf("multi_gpu_stripes: %s\n", e.what());
-    return 1;
-  }
+  });
 }

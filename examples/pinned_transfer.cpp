@@ -8,6 +8,8 @@
 
 #include <pvmm/pvmm.hpp>
 
+#include "common.hpp"
+
 namespace {
 using clock_type = std::chrono::steady_clock;
 
@@ -17,12 +19,7 @@ double gbps(std::size_t bytes, int reps, clock_type::time_point t0) {
 }  // namespace
 
 int main() {
-  auto backend = pvmm::query_backend();
-  if (!backend.available || pvmm::device_count().value() == 0) {
-    std::printf("pinned_transfer: no device (%s)\n", backend.unavailable_reason.c_str());
-    return 0;
-  }
-  try {
+  return example::run("pinned_transfer", [] {
     const std::size_t bytes = std::size_t{64} << 20;
     const int reps = 10;
     pvmm::allocation_properties props;
@@ -56,8 +53,5 @@ int main() {
         "pageable %.1f: ok\n",
         h2d_pinned, h2d_pageable, d2h_pinned, d2h_pageable);
     return 0;
-  } catch (const pvmm::exception& e) {
-    std::printf("pinned_transfer: FAIL: %s\n", e.what());
-    return 1;
-  }
+  });
 }

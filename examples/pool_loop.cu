@@ -17,6 +17,8 @@
 
 #include <pvmm/pvmm.hpp>
 
+#include "common.hpp"
+
 __global__ void scale(float* p, std::size_t n, float by) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < n) p[i] = static_cast<float>(i) * by;
@@ -48,12 +50,7 @@ bool check(const float* device, GPU(Stream_t) s) {
 }  // namespace
 
 int main() {
-  auto backend = pvmm::query_backend();
-  if (!backend.available || pvmm::device_count().value() == 0) {
-    std::printf("pool_loop: no device (%s)\n", backend.unavailable_reason.c_str());
-    return 0;
-  }
-  try {
+  return example::run("pool_loop", [] {
     if (!pvmm::query_device(0).value().capabilities.pools.supported) {
       std::printf("pool_loop: device 0 has no memory pools\n");
       return 0;
@@ -92,8 +89,5 @@ int main() {
         "us/iteration (%.1fx)\n",
         iterations, pooled, GPU_NAME, GPU_NAME, plain, plain / pooled);
     return 0;
-  } catch (const pvmm::exception& e) {
-    std::printf("pool_loop: FAIL: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -15,6 +15,8 @@
 
 #include <pvmm/pvmm.hpp>
 
+#include "common.hpp"
+
 __global__ void increment(float* p, std::size_t n) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < n) p[i] += 1.0f;
@@ -39,12 +41,7 @@ double run(float* p, std::size_t n, const pvmm::stream& s, bool prefetch) {
 }  // namespace
 
 int main() {
-  auto backend = pvmm::query_backend();
-  if (!backend.available || pvmm::device_count().value() == 0) {
-    std::printf("unified_memory: no device (%s)\n", backend.unavailable_reason.c_str());
-    return 0;
-  }
-  try {
+  return example::run("unified_memory", [] {
     auto caps = pvmm::query_device(0).value().capabilities.managed;
     if (!caps.supported || !caps.concurrent_access) {
       std::printf("unified_memory: device 0 has no managed memory it can prefetch to\n");
@@ -77,8 +74,5 @@ int main() {
         bytes >> 20, prefetched, faulted, faulted / prefetched,
         where && *where == pvmm::location::host() ? "host" : "elsewhere");
     return 0;
-  } catch (const pvmm::exception& e) {
-    std::printf("unified_memory: FAIL: %s\n", e.what());
-    return 1;
-  }
+  });
 }

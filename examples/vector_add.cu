@@ -16,18 +16,15 @@
 
 #include <pvmm/pvmm.hpp>
 
+#include "common.hpp"
+
 __global__ void add(const float* a, const float* b, float* c, std::size_t n) {
   std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < n) c[i] = a[i] + b[i];
 }
 
 int main() {
-  auto backend = pvmm::query_backend();
-  if (!backend.available || pvmm::device_count().value() == 0) {
-    std::printf("vector_add: no device (%s)\n", backend.unavailable_reason.c_str());
-    return 0;
-  }
-  try {
+  return example::run("vector_add", [] {
     const std::size_t n = 1 << 22, bytes = n * sizeof(float);
     pvmm::allocation_properties props;  // device 0
     const std::size_t g = pvmm::query_granularity(props).value().minimum;
@@ -60,8 +57,5 @@ int main() {
       }
     std::printf("vector_add: ok (%zu elements, three allocations in one %zu-byte reservation)\n", n, 3 * each);
     return 0;
-  } catch (const pvmm::exception& e) {
-    std::printf("vector_add: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -5,7 +5,7 @@
 
 #include <cstring>
 #include <mutex>
-#include <vector>
+#include <type_traits>
 
 #include "driver.hpp"
 
@@ -29,20 +29,18 @@ void load(driver_state& s) {
     s.reason = "the CUDA driver has no cuGetProcAddress (driver older than CUDA 11.3)";
     return;
   }
-  auto resolve = [&](const char* name, int version, void** fn) {
+  auto resolve = [&](const char* name, int version, auto& field) {
+    void* fn = nullptr;
     CUdriverProcAddressQueryResult found{};
-    CUresult rc = v2 ? v2(name, fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &found)
-                     : v1(name, fn, version, CU_GET_PROC_ADDRESS_DEFAULT);
-    if (rc != CUDA_SUCCESS) *fn = nullptr;
+    CUresult rc = v2 ? v2(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &found)
+                     : v1(name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT);
+    field = rc == CUDA_SUCCESS ? reinterpret_cast<std::remove_reference_t<decltype(field)>>(fn) : nullptr;
   };
-  std::vector<const char*> missing;
-  // Each symbol is asked for at the version whose signature driver_api.hpp declares: asking for the
-  // header's own version would return newer ABIs (CUDA 13's cuCtxSynchronize takes a context).
-#define PVMM_CUDA_RESOLVE(name, version)                             \
-  resolve(#name, version, reinterpret_cast<void**>(&s.loaded.name)); \
-  if (!s.loaded.name) missing.push_back(#name);
-  PVMM_CUDA_ENTRY_POINTS(PVMM_CUDA_RESOLVE)
+#define PVMM_CUDA_RESOLVE(name, version, need) resolve(#name, version, s.loaded.name);
+#define PVMM_CUDA_RESOLVE_AS(field, name, prototype, version, need) resolve(#name, version, s.loaded.field);
+  PVMM_CUDA_ENTRY_POINTS(PVMM_CUDA_RESOLVE, PVMM_CUDA_RESOLVE_AS)
 #undef PVMM_CUDA_RESOLVE
+#undef PVMM_CUDA_RESOLVE_AS
   if (!s.loaded.cuInit || !s.loaded.cuDriverGetVersion) {
     s.reason = "the CUDA driver lacks cuInit";
     return;
@@ -56,25 +54,26 @@ void load(driver_state& s) {
     s.reason = fmt::format("cuInit failed: {} ({})", name, static_cast<int>(rc));
     return;
   }
-  // Multicast entry points appear with CUDA 12.1, pools with 11.2: older drivers simply report no multicast or
-  // no pools (capabilities), everything else is needed.
-  for (const char* name : missing) {
-    if (std::strncmp(name, "cuMulticast", 11) == 0 || std::strncmp(name, "cuMemPool", 9) == 0 ||
-        std::strcmp(name, "cuMemAllocFromPoolAsync") == 0 || std::strcmp(name, "cuMemFreeAsync") == 0 ||
-        std::strcmp(name, "cuDeviceGetDefaultMemPool") == 0 || std::strcmp(name, "cuMemAdvise") == 0 ||
-        std::strcmp(name, "cuMemPrefetchAsync") == 0)
-      continue;
-    s.reason = fmt::format("the CUDA driver {}.{} lacks {}: virtual memory management needs a newer driver",
-                           s.version / 1000, s.version % 1000 / 10, name);
+  // What each entry's absence means is in the table (entry_need): a missing optional entry turns off the
+  // capability that needs it (its feature file checks), a missing required one makes the driver unusable.
+  std::string missing;
+  auto check = [&](const char* name, int version, entry_need need, auto& field) {
+    if (need == entry_need::optional_exact && s.version < version) field = nullptr;  // the name answers an older ABI
+    if (!field && need == entry_need::required)
+      missing +=
+          fmt::format("{}{} (CUDA {}.{})", missing.empty() ? "" : ", ", name, version / 1000, version % 1000 / 10);
+  };
+#define PVMM_CUDA_CHECK(name, version, need) check(#name, version, entry_need::need, s.loaded.name);
+#define PVMM_CUDA_CHECK_AS(field, name, prototype, version, need) \
+  check(#field, version, entry_need::need, s.loaded.field);
+  PVMM_CUDA_ENTRY_POINTS(PVMM_CUDA_CHECK, PVMM_CUDA_CHECK_AS)
+#undef PVMM_CUDA_CHECK
+#undef PVMM_CUDA_CHECK_AS
+  if (!missing.empty()) {
+    s.reason = fmt::format("the CUDA driver {}.{} lacks entry points pvmm needs: {}; install a newer NVIDIA driver",
+                           s.version / 1000, s.version % 1000 / 10, missing);
     return;
   }
-  // The location ABI of advice and prefetch is 12.2's: an older driver would answer the 8.0 ABI under the name.
-  if (s.version < 12020) {
-    s.loaded.cuMemAdvise = nullptr;
-    s.loaded.cuMemPrefetchAsync = nullptr;
-  }
-  resolve("cuMemAdvise", 8000, reinterpret_cast<void**>(&s.loaded.cuMemAdvise_device));
-  resolve("cuMemPrefetchAsync", 8000, reinterpret_cast<void**>(&s.loaded.cuMemPrefetchAsync_device));
   s.available = true;
 }
 

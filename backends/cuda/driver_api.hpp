@@ -7,93 +7,112 @@
 
 namespace pvmm::cuda {
 
-// X(name, the CUDA version whose ABI of `name` matches the prototype cuda.h declares under that name;
-//    resolved at exactly that version)
-#define PVMM_CUDA_ENTRY_POINTS(X)                  \
-  X(cuInit, 2000)                                  \
-  X(cuDriverGetVersion, 2020)                      \
-  X(cuGetErrorName, 6000)                          \
-  X(cuGetErrorString, 6000)                        \
-  X(cuDeviceGet, 2000)                             \
-  X(cuDeviceGetCount, 2000)                        \
-  X(cuDeviceGetName, 2000)                         \
-  X(cuDeviceGetAttribute, 2000)                    \
-  X(cuDeviceCanAccessPeer, 4000)                   \
-  X(cuDeviceGetPCIBusId, 4010)                     \
-  X(cuDeviceTotalMem, 3020)                        \
-  X(cuDevicePrimaryCtxRetain, 7000)                \
-  X(cuCtxGetCurrent, 4000)                         \
-  X(cuCtxSetCurrent, 4000)                         \
-  X(cuCtxPushCurrent, 4000)                        \
-  X(cuCtxPopCurrent, 4000)                         \
-  X(cuCtxSynchronize, 2000)                        \
-  X(cuMemGetInfo, 3020)                            \
-  X(cuMemcpyHtoD, 3020)                            \
-  X(cuMemcpyDtoH, 3020)                            \
-  X(cuStreamCreate, 2000)                          \
-  X(cuStreamDestroy, 4000)                         \
-  X(cuStreamSynchronize, 2000)                     \
-  X(cuStreamQuery, 2000)                           \
-  X(cuStreamWaitEvent, 3020)                       \
-  X(cuStreamGetCtx, 9020)                          \
-  X(cuLaunchHostFunc, 10000)                       \
-  X(cuMemcpyAsync, 4000)                           \
-  X(cuEventCreate, 2000)                           \
-  X(cuEventDestroy, 4000)                          \
-  X(cuEventRecord, 2000)                           \
-  X(cuEventSynchronize, 2000)                      \
-  X(cuEventQuery, 2000)                            \
-  X(cuDeviceGetDefaultMemPool, 11020)              \
-  X(cuMemPoolCreate, 12020)                        \
-  X(cuMemPoolDestroy, 11020)                       \
-  X(cuMemPoolSetAttribute, 11020)                  \
-  X(cuMemPoolGetAttribute, 11020)                  \
-  X(cuMemPoolTrimTo, 11020)                        \
-  X(cuMemPoolSetAccess, 11020)                     \
-  X(cuMemPoolGetAccess, 11020)                     \
-  X(cuMemAllocFromPoolAsync, 11020)                \
-  X(cuMemFreeAsync, 11020)                         \
-  X(cuMemPoolExportToShareableHandle, 11020)       \
-  X(cuMemPoolImportFromShareableHandle, 11020)     \
-  X(cuMemPoolExportPointer, 11020)                 \
-  X(cuMemPoolImportPointer, 11020)                 \
-  X(cuMemAllocManaged, 6000)                       \
-  X(cuMemFree, 3020)                               \
-  X(cuMemAdvise, 12020)                            \
-  X(cuMemPrefetchAsync, 12020)                     \
-  X(cuMemRangeGetAttribute, 8000)                  \
-  X(cuStreamAttachMemAsync, 6000)                  \
-  X(cuMemHostAlloc, 2020)                          \
-  X(cuMemFreeHost, 2000)                           \
-  X(cuMemHostRegister, 6050)                       \
-  X(cuMemHostUnregister, 4000)                     \
-  X(cuMemHostGetDevicePointer, 3020)               \
-  X(cuMemGetAllocationGranularity, 10020)          \
-  X(cuMemCreate, 10020)                            \
-  X(cuMemRelease, 10020)                           \
-  X(cuMemGetAllocationPropertiesFromHandle, 10020) \
-  X(cuMemAddressReserve, 10020)                    \
-  X(cuMemAddressFree, 10020)                       \
-  X(cuMemMap, 10020)                               \
-  X(cuMemUnmap, 10020)                             \
-  X(cuMemSetAccess, 10020)                         \
-  X(cuMemGetAccess, 10020)                         \
-  X(cuMemExportToShareableHandle, 10020)           \
-  X(cuMemImportFromShareableHandle, 10020)         \
-  X(cuMulticastGetGranularity, 12010)              \
-  X(cuMulticastCreate, 12010)                      \
-  X(cuMulticastAddDevice, 12010)                   \
-  X(cuMulticastBindMem, 12010)                     \
-  X(cuMulticastUnbind, 12010)
+/// What a missing entry means when the driver is loaded.
+enum class entry_need {
+  required,        ///< the driver is unusable without it: loading fails, naming the entry
+  optional,        ///< the capability that needs it reports itself absent (pools, multicast: checked where used)
+  optional_exact,  ///< optional, and only in the ABI of exactly `version`: a driver older than that version answers
+                   ///< an older ABI under the same name, so there the entry counts as missing
+};
+
+// The device-ordinal ABI of cuMemAdvise and cuMemPrefetchAsync (CUDA 8.0), which cuda.h 13 no longer declares: what
+// drivers older than 12.2 have.
+using cuMemAdvise_device_t = CUresult (*)(CUdeviceptr, size_t, CUmem_advise, CUdevice);
+using cuMemPrefetchAsync_device_t = CUresult (*)(CUdeviceptr, size_t, CUdevice, CUstream);
+
+// Every entry point pvmm uses, in one list (as NCCL's cudawrap lists its symbols):
+//   X(name, version, need): `name` in the prototype cuda.h declares, resolved at exactly `version`, the CUDA version
+//     whose ABI of `name` matches that prototype (asking for the header's own version would return newer ABIs:
+//     CUDA 13's cuCtxSynchronize takes a context);
+//   X_AS(field, name, prototype, version, need): `name` resolved at `version` into `field`, for an older ABI than
+//     the one cuda.h declares under the name.
+// Pools (CUDA 11.2), multicast (12.1) and the location ABI of advice and prefetch (12.2) are optional: older drivers
+// report those capabilities absent. Everything else is required.
+#define PVMM_CUDA_ENTRY_POINTS(X, X_AS)                                                            \
+  X(cuInit, 2000, required)                                                                        \
+  X(cuDriverGetVersion, 2020, required)                                                            \
+  X(cuGetErrorName, 6000, required)                                                                \
+  X(cuGetErrorString, 6000, required)                                                              \
+  X(cuDeviceGet, 2000, required)                                                                   \
+  X(cuDeviceGetCount, 2000, required)                                                              \
+  X(cuDeviceGetName, 2000, required)                                                               \
+  X(cuDeviceGetAttribute, 2000, required)                                                          \
+  X(cuDeviceCanAccessPeer, 4000, required)                                                         \
+  X(cuDeviceGetPCIBusId, 4010, required)                                                           \
+  X(cuDeviceTotalMem, 3020, required)                                                              \
+  X(cuDevicePrimaryCtxRetain, 7000, required)                                                      \
+  X(cuCtxGetCurrent, 4000, required)                                                               \
+  X(cuCtxSetCurrent, 4000, required)                                                               \
+  X(cuCtxPushCurrent, 4000, required)                                                              \
+  X(cuCtxPopCurrent, 4000, required)                                                               \
+  X(cuCtxSynchronize, 2000, required)                                                              \
+  X(cuMemGetInfo, 3020, required)                                                                  \
+  X(cuMemcpyHtoD, 3020, required)                                                                  \
+  X(cuMemcpyDtoH, 3020, required)                                                                  \
+  X(cuStreamCreate, 2000, required)                                                                \
+  X(cuStreamDestroy, 4000, required)                                                               \
+  X(cuStreamSynchronize, 2000, required)                                                           \
+  X(cuStreamQuery, 2000, required)                                                                 \
+  X(cuStreamWaitEvent, 3020, required)                                                             \
+  X(cuStreamGetCtx, 9020, required)                                                                \
+  X(cuLaunchHostFunc, 10000, required)                                                             \
+  X(cuMemcpyAsync, 4000, required)                                                                 \
+  X(cuEventCreate, 2000, required)                                                                 \
+  X(cuEventDestroy, 4000, required)                                                                \
+  X(cuEventRecord, 2000, required)                                                                 \
+  X(cuEventSynchronize, 2000, required)                                                            \
+  X(cuEventQuery, 2000, required)                                                                  \
+  X(cuDeviceGetDefaultMemPool, 11020, optional)                                                    \
+  X(cuMemPoolCreate, 12020, optional)                                                              \
+  X(cuMemPoolDestroy, 11020, optional)                                                             \
+  X(cuMemPoolSetAttribute, 11020, optional)                                                        \
+  X(cuMemPoolGetAttribute, 11020, optional)                                                        \
+  X(cuMemPoolTrimTo, 11020, optional)                                                              \
+  X(cuMemPoolSetAccess, 11020, optional)                                                           \
+  X(cuMemPoolGetAccess, 11020, optional)                                                           \
+  X(cuMemAllocFromPoolAsync, 11020, optional)                                                      \
+  X(cuMemFreeAsync, 11020, optional)                                                               \
+  X(cuMemPoolExportToShareableHandle, 11020, optional)                                             \
+  X(cuMemPoolImportFromShareableHandle, 11020, optional)                                           \
+  X(cuMemPoolExportPointer, 11020, optional)                                                       \
+  X(cuMemPoolImportPointer, 11020, optional)                                                       \
+  X(cuMemAllocManaged, 6000, required)                                                             \
+  X(cuMemFree, 3020, required)                                                                     \
+  X(cuMemAdvise, 12020, optional_exact)                                                            \
+  X(cuMemPrefetchAsync, 12020, optional_exact)                                                     \
+  X_AS(cuMemAdvise_device, cuMemAdvise, cuMemAdvise_device_t, 8000, optional)                      \
+  X_AS(cuMemPrefetchAsync_device, cuMemPrefetchAsync, cuMemPrefetchAsync_device_t, 8000, optional) \
+  X(cuMemRangeGetAttribute, 8000, required)                                                        \
+  X(cuStreamAttachMemAsync, 6000, required)                                                        \
+  X(cuMemHostAlloc, 2020, required)                                                                \
+  X(cuMemFreeHost, 2000, required)                                                                 \
+  X(cuMemHostRegister, 6050, required)                                                             \
+  X(cuMemHostUnregister, 4000, required)                                                           \
+  X(cuMemHostGetDevicePointer, 3020, required)                                                     \
+  X(cuMemGetAllocationGranularity, 10020, required)                                                \
+  X(cuMemCreate, 10020, required)                                                                  \
+  X(cuMemRelease, 10020, required)                                                                 \
+  X(cuMemGetAllocationPropertiesFromHandle, 10020, required)                                       \
+  X(cuMemAddressReserve, 10020, required)                                                          \
+  X(cuMemAddressFree, 10020, required)                                                             \
+  X(cuMemMap, 10020, required)                                                                     \
+  X(cuMemUnmap, 10020, required)                                                                   \
+  X(cuMemSetAccess, 10020, required)                                                               \
+  X(cuMemGetAccess, 10020, required)                                                               \
+  X(cuMemExportToShareableHandle, 10020, required)                                                 \
+  X(cuMemImportFromShareableHandle, 10020, required)                                               \
+  X(cuMulticastGetGranularity, 12010, optional)                                                    \
+  X(cuMulticastCreate, 12010, optional)                                                            \
+  X(cuMulticastAddDevice, 12010, optional)                                                         \
+  X(cuMulticastBindMem, 12010, optional)                                                           \
+  X(cuMulticastUnbind, 12010, optional)
 
 struct driver_api {
-#define PVMM_CUDA_FIELD(name, version) decltype(&::name) name = nullptr;
-  PVMM_CUDA_ENTRY_POINTS(PVMM_CUDA_FIELD)
+#define PVMM_CUDA_FIELD(name, version, need) decltype(&::name) name = nullptr;
+#define PVMM_CUDA_FIELD_AS(field, name, prototype, version, need) prototype field = nullptr;
+  PVMM_CUDA_ENTRY_POINTS(PVMM_CUDA_FIELD, PVMM_CUDA_FIELD_AS)
 #undef PVMM_CUDA_FIELD
-  // The device-ordinal ABI of cuMemAdvise and cuMemPrefetchAsync (CUDA 8.0), which cuda.h 13 no longer declares:
-  // what drivers older than 12.2 have. Resolved under the same names at 8000; optional.
-  CUresult (*cuMemAdvise_device)(CUdeviceptr, size_t, CUmem_advise, CUdevice) = nullptr;
-  CUresult (*cuMemPrefetchAsync_device)(CUdeviceptr, size_t, CUdevice, CUstream) = nullptr;
+#undef PVMM_CUDA_FIELD_AS
 };
 
 /// Replaces the driver table (tests only; the table must outlive its use). Marks the backend available,

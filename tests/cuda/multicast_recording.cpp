@@ -1,6 +1,6 @@
 // Multicast through pvmm, verified without a multicast object ever existing: the driver table is replaced
-// by one that records each call and its arguments. (Creating a real multicast object on shared GPU machines
-// can take them down; real-hardware tests run only with PVMM_ENABLE_MULTICAST_TESTS=1.)
+// by the fake driver with the calls under test recording themselves and their arguments. (Creating a real multicast
+// object on shared GPU machines can take them down; real-hardware tests run only with PVMM_ENABLE_MULTICAST_TESTS=1.)
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -15,7 +15,7 @@
 
 #include <pvmm/pvmm.hpp>
 
-#include "driver_api.hpp"
+#include "fake_driver.hpp"
 
 namespace {
 
@@ -28,29 +28,9 @@ constexpr std::size_t two_mib = std::size_t{2} << 20;
 
 void record(std::string s) { calls.push_back(std::move(s)); }
 
-CUresult ok_name(CUresult, const char** s) {
-  *s = "CUDA_SUCCESS";
-  return CUDA_SUCCESS;
-}
-CUresult device_get(CUdevice* d, int ordinal) {
-  *d = ordinal;
-  return CUDA_SUCCESS;
-}
-CUresult device_count(int* n) {
-  *n = 2;
-  return CUDA_SUCCESS;
-}
-CUresult device_name(char* name, int len, CUdevice d) {
-  fmt::format_to_n(name, static_cast<std::size_t>(len) - 1, "recording device {}", d);
-  return CUDA_SUCCESS;
-}
 CUresult attribute(int* v, CUdevice_attribute a, CUdevice) {
   *v = a == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED || a == CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED ||
        a == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED;
-  return CUDA_SUCCESS;
-}
-CUresult granularity(size_t* g, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) {
-  *g = two_mib;
   return CUDA_SUCCESS;
 }
 CUresult mem_create(CUmemGenericAllocationHandle* h, size_t size, const CUmemAllocationProp* p, unsigned long long) {
@@ -122,14 +102,8 @@ CUresult mc_unbind(CUmemGenericAllocationHandle mc, CUdevice d, size_t offset, s
 }
 
 pvmm::cuda::driver_api recording_table() {
-  pvmm::cuda::driver_api t;
-  t.cuGetErrorName = ok_name;
-  t.cuGetErrorString = ok_name;
-  t.cuDeviceGet = device_get;
-  t.cuDeviceGetCount = device_count;
-  t.cuDeviceGetName = device_name;
+  pvmm::cuda::driver_api t = pvmm::cuda::fake::table(2);
   t.cuDeviceGetAttribute = attribute;
-  t.cuMemGetAllocationGranularity = granularity;
   t.cuMemCreate = mem_create;
   t.cuMemRelease = mem_release;
   t.cuMemAddressReserve = reserve;

@@ -14,43 +14,19 @@
 #include <pvmm/pvmm.hpp>
 #include <pvmm/testing.hpp>
 
-#include "driver_api.hpp"
+#include "fake_driver.hpp"
 
 namespace {
 
 constexpr std::size_t two_mib = std::size_t{2} << 20;
 
-// ---- a driver table with a per-thread context stack, like the driver's ----
+// ---- the fake driver with a per-thread context stack, like the driver's ----
 thread_local std::vector<CUcontext> stack;
 CUcontext seen_by_last_call = nullptr;  // the context current when the last memory call ran
 
 CUcontext fake(std::uintptr_t v) { return reinterpret_cast<CUcontext>(v); }
 CUcontext current() { return stack.empty() ? nullptr : stack.back(); }
 
-CUresult ok_name(CUresult, const char** s) {
-  *s = "CUDA_SUCCESS";
-  return CUDA_SUCCESS;
-}
-CUresult device_get(CUdevice* d, int ordinal) {
-  *d = ordinal;
-  return CUDA_SUCCESS;
-}
-CUresult device_count(int* n) {
-  *n = 2;
-  return CUDA_SUCCESS;
-}
-CUresult device_name(char* name, int len, CUdevice) {
-  std::snprintf(name, static_cast<std::size_t>(len), "context-stack device");
-  return CUDA_SUCCESS;
-}
-CUresult attribute(int* v, CUdevice_attribute a, CUdevice) {
-  *v = a == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED;
-  return CUDA_SUCCESS;
-}
-CUresult granularity(size_t* g, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) {
-  *g = two_mib;
-  return CUDA_SUCCESS;
-}
 CUresult primary_retain(CUcontext* c, CUdevice d) {
   *c = fake(0x2000 + static_cast<std::uintptr_t>(d));
   return CUDA_SUCCESS;
@@ -91,29 +67,9 @@ CUresult dtoh(void*, CUdeviceptr, size_t) {
   seen_by_last_call = current();
   return CUDA_SUCCESS;
 }
-CUresult mem_create(CUmemGenericAllocationHandle* h, size_t, const CUmemAllocationProp*, unsigned long long) {
-  *h = 0xBEEF;
-  return CUDA_SUCCESS;
-}
-CUresult mem_release(CUmemGenericAllocationHandle) { return CUDA_SUCCESS; }
-CUresult reserve(CUdeviceptr* p, size_t, size_t, CUdeviceptr, unsigned long long) {
-  *p = 0x7f0000000000ULL;
-  return CUDA_SUCCESS;
-}
-CUresult address_free(CUdeviceptr, size_t) { return CUDA_SUCCESS; }
-CUresult mem_map(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) { return CUDA_SUCCESS; }
-CUresult mem_unmap(CUdeviceptr, size_t) { return CUDA_SUCCESS; }
-CUresult set_access(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) { return CUDA_SUCCESS; }
 
 pvmm::cuda::driver_api context_stack_table() {
-  pvmm::cuda::driver_api t;
-  t.cuGetErrorName = ok_name;
-  t.cuGetErrorString = ok_name;
-  t.cuDeviceGet = device_get;
-  t.cuDeviceGetCount = device_count;
-  t.cuDeviceGetName = device_name;
-  t.cuDeviceGetAttribute = attribute;
-  t.cuMemGetAllocationGranularity = granularity;
+  pvmm::cuda::driver_api t = pvmm::cuda::fake::table(2);
   t.cuDevicePrimaryCtxRetain = primary_retain;
   t.cuCtxGetCurrent = get_current;
   t.cuCtxSetCurrent = set_current;
@@ -123,13 +79,6 @@ pvmm::cuda::driver_api context_stack_table() {
   t.cuMemGetInfo = mem_info;
   t.cuMemcpyHtoD = htod;
   t.cuMemcpyDtoH = dtoh;
-  t.cuMemCreate = mem_create;
-  t.cuMemRelease = mem_release;
-  t.cuMemAddressReserve = reserve;
-  t.cuMemAddressFree = address_free;
-  t.cuMemMap = mem_map;
-  t.cuMemUnmap = mem_unmap;
-  t.cuMemSetAccess = set_access;
   return t;
 }
 

@@ -12,18 +12,6 @@
 //   - after freeing one import (free-async + stream sync): whether the other is still usable (a device-to-host copy
 //     succeeds and reads the parent's pattern) and what freeing it returns.
 // Every wait is bounded (socket poll 20 s, child exit 60 s, then SIGKILL of that child only).
-#ifdef PROBE_HIP
-#include <hip/hip_runtime_api.h>
-#define API(name) hip##name
-#define API_NAME "hip"
-#define DEVICE_PROP hipDeviceProp_t
-#else
-#include <cuda_runtime_api.h>
-#define API(name) cuda##name
-#define API_NAME "cuda"
-#define DEVICE_PROP cudaDeviceProp
-#endif
-
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -40,20 +28,9 @@
 #include <thread>
 #include <vector>
 
+#include "probe_api.hpp"
+
 extern char** environ;
-
-using api_error = API(Error_t);
-using api_stream = API(Stream_t);
-using api_pool = API(MemPool_t);
-
-#define CHECK(call)                                                                                           \
-  do {                                                                                                        \
-    api_error check_e_ = (call);                                                                              \
-    if (check_e_ != API(Success)) {                                                                           \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, API(GetErrorName)(check_e_)); \
-      std::exit(2);                                                                                           \
-    }                                                                                                         \
-  } while (0)
 
 namespace {
 

@@ -29,27 +29,6 @@
 //        not           s2 got another address and s1 did not get it back either
 //        OOM[/s1-back] the allocation on s2 failed with out-of-memory (FULL rows) [and s1 then got the block]
 // Every wait is bounded; no managed memory; no multicast; GPU settings untouched.
-#ifdef PROBE_HIP
-#include <hip/hip_runtime_api.h>
-#define API(name) hip##name
-#define API_NAME "hip"
-#ifdef __HIP_PLATFORM_NVIDIA__
-#define API_LABEL "HIP (NVIDIA platform)"
-#else
-#define API_LABEL "HIP"
-#endif
-#define POOLS_SUPPORTED_ATTR hipDeviceAttributeMemoryPoolsSupported
-#define DEVICE_PROP hipDeviceProp_t
-#else
-#include <cuda_runtime_api.h>
-#define API(name) cuda##name
-#define API_NAME "cuda"
-#define API_LABEL "CUDA runtime"
-#define POOLS_SUPPORTED_ATTR cudaDevAttrMemoryPoolsSupported
-#define DEVICE_PROP cudaDeviceProp
-#endif
-
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -58,88 +37,10 @@
 #include <thread>
 #include <vector>
 
-using api_error = API(Error_t);
-using api_stream = API(Stream_t);
-using api_event = API(Event_t);
-using api_pool = API(MemPool_t);
-
-#define CHECK(call)                                                                                           \
-  do {                                                                                                        \
-    api_error check_e_ = (call);                                                                              \
-    if (check_e_ != API(Success)) {                                                                           \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, API(GetErrorName)(check_e_)); \
-      std::exit(2);                                                                                           \
-    }                                                                                                         \
-  } while (0)
+#include "probe_api.hpp"
+#include "stream_hold.hpp"
 
 namespace {
-
-using clock_type = std::chrono::steady_clock;
-
-// Enqueues fn(user) on stream s as a host function. HIP's NVIDIA headers declare hipLaunchHostFunc only under nvcc's
-// device compilation (__CUDACC__), which their CUDA-13-incompatible graph wrappers break, so the HIP variant built
-// as plain C++ uses hipStreamAddCallback (a stream callback: it also holds the stream until it returns).
-#if defined(PROBE_HIP) && !defined(__CUDACC__)
-#define HOST_FN_CALL "hipStreamAddCallback"
-struct host_call {
-  void (*fn)(void*);
-  void* user;
-};
-void host_trampoline(hipStream_t, hipError_t, void* p) {
-  auto* c = static_cast<host_call*>(p);
-  c->fn(c->user);
-  delete c;
-}
-api_error launch_host(api_stream s, void (*fn)(void*), void* user) {
-  auto* c = new host_call{fn, user};
-  api_error e = hipStreamAddCallback(s, host_trampoline, c, 0);
-  if (e != hipSuccess) delete c;
-  return e;
-}
-#else
-#define HOST_FN_CALL API_NAME "LaunchHostFunc"
-api_error launch_host(api_stream s, void (*fn)(void*), void* user) { return API(LaunchHostFunc)(s, fn, user); }
-#endif
-
-// A host function that holds its stream until the host releases the flag (bounded: 6 s of its own, and a watchdog
-// thread releases the flag after 5 s).
-struct hold {
-  std::atomic<int> entered{0};
-  std::atomic<int> released{0};
-  std::atomic<int> watchdog_fired{0};
-  std::thread watchdog;
-
-  static void host_fn(void* user) {
-    auto* self = static_cast<hold*>(user);
-    self->entered.store(1, std::memory_order_release);
-    const auto deadline = clock_type::now() + std::chrono::seconds(6);
-    while (self->released.load(std::memory_order_acquire) == 0 && clock_type::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-
-  void start(api_stream s) {
-    watchdog = std::thread([this] {
-      const auto deadline = clock_type::now() + std::chrono::seconds(5);
-      while (released.load(std::memory_order_acquire) == 0) {
-        if (clock_type::now() >= deadline) {
-          watchdog_fired.store(1);
-          released.store(1, std::memory_order_release);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    });
-    CHECK(launch_host(s, &hold::host_fn, this));
-    // Wait (bounded by the watchdog) until the host function runs, so that s1 is really blocked.
-    while (entered.load(std::memory_order_acquire) == 0 && released.load(std::memory_order_acquire) == 0)
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-
-  void release() {
-    released.store(1, std::memory_order_release);
-    if (watchdog.joinable()) watchdog.join();
-  }
-};
 
 struct policy {
   const char* label;

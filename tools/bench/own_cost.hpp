@@ -1,0 +1,61 @@
+// pvmm-own-cost's measuring kit: an operation measured through pvmm and straight through the fake driver's table,
+// in interleaved rounds, reported as the nanoseconds pvmm adds (warm, and with caches evicted before every call).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "bench.hpp"
+#include "fake_driver.hpp"
+
+namespace own_cost {
+
+/// One operation measured: `pvmm_op(n)` and `raw_op(n)` each do n operations and return the nanoseconds the
+/// timed part took (set-up and teardown outside the clock).
+struct measured {
+  std::string name;
+  std::function<double(int)> pvmm_op, raw_op;
+};
+
+/// One operation measured with cold caches: before every single call, untimed, more memory than the core's L2
+/// holds is streamed through, as a real driver call's own work does between two pvmm calls. Each side's
+/// `setup(n)` and `teardown()` run untimed around the n timed `op(i)` calls.
+struct measured_cold {
+  std::string name;
+  std::function<void(int)> pvmm_setup;
+  std::function<void(int)> pvmm_op;
+  std::function<void()> pvmm_teardown;
+  std::function<void(int)> raw_setup;
+  std::function<void(int)> raw_op;
+  std::function<void()> raw_teardown;
+};
+
+/// Operations per round (64 live objects, as pvmm-bench's overhead rounds hold; the command line may change it).
+extern int per_round;
+inline constexpr int rounds = 101;  // many short rounds keep the median steady
+/// The driver calls the last timed() part made, per entry (report prints them).
+extern std::array<std::uint64_t, pvmm::cuda::fake::entry_count> timed_calls;
+
+inline double ns_since(bench::clock_type::time_point t) { return bench::seconds_since(t) * 1e9; }
+
+/// Runs `f`, returning the nanoseconds it took and noting the driver calls it made in timed_calls.
+template <class F>
+double timed(F&& f) {
+  const auto before = pvmm::cuda::fake::calls;
+  const auto t0 = bench::clock_type::now();
+  f();
+  const double ns = ns_since(t0);
+  for (std::size_t i = 0; i < timed_calls.size(); ++i) timed_calls[i] = pvmm::cuda::fake::calls[i] - before[i];
+  return ns;
+}
+
+/// Prints one row: pvmm's and the raw ns per operation, the median added ns with its IQR, the driver calls.
+void report(const measured& m);
+/// Prints one row of the cold-cache table.
+void report_cold(const measured_cold& m);
+/// The MiB streamed through before each cold call.
+std::size_t evicted_mib();
+
+}  // namespace own_cost

@@ -1,0 +1,88 @@
+// pvmm-own-cost's measuring: interleaved rounds of the pvmm side and the raw side, in a random order, and the
+// median of the per-round differences with its IQR.
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "own_cost.hpp"
+
+namespace own_cost {
+
+int per_round = 64;
+std::array<std::uint64_t, pvmm::cuda::fake::entry_count> timed_calls{};
+
+namespace {
+std::vector<unsigned char> evict_buffer(std::size_t{8} << 20);  // above the L2 of every host measured
+void evict() {
+  for (std::size_t i = 0; i < evict_buffer.size(); i += 64)
+    evict_buffer[i] = static_cast<unsigned char>(evict_buffer[i] + 1);
+}
+
+/// The three samples of interleaved rounds: pvmm's time, the raw time and their difference, per round.
+struct samples {
+  std::vector<double> pvmm, raw, added;
+  std::string row(const std::string& name) const {
+    using bench::quantile;
+    return fmt::format("  {:<26} {:>9.1f} {:>9.1f} {:>9.1f}  [{:>6.1f} {:>6.1f}]", name, quantile(pvmm, 0.5),
+                       quantile(raw, 0.5), quantile(added, 0.5), quantile(added, 0.25), quantile(added, 0.75));
+  }
+};
+
+/// `count` rounds of both sides, each round in a random order (so neither side always runs on the other's
+/// leftovers), each side's result divided by `per`.
+template <class P, class R>
+samples interleave(int count, unsigned seed, double per, const P& pvmm_side, const R& raw_side) {
+  std::mt19937 order(seed);
+  samples s;
+  for (int r = 0; r < count; ++r) {
+    double a, b;
+    if (order() & 1)
+      a = pvmm_side(), b = raw_side();
+    else
+      b = raw_side(), a = pvmm_side();
+    s.pvmm.push_back(a / per), s.raw.push_back(b / per), s.added.push_back((a - b) / per);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::size_t evicted_mib() { return evict_buffer.size() >> 20; }
+
+void report(const measured& m) {
+  (void)m.pvmm_op(per_round), (void)m.raw_op(per_round);  // warm-up
+  (void)m.pvmm_op(1);
+  std::string driver_calls;
+  for (int i = 0; i < pvmm::cuda::fake::entry_count; ++i)
+    if (timed_calls[i] != 0)
+      driver_calls += fmt::format("{}{}{}", driver_calls.empty() ? "" : " ", pvmm::cuda::fake::name_of(i),
+                                  timed_calls[i] > 1 ? fmt::format("x{}", timed_calls[i]) : "");
+  const samples s = interleave(
+      rounds, 7, per_round, [&] { return m.pvmm_op(per_round); }, [&] { return m.raw_op(per_round); });
+  fmt::print("{}  {}\n", s.row(m.name), driver_calls.empty() ? "(none)" : driver_calls);
+}
+
+void report_cold(const measured_cold& m) {
+  const int n = 64, cold_rounds = 31;
+  auto side = [n](const std::function<void(int)>& setup, const std::function<void(int)>& op,
+                  const std::function<void()>& teardown) {
+    setup(n);
+    double ns = 0;
+    for (int i = 0; i < n; ++i) {
+      evict();
+      const auto t0 = bench::clock_type::now();
+      op(i);
+      ns += ns_since(t0);
+    }
+    teardown();
+    return ns / n;
+  };
+  auto pvmm_side = [&] { return side(m.pvmm_setup, m.pvmm_op, m.pvmm_teardown); };
+  auto raw_side = [&] { return side(m.raw_setup, m.raw_op, m.raw_teardown); };
+  (void)pvmm_side(), (void)raw_side();  // warm-up
+  fmt::print("{}\n", interleave(cold_rounds, 11, 1, pvmm_side, raw_side).row(m.name));
+}
+
+}  // namespace own_cost
