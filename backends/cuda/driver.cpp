@@ -17,6 +17,25 @@ std::mutex state_mutex;  // guards primary[] and install_driver_api; never taken
 using get_proc_v2 = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 using get_proc_v1 = CUresult (*)(const char*, void**, int, cuuint64_t);
 
+}  // namespace
+
+std::string apply_entry_needs(driver_api& table, int version) {
+  std::string missing;
+  auto check = [&](const char* name, int since, entry_need need, auto& field) {
+    if (need == entry_need::optional_exact && version < since) field = nullptr;  // the name answers an older ABI
+    if (!field && need == entry_need::required)
+      missing += fmt::format("{}{} (CUDA {}.{})", missing.empty() ? "" : ", ", name, since / 1000, since % 1000 / 10);
+  };
+#define PVMM_CUDA_CHECK(name, since, need) check(#name, since, entry_need::need, table.name);
+#define PVMM_CUDA_CHECK_AS(field, name, prototype, since, need) check(#field, since, entry_need::need, table.field);
+  PVMM_CUDA_ENTRY_POINTS(PVMM_CUDA_CHECK, PVMM_CUDA_CHECK_AS)
+#undef PVMM_CUDA_CHECK
+#undef PVMM_CUDA_CHECK_AS
+  return missing;
+}
+
+namespace {
+
 void load(driver_state& s) {
   void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
@@ -54,21 +73,9 @@ void load(driver_state& s) {
     s.reason = fmt::format("cuInit failed: {} ({})", name, static_cast<int>(rc));
     return;
   }
-  // What each entry's absence means is in the table (entry_need): a missing optional entry turns off the
-  // capability that needs it (its feature file checks), a missing required one makes the driver unusable.
-  std::string missing;
-  auto check = [&](const char* name, int version, entry_need need, auto& field) {
-    if (need == entry_need::optional_exact && s.version < version) field = nullptr;  // the name answers an older ABI
-    if (!field && need == entry_need::required)
-      missing +=
-          fmt::format("{}{} (CUDA {}.{})", missing.empty() ? "" : ", ", name, version / 1000, version % 1000 / 10);
-  };
-#define PVMM_CUDA_CHECK(name, version, need) check(#name, version, entry_need::need, s.loaded.name);
-#define PVMM_CUDA_CHECK_AS(field, name, prototype, version, need) \
-  check(#field, version, entry_need::need, s.loaded.field);
-  PVMM_CUDA_ENTRY_POINTS(PVMM_CUDA_CHECK, PVMM_CUDA_CHECK_AS)
-#undef PVMM_CUDA_CHECK
-#undef PVMM_CUDA_CHECK_AS
+  // What a missing entry means is in the table: a missing optional one turns off the capability that needs it (its
+  // feature file checks the entry), a missing required one makes the driver unusable.
+  const std::string missing = apply_entry_needs(s.loaded, s.version);
   if (!missing.empty()) {
     s.reason = fmt::format("the CUDA driver {}.{} lacks entry points pvmm needs: {}; install a newer NVIDIA driver",
                            s.version / 1000, s.version % 1000 / 10, missing);

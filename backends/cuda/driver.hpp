@@ -9,8 +9,12 @@
 
 #include <fmt/format.h>
 
+#include <pvmm/memory_pool.hpp>
+#include <pvmm/stream.hpp>
+
 #include "backend/error_helpers.hpp"
 #include "backend/multicast.hpp"
+#include "backend/native_handle.hpp"
 #include "core/propagate.hpp"
 #include "driver_api.hpp"
 
@@ -88,6 +92,11 @@ result<CUmemGenericAllocationHandle> import_fd(int fd, const char* hint);
 result<fabric_handle> export_fabric_handle(CUmemGenericAllocationHandle h);
 result<CUmemGenericAllocationHandle> import_fabric_handle(const fabric_handle& handle);
 inline CUdeviceptr ptr(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(p)); }
+
+/// The native handles pvmm's opaque handles carry.
+inline CUstream native(stream_handle h) { return detail::backend::native_as<CUstream>(h); }
+inline CUevent native(event_handle h) { return detail::backend::native_as<CUevent>(h); }
+inline CUmemoryPool native(pool_handle h) { return detail::backend::native_as<CUmemoryPool>(h); }
 
 }  // namespace pvmm::cuda
 

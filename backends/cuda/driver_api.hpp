@@ -5,6 +5,8 @@
 
 #include <cuda.h>
 
+#include <string>
+
 namespace pvmm::cuda {
 
 /// What a missing entry means when the driver is loaded.
@@ -114,6 +116,11 @@ struct driver_api {
 #undef PVMM_CUDA_FIELD
 #undef PVMM_CUDA_FIELD_AS
 };
+
+/// What the table says a missing entry means, applied to `table` loaded from a driver of `version`: entries
+/// optional_exact whose ABI the driver is too old for are set null; returns the required entries that are missing
+/// ("cuMemCreate (CUDA 10.2), ..."; empty when none is). The loader refuses a driver that lacks any.
+std::string apply_entry_needs(driver_api& table, int version);
 
 /// Replaces the driver table (tests only; the table must outlive its use). Marks the backend available,
 /// as if a driver with this table were loaded. Returns the table in use before (null if none was loaded).

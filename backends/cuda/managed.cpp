@@ -9,7 +9,6 @@ namespace pvmm::detail::backend {
 using namespace pvmm::cuda;
 
 namespace {
-CUstream native(stream_handle h) { return reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(h.value)); }
 bool location_abi() { return api().cuMemAdvise != nullptr && api().cuMemPrefetchAsync != nullptr; }
 bool location_attributes() { return driver().version >= 13000; }
 

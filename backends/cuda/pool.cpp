@@ -10,9 +10,6 @@ namespace pvmm::detail::backend {
 using namespace pvmm::cuda;
 
 namespace {
-CUmemoryPool native(pool_handle h) { return reinterpret_cast<CUmemoryPool>(static_cast<std::uintptr_t>(h.value)); }
-CUstream native(stream_handle h) { return reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(h.value)); }
-pool_handle from(CUmemoryPool p) { return {static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p))}; }
 bool entry_points() { return api().cuMemPoolCreate && api().cuMemAllocFromPoolAsync && api().cuMemFreeAsync; }
 
 CUmemPool_attribute attribute_of(pool_attribute a) {
@@ -35,10 +32,6 @@ CUmemPool_attribute attribute_of(pool_attribute a) {
       return CU_MEMPOOL_ATTR_USED_MEM_HIGH;
   }
   return CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
-}
-bool is_flag(pool_attribute a) {  // the reuse attributes are ints; the others 64-bit
-  return a == pool_attribute::reuse_follow_event_dependencies || a == pool_attribute::reuse_opportunistic ||
-         a == pool_attribute::reuse_internal_dependencies;
 }
 }  // namespace
 
@@ -69,7 +62,7 @@ result<pool_handle> create_pool(const pool_properties& p) {
   props.maxSize = p.max_size;
   CUmemoryPool pool = nullptr;
   PVMM_CU(cuMemPoolCreate, &pool, &props);
-  return from(pool);
+  return handle_of<pool_handle>(pool);
 }
 
 result<pool_handle> default_pool(int device) {
@@ -78,7 +71,7 @@ result<pool_handle> default_pool(int device) {
   PVMM_CU(cuDeviceGet, &dev, device);
   CUmemoryPool pool = nullptr;
   PVMM_CU(cuDeviceGetDefaultMemPool, &pool, dev);
-  return from(pool);
+  return handle_of<pool_handle>(pool);
 }
 
 status destroy_pool(pool_handle pool) {
@@ -180,7 +173,7 @@ result<pool_handle> import_pool_posix_fd(int fd, int) {
   // The fd travels as the handle's value (cuda.h); the driver does not take it over.
   PVMM_CU(cuMemPoolImportFromShareableHandle, &pool, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-  return from(pool);
+  return handle_of<pool_handle>(pool);
 }
 
 result<pool_pointer_record> export_pool_pointer(pool_handle, const void* pointer) {

@@ -7,10 +7,7 @@
 namespace pvmm::detail::backend {
 using namespace pvmm::cuda;
 
-namespace {
-CUstream native(stream_handle h) { return reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(h.value)); }
-CUevent native(event_handle h) { return reinterpret_cast<CUevent>(static_cast<std::uintptr_t>(h.value)); }
-}  // namespace
+namespace {}  // namespace
 
 result<stream_handle> create_stream(int device) {
   PVMM_REQUIRE_DRIVER();

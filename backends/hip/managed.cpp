@@ -11,7 +11,6 @@ namespace pvmm::detail::backend {
 using namespace hip;
 
 namespace {
-hipStream_t native(stream_handle h) { return reinterpret_cast<hipStream_t>(static_cast<std::uintptr_t>(h.value)); }
 
 hipMemoryAdvise advice_of(advice a) {
   switch (a) {

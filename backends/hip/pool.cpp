@@ -20,9 +20,6 @@ namespace pvmm::detail::backend {
 using namespace hip;
 
 namespace {
-hipMemPool_t native(pool_handle h) { return reinterpret_cast<hipMemPool_t>(static_cast<std::uintptr_t>(h.value)); }
-hipStream_t native(stream_handle h) { return reinterpret_cast<hipStream_t>(static_cast<std::uintptr_t>(h.value)); }
-pool_handle from(hipMemPool_t p) { return {static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p))}; }
 
 hipMemPoolAttr attribute_of(pool_attribute a) {
   switch (a) {
@@ -44,10 +41,6 @@ hipMemPoolAttr attribute_of(pool_attribute a) {
       return hipMemPoolAttrUsedMemHigh;
   }
   return hipMemPoolAttrReleaseThreshold;
-}
-bool is_flag(pool_attribute a) {  // the reuse attributes are ints; the others 64-bit
-  return a == pool_attribute::reuse_follow_event_dependencies || a == pool_attribute::reuse_opportunistic ||
-         a == pool_attribute::reuse_internal_dependencies;
 }
 hipMemLocation device_location(int id) {
   hipMemLocation l{};
@@ -91,14 +84,14 @@ result<pool_handle> create_pool(const pool_properties& p) {
 #endif
   hipMemPool_t pool = nullptr;
   PVMM_HIP(hipMemPoolCreate, &pool, &props);
-  return from(pool);
+  return handle_of<pool_handle>(pool);
 }
 
 result<pool_handle> default_pool(int device) {
   PVMM_REQUIRE_RUNTIME();
   hipMemPool_t pool = nullptr;
   PVMM_HIP(hipDeviceGetDefaultMemPool, &pool, device);
-  return from(pool);
+  return handle_of<pool_handle>(pool);
 }
 
 status destroy_pool(pool_handle pool) {
@@ -192,7 +185,7 @@ result<pool_handle> import_pool_posix_fd(int fd, int) {
   hipMemPool_t pool = nullptr;
   PVMM_HIP(hipMemPoolImportFromShareableHandle, &pool, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
            hipMemHandleTypePosixFileDescriptor, 0);
-  return from(pool);
+  return handle_of<pool_handle>(pool);
 }
 
 result<pool_pointer_record> export_pool_pointer(pool_handle, const void* pointer) {

@@ -32,7 +32,11 @@
 
 #include <fmt/format.h>
 
+#include <pvmm/memory_pool.hpp>
+#include <pvmm/stream.hpp>
+
 #include "backend/error_helpers.hpp"
+#include "backend/native_handle.hpp"
 
 namespace pvmm::detail::backend::hip {
 
@@ -202,5 +206,10 @@ auto on_device(int ordinal, F&& f) -> decltype(f()) {
   if (previous != ordinal) (void)hipSetDevice(previous);
   return r;
 }
+
+/// The native handles pvmm's opaque handles carry.
+inline hipStream_t native(stream_handle h) { return native_as<hipStream_t>(h); }
+inline hipEvent_t native(event_handle h) { return native_as<hipEvent_t>(h); }
+inline hipMemPool_t native(pool_handle h) { return native_as<hipMemPool_t>(h); }
 
 }  // namespace pvmm::detail::backend::hip

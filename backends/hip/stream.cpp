@@ -6,8 +6,6 @@ namespace pvmm::detail::backend {
 using namespace hip;
 
 namespace {
-hipStream_t native(stream_handle h) { return reinterpret_cast<hipStream_t>(static_cast<std::uintptr_t>(h.value)); }
-hipEvent_t native(event_handle h) { return reinterpret_cast<hipEvent_t>(static_cast<std::uintptr_t>(h.value)); }
 template <class T>
 std::uint64_t value_of(T p) {
   return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p));

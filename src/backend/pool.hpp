@@ -43,4 +43,10 @@ result<pool_handle> import_pool_posix_fd(int fd, int device);  // fd stays the c
 result<pool_pointer_record> export_pool_pointer(pool_handle pool, const void* pointer);
 result<void*> import_pool_pointer(pool_handle pool, const pool_pointer_record& record, std::size_t size);
 
+/// Whether a pool attribute is a flag (an int in the native APIs: the reuse policies) rather than a 64-bit count.
+inline bool is_flag(pool_attribute a) {
+  return a == pool_attribute::reuse_follow_event_dependencies || a == pool_attribute::reuse_opportunistic ||
+         a == pool_attribute::reuse_internal_dependencies;
+}
+
 }  // namespace pvmm::detail::backend
