@@ -45,6 +45,21 @@ static_assert(sizeof(API(MemPoolPtrExportData)) == 64, "export data is 64 bytes"
 
 std::uint32_t pattern(std::size_t i) { return std::uint32_t(i * 2654435761u) ^ 0xA5A5C3C3u; }
 
+/// A socket message carrying a `message` and room for one fd (SCM_RIGHTS), as sendmsg and recvmsg take it.
+struct fd_envelope {
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov;
+  msghdr header{};
+  explicit fd_envelope(message& msg) : iov{&msg, sizeof msg} {
+    header.msg_iov = &iov;
+    header.msg_iovlen = 1;
+    header.msg_control = control;
+    header.msg_controllen = sizeof control;
+  }
+  fd_envelope(const fd_envelope&) = delete;  // the header points into the envelope
+  fd_envelope& operator=(const fd_envelope&) = delete;
+};
+
 const char* name(api_error e) { return API(GetErrorName)(e); }
 
 void banner(const char* role) {
@@ -72,13 +87,8 @@ int child_main(int sock) {
     return 3;
   }
   message msg{};
-  char control[CMSG_SPACE(sizeof(int))] = {};
-  iovec iov{&msg, sizeof msg};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = control;
-  mh.msg_controllen = sizeof control;
+  fd_envelope envelope(msg);
+  msghdr& mh = envelope.header;
   ssize_t got = recvmsg(sock, &mh, MSG_WAITALL);
   cmsghdr* cm = CMSG_FIRSTHDR(&mh);
   if (got != ssize_t(sizeof msg) || !cm || cm->cmsg_type != SCM_RIGHTS) {
@@ -198,13 +208,8 @@ int parent_main(const char* self) {
   message msg{};
   std::memcpy(msg.export_data, &data, sizeof msg.export_data);
   msg.size = block_size;
-  char control[CMSG_SPACE(sizeof(int))] = {};
-  iovec iov{&msg, sizeof msg};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = control;
-  mh.msg_controllen = sizeof control;
+  fd_envelope envelope(msg);
+  msghdr& mh = envelope.header;
   cmsghdr* cm = CMSG_FIRSTHDR(&mh);
   cm->cmsg_level = SOL_SOCKET;
   cm->cmsg_type = SCM_RIGHTS;
