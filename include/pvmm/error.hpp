@@ -43,7 +43,9 @@ namespace pvmm {
   X(system_error, 24, "an operating-system call failed (native_name holds the errno name)")               \
   X(backend_error, 25, "the backend failed in a way with no portable meaning (see native_name)")          \
   X(already_registered, 26, "host memory in the range is page-locked (registered) already")               \
-  X(not_registered, 27, "the address does not start a registered host range")
+  X(not_registered, 27, "the address does not start a registered host range")                            \
+  X(peer_lost, 28, "a peer (process or rank) exited, closed its end or aborted before the step completed")  \
+  X(team_mismatch, 29, "the ranks of a team disagree: size, rank, backend, version or window options differ")
 
 /// Portable error codes: identical on every backend for the same mistake (meanings in PVMM_ERRC_LIST).
 enum class errc : int {

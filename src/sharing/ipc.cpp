@@ -234,7 +234,11 @@ result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_pa
       out.fds.emplace_back(fd);
     }
   }
-  if (n == 0) return op.fail(errc::protocol_error, "the peer closed the connection");
+  if (n == 0) {  // EOF: the peer closed its end or its process exited (issue 27: said at once, as peer_lost)
+    std::string who;
+    if (auto cred = query_peer(socket)) who = fmt::format(" (pid {})", cred->pid);
+    return op.fail(errc::peer_lost, fmt::format("the peer{} closed the connection", who));
+  }
   if (rule)
     if (auto ok = check_peer(socket, *rule); !ok) return std::move(ok).error();
   if (out.fds.size() > max_fds || (msg.msg_flags & MSG_CTRUNC))

@@ -1,0 +1,142 @@
+// pvmm/team.hpp - teams: N ranks (processes or threads, on one node or many), each mapping every peer's memory.
+//
+// A team is made collectively from a bootstrap (pvmm/bootstrap.hpp) and this rank's device. It learns, in one
+// allgather, who its members are: node, process, device, backend, and checks they agree. A symmetric_window is
+// memory every rank contributes and every rank maps: rank r's contribution sits at base() + r * stride() in one
+// flat reservation (as NVSHMEM's heap and NCCL's windows), and peer(r) gives the same address (a pointer table,
+// as torch's SymmetricMemory and MSCCL++ keep).
+//
+// How memory travels (docs/design.md, "Teams"):
+// - within a node, POSIX fds over pvmm's fd transport, exported at the step that sends them and closed as soon as
+//   the peer took its reference: each process holds O(1) fds at any moment whatever N is (the team's listener,
+//   one connection, one fd in flight), never one per peer;
+// - across nodes, fabric handles travel as bytes in the bootstrap's allgather where the backend has them;
+// - a peer that cannot be reached (another node without fabric handles, a grant the driver refuses) is reported
+//   per peer (mapped(r) is false, unmapped_reason(r) says why); the window still serves the others.
+// Several ranks on one device are first-class: each maps the others' memory like any peer's.
+//
+// Every collective step (create, grow) is bounded by the caller's timeout; a rank that does not arrive makes
+// the others fail with errc::timeout naming it, a rank that failed locally makes them fail with the error it
+// reported (naming the rank), and mismatched options are errc::team_mismatch on every rank. Destruction and
+// release() are local: they unmap and give back this rank's references and never wait for peers (peers keep
+// the memory they mapped alive through their own mappings).
+//
+// Threading: a team and its windows are used by one thread at a time (collectives are ordered per rank); the
+// accessors of a window (base, peer, mapped, ...) may be read from any thread while no grow or release runs.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <pvmm/bootstrap.hpp>
+#include <pvmm/error.hpp>
+#include <pvmm/types.hpp>
+
+namespace pvmm {
+
+namespace detail {
+struct team_state;
+struct window_state;
+}  // namespace detail
+
+/// What the team knows of one rank.
+struct team_member {
+  int rank = 0;
+  int node = 0;        ///< 0 .. node_count() - 1, numbered by lowest rank
+  int local_rank = 0;  ///< index among the ranks of its node
+  std::int64_t pid = 0;
+  int device = 0;            ///< its device ordinal, in its own process's numbering
+  bool same_device = false;  ///< on this node and the same physical device as this rank
+};
+
+struct team_options {
+  int device = 0;  ///< this rank's device: its window memory lives there
+  /// Local devices granted access to every slot this rank maps (empty: {device}). Each gets access where it can
+  /// reach the memory (can_access_peer); a device that cannot is left out, not an error.
+  std::vector<int> access_devices;
+  std::chrono::milliseconds timeout{30000};  ///< bounds team creation
+};
+
+/// A team of ranks. Move-only; owns nothing global (its listener and the bootstrap reference only).
+class team {
+ public:
+  /// Collective: every rank calls it with its own options.
+  static result<team> create(std::shared_ptr<bootstrap> ranks, const team_options& options = {});
+
+  team() noexcept;
+  team(team&&) noexcept;
+  team& operator=(team&&) noexcept;
+  team(const team&) = delete;
+  team& operator=(const team&) = delete;
+  ~team();
+
+  /// Gives the team's local resources back now (listener, bootstrap reference); errc::already_released when empty.
+  status release() noexcept;
+  bool valid() const noexcept { return state_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
+
+  int rank() const noexcept;
+  int size() const noexcept;
+  int device() const noexcept;
+  int node_count() const noexcept;
+  const std::vector<team_member>& members() const noexcept;
+  bool same_node(int peer) const noexcept;
+  bootstrap& ranks() const noexcept;
+
+ private:
+  friend class symmetric_window;
+  explicit team(std::shared_ptr<detail::team_state> state) noexcept;
+  std::shared_ptr<detail::team_state> state_;
+};
+
+struct window_options {
+  std::size_t size = 0;      ///< bytes this rank contributes (> 0; rounded up to the granularity; may differ per rank)
+  std::size_t max_size = 0;  ///< room each slot keeps for grow() (0: size); the same on every rank
+  std::chrono::milliseconds timeout{30000};  ///< bounds the collective create
+};
+
+/// Memory every rank contributes and maps. Move-only.
+class symmetric_window {
+ public:
+  /// Collective over `members`: every rank calls it, in the same order as its other collectives.
+  static result<symmetric_window> create(const team& members, const window_options& options);
+
+  symmetric_window() noexcept;
+  symmetric_window(symmetric_window&&) noexcept;
+  symmetric_window& operator=(symmetric_window&&) noexcept;
+  symmetric_window(const symmetric_window&) = delete;
+  symmetric_window& operator=(const symmetric_window&) = delete;
+  ~symmetric_window();
+
+  /// Unmaps every slot and gives this rank's references back now (local: never waits for peers).
+  status release() noexcept;
+  bool valid() const noexcept { return state_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
+
+  /// Collective: every rank grows its slot to `new_size` bytes (rounded up; at most max_size, not below size()).
+  status grow(std::size_t new_size, std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
+
+  void* base() const noexcept;          ///< the flat reservation: rank r at base() + r * stride()
+  std::size_t stride() const noexcept;  ///< bytes between slots (max_size rounded up to every rank's granularity)
+  int rank() const noexcept;
+  int size() const noexcept;                     ///< ranks
+  std::size_t size_of(int rank) const noexcept;  ///< bytes rank `rank` contributes now
+  void* local() const noexcept { return peer(rank()); }
+  /// Where rank `rank`'s memory is mapped here, or nullptr when it is not (see unmapped_reason).
+  void* peer(int rank) const noexcept;
+  bool mapped(int rank) const noexcept { return peer(rank) != nullptr; }
+  /// Why rank `rank` is not mapped here (empty when it is).
+  std::string unmapped_reason(int rank) const;
+  /// peer(r) for every rank, in rank order.
+  std::vector<void*> pointer_table() const;
+
+ private:
+  explicit symmetric_window(std::unique_ptr<detail::window_state> state) noexcept;
+  std::unique_ptr<detail::window_state> state_;
+};
+
+}  // namespace pvmm

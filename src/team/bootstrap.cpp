@@ -1,0 +1,51 @@
+// The bootstrap interface's defaults and the helpers the adapters share.
+#include <pvmm/bootstrap.hpp>
+#include <pvmm/ipc.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/operation.hpp"
+#include "team/bootstrap_common.hpp"
+
+namespace pvmm {
+
+status bootstrap::send(int peer, const void*, std::size_t bytes, deadline) {
+  auto args = [&] { return fmt::format("peer={}, bytes={}", peer, bytes); };
+  const detail::operation op{"pvmm::bootstrap::send", args};
+  return op.fail(errc::not_supported, "this bootstrap adapter has no point-to-point messages",
+                 "use allgather, or an adapter that has send/receive (threads, mpi)");
+}
+
+status bootstrap::receive(int peer, void*, std::size_t bytes, deadline) {
+  auto args = [&] { return fmt::format("peer={}, bytes={}", peer, bytes); };
+  const detail::operation op{"pvmm::bootstrap::receive", args};
+  return op.fail(errc::not_supported, "this bootstrap adapter has no point-to-point messages",
+                 "use allgather, or an adapter that has send/receive (threads, mpi)");
+}
+
+namespace detail {
+
+std::string rank_list(const std::vector<int>& ranks) {
+  return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
+}
+
+std::chrono::milliseconds time_left(deadline until) noexcept {
+  if (until == deadline::max()) return ipc::wait_forever;
+  const auto now = std::chrono::steady_clock::now();
+  if (until <= now) return std::chrono::milliseconds(0);
+  return std::chrono::ceil<std::chrono::milliseconds>(until - now);
+}
+
+node_position position_in_node(const std::vector<int>& node_of_rank, int rank) {
+  node_position p;
+  for (int r = 0; r < static_cast<int>(node_of_rank.size()); ++r) {
+    if (node_of_rank[r] != node_of_rank[rank]) continue;
+    if (r < rank) ++p.local_rank;
+    ++p.local_size;
+  }
+  return p;
+}
+
+}  // namespace detail
+}  // namespace pvmm

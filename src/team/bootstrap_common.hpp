@@ -1,0 +1,53 @@
+// What every bootstrap adapter shares: the "broken after a failed collective" rule, deadline arithmetic, and
+// the lists of ranks that errors name.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pvmm/bootstrap.hpp>
+
+namespace pvmm::detail {
+
+/// A bootstrap's first failure. Once set, every call fails with it (a collective half done cannot be resumed in
+/// step). Guarded: abort() may set it from another thread.
+class broken_state {
+ public:
+  status check() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (first_) return *first_;
+    return {};
+  }
+  /// Records `e` unless an earlier failure is recorded; returns the recorded one.
+  error set(error e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!first_) first_ = std::move(e);
+    return *first_;
+  }
+  bool is_set() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return first_.has_value();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::optional<error> first_;
+};
+
+/// "ranks 2, 5" for error messages.
+std::string rank_list(const std::vector<int>& ranks);
+
+/// Milliseconds left until `until` (0 once passed; wait_forever for deadline::max()).
+std::chrono::milliseconds time_left(deadline until) noexcept;
+
+/// Local rank and size from every rank's node, for adapters that know the nodes.
+struct node_position {
+  int local_rank = 0;
+  int local_size = 0;
+};
+node_position position_in_node(const std::vector<int>& node_of_rank, int rank);
+
+}  // namespace pvmm::detail

@@ -1,0 +1,189 @@
+// Team creation: one allgather of every rank's identity, checked for agreement, and the node-local listener.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include <pvmm/device.hpp>
+
+#include <fmt/format.h>
+
+#include "core/operation.hpp"
+#include "team/bootstrap_common.hpp"
+#include "team/team_state.hpp"
+
+namespace pvmm {
+namespace detail {
+
+std::string team_state::endpoint_of(int r) const { return fmt::format("pvmm-team-{:016x}-{}", id, r); }
+
+std::vector<int> team_state::node_ranks() const {
+  std::vector<int> out;
+  for (const auto& m : members)
+    if (m.node == members[rank()].node) out.push_back(m.rank);
+  return out;
+}
+
+namespace {
+
+// 64 random bits: names this team's endpoints, so two teams on one machine never meet by accident.
+std::uint64_t random_id() {
+  std::random_device source;
+  return (std::uint64_t{source()} << 32) ^ source();
+}
+
+void copy_text(char* to, std::size_t capacity, const std::string& text) {
+  std::strncpy(to, text.c_str(), capacity - 1);
+}
+
+// The handle types this rank's window memory carries: POSIX fds where the backend has them (node-local peers),
+// fabric handles where it has them and a peer is on another node.
+allocation_properties window_properties(const team_options& o, const device_info& device, bool other_nodes) {
+  allocation_properties p;
+  p.location = location::device(o.device);
+  if (device.capabilities.sharing.posix_fd) p.exportable = p.exportable | handle_types::posix_fd;
+  if (other_nodes && device.capabilities.sharing.fabric) p.exportable = p.exportable | handle_types::fabric;
+  return p;
+}
+
+member_record my_record(const bootstrap& b, const team_options& o, const device_info& device) {
+  member_record m;
+  m.rank = b.rank();
+  m.size = b.size();
+  m.node = b.node();
+  m.device = o.device;
+  m.pid = ::getpid();
+  m.team_id = random_id();
+  copy_text(m.backend, sizeof m.backend, query_backend().name);
+  copy_text(m.identifier, sizeof m.identifier, device.identifier);
+  const bool other_nodes = b.local_size() < b.size();
+  if (auto g = query_granularity(window_properties(o, device, other_nodes))) m.granularity = g->minimum;
+  if (auto g = reservation_granularity()) m.reservation_granularity = *g;
+  m.posix_fd = device.capabilities.sharing.posix_fd;
+  m.fabric = device.capabilities.sharing.fabric;
+  return m;
+}
+
+// Every rank checks every record, so all see the same mismatch and fail alike.
+status check_agreement(const std::vector<member_record>& all, const operation& op) {
+  const member_record& root = all[0];
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const member_record& m = all[r];
+    if (m.magic != member_record::magic_value || m.version != member_record::version_value)
+      return op.fail(errc::team_mismatch, fmt::format("rank {} runs team protocol version {} (this is {})", r,
+                                                      m.version, member_record::version_value));
+    if (m.rank != static_cast<std::int32_t>(r) || m.size != static_cast<std::int32_t>(all.size()))
+      return op.fail(errc::team_mismatch, fmt::format("the record in slot {} says rank {} of {}", r, m.rank, m.size));
+    if (std::strncmp(m.backend, root.backend, sizeof m.backend) != 0)
+      return op.fail(errc::team_mismatch,
+                     fmt::format("rank {} runs the {} backend and rank 0 the {} backend", r,
+                                 std::string(m.backend, strnlen(m.backend, sizeof m.backend)),
+                                 std::string(root.backend, strnlen(root.backend, sizeof root.backend))),
+                     "build every rank with the same PVMM_BACKEND");
+  }
+  return {};
+}
+
+}  // namespace
+}  // namespace detail
+
+team::team() noexcept = default;
+team::team(team&&) noexcept = default;
+team& team::operator=(team&&) noexcept = default;
+team::~team() = default;
+team::team(std::shared_ptr<detail::team_state> state) noexcept : state_(std::move(state)) {}
+
+result<team> team::create(std::shared_ptr<bootstrap> ranks, const team_options& options) {
+  auto args = [&] {
+    return fmt::format("rank={}, size={}, device={}, timeout={}ms", ranks ? ranks->rank() : -1,
+                       ranks ? ranks->size() : -1, options.device, options.timeout.count());
+  };
+  const detail::operation op{"pvmm::team::create", args};
+  if (!ranks) return op.fail(errc::invalid_argument, "no bootstrap given");
+  if (options.timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
+  const deadline until = deadline_in(options.timeout);
+  // A local failure is still announced (as a record with no backend), so the other ranks fail at once naming
+  // this rank rather than at their deadline.
+  auto device = query_device(options.device);
+  detail::member_record mine;
+  if (device) mine = detail::my_record(*ranks, options, *device);
+  if (!device || mine.granularity == 0 || mine.reservation_granularity == 0) {
+    mine.rank = ranks->rank();
+    mine.size = ranks->size();
+    detail::copy_text(mine.backend, sizeof mine.backend, "(failed)");
+  }
+  std::vector<detail::member_record> all(ranks->size());
+  PVMM_TRY(op.step("allgather identities", [&] { return ranks->allgather(&mine, sizeof mine, all.data(), until); }));
+  if (!device) return op.wrap(std::move(device).error());
+  if (std::strncmp(mine.backend, "(failed)", sizeof mine.backend) == 0)
+    return op.fail(errc::backend_error, fmt::format("device {} answered no granularity", options.device));
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (std::strncmp(all[r].backend, "(failed)", sizeof all[r].backend) == 0)
+      return op.fail(errc::peer_lost, fmt::format("rank {} could not open its device or query its granularities", r));
+  PVMM_TRY(detail::check_agreement(all, op));
+
+  auto state = std::make_shared<detail::team_state>();
+  state->ranks = std::move(ranks);
+  state->options = options;
+  if (state->options.access_devices.empty()) state->options.access_devices = {options.device};
+  state->records = all;
+  state->id = all[0].team_id;
+  state->handles = detail::window_properties(options, *device, state->ranks->local_size() < state->size()).exportable;
+  for (const auto& m : all)
+    state->slot_unit = std::max<std::size_t>({state->slot_unit, m.granularity, m.reservation_granularity});
+  std::vector<int> node_ids;  // nodes numbered by their lowest rank
+  for (const auto& m : all) {
+    int index = 0;
+    while (index < static_cast<int>(node_ids.size()) && node_ids[index] != m.node) ++index;
+    if (index == static_cast<int>(node_ids.size())) node_ids.push_back(m.node);
+  }
+  state->node_count = static_cast<int>(node_ids.size());
+  const int me = state->rank();
+  std::vector<int> seen_on_node(node_ids.size(), 0);
+  for (const auto& m : all) {
+    team_member t;
+    t.rank = m.rank;
+    t.node = static_cast<int>(std::find(node_ids.begin(), node_ids.end(), m.node) - node_ids.begin());
+    t.local_rank = seen_on_node[t.node]++;
+    t.pid = m.pid;
+    t.device = m.device;
+    const bool same_node = m.node == all[me].node;
+    const bool same_id =
+        all[me].identifier[0] != 0 && std::strncmp(m.identifier, all[me].identifier, sizeof m.identifier) == 0;
+    // Without a device identifier (host backend), ranks of one process name devices alike.
+    t.same_device =
+        same_node && (same_id || (all[me].identifier[0] == 0 && m.pid == all[me].pid && m.device == all[me].device));
+    state->members.push_back(t);
+  }
+  if (state->node_ranks().size() > 1) {
+    auto listening = ipc::listener::listen(state->endpoint_of(me));
+    if (!listening) return op.wrap(std::move(listening).error());
+    state->listener = std::move(*listening);
+  }
+  // Every listener exists before any rank makes a window (connects also wait for names, this bounds it).
+  PVMM_TRY(op.step("barrier after listening", [&] { return state->ranks->barrier(until); }));
+  return team(std::move(state));
+}
+
+status team::release() noexcept {
+  const detail::operation op{"pvmm::team::release"};
+  if (!state_) return op.fail(errc::already_released, "this team is empty (released or moved from)");
+  state_.reset();
+  return {};
+}
+
+int team::rank() const noexcept { return state_ ? state_->rank() : -1; }
+int team::size() const noexcept { return state_ ? state_->size() : 0; }
+int team::device() const noexcept { return state_ ? state_->options.device : -1; }
+int team::node_count() const noexcept { return state_ ? state_->node_count : 0; }
+const std::vector<team_member>& team::members() const noexcept {
+  static const std::vector<team_member> none;  // an empty team's answer; immutable, so safe to share
+  return state_ ? state_->members : none;
+}
+bool team::same_node(int peer) const noexcept {
+  return state_ && peer >= 0 && peer < size() && state_->members[peer].node == state_->members[rank()].node;
+}
+bootstrap& team::ranks() const noexcept { return *state_->ranks; }
+
+}  // namespace pvmm

@@ -1,0 +1,252 @@
+// One collective step of a symmetric window (create or grow): every rank's new chunk described in one allgather,
+// node-local chunks sent as POSIX fds over the team's endpoints in a ring, remote ones imported from fabric bytes.
+//
+// The fd ring: in round k each rank connects to the rank k places after it on its node, sends its fd and closes
+// the connection, then takes the next connection that arrives, imports and maps it and closes the fd. So a process
+// holds the team's listener, its own exported fd, one connection and one received fd at a time, whatever N is
+// (issue 26: the fd count per process stays bounded as N grows; NCCL exports lazily for the same reason).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <pvmm/device.hpp>
+
+#include <fmt/format.h>
+
+#include "team/bootstrap_common.hpp"
+#include "team/window_state.hpp"
+
+namespace pvmm::detail {
+namespace {
+
+struct chunk_record {
+  static constexpr std::uint32_t magic_value = 0x43575650;  // "PVWC"
+  std::uint32_t magic = magic_value;
+  std::uint32_t step = 0;
+  std::int32_t failed = 0;  // the errc of this rank's local failure, 0 when none
+  std::int32_t has_fabric = 0;
+  std::uint64_t offset = 0;  // where the chunk goes in the rank's slot
+  std::uint64_t size = 0;    // 0: the rank adds nothing this step
+  std::uint64_t max_size = 0;
+  fabric_handle fabric;
+  char failure[192] = {};
+};
+
+// What travels with an fd between node-local ranks.
+struct fd_message {
+  static constexpr std::uint32_t magic_value = 0x46575650;  // "PVWF"
+  std::uint32_t magic = magic_value;
+  std::uint32_t step = 0;
+  std::uint64_t team_id = 0;
+  std::int32_t rank = 0;
+  std::int32_t has_fd = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+};
+
+// The local ordinal of `owner`'s device, when this process sees it (-1: unknown here).
+int local_ordinal_of(const team_state& t, int owner) {
+  const member_record& m = t.records[owner];
+  if (m.pid == t.records[t.rank()].pid) return m.device;
+  if (m.identifier[0] == 0) return t.members[owner].node == t.members[t.rank()].node ? m.device : -1;
+  const int count = device_count().value_or(0);
+  for (int d = 0; d < count; ++d)
+    if (auto info = query_device(d);
+        info && std::strncmp(info->identifier.c_str(), m.identifier, sizeof m.identifier) == 0)
+      return d;
+  return -1;
+}
+
+// The grants for rank `owner`'s memory: every access device that can reach it (all of them where its device is
+// not visible here: the driver decides then).
+std::vector<access_descriptor> grants_for(const team_state& t, int owner) {
+  std::vector<access_descriptor> out;
+  const int memory = local_ordinal_of(t, owner);
+  for (int d : t.options.access_devices)
+    if (memory < 0 || d == memory || can_access_peer(d, memory).value_or(false))
+      out.push_back({location::device(d), access::read_write});
+  return out;
+}
+
+// Maps `chunk` for rank `owner` at `offset` in its slot; a failure marks the peer unmapped (its earlier chunks
+// unmapped too) rather than failing the window.
+void map_peer_chunk(window_state& w, int owner, physical_allocation chunk, std::size_t offset) {
+  window_slot& slot = w.slots[owner];
+  if (slot.given_up) return;
+  const auto grants = grants_for(*w.team, owner);
+  std::string why;
+  if (grants.empty())
+    why = fmt::format("no local device can reach rank {}'s device", owner);
+  else if (auto ok = w.range.map_and_grant(owner * w.stride + offset, chunk, grants); !ok)
+    why = ok.error().message();
+  if (why.empty()) {
+    slot.chunks.push_back(std::move(chunk));
+    slot.mapped = true;
+    return;
+  }
+  if (slot.mapped) (void)w.range.unmap(owner * w.stride, offset);
+  slot.chunks.clear();
+  slot.mapped = false;
+  slot.given_up = true;
+  slot.reason = std::move(why);
+}
+
+void mark_unreachable(window_state& w, int owner, std::string why) {
+  window_slot& slot = w.slots[owner];
+  if (slot.mapped) (void)w.range.unmap(owner * w.stride, slot.size);
+  slot.chunks.clear();
+  slot.mapped = false;
+  slot.given_up = true;
+  slot.reason = std::move(why);
+}
+
+status send_fd(const window_state& w, int to, const fd_message& m, int fd, deadline until, const operation& op) {
+  PVMM_TRY_ASSIGN(c, op.step("connect", [&] { return ipc::connect(w.team->endpoint_of(to), time_left(until)); }));
+  return op.step("send", [&] { return c.send(&fd, fd >= 0 ? 1 : 0, &m, sizeof m, time_left(until)); });
+}
+
+// Takes one node-local peer's message; returns the rank it came from.
+result<int> receive_fd(window_state& w, std::uint32_t step, const std::vector<int>& waiting, deadline until,
+                       const operation& op) {
+  auto c = w.team->listener.accept(time_left(until));
+  if (!c) {
+    if (c.code() == errc::timeout)
+      return op.fail(errc::timeout,
+                     fmt::format("{} sent no memory for window step {} before the deadline", rank_list(waiting), step));
+    return op.wrap(std::move(c).error());
+  }
+  PVMM_TRY_ASSIGN(got, op.step("receive", [&] { return c->receive(1, sizeof(fd_message), time_left(until)); }));
+  fd_message m;
+  if (got.payload.size() != sizeof m)
+    return op.fail(errc::protocol_error, fmt::format("a peer sent {} bytes, not a window message", got.payload.size()));
+  std::memcpy(&m, got.payload.data(), sizeof m);
+  if (m.magic != fd_message::magic_value || m.team_id != w.team->id || m.step != step)
+    return op.fail(errc::protocol_error, fmt::format("a peer sent a message for team {:x} step {} (expected {:x} "
+                                                     "step {})",
+                                                     m.team_id, m.step, w.team->id, step));
+  if (std::find(waiting.begin(), waiting.end(), m.rank) == waiting.end())
+    return op.fail(errc::protocol_error, fmt::format("rank {} sent twice, or is not on this node", m.rank));
+  auto cred = c->peer();
+  if (cred && cred->pid != w.team->records[m.rank].pid)
+    return op.fail(errc::protocol_error, fmt::format("process {} claimed to be rank {} (pid {})", cred->pid, m.rank,
+                                                     w.team->records[m.rank].pid));
+  if ((m.has_fd != 0) != (got.fds.size() == 1))
+    return op.fail(errc::protocol_error,
+                   fmt::format("rank {} announced {} fd and sent {}", m.rank, m.has_fd, got.fds.size()));
+  if (m.has_fd) {
+    auto imported = physical_allocation::import_posix_fd(got.fds[0].get(), m.size);
+    if (!imported)
+      mark_unreachable(w, m.rank, imported.error().message());
+    else
+      map_peer_chunk(w, m.rank, std::move(*imported), m.offset);
+  }  // the received fd closes here: the import holds its own reference
+  return m.rank;
+}
+
+}  // namespace
+
+status exchange_chunks(window_state& w, physical_allocation mine, std::size_t offset, std::size_t chunk_size,
+                       const error* failed, deadline until, const operation& op) {
+  team_state& t = *w.team;
+  const int me = t.rank();
+  const int n = t.size();
+  const std::uint32_t step = t.next_step++;
+  chunk_record record;
+  record.step = step;
+  record.offset = offset;
+  record.max_size = w.max_size;
+  auto fail_locally = [&](const error& e) {
+    record.failed = static_cast<std::int32_t>(e.code);
+    std::strncpy(record.failure, e.message().c_str(), sizeof record.failure - 1);
+  };
+  if (failed) {
+    fail_locally(*failed);
+    chunk_size = 0;
+  }
+  record.size = chunk_size;
+  if (chunk_size > 0 && (t.handles & handle_types::fabric) != handle_types::none) {
+    if (auto f = mine.export_fabric()) {
+      record.fabric = *f;
+      record.has_fabric = 1;
+    }
+  }
+  if (chunk_size > 0) {
+    const auto grants = grants_for(t, me);
+    if (auto ok = w.range.map_and_grant(me * w.stride + offset, mine, grants); !ok) fail_locally(ok.error());
+  }
+  std::vector<chunk_record> all(n);
+  PVMM_TRY(op.step("allgather chunks", [&] { return t.ranks->allgather(&record, sizeof record, all.data(), until); }));
+  for (int r = 0; r < n; ++r) {
+    if (all[r].magic != chunk_record::magic_value || all[r].step != step)
+      return op.fail(errc::team_mismatch,
+                     fmt::format("rank {} is at window step {}, this rank at {}", r, all[r].step, step));
+    if (all[r].failed != 0 && r == me)
+      return failed ? *failed : op.fail(static_cast<errc>(all[r].failed), record.failure);
+    if (all[r].failed != 0)
+      return op.fail(static_cast<errc>(all[r].failed),
+                     fmt::format("rank {} failed: {}", r,
+                                 std::string(all[r].failure, strnlen(all[r].failure, sizeof all[r].failure))));
+    if (all[r].max_size != w.max_size)
+      return op.fail(
+          errc::team_mismatch,
+          fmt::format("rank {} asked for max_size {:#x}, rank {} for {:#x}", r, all[r].max_size, me, w.max_size),
+          "every rank passes the same max_size (the slots' stride)");
+    if (all[r].offset != w.slots[r].size)
+      return op.fail(errc::team_mismatch, fmt::format("rank {} grows from {:#x}, its slot here holds {:#x}", r,
+                                                      all[r].offset, w.slots[r].size));
+  }
+  if (chunk_size > 0) {
+    w.slots[me].chunks.push_back(std::move(mine));
+    w.slots[me].mapped = true;
+  }
+  // Node-local peers: the fd ring.
+  const std::vector<int> node = t.node_ranks();
+  const int count = static_cast<int>(node.size());
+  const int index = static_cast<int>(std::find(node.begin(), node.end(), me) - node.begin());
+  if (count > 1) {
+    owned_fd exported;
+    if (chunk_size > 0) {
+      auto fd = w.slots[me].chunks.back().export_posix_fd();
+      if (!fd) return op.wrap(std::move(fd).error());
+      exported = std::move(*fd);
+    }
+    std::vector<int> waiting;
+    for (int r : node)
+      if (r != me) waiting.push_back(r);
+    fd_message m;
+    m.step = step;
+    m.team_id = t.id;
+    m.rank = me;
+    m.has_fd = chunk_size > 0;
+    m.offset = offset;
+    m.size = chunk_size;
+    for (int k = 1; k < count; ++k) {
+      PVMM_TRY(send_fd(w, node[(index + k) % count], m, exported.valid() ? exported.get() : -1, until, op));
+      PVMM_TRY_ASSIGN(from, receive_fd(w, step, waiting, until, op));
+      waiting.erase(std::find(waiting.begin(), waiting.end(), from));
+    }
+  }  // this rank's exported fd closes here: every node-local peer holds its import
+  // Peers on other nodes: fabric handles, where both sides have them.
+  for (int r = 0; r < n; ++r) {
+    if (t.members[r].node == t.members[me].node || all[r].size == 0) continue;
+    if (!all[r].has_fabric) {
+      mark_unreachable(
+          w, r,
+          fmt::format("rank {} is on node {} and its memory has no fabric handle ({} backend{})", r, t.members[r].node,
+                      t.records[r].backend,
+                      t.records[r].fabric ? "; its device exports none to this team" : ": no fabric handles"));
+      continue;
+    }
+    auto imported = physical_allocation::import_fabric(all[r].fabric, all[r].size);
+    if (!imported)
+      mark_unreachable(w, r, imported.error().message());
+    else
+      map_peer_chunk(w, r, std::move(*imported), all[r].offset);
+  }
+  for (int r = 0; r < n; ++r) w.slots[r].size = all[r].offset + all[r].size;
+  // Every rank has imported before any returns: an exporter may then drop what it no longer needs.
+  return op.step("barrier after mapping", [&] { return t.ranks->barrier(until); });
+}
+
+}  // namespace pvmm::detail

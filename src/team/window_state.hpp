@@ -1,0 +1,45 @@
+// A symmetric window's state: the flat reservation, and per rank the chunks mapped in its slot (this rank's own
+// allocations, or its imports of a peer's) or why the peer is not mapped.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <pvmm/allocation.hpp>
+#include <pvmm/reservation.hpp>
+
+#include "core/operation.hpp"
+#include "team/team_state.hpp"
+
+namespace pvmm::detail {
+
+struct window_slot {
+  std::size_t size = 0;                     // bytes the rank contributes now
+  std::vector<physical_allocation> chunks;  // mapped back to back from the slot's start
+  bool mapped = false;
+  bool given_up = false;  // a chunk could not be mapped: the peer stays unmapped (no half-mapped slot)
+  std::string reason;     // why not mapped
+};
+
+struct window_state {
+  std::shared_ptr<team_state> team;
+  address_reservation range;
+  std::size_t stride = 0;
+  std::size_t max_size = 0;
+  std::size_t granularity = 0;  // this rank's allocation granularity
+  handle_types handles = handle_types::none;
+  std::vector<window_slot> slots;
+
+  int rank() const noexcept { return team->rank(); }
+};
+
+/// One collective step of a window: every rank adds one chunk (this rank's is `mine`, maybe empty when its size
+/// does not change) at `offset` in its slot, and every rank maps every reachable peer's new chunk. Peers that
+/// cannot be reached are recorded in their slot; failures of the step itself (a rank missing or failed) are
+/// returned, the same on every rank. `failed` (or null) is this rank's local failure: it still takes part, so
+/// every rank fails at once naming it.
+status exchange_chunks(window_state& w, physical_allocation mine, std::size_t offset, std::size_t chunk_size,
+                       const error* failed, deadline until, const operation& op);
+
+}  // namespace pvmm::detail

@@ -1,0 +1,204 @@
+// The team case bodies. Data written into a slot is read back through the flat window and through the pointer
+// table, and compared with a checksum its writer reported through the bootstrap (an independent path).
+#include "cases.hpp"
+
+#include <dirent.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <thread>
+
+#include <pvmm/device.hpp>
+#include <pvmm/diagnostics.hpp>
+#include <pvmm/team.hpp>
+#include <pvmm/testing.hpp>
+
+namespace pvmm_team_test {
+namespace {
+
+using namespace std::chrono_literals;
+using pvmm::errc;
+
+std::vector<std::uint32_t> pattern(std::size_t bytes, int rank, int generation) {
+  std::vector<std::uint32_t> words(bytes / 4);
+  for (std::size_t i = 0; i < words.size(); ++i)
+    words[i] = static_cast<std::uint32_t>(rank * 0x01000193u + generation * 0x9e3779b9u + i * 2654435761u);
+  return words;
+}
+
+std::uint64_t checksum(const std::vector<std::uint32_t>& words) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (auto w : words) h = (h ^ w) * 1099511628211ull;
+  return h;
+}
+
+std::string where(const pvmm::bootstrap& b) { return "rank " + std::to_string(b.rank()) + ": "; }
+
+pvmm::team_options team_options_for(const pvmm::bootstrap& b) {
+  pvmm::team_options o;
+  const int devices = pvmm::device_count().value_or(1);
+  o.device = b.local_rank() % (devices > 0 ? devices : 1);  // several ranks on one device when there are few
+  o.timeout = 20s;
+  return o;
+}
+
+// Writes this rank's slot [from, to), then checks every mapped peer's [0, to) against its reported checksum.
+void write_and_verify(verdict& v, pvmm::bootstrap& b, const pvmm::symmetric_window& w, int generation) {
+  const int me = b.rank();
+  const std::size_t size = w.size_of(me);
+  const auto mine = pattern(size, me, generation);
+  auto wrote = pvmm::testing::copy_to_mapping(w.local(), mine.data(), size);
+  v.check(wrote.has_value(), where(b) + "writing the own slot: " + (wrote ? "" : wrote.error().message()));
+  std::uint64_t sum = checksum(mine);
+  std::vector<std::uint64_t> sums(b.size());
+  auto gathered = b.allgather(&sum, sizeof sum, sums.data(), pvmm::deadline_in(20s));
+  v.check(gathered.has_value(), where(b) + "allgather of checksums: " + (gathered ? "" : gathered.error().message()));
+  if (!gathered) return;
+  const auto table = w.pointer_table();
+  for (int r = 0; r < b.size(); ++r) {
+    if (!w.mapped(r)) continue;
+    const std::size_t bytes = w.size_of(r);
+    std::vector<std::uint32_t> flat(bytes / 4), listed(bytes / 4);
+    auto* at = static_cast<unsigned char*>(w.base()) + r * w.stride();
+    auto a = pvmm::testing::copy_from_mapping(flat.data(), at, bytes);
+    auto c = pvmm::testing::copy_from_mapping(listed.data(), table[r], bytes);
+    v.check(a.has_value() && c.has_value(), where(b) + "reading rank " + std::to_string(r));
+    v.check(table[r] == at, where(b) + "pointer table and flat window disagree for rank " + std::to_string(r));
+    v.check(checksum(flat) == sums[r], where(b) + "rank " + std::to_string(r) +
+                                           "'s slot read through the flat "
+                                           "window differs from what it wrote");
+    v.check(flat == listed, where(b) + "rank " + std::to_string(r) + " reads differently through the table");
+  }
+}
+
+void window_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool per_rank_sizes, bool grow) {
+  auto t = pvmm::team::create(b, team_options_for(*b));
+  if (!t) return v.check(false, where(*b) + "team::create: " + t.error().message());
+  const std::size_t unit = 2u << 20;
+  pvmm::window_options o;
+  o.size = per_rank_sizes ? unit * (1 + b->rank() % 3) : unit;
+  o.max_size = 4 * unit;
+  o.timeout = 20s;
+  auto w = pvmm::symmetric_window::create(*t, o);
+  if (!w) return v.check(false, where(*b) + "symmetric_window::create: " + w.error().message());
+  const bool host = pvmm::query_backend().name == "host";
+  for (int r = 0; r < b->size(); ++r) {
+    const std::string peer = "rank " + std::to_string(r);
+    if (t->same_node(r))
+      v.check(w->mapped(r), where(*b) + peer + " on this node is not mapped: " + w->unmapped_reason(r));
+    else if (host)  // no fabric handles on the host backend: reported per peer, naming why
+      v.check(!w->mapped(r) && w->unmapped_reason(r).find("fabric") != std::string::npos,
+              where(*b) + peer + " on another node: " + w->unmapped_reason(r));
+    else
+      v.check(w->mapped(r) || !w->unmapped_reason(r).empty(), where(*b) + peer + " unmapped without a reason");
+    if (w->mapped(r)) v.check(w->size_of(r) >= (per_rank_sizes ? unit * (1 + r % 3) : unit), where(*b) + "size_of");
+  }
+  write_and_verify(v, *b, *w, 1);
+  if (!grow) return;
+  auto grown = w->grow(w->size_of(b->rank()) + unit, 20s);  // per-rank sizes are 1 to 3 units; max is 4
+  if (!grown) return v.check(false, where(*b) + "grow: " + grown.error().message());
+  write_and_verify(v, *b, *w, 2);
+  // One rank asks past max_size: it is out_of_range there, and every other rank hears of it at once.
+  const auto past = w->grow(b->rank() == 0 ? 5 * unit : w->size_of(b->rank()), 20s);
+  v.check(b->rank() == 0
+              ? past.code() == errc::out_of_range
+              : past.code() == errc::out_of_range && past.error().message().find("rank 0 failed") != std::string::npos,
+          where(*b) + "a grow past max_size on rank 0: " + (past ? "succeeded" : past.error().message()));
+}
+
+void late_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
+  const int missing = b->size() - 1;
+  if (b->rank() == missing) {  // arrives only after everyone's deadline, then leaves
+    std::this_thread::sleep_for(2500ms);
+    return;
+  }
+  pvmm::team_options o = team_options_for(*b);
+  o.timeout = 1500ms;
+  const auto start = std::chrono::steady_clock::now();
+  auto t = pvmm::team::create(b, o);
+  const auto took = std::chrono::steady_clock::now() - start;
+  v.check(!t && (t.code() == errc::timeout || t.code() == errc::peer_lost),
+          where(*b) + "expected timeout, got " + (t ? "a team" : t.error().message()));
+  if (!t)
+    v.check(t.error().message().find("rank " + std::to_string(missing)) != std::string::npos,
+            where(*b) + "the error does not name rank " + std::to_string(missing) + ": " + t.error().message());
+  v.check(took < 5s, where(*b) + "returned long after the deadline");
+}
+
+void mismatch_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
+  auto t = pvmm::team::create(b, team_options_for(*b));
+  if (!t) return v.check(false, where(*b) + "team::create: " + t.error().message());
+  pvmm::window_options o;
+  o.size = 2u << 20;
+  o.max_size = b->rank() == 1 ? 8u << 20 : 4u << 20;
+  o.timeout = 20s;
+  auto w = pvmm::symmetric_window::create(*t, o);
+  v.check(!w && w.code() == errc::team_mismatch,
+          where(*b) + "expected team_mismatch, got " + (w ? "a window" : w.error().message()));
+}
+
+void cycles_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, int cycles, bool process_wide) {
+  // One cycle first: the driver's and the transport's one-time set-up are not leaks.
+  window_case(v, b, false, false);
+  const auto fds = open_fd_count();
+  const auto live = pvmm::query_live_objects();
+  for (int i = 0; i < cycles && v.failures.empty(); ++i) {
+    auto t = pvmm::team::create(b, team_options_for(*b));
+    if (!t) return v.check(false, where(*b) + "cycle " + std::to_string(i) + ": " + t.error().message());
+    pvmm::window_options o;
+    o.size = 2u << 20;
+    auto w = pvmm::symmetric_window::create(*t, o);
+    if (!w) return v.check(false, where(*b) + "cycle " + std::to_string(i) + ": " + w.error().message());
+  }
+  if (!process_wide) return;  // ranks are threads: the suite checks the process once they are done
+  const auto now = pvmm::query_live_objects();
+  v.check(open_fd_count() == fds,
+          where(*b) + "fds: " + std::to_string(fds) + " before, " + std::to_string(open_fd_count()) + " after");
+  v.check(now.allocations == live.allocations && now.reservations == live.reservations && now.mappings == live.mappings,
+          where(*b) + "live allocations, reservations or mappings changed over the cycles");
+}
+
+}  // namespace
+
+std::string verdict::text() const {
+  std::string out;
+  for (const auto& f : failures) out += f + "\n";
+  return out;
+}
+
+std::size_t open_fd_count() {
+  std::size_t n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d)) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+const std::vector<std::string>& case_names() {
+  static const std::vector<std::string> names{"window", "sizes", "grow", "late", "mismatch", "cycles", "nodes"};
+  return names;
+}
+
+verdict run_case(const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
+  verdict v;
+  if (p.name == "window" || p.name == "nodes")
+    window_case(v, ranks, false, false);
+  else if (p.name == "sizes")
+    window_case(v, ranks, true, false);
+  else if (p.name == "grow")
+    window_case(v, ranks, true, true);
+  else if (p.name == "late")
+    late_case(v, ranks);
+  else if (p.name == "mismatch")
+    mismatch_case(v, ranks);
+  else if (p.name == "cycles")
+    cycles_case(v, ranks, p.cycles, p.one_rank_per_process);
+  else
+    v.check(false, "no case named " + p.name);
+  return v;
+}
+
+}  // namespace pvmm_team_test

@@ -1,0 +1,38 @@
+// The team cases every bootstrap adapter runs (threads in-process, endpoints and store in exec'd processes, mpi
+// under mpirun). Each body runs on one rank and returns what failed on that rank (empty: passed).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <pvmm/bootstrap.hpp>
+
+namespace pvmm_team_test {
+
+struct case_params {
+  std::string name;                   // "window", "sizes", "grow", "late", "mismatch", "cycles", "nodes"
+  int cycles = 100;                   // for "cycles"
+  int ranks_per_node = 0;             // for "nodes": the simulated node size (0: one node)
+  bool one_rank_per_process = false;  // process-wide checks (fds, live objects) are this rank's alone
+};
+
+/// What failed on this rank, one line each.
+struct verdict {
+  std::vector<std::string> failures;
+  void check(bool ok, const std::string& what) {
+    if (!ok) failures.push_back(what);
+  }
+  std::string text() const;
+};
+
+/// Runs case `p.name` on this rank. A rank that must stay away ("late") returns at once.
+verdict run_case(const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks);
+
+/// The cases, for the suites that list them.
+const std::vector<std::string>& case_names();
+
+/// fds this process has open (for the cycles case and the suites' leak checks).
+std::size_t open_fd_count();
+
+}  // namespace pvmm_team_test

@@ -1,0 +1,163 @@
+// The team cases under every adapter: threads (in this process, with the in-memory store too) and endpoints and
+// store (exec'd rank processes). N = 1, 2, 4, 8; MPI runs the same cases under mpirun (tests/CMakeLists.txt).
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include <doctest/doctest.h>
+#include <pvmm/diagnostics.hpp>
+#include <pvmm/team.hpp>
+
+#include "cases.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace std::chrono_literals;
+using pvmm_team_test::case_params;
+
+// Nothing a case leaves behind: fds and live pvmm objects as before.
+struct team_leak_check {
+  std::size_t fds = pvmm_team_test::open_fd_count();
+  pvmm::live_objects live = pvmm::query_live_objects();
+  ~team_leak_check() {
+    const auto now = pvmm::query_live_objects();
+    CHECK_MESSAGE(pvmm_team_test::open_fd_count() == fds, "file descriptors leaked");
+    CHECK_MESSAGE(now.allocations == live.allocations, "allocations leaked");
+    CHECK_MESSAGE(now.reservations == live.reservations, "reservations leaked");
+    CHECK_MESSAGE(now.mappings == live.mappings, "mappings leaked");
+  }
+};
+
+bool applies(const std::string& name, int n) { return n >= 2 || (name != "late" && name != "mismatch"); }
+
+// Runs `p` on `ranks`, one thread each.
+void run_threads(const case_params& p, std::vector<std::shared_ptr<pvmm::bootstrap>> ranks) {
+  std::vector<pvmm_team_test::verdict> verdicts(ranks.size());
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < ranks.size(); ++r)
+    threads.emplace_back([&, r] { verdicts[r] = pvmm_team_test::run_case(p, ranks[r]); });
+  for (auto& t : threads) t.join();
+  for (const auto& v : verdicts) CHECK_MESSAGE(v.failures.empty(), v.text());
+}
+
+void threads_adapter(const case_params& p, int n, bool store) {
+  std::vector<int> nodes;
+  for (int r = 0; r < n && p.ranks_per_node > 0; ++r) nodes.push_back(r / p.ranks_per_node);
+  if (!store) {
+    auto ranks = pvmm::make_thread_bootstraps(n, nodes);
+    REQUIRE(ranks);
+    return run_threads(p, std::move(*ranks));
+  }
+  // The store adapter over an in-process store: ranks made concurrently (making one is collective).
+  auto kv = pvmm::make_memory_store();
+  std::vector<std::shared_ptr<pvmm::bootstrap>> ranks(n);
+  std::vector<std::thread> makers;
+  for (int r = 0; r < n; ++r)
+    makers.emplace_back([&, r] {
+      pvmm::bootstrap_options o;
+      if (p.ranks_per_node > 0) o.node = r / p.ranks_per_node;
+      if (auto b = pvmm::make_store_bootstrap(kv, "t", r, n, 20s, o)) ranks[r] = *b;
+    });
+  for (auto& t : makers) t.join();
+  for (const auto& b : ranks) REQUIRE(b);
+  run_threads(p, std::move(ranks));
+}
+
+// Runs `p` in n exec'd rank processes meeting at `meeting`; each must exit 0 within the limit.
+void process_adapter(const std::string& adapter, const case_params& p, int n, const std::string& meeting) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> args{PVMM_TEAM_RANK,
+                                  adapter,
+                                  p.name,
+                                  std::to_string(r),
+                                  std::to_string(n),
+                                  meeting,
+                                  std::to_string(p.ranks_per_node)};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    REQUIRE(::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+    pids.push_back(pid);
+  }
+  const auto limit = std::chrono::steady_clock::now() + 60s;
+  for (std::size_t r = 0; r < pids.size(); ++r) {
+    int status = 0;
+    while (::waitpid(pids[r], &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > limit) {  // never hang the suite: kill what is left
+        for (pid_t q : pids) ::kill(q, SIGKILL);
+        ::waitpid(pids[r], &status, 0);
+        FAIL("rank " << r << " did not finish within 60 s");
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    CHECK_MESSAGE((WIFEXITED(status) && WEXITSTATUS(status) == 0), "rank " << r << " of " << n << " failed");
+  }
+}
+
+std::string unique_name(const std::string& what) {
+  static int serial = 0;
+  return "pvmm-test-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
+}
+
+std::string scratch_directory() {
+  std::string templ = (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + std::string("/pvmm-store-XXXXXX");
+  REQUIRE(::mkdtemp(templ.data()) != nullptr);
+  return templ;
+}
+
+void for_each_size(const std::string& adapter_name, const std::string& name, int ranks_per_node,
+                   const std::function<void(const case_params&, int)>& run) {
+  for (int n : {1, 2, 4, 8}) {
+    if (!applies(name, n)) continue;
+    case_params p;
+    p.name = name;
+    p.cycles = n <= 4 ? 100 : 25;
+    p.ranks_per_node = ranks_per_node;
+    CAPTURE(adapter_name);
+    CAPTURE(n);
+    team_leak_check leaks;
+    run(p, n);
+  }
+}
+
+}  // namespace
+
+#define PVMM_TEAM_CASES(adapter, body)                                                                     \
+  TEST_CASE(adapter ": every rank maps every peer's slot; data read back two ways") {                      \
+    for_each_size(adapter, "window", 0, body);                                                             \
+  }                                                                                                        \
+  TEST_CASE(adapter ": per-rank sizes") { for_each_size(adapter, "sizes", 0, body); }                      \
+  TEST_CASE(adapter ": a window grows collectively") { for_each_size(adapter, "grow", 0, body); }          \
+  TEST_CASE(adapter ": a rank that never arrives is named by every other within the deadline") {           \
+    for_each_size(adapter, "late", 0, body);                                                               \
+  }                                                                                                        \
+  TEST_CASE(adapter ": mismatched window options are team_mismatch on every rank") {                       \
+    for_each_size(adapter, "mismatch", 0, body);                                                           \
+  }                                                                                                        \
+  TEST_CASE(adapter ": create/destroy cycles leave fds and live objects unchanged") {                      \
+    for_each_size(adapter, "cycles", 0, body);                                                             \
+  }                                                                                                        \
+  TEST_CASE(adapter ": simulated nodes: cross-node peers take the fabric path or are reported per peer") { \
+    for_each_size(adapter, "nodes", 2, body);                                                              \
+  }
+
+TEST_SUITE("team") {
+  PVMM_TEAM_CASES("threads", [](const case_params& p, int n) { threads_adapter(p, n, false); })
+  PVMM_TEAM_CASES("store (in-process)", [](const case_params& p, int n) { threads_adapter(p, n, true); })
+  PVMM_TEAM_CASES("endpoints",
+                  [](const case_params& p, int n) { process_adapter("endpoints", p, n, unique_name("endpoint")); })
+  PVMM_TEAM_CASES("store (directory)", [](const case_params& p, int n) {
+    const auto dir = scratch_directory();
+    process_adapter("store", p, n, dir);
+    std::system(("rm -rf '" + dir + "'").c_str());
+  })
+}
