@@ -7,7 +7,8 @@
 #                         packages) with warnings as errors, run each suite;
 #                         then the reliability builds: the host suite under ASan + UBSan and under TSan, and
 #                         each libFuzzer target for PVMM_FUZZ_SECONDS (default 60) — clang from Debian; and
-#                         every C++ source checked against .clang-format
+#                         every C++ source checked against .clang-format; Open MPI (Debian's) for the team
+#                         cases under mpirun
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,7 +43,8 @@ case "${1:-}" in
     exec "build/$backend/tools/pvmm-info" --check
     ;;
   test)
-    install_missing "${base_packages[@]}"
+    # Open MPI: the team layer's MPI bootstrap adapter and its cases under mpirun (localhost, oversubscribed).
+    install_missing "${base_packages[@]}" openmpi-bin libopenmpi-dev
     backends=(host)
     # hip-nvidia is built (not run: no GPU here) to keep the driverless build of HIP's NVIDIA platform working.
     if cuda_toolkit; then
