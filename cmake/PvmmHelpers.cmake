@@ -1,7 +1,7 @@
 # Warnings for pvmm's own targets; errors when PVMM_WARNINGS_AS_ERRORS (CI sets it).
 function(pvmm_set_warnings target)
   target_compile_options(${target} PRIVATE
-    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Woverloaded-virtual -Wconversion -Wno-sign-conversion
     $<$<BOOL:${PVMM_WARNINGS_AS_ERRORS}>:-Werror>>)
 endfunction()
 

@@ -59,9 +59,9 @@ class endpoint_bootstrap final : public bootstrap {
   void abort() noexcept override;
 
  private:
-  status send(int to, const header& h, const void* body, deadline until, const detail::operation& op) const;
-  result<message> receive_one(int from, deadline until, const detail::operation& op) const;
-  result<message> receive(int from, deadline until, const detail::operation& op) const;
+  status send_message(int to, const header& h, const void* body, deadline until, const detail::operation& op) const;
+  result<message> receive_chunk(int from, deadline until, const detail::operation& op) const;
+  result<message> receive_message(int from, deadline until, const detail::operation& op) const;
   error fail(error e);  // records e, tells the peers, returns the recorded error
   std::string who(int r) const { return fmt::format("rank {} (pid {})", r, pids_.empty() ? 0 : pids_[r]); }
 
@@ -74,8 +74,8 @@ class endpoint_bootstrap final : public bootstrap {
   detail::broken_state broken_;
 };
 
-status endpoint_bootstrap::send(int to, const header& h, const void* body, deadline until,
-                                const detail::operation& op) const {
+status endpoint_bootstrap::send_message(int to, const header& h, const void* body, deadline until,
+                                        const detail::operation& op) const {
   const auto* bytes = static_cast<const std::uint8_t*>(body);
   std::vector<std::uint8_t> buffer;
   std::size_t sent = 0;
@@ -91,7 +91,7 @@ status endpoint_bootstrap::send(int to, const header& h, const void* body, deadl
   return {};
 }
 
-result<message> endpoint_bootstrap::receive_one(int from, deadline until, const detail::operation& op) const {
+result<message> endpoint_bootstrap::receive_chunk(int from, deadline until, const detail::operation& op) const {
   auto got = peers_[from].receive(0, sizeof(header) + chunk_bytes, detail::time_left(until));
   if (!got) {
     auto e = std::move(got).error();
@@ -114,13 +114,13 @@ result<message> endpoint_bootstrap::receive_one(int from, deadline until, const 
   return m;
 }
 
-result<message> endpoint_bootstrap::receive(int from, deadline until, const detail::operation& op) const {
-  PVMM_TRY_ASSIGN(first, receive_one(from, until, op));
+result<message> endpoint_bootstrap::receive_message(int from, deadline until, const detail::operation& op) const {
+  PVMM_TRY_ASSIGN(first, receive_chunk(from, until, op));
   if (first.head.total > (std::uint64_t{1} << 32))
     return op.fail(errc::protocol_error, fmt::format("{} announced {} bytes", who(from), first.head.total));
   first.body.reserve(first.head.total);
   while (first.body.size() < first.head.total) {
-    PVMM_TRY_ASSIGN(more, receive_one(from, until, op));
+    PVMM_TRY_ASSIGN(more, receive_chunk(from, until, op));
     if (more.head.sequence != first.head.sequence || more.head.what != first.head.what ||
         first.body.size() + more.body.size() > first.head.total)
       return op.fail(errc::protocol_error, fmt::format("{} sent chunks out of order", who(from)));
@@ -142,7 +142,7 @@ error endpoint_bootstrap::fail(error e) {
   for (int r = 0; r < static_cast<int>(peers_.size()); ++r)
     if (r != rank_ && peers_[r].valid()) {
       const detail::operation quiet{"pvmm::bootstrap::abort (endpoints)"};
-      (void)send(r, h, text.data(), deadline_in(std::chrono::milliseconds(0)), quiet);
+      (void)send_message(r, h, text.data(), deadline_in(std::chrono::milliseconds(0)), quiet);
     }
   return recorded;
 }
@@ -161,10 +161,10 @@ status endpoint_bootstrap::allgather(const void* mine, std::size_t bytes, void* 
   if (rank_ != 0) {
     h.what = kind::gather;
     h.total = bytes;
-    if (auto ok = send(0, h, mine, until, op); !ok) return fail(std::move(ok).error());
+    if (auto ok = send_message(0, h, mine, until, op); !ok) return fail(std::move(ok).error());
     // The root's deadline passes when this rank's does: wait a little longer for its account of who is missing,
     // rather than blaming the root (bounded: the root answers or closes within the grace).
-    auto back = receive(0, until == deadline::max() ? until : until + root_grace, op);
+    auto back = receive_message(0, until == deadline::max() ? until : until + root_grace, op);
     if (!back) return fail(std::move(back).error());
     if (back->head.what != kind::result || back->head.sequence != id || back->body.size() != bytes * size_)
       return fail(op.fail(errc::team_mismatch, fmt::format("the root answered collective {} with {} bytes, {} expected",
@@ -193,7 +193,7 @@ status endpoint_bootstrap::allgather(const void* mine, std::size_t bytes, void* 
     for (std::size_t i = 0; i < fds.size(); ++i) {
       if (!fds[i].revents) continue;
       const int r = ranks[i];
-      auto got = receive(r, until, op);
+      auto got = receive_message(r, until, op);
       if (!got) return fail(std::move(got).error());
       if (got->head.what != kind::gather || got->head.sequence != id)
         return fail(op.fail(errc::protocol_error,
@@ -209,7 +209,7 @@ status endpoint_bootstrap::allgather(const void* mine, std::size_t bytes, void* 
   h.what = kind::result;
   h.total = bytes * size_;
   for (int r = 1; r < size_; ++r)
-    if (auto ok = send(r, h, out, until, op); !ok) return fail(std::move(ok).error());
+    if (auto ok = send_message(r, h, out, until, op); !ok) return fail(std::move(ok).error());
   return {};
 }
 
@@ -237,8 +237,8 @@ result<std::shared_ptr<bootstrap>> endpoint_bootstrap::start(std::string_view na
   if (rank != 0) {
     PVMM_TRY_ASSIGN(c, ipc::connect(name, detail::time_left(until)));
     self->peers_[0] = std::move(c);
-    PVMM_TRY(self->send(0, hello, nullptr, until, op));
-    PVMM_TRY_ASSIGN(welcome, self->receive(0, until, op));
+    PVMM_TRY(self->send_message(0, hello, nullptr, until, op));
+    PVMM_TRY_ASSIGN(welcome, self->receive_message(0, until, op));
     const std::size_t n = static_cast<std::size_t>(size);
     if (welcome.head.what != kind::welcome || welcome.body.size() != 2 * n * sizeof(std::int32_t))
       return op.fail(errc::team_mismatch, "the root's welcome does not describe this group");
@@ -265,7 +265,7 @@ result<std::shared_ptr<bootstrap>> endpoint_bootstrap::start(std::string_view na
       return self->fail(std::move(e));
     }
     self->peers_.push_back(std::move(*c));  // parked at the end until its hello says which rank it is
-    auto got = self->receive(size, until, op);
+    auto got = self->receive_message(size, until, op);
     if (!got) return self->fail(std::move(got).error());
     const header& h = got->head;
     if (h.what != kind::hello || h.size != size || h.rank <= 0 || h.rank >= size || self->peers_[h.rank].valid()) {
@@ -286,7 +286,8 @@ result<std::shared_ptr<bootstrap>> endpoint_bootstrap::start(std::string_view na
   welcome.what = kind::welcome;
   welcome.total = table.size() * sizeof(std::int32_t);
   for (int r = 1; r < size; ++r)
-    if (auto ok = self->send(r, welcome, table.data(), until, op); !ok) return self->fail(std::move(ok).error());
+    if (auto ok = self->send_message(r, welcome, table.data(), until, op); !ok)
+      return self->fail(std::move(ok).error());
   self->nodes_.assign(nodes.begin(), nodes.end());
   self->pids_ = pids;
   return std::shared_ptr<bootstrap>(std::move(self));
