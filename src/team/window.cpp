@@ -14,10 +14,19 @@ namespace {
 
 std::size_t round_up(std::size_t value, std::size_t unit) { return (value + unit - 1) / unit * unit; }
 
-// This rank's memory for [offset, offset + size) of its slot.
-result<physical_allocation> allocate_chunk(const detail::window_state& w, std::size_t size) {
+// This rank's memory for a new chunk of its slot. Where fabric handles are refused (CUDA answers NOT_PERMITTED
+// without an IMEX channel, even on one node, at cuMemCreate), the window falls back to POSIX fds alone, as NCCL
+// does, and remembers why: peers on other nodes are then reported unreachable with that reason.
+result<physical_allocation> allocate_chunk(detail::window_state& w, std::size_t size) {
   allocation_properties p;
   p.location = location::device(w.team->options.device);
+  p.exportable = w.handles;
+  auto made = physical_allocation::create(size, p);
+  const bool fabric = (w.handles & handle_types::fabric) != handle_types::none;
+  if (made || !fabric || (made.code() != errc::not_permitted && made.code() != errc::not_supported)) return made;
+  w.fabric_refused = made.error().message();
+  w.handles = static_cast<handle_types>(static_cast<std::uint32_t>(w.handles) &
+                                        ~static_cast<std::uint32_t>(handle_types::fabric));
   p.exportable = w.handles;
   return physical_allocation::create(size, p);
 }

@@ -31,6 +31,7 @@ struct chunk_record {
   std::uint64_t max_size = 0;
   fabric_handle fabric;
   char failure[192] = {};
+  char no_fabric[192] = {};  // why the rank's chunk has no fabric handle (empty: it has one, or never had)
 };
 
 // What travels with an fd between node-local ranks.
@@ -165,12 +166,14 @@ status exchange_chunks(window_state& w, physical_allocation mine, std::size_t of
     chunk_size = 0;
   }
   record.size = chunk_size;
-  if (chunk_size > 0 && (t.handles & handle_types::fabric) != handle_types::none) {
+  if (chunk_size > 0 && (w.handles & handle_types::fabric) != handle_types::none) {
     if (auto f = mine.export_fabric()) {
       record.fabric = *f;
       record.has_fabric = 1;
-    }
+    } else
+      w.fabric_refused = f.error().message();
   }
+  std::strncpy(record.no_fabric, w.fabric_refused.c_str(), sizeof record.no_fabric - 1);
   if (chunk_size > 0) {
     const auto grants = grants_for(t, me);
     if (auto ok = w.range.map_and_grant(me * w.stride + offset, mine, grants); !ok) fail_locally(ok.error());

@@ -29,6 +29,7 @@ struct window_state {
   std::size_t max_size = 0;
   std::size_t granularity = 0;  // this rank's allocation granularity
   handle_types handles = handle_types::none;
+  std::string fabric_refused;  // why this rank's memory has no fabric handle though the device has them
   std::vector<window_slot> slots;
 
   int rank() const noexcept { return team->rank(); }
