@@ -355,11 +355,18 @@ inline int wait_child(pid_t pid) {
     }                                                                                          \
   } while (0)
 #define PVMM_REQUIRE_DEVICE() PVMM_REQUIRE_DEVICES(1)
-/// Reports the case skipped, naming the capability, when `has` is false (never a silent return).
-#define PVMM_REQUIRE_CAPABILITY(has, what)                               \
-  do {                                                                   \
-    if (!(has)) {                                                        \
-      pvmm_test::report_skip(std::string("the device lacks ") + (what)); \
-      return;                                                            \
-    }                                                                    \
+/// Reports the case skipped with `reason` ("[pvmm-skip] case: reason") and returns when `condition` is false: the one
+/// way a case that cannot run here says so (never a silent return). `reason` is evaluated only when it skips.
+#define PVMM_SKIP_UNLESS(condition, reason)   \
+  do {                                        \
+    if (!(condition)) {                       \
+      pvmm_test::report_skip(reason);         \
+      return;                                 \
+    }                                         \
   } while (0)
+/// Reports the case skipped, naming the capability, when `has` is false.
+#define PVMM_REQUIRE_CAPABILITY(has, what) PVMM_SKIP_UNLESS(has, std::string("the device lacks ") + (what))
+/// Reports the case skipped unless the configured backend is the host backend (cases about its own machinery, or
+/// about what the drivers were not measured doing): `why` says which.
+#define PVMM_REQUIRE_HOST_BACKEND(why) \
+  PVMM_SKIP_UNLESS(pvmm::query_backend().name == "host", std::string("host backend only: ") + (why))

@@ -52,10 +52,7 @@ std::size_t resident_bytes() {
   do {                                                                   \
     PVMM_REQUIRE_DEVICE();                                               \
     PVMM_REQUIRE_CAPABILITY(caps().managed.supported, "managed memory"); \
-    if (!host_backend()) {                                               \
-      report_skip(why);                                                  \
-      return;                                                            \
-    }                                                                    \
+    PVMM_REQUIRE_HOST_BACKEND(why);                                      \
   } while (0)
 
 #define PVMM_REQUIRE_MANAGED_SMALL()                                                            \

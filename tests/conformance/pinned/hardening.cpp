@@ -61,12 +61,10 @@ struct program_pages {
 #define PVMM_REQUIRE_HOST_LOCKS()                                                                     \
   do {                                                                                                \
     PVMM_REQUIRE_REGISTRATION();                                                                      \
-    if (!host_backend() || locked_kb() < 0) {                                                         \
-      report_skip(                                                                                    \
-          "reads VmLck: only the host backend locks pages with the process's own mlock (GPU drivers " \
-          "pin through their kernel module)");                                                        \
-      return;                                                                                         \
-    }                                                                                                 \
+    PVMM_REQUIRE_HOST_BACKEND(                                                                        \
+        "reads VmLck: only the host backend locks pages with the process's own mlock (GPU drivers pin " \
+        "through their kernel module)");                                                              \
+    PVMM_SKIP_UNLESS(locked_kb() >= 0, "the kernel reports no VmLck in /proc/self/status");            \
   } while (0)
 
 TEST_SUITE("pinned") {

@@ -143,10 +143,7 @@ TEST_SUITE("pinned") {
   PVMM_CASE(
       "host backend: a lock over RLIMIT_MEMLOCK is out_of_memory naming the limit (a child without CAP_IPC_LOCK)") {
     PVMM_REQUIRE_PINNED();
-    if (query_backend().name != "host") {
-      report_skip("the GPU drivers pin through their own kernel module, which RLIMIT_MEMLOCK does not bound");
-      return;
-    }
+    PVMM_REQUIRE_HOST_BACKEND("the GPU drivers pin through their own kernel module, which RLIMIT_MEMLOCK does not bound");
     auto [sock, pid] = spawn_child({"pin-over-limit"});
     auto verdict = ipc::receive_fds(sock, 0, 4096, 60s).value();
     CHECK(std::string(verdict.payload.begin(), verdict.payload.end()) == "ok");

@@ -67,13 +67,6 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 #define PVMM_REQUIRE_POOLS() PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools")
-#define PVMM_REQUIRE_HOST_BACKEND(why)                         \
-  do {                                                         \
-    if (query_backend().name != "host") {                      \
-      report_skip(std::string("host backend only: ") + (why)); \
-      return;                                                  \
-    }                                                          \
-  } while (0)
 
 TEST_SUITE("pool") {
   PVMM_CASE(
@@ -139,10 +132,7 @@ TEST_SUITE("pool") {
   PVMM_CASE("freed neighbours coalesce: a pool emptied of small blocks serves a larger one, and growth stays bounded") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
-    if (!caps().pools.max_size) {
-      report_skip("the device does not enforce a pool's maximum size");
-      return;
-    }
+    PVMM_REQUIRE_CAPABILITY(caps().pools.max_size, "an enforced pool maximum size");
     auto pool = sized_pool(2 * mib);
     auto s = stream::create(0).value();
     auto t = stream::create(0).value();

@@ -199,10 +199,7 @@ TEST_SUITE("pool") {
   PVMM_CASE("host backend: a full pool hands a pending free to another stream only with internal dependencies") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
-    if (query_backend().name != "host") {
-      report_skip("host backend only: the drivers' behaviour in a full pool is unmeasured (tools/probes/README.md)");
-      return;
-    }
+    PVMM_REQUIRE_HOST_BACKEND("the drivers' behaviour in a full pool is unmeasured (tools/probes/README.md)");
     const std::size_t size = std::size_t{2} << 20;
     for (bool internal : {true, false}) {
       INFO("internal dependencies " << internal);

@@ -109,10 +109,7 @@ TEST_SUITE("pool") {
 
   PVMM_CASE("host backend: a stale pointer export is refused") {
     PVMM_REQUIRE_DEVICE();
-    if (query_backend().name != "host") {
-      report_skip("the GPU drivers cannot see a stale export (the caller's rule there)");
-      return;
-    }
+    PVMM_REQUIRE_HOST_BACKEND("the GPU drivers cannot see a stale export (the caller's rule there)");
     auto pool = exportable_pool();
     auto s = stream::create(0).value();
     auto imported = memory_pool::import_posix_fd(pool.export_posix_fd().value(), 0).value();  // one process suffices
