@@ -83,7 +83,7 @@ void allocate_write_read_release() {
   PVMM_ANY_ALLOCATOR_PRELUDE(Kind)
   const std::size_t size = 3 * Kind::unit();
   auto b = kind_.allocate(size);
-  REQUIRE_MESSAGE(b, b.error().message());
+  PVMM_REQUIRE_VALUE(b);
   kind_.write(Kind::address(*b), pattern(size, 11));
   CHECK(kind_.read(Kind::address(*b), size) == pattern(size, 11));
   PVMM_CHECK_OK(kind_.release(*b));
@@ -103,7 +103,7 @@ void bad_sizes() {
     PVMM_CHECK_ERRC(b, pvmm::errc::unaligned);
     return;
   }
-  REQUIRE_MESSAGE(b, b.error().message());
+  PVMM_REQUIRE_VALUE(b);
   kind_.write(Kind::address(*b), pattern(odd, 3));
   CHECK(kind_.read(Kind::address(*b), odd) == pattern(odd, 3));
 }
@@ -116,7 +116,7 @@ void many_distinct() {
   std::vector<typename Kind::block> blocks;
   for (std::uint32_t i = 0; i < 16; ++i) {
     auto b = kind_.allocate(size);
-    REQUIRE_MESSAGE(b, b.error().message());
+    PVMM_REQUIRE_VALUE(b);
     for (const auto& other : blocks)
       CHECK_FALSE(overlap(Kind::address(*b), size, Kind::address(other), size));
     kind_.write(Kind::address(*b), pattern(size, i));
@@ -132,14 +132,14 @@ void share_in_process() {
   PVMM_ANY_ALLOCATOR_PRELUDE(Kind)
   const std::size_t size = Kind::unit();
   auto b = kind_.allocate(size);
-  REQUIRE_MESSAGE(b, b.error().message());
+  PVMM_REQUIRE_VALUE(b);
   kind_.write(Kind::address(*b), pattern(size, 5));
   auto imported = kind_.share(*b);
   if (!Kind::shareable()) {
     PVMM_CHECK_ERRC(imported, Kind::unshareable_error());
     return;
   }
-  REQUIRE_MESSAGE(imported, imported.error().message());
+  PVMM_REQUIRE_VALUE(imported);
   void* seen = Kind::view_address(*imported);
   CHECK(seen != nullptr);
   CHECK(kind_.read(seen, size) == pattern(size, 5));
@@ -155,12 +155,12 @@ void release_twice() {
   const std::size_t size = Kind::unit();
   auto next = [&] {
     auto first = kind_.allocate(size);
-    REQUIRE_MESSAGE(first, first.error().message());
+    PVMM_REQUIRE_VALUE(first);
     kind_.write(Kind::address(*first), pattern(size, 1));
     PVMM_CHECK_OK(kind_.release(*first));
     PVMM_CHECK_ERRC(kind_.release(*first), Kind::released_again_error());
     auto second = kind_.allocate(size);
-    REQUIRE_MESSAGE(second, second.error().message());
+    PVMM_REQUIRE_VALUE(second);
     kind_.write(Kind::address(*second), pattern(size, 2));
     const auto live = pvmm::query_live_objects();
     return std::make_pair(std::move(*second), live);  // `first` is destroyed here, released already

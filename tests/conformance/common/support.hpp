@@ -335,6 +335,9 @@ inline int wait_child(pid_t pid) {
                       << " (expected " << std::string(pvmm::to_string(expected)) << ")");      \
   } while (0)
 
+/// Requires that result `r` (a variable) holds a value, showing its error otherwise (only then is error() read).
+#define PVMM_REQUIRE_VALUE(r) REQUIRE_MESSAGE((r), ((r) ? std::string() : (r).error().message()))
+
 /// Asserts success, showing the error otherwise.
 #define PVMM_CHECK_OK(expr)                                                                                \
   do {                                                                                                     \

@@ -14,7 +14,7 @@ constexpr std::size_t mib = std::size_t{1} << 20;
 
 memory_pool make_pool(pool_properties p = {}) {
   auto pool = memory_pool::create(p);
-  REQUIRE_MESSAGE(pool, pool.error().message());
+  PVMM_REQUIRE_VALUE(pool);
   return std::move(*pool);
 }
 
@@ -38,7 +38,7 @@ TEST_SUITE("pool") {
     std::vector<std::vector<unsigned char>> written;
     for (std::size_t size : sizes) {
       auto m = pool.allocate(size, s);
-      REQUIRE_MESSAGE(m, m.error().message());
+      PVMM_REQUIRE_VALUE(m);
       CHECK_MESSAGE(reinterpret_cast<std::uintptr_t>(m->data()) % 256 == 0, size << " bytes at " << m->data());
       written.push_back(bytes_of(size, static_cast<unsigned>(blocks.size()) + 1));
       PVMM_CHECK_OK(s.copy_async(m->data(), written.back().data(), size));

@@ -21,7 +21,7 @@ memory_pool sized_pool(std::size_t max_size, bool exportable = false) {
   p.max_size = max_size;
   if (exportable) p.exportable = handle_types::posix_fd;
   auto pool = memory_pool::create(p);
-  REQUIRE_MESSAGE(pool, pool.error().message());
+  PVMM_REQUIRE_VALUE(pool);
   return std::move(*pool);
 }
 

@@ -23,7 +23,7 @@ struct gate {
 
 memory_pool make_pool(pool_properties p = {}) {
   auto pool = memory_pool::create(p);
-  REQUIRE_MESSAGE(pool, pool.error().message());
+  PVMM_REQUIRE_VALUE(pool);
   return std::move(*pool);
 }
 

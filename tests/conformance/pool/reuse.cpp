@@ -57,7 +57,7 @@ void trial(situation sit, const setting& set, std::size_t size, outcome want) {
   p.reuse_opportunistic = set.opportunistic;
   p.reuse_internal_dependencies = set.internal;
   auto pool = memory_pool::create(p);
-  REQUIRE_MESSAGE(pool, pool.error().message());
+  PVMM_REQUIRE_VALUE(pool);
   auto s1 = stream::create(0).value();
   auto s2 = stream::create(0).value();
   auto ev = event::create(0).value();
@@ -82,7 +82,7 @@ void trial(situation sit, const setting& set, std::size_t size, outcome want) {
       bool done = false;
       while (!done && std::chrono::steady_clock::now() < deadline) {
         auto q = s1.query();
-        REQUIRE_MESSAGE(q, q.error().message());
+        PVMM_REQUIRE_VALUE(q);
         done = *q;
         if (!done) std::this_thread::sleep_for(100us);
       }

@@ -15,7 +15,7 @@ memory_pool exportable_pool() {
   pool_properties p;
   p.exportable = handle_types::posix_fd;
   auto pool = memory_pool::create(p);
-  REQUIRE_MESSAGE(pool, pool.error().message());
+  PVMM_REQUIRE_VALUE(pool);
   return std::move(*pool);
 }
 }  // namespace
