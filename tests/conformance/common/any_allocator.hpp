@@ -24,8 +24,8 @@
 #pragma once
 
 #include <atomic>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -48,8 +48,8 @@ inline std::vector<std::uint32_t> stream_read(const pvmm::stream& on, const void
   return words;
 }
 
-#define PVMM_ANY_ALLOCATOR_PRELUDE(Kind)                                                                   \
-  pvmm_test::leak_check leaks_;                                                                            \
+#define PVMM_ANY_ALLOCATOR_PRELUDE(Kind)                                                               \
+  pvmm_test::leak_check leaks_;                                                                        \
   PVMM_SKIP_UNLESS(Kind::unavailable().empty(), std::string(Kind::name) + ": " + Kind::unavailable()); \
   Kind kind_;
 
@@ -117,12 +117,12 @@ void many_distinct() {
   for (std::uint32_t i = 0; i < 16; ++i) {
     auto b = kind_.allocate(size);
     PVMM_REQUIRE_VALUE(b);
-    for (const auto& other : blocks)
-      CHECK_FALSE(overlap(Kind::address(*b), size, Kind::address(other), size));
+    for (const auto& other : blocks) CHECK_FALSE(overlap(Kind::address(*b), size, Kind::address(other), size));
     kind_.write(Kind::address(*b), pattern(size, i));
     blocks.push_back(std::move(*b));
   }
-  for (std::uint32_t i = 0; i < blocks.size(); ++i) CHECK(kind_.read(Kind::address(blocks[i]), size) == pattern(size, i));
+  for (std::uint32_t i = 0; i < blocks.size(); ++i)
+    CHECK(kind_.read(Kind::address(blocks[i]), size) == pattern(size, i));
 }
 
 /// Exported and imported back in the same process: each side reads what the other wrote (or the exact refusal).
@@ -204,18 +204,18 @@ void concurrent_threads() {
 }  // namespace pvmm_test::any_allocator
 
 /// Registers every shared body for one kind.
-#define PVMM_ANY_ALLOCATOR_CASES(Kind)                                                                            \
-  TEST_CASE("any allocator: " #Kind ": written data reads back; release once") {                                  \
-    pvmm_test::any_allocator::allocate_write_read_release<Kind>();                                                \
-  }                                                                                                               \
-  TEST_CASE("any allocator: " #Kind ": bad sizes") { pvmm_test::any_allocator::bad_sizes<Kind>(); }               \
-  TEST_CASE("any allocator: " #Kind ": many distinct allocations") {                                              \
-    pvmm_test::any_allocator::many_distinct<Kind>();                                                              \
-  }                                                                                                               \
+#define PVMM_ANY_ALLOCATOR_CASES(Kind)                                                                             \
+  TEST_CASE("any allocator: " #Kind ": written data reads back; release once") {                                   \
+    pvmm_test::any_allocator::allocate_write_read_release<Kind>();                                                 \
+  }                                                                                                                \
+  TEST_CASE("any allocator: " #Kind ": bad sizes") { pvmm_test::any_allocator::bad_sizes<Kind>(); }                \
+  TEST_CASE("any allocator: " #Kind ": many distinct allocations") {                                               \
+    pvmm_test::any_allocator::many_distinct<Kind>();                                                               \
+  }                                                                                                                \
   TEST_CASE("any allocator: " #Kind ": shared in process") { pvmm_test::any_allocator::share_in_process<Kind>(); } \
-  TEST_CASE("any allocator: " #Kind ": released twice; the destructor after release does nothing") {              \
-    pvmm_test::any_allocator::release_twice<Kind>();                                                              \
-  }                                                                                                               \
-  TEST_CASE("any allocator: " #Kind ": threads allocate, write, read and release at once") {                      \
-    pvmm_test::any_allocator::concurrent_threads<Kind>();                                                         \
+  TEST_CASE("any allocator: " #Kind ": released twice; the destructor after release does nothing") {               \
+    pvmm_test::any_allocator::release_twice<Kind>();                                                               \
+  }                                                                                                                \
+  TEST_CASE("any allocator: " #Kind ": threads allocate, write, read and release at once") {                       \
+    pvmm_test::any_allocator::concurrent_threads<Kind>();                                                          \
   }

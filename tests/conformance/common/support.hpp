@@ -360,12 +360,12 @@ inline int wait_child(pid_t pid) {
 #define PVMM_REQUIRE_DEVICE() PVMM_REQUIRE_DEVICES(1)
 /// Reports the case skipped with `reason` ("[pvmm-skip] case: reason") and returns when `condition` is false: the one
 /// way a case that cannot run here says so (never a silent return). `reason` is evaluated only when it skips.
-#define PVMM_SKIP_UNLESS(condition, reason)   \
-  do {                                        \
-    if (!(condition)) {                       \
-      pvmm_test::report_skip(reason);         \
-      return;                                 \
-    }                                         \
+#define PVMM_SKIP_UNLESS(condition, reason) \
+  do {                                      \
+    if (!(condition)) {                     \
+      pvmm_test::report_skip(reason);       \
+      return;                               \
+    }                                       \
   } while (0)
 /// Reports the case skipped, naming the capability, when `has` is false.
 #define PVMM_REQUIRE_CAPABILITY(has, what) PVMM_SKIP_UNLESS(has, std::string("the device lacks ") + (what))

@@ -11,7 +11,7 @@ struct managed_memory : pvmm_test::any_allocator::host_visible_memory {
     if (!pvmm_test::caps().managed.supported) return "the device lacks managed memory";
     // As the managed cases: far from any device's limit (a managed request near it can hang a GPU).
     return pvmm::query_memory(0).value().free >= (std::size_t{256} << 20) ? std::string()
-                                                                            : "the device lacks 256 MiB of free memory";
+                                                                          : "the device lacks 256 MiB of free memory";
   }
   static pvmm::errc impossible_size_error() { return pvmm::errc::out_of_memory; }
   static pvmm::result<block> allocate(std::size_t size) { return pvmm::managed_allocation::create(size); }

@@ -6,23 +6,13 @@
 #include <cstdint>
 #include <thread>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 using namespace std::chrono_literals;
 
 namespace {
-
-/// Holds a stream from a host function until opened (or 5 s passed, so that a failing case never hangs).
-struct gate {
-  std::atomic<bool> open{false};
-  static void hold(void* p) {
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (!static_cast<gate*>(p)->open && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(1ms);
-  }
-};
 
 // The probe's situations, between the free on s1 and the allocation on s2 (tools/probes/README.md).
 enum class situation {
@@ -141,8 +131,6 @@ void row(situation sit, const outcome (&want)[5]) {
 constexpr outcome no = outcome::not_reused, yes = outcome::reused, waits = outcome::reused_waiting;
 
 }  // namespace
-
-#define PVMM_REQUIRE_POOLS() PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools")
 
 // Columns: all-off, follow-only, opportunistic-only, internal-only, all-on (tools/probes/README.md).
 TEST_SUITE("pool") {

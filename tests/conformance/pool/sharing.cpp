@@ -2,14 +2,13 @@
 // writes its own and frees first; the importer's rules; every bad input with its error.
 #include <cstring>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 using namespace std::chrono_literals;
 
 namespace {
-constexpr std::size_t mib = std::size_t{1} << 20;
 
 memory_pool exportable_pool() {
   pool_properties p;

@@ -1,7 +1,7 @@
 // Hardening round 3 (issue 23): stream cases, each pinning a defect an attacker found.
 #include <dirent.h>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
@@ -9,20 +9,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// Threads of this process (/proc/self/task).
-std::size_t thread_count() {
-  std::size_t n = 0;
-  if (DIR* d = ::opendir("/proc/self/task")) {
-    while (dirent* e = ::readdir(d))
-      if (e->d_name[0] != '.') ++n;
-    ::closedir(d);
-  }
-  return n;
-}
-
 /// The host backend's streams are its own threads; the GPU drivers' are not (cases about those threads skip).
-#define PVMM_REQUIRE_HOST_STREAMS() \
-  PVMM_REQUIRE_HOST_BACKEND("the case is about the host backend's worker threads; a driver's streams have none of ours")
+#define PVMM_REQUIRE_HOST_STREAMS()                                                                                 \
+  PVMM_REQUIRE_HOST_BACKEND("the case is about the host backend's worker threads; a driver's streams have none of " \
+                            "ours")
 
 }  // namespace
 

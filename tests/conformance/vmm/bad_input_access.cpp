@@ -1,7 +1,7 @@
 // Bad input to set_access and query_access: each case asserts the exact portable error, that nothing was lost (the
 // mappings before the mistake still hold their data) and that nothing leaked.
-#include "support.hpp"
 #include "mapped_range.hpp"
+#include "support.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;

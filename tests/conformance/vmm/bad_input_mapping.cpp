@@ -1,7 +1,7 @@
 // Bad input to reserve, map, unmap, release and retain: each case asserts the exact portable error, that nothing
 // was lost (the mappings before the mistake still hold their data) and that nothing leaked.
-#include "support.hpp"
 #include "mapped_range.hpp"
+#include "support.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
