@@ -260,6 +260,17 @@ inline std::size_t granule(int device = 0) {
   return pvmm::query_granularity(default_properties(device)).value().minimum;
 }
 
+/// A growable_buffer of device 0 memory in granule chunks, read-write for it, room reserved for `chunks_reserved`
+/// chunks (0: the library's default).
+inline pvmm::growable_options granule_chunks(std::size_t chunks_reserved) {
+  pvmm::growable_options o;
+  o.properties = default_properties();
+  o.access = {{pvmm::location::device(0), pvmm::access::read_write}};
+  o.chunk_size = granule();
+  o.reserve_size = chunks_reserved * o.chunk_size;
+  return o;
+}
+
 inline pvmm::capabilities caps(int device = 0) { return pvmm::query_device(device).value().capabilities; }
 
 inline pvmm::access_descriptor rw(int device = 0) { return {pvmm::location::device(device), pvmm::access::read_write}; }

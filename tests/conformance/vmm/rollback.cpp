@@ -63,11 +63,7 @@ TEST_SUITE("rollback") {
 
   PVMM_CASE("a growable_buffer shrink rolls back at every failure point: no hole, data intact, later shrinks work") {
     PVMM_REQUIRE_DEVICE();
-    growable_options o;
-    o.properties = default_properties();
-    o.access = {rw()};
-    o.chunk_size = granule();
-    o.reserve_size = 8 * o.chunk_size;
+    growable_options o = granule_chunks(8);
     const std::size_t c = o.chunk_size;
     auto shrink_calls = [&] {
       auto b = growable_buffer::create(o).value();
