@@ -10,9 +10,10 @@ using namespace std::chrono_literals;
 namespace {
 
 /// The host backend's streams are its own threads; the GPU drivers' are not (cases about those threads skip).
-#define PVMM_REQUIRE_HOST_STREAMS()                                                                                 \
-  PVMM_REQUIRE_HOST_BACKEND("the case is about the host backend's worker threads; a driver's streams have none of " \
-                            "ours")
+#define PVMM_REQUIRE_HOST_STREAMS()                                                           \
+  PVMM_REQUIRE_HOST_BACKEND(                                                                  \
+      "the case is about the host backend's worker threads; a driver's streams have none of " \
+      "ours")
 
 }  // namespace
 
