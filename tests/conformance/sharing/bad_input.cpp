@@ -90,7 +90,7 @@ TEST_SUITE("bad input") {
     int sv[2];
     REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
     ::close(sv[1]);
-    PVMM_CHECK_ERRC(ipc::receive_fds(sv[0], 1, 16, std::chrono::milliseconds(1000)), errc::protocol_error);
+    PVMM_CHECK_ERRC(ipc::receive_fds(sv[0], 1, 16, std::chrono::milliseconds(1000)), errc::peer_lost);
     ::close(sv[0]);
   }
   PVMM_CASE("send_fds: a null fd array") {
