@@ -260,6 +260,17 @@ inline std::size_t granule(int device = 0) {
   return pvmm::query_granularity(default_properties(device)).value().minimum;
 }
 
+/// A growable_buffer of device 0 memory in granule chunks, read-write for it, room reserved for `chunks_reserved`
+/// chunks (0: the library's default).
+inline pvmm::growable_options granule_chunks(std::size_t chunks_reserved) {
+  pvmm::growable_options o;
+  o.properties = default_properties();
+  o.access = {{pvmm::location::device(0), pvmm::access::read_write}};
+  o.chunk_size = granule();
+  o.reserve_size = chunks_reserved * o.chunk_size;
+  return o;
+}
+
 inline pvmm::capabilities caps(int device = 0) { return pvmm::query_device(device).value().capabilities; }
 
 inline pvmm::access_descriptor rw(int device = 0) { return {pvmm::location::device(device), pvmm::access::read_write}; }
@@ -335,6 +346,9 @@ inline int wait_child(pid_t pid) {
                       << " (expected " << std::string(pvmm::to_string(expected)) << ")");      \
   } while (0)
 
+/// Requires that result `r` (a variable) holds a value, showing its error otherwise (only then is error() read).
+#define PVMM_REQUIRE_VALUE(r) REQUIRE_MESSAGE((r), ((r) ? std::string() : (r).error().message()))
+
 /// Asserts success, showing the error otherwise.
 #define PVMM_CHECK_OK(expr)                                                                                \
   do {                                                                                                     \
@@ -355,11 +369,18 @@ inline int wait_child(pid_t pid) {
     }                                                                                          \
   } while (0)
 #define PVMM_REQUIRE_DEVICE() PVMM_REQUIRE_DEVICES(1)
-/// Reports the case skipped, naming the capability, when `has` is false (never a silent return).
-#define PVMM_REQUIRE_CAPABILITY(has, what)                               \
-  do {                                                                   \
-    if (!(has)) {                                                        \
-      pvmm_test::report_skip(std::string("the device lacks ") + (what)); \
-      return;                                                            \
-    }                                                                    \
+/// Reports the case skipped with `reason` ("[pvmm-skip] case: reason") and returns when `condition` is false: the one
+/// way a case that cannot run here says so (never a silent return). `reason` is evaluated only when it skips.
+#define PVMM_SKIP_UNLESS(condition, reason) \
+  do {                                      \
+    if (!(condition)) {                     \
+      pvmm_test::report_skip(reason);       \
+      return;                               \
+    }                                       \
   } while (0)
+/// Reports the case skipped, naming the capability, when `has` is false.
+#define PVMM_REQUIRE_CAPABILITY(has, what) PVMM_SKIP_UNLESS(has, std::string("the device lacks ") + (what))
+/// Reports the case skipped unless the configured backend is the host backend (cases about its own machinery, or
+/// about what the drivers were not measured doing): `why` says which.
+#define PVMM_REQUIRE_HOST_BACKEND(why) \
+  PVMM_SKIP_UNLESS(pvmm::query_backend().name == "host", std::string("host backend only: ") + (why))

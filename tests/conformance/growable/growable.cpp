@@ -6,14 +6,6 @@ using namespace pvmm;
 using namespace pvmm_test;
 
 namespace {
-growable_options small_options(std::size_t chunks_reserved) {
-  growable_options o;
-  o.properties = default_properties();
-  o.access = {rw()};
-  o.chunk_size = granule();
-  o.reserve_size = chunks_reserved * o.chunk_size;
-  return o;
-}
 
 /// Takes the addresses right after the buffer (if something else has not already), so it cannot grow in place.
 /// Returns the blocking reservation (empty when the addresses were taken already).
@@ -36,7 +28,7 @@ bool tail_is_free(const growable_buffer& buffer) {
 TEST_SUITE("growable buffer") {
   PVMM_CASE("grows in place: old data stays, only new chunks are created, the address does not change") {
     PVMM_REQUIRE_DEVICE();
-    auto buffer = growable_buffer::create(small_options(8)).value();
+    auto buffer = growable_buffer::create(granule_chunks(8)).value();
     const std::size_t c = buffer.chunk_size();
     auto first = buffer.resize(c).value();
     CHECK(first.chunks_added == 1);
@@ -57,7 +49,7 @@ TEST_SUITE("growable buffer") {
 
   PVMM_CASE("when the adjacent addresses are taken it moves, remapping the same chunks: data intact, no copy") {
     PVMM_REQUIRE_DEVICE();
-    auto buffer = growable_buffer::create(small_options(2)).value();
+    auto buffer = growable_buffer::create(granule_chunks(2)).value();
     const std::size_t c = buffer.chunk_size();
     buffer.resize(2 * c).value();
     write_words(buffer.data(), pattern(2 * c, 82));
@@ -80,7 +72,7 @@ TEST_SUITE("growable buffer") {
     PVMM_REQUIRE_DEVICE();
     const auto live = query_live_objects();
     {
-      auto buffer = growable_buffer::create(small_options(1)).value();
+      auto buffer = growable_buffer::create(granule_chunks(1)).value();
       const std::size_t c = buffer.chunk_size();
       buffer.resize(c).value();
       write_words(buffer.data(), pattern(c, 84));
@@ -95,7 +87,7 @@ TEST_SUITE("growable buffer") {
 
   PVMM_CASE("shrinking unmaps and releases the tail chunks") {
     PVMM_REQUIRE_DEVICE();
-    auto buffer = growable_buffer::create(small_options(8)).value();
+    auto buffer = growable_buffer::create(granule_chunks(8)).value();
     const std::size_t c = buffer.chunk_size();
     buffer.resize(4 * c).value();
     write_words(buffer.data(), pattern(c, 86));
@@ -111,7 +103,7 @@ TEST_SUITE("growable buffer") {
   PVMM_CASE("a failed resize rolls back completely, at every failure point, in place and when moving") {
     PVMM_REQUIRE_DEVICE();
     for (bool blocked : {false, true}) {
-      auto buffer = growable_buffer::create(small_options(2)).value();
+      auto buffer = growable_buffer::create(granule_chunks(2)).value();
       const std::size_t c = buffer.chunk_size();
       buffer.resize(2 * c).value();
       write_words(buffer.data(), pattern(2 * c, 87));
@@ -142,10 +134,10 @@ TEST_SUITE("growable buffer") {
 
   PVMM_CASE("bad input: no device to grant, and a chunk size off the granularity") {
     PVMM_REQUIRE_DEVICE();
-    growable_options o = small_options(2);
+    growable_options o = granule_chunks(2);
     o.access.clear();
     PVMM_CHECK_ERRC(growable_buffer::create(o), errc::invalid_argument);
-    o = small_options(2);
+    o = granule_chunks(2);
     o.chunk_size = granule() + 1;
     PVMM_CHECK_ERRC(growable_buffer::create(o), errc::unaligned);
     growable_buffer empty;

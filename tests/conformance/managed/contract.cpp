@@ -6,14 +6,12 @@
 #include <cstdio>
 #include <cstring>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 
 namespace {
-constexpr std::size_t mib = std::size_t{1} << 20;
-std::size_t page() { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)); }
 
 /// `format` with one argument, as text.
 template <class T>
@@ -24,33 +22,26 @@ std::string text(const char* format, T value) {
 }
 }  // namespace
 
-#define PVMM_REQUIRE_MANAGED_CONTRACT()                                                           \
-  do {                                                                                            \
-    PVMM_REQUIRE_DEVICE();                                                                        \
-    PVMM_REQUIRE_CAPABILITY(caps().managed.supported, "managed memory");                          \
-    PVMM_REQUIRE_CAPABILITY(query_memory(0).value().free >= 256 * mib, "256 MiB of free memory"); \
-  } while (0)
-
 TEST_SUITE("managed") {
   PVMM_CASE(
       "attach_async of part of a managed allocation is invalid_argument naming the allocation; the whole attaches") {
-    PVMM_REQUIRE_MANAGED_CONTRACT();
+    PVMM_REQUIRE_MANAGED(256);
     auto memory = managed_allocation::create(mib, attach_mode::host).value();
     auto s = stream::create(0).value();
     char* p = static_cast<char*>(memory.data());
     const auto base = text("%p", memory.data());
     for (attach_mode mode : {attach_mode::single, attach_mode::host, attach_mode::global}) {
-      auto head = attach_async(p, page(), mode, s);  // the start, short of the end
+      auto head = attach_async(p, page_size(), mode, s);  // the start, short of the end
       PVMM_CHECK_ERRC(head, errc::invalid_argument);
       if (!head) {
         CHECK(head.error().detail.find(base) != std::string::npos);  // the allocation's base and size
         CHECK(head.error().detail.find(text("%#zx", mib)) != std::string::npos);
       }
-      PVMM_CHECK_ERRC(attach_async(p + page(), mib - page(), mode, s), errc::invalid_argument);  // the tail
-      PVMM_CHECK_ERRC(attach_async(p + 100, 5000, mode, s), errc::invalid_argument);             // inside
+      PVMM_CHECK_ERRC(attach_async(p + page_size(), mib - page_size(), mode, s), errc::invalid_argument);  // the tail
+      PVMM_CHECK_ERRC(attach_async(p + 100, 5000, mode, s), errc::invalid_argument);                       // inside
     }
     PVMM_CHECK_ERRC(attach_async(p, 0, attach_mode::single, s), errc::invalid_size);  // no "0 means all"
-    PVMM_CHECK_ERRC(attach_async(p + page(), mib, attach_mode::single, s), errc::out_of_range);
+    PVMM_CHECK_ERRC(attach_async(p + page_size(), mib, attach_mode::single, s), errc::out_of_range);
     // The whole allocation attaches, and the memory is used in the stream's order after it.
     PVMM_CHECK_OK(attach_async(memory.data(), memory.size(), attach_mode::single, s));
     const auto words = pattern(mib, 9);
@@ -62,8 +53,8 @@ TEST_SUITE("managed") {
   }
 
   PVMM_CASE("advice on a range off page boundaries covers every page it touches, and a sub-page query reads its page") {
-    PVMM_REQUIRE_MANAGED_CONTRACT();
-    const std::size_t pg = page();
+    PVMM_REQUIRE_MANAGED(256);
+    const std::size_t pg = page_size();
     auto memory = managed_allocation::create(2 * mib).value();
     char* p = static_cast<char*>(memory.data());
     // [p + 100, p + 5100) touches pages 0 and 1 (of 4 KiB pages; on larger pages, page 0 only).
@@ -91,8 +82,8 @@ TEST_SUITE("managed") {
   }
 
   PVMM_CASE("a prefetch of a range off page boundaries reads back on every page it touches, and on no other") {
-    PVMM_REQUIRE_MANAGED_CONTRACT();
-    const std::size_t pg = page();
+    PVMM_REQUIRE_MANAGED(256);
+    const std::size_t pg = page_size();
     auto memory = managed_allocation::create(2 * mib).value();
     char* p = static_cast<char*>(memory.data());
     auto s = stream::create(0).value();

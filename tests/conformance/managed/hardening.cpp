@@ -6,16 +6,13 @@
 #include <fstream>
 #include <optional>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 
 namespace {
-constexpr std::size_t mib = std::size_t{1} << 20;
 constexpr std::size_t gib = std::size_t{1} << 30;
-
-bool host_backend() { return query_backend().name == "host"; }
 
 /// Mappings the kernel holds of at least `size` bytes.
 std::size_t mappings_of_at_least(std::size_t size) {
@@ -26,17 +23,6 @@ std::size_t mappings_of_at_least(std::size_t size) {
     if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && hi - lo >= size) ++n;
   }
   return n;
-}
-
-/// Whether the kernel has a mapping at `address`.
-bool kernel_maps(const void* address) {
-  const auto a = reinterpret_cast<unsigned long>(address);
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);) {
-    unsigned long lo = 0, hi = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && a >= lo && a < hi) return true;
-  }
-  return false;
 }
 
 /// Resident bytes of this process (/proc/self/statm).
@@ -52,17 +38,7 @@ std::size_t resident_bytes() {
   do {                                                                   \
     PVMM_REQUIRE_DEVICE();                                               \
     PVMM_REQUIRE_CAPABILITY(caps().managed.supported, "managed memory"); \
-    if (!host_backend()) {                                               \
-      report_skip(why);                                                  \
-      return;                                                            \
-    }                                                                    \
-  } while (0)
-
-#define PVMM_REQUIRE_MANAGED_SMALL()                                                            \
-  do {                                                                                          \
-    PVMM_REQUIRE_DEVICE();                                                                      \
-    PVMM_REQUIRE_CAPABILITY(caps().managed.supported, "managed memory");                        \
-    PVMM_REQUIRE_CAPABILITY(query_memory(0).value().free >= 64 * mib, "64 MiB of free memory"); \
+    PVMM_REQUIRE_HOST_BACKEND(why);                                      \
   } while (0)
 
 TEST_SUITE("managed") {
@@ -104,7 +80,7 @@ TEST_SUITE("managed") {
   }
 
   PVMM_CASE("query_range aggregates per page over runs of advice that were split and merged again") {
-    PVMM_REQUIRE_MANAGED_SMALL();
+    PVMM_REQUIRE_MANAGED(64);
     const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
     auto memory = managed_allocation::create(8 * page).value();
     char* p = static_cast<char*>(memory.data());
@@ -126,7 +102,7 @@ TEST_SUITE("managed") {
   }
 
   PVMM_CASE("an explicit release that fails keeps the managed owner; teardown is never fault-injected") {
-    PVMM_REQUIRE_MANAGED_SMALL();
+    PVMM_REQUIRE_MANAGED(64);
     auto memory = managed_allocation::create(mib).value();
     void* p = memory.data();
     testing::fail_nth_backend_call(1);

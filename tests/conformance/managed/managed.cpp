@@ -6,28 +6,20 @@
 #include <algorithm>
 #include <cstring>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 
 namespace {
-constexpr std::size_t mib = std::size_t{1} << 20;
 
 bool has(const std::vector<location>& v, location l) { return std::find(v.begin(), v.end(), l) != v.end(); }
 }  // namespace
 
-#define PVMM_REQUIRE_MANAGED()                                                                    \
-  do {                                                                                            \
-    PVMM_REQUIRE_DEVICE();                                                                        \
-    PVMM_REQUIRE_CAPABILITY(caps().managed.supported, "managed memory");                          \
-    PVMM_REQUIRE_CAPABILITY(query_memory(0).value().free >= 256 * mib, "256 MiB of free memory"); \
-  } while (0)
-
 TEST_SUITE("managed") {
   PVMM_CASE(
       "managed memory written on the host is read in stream order, and written in stream order is read on the host") {
-    PVMM_REQUIRE_MANAGED();
+    PVMM_REQUIRE_MANAGED(256);
     const std::size_t size = 4 * mib;
     auto memory = managed_allocation::create(size).value();
     CHECK(memory.size() == size);
@@ -46,7 +38,7 @@ TEST_SUITE("managed") {
   }
 
   PVMM_CASE("advice round trips, and a range attribute is what all of its pages share") {
-    PVMM_REQUIRE_MANAGED();
+    PVMM_REQUIRE_MANAGED(256);
     const std::size_t half = 4 * mib;
     auto memory = managed_allocation::create(2 * half).value();
     char* p = static_cast<char*>(memory.data());
@@ -81,7 +73,7 @@ TEST_SUITE("managed") {
   }
 
   PVMM_CASE("a host NUMA node: accepted as preferred location (read back as none), read back as prefetch target") {
-    PVMM_REQUIRE_MANAGED();
+    PVMM_REQUIRE_MANAGED(256);
     PVMM_REQUIRE_CAPABILITY(caps().managed.host_numa_locations && caps().managed.location_attributes,
                             "host NUMA locations for managed memory (CUDA 13.0 driver)");
     auto memory = managed_allocation::create(2 * mib).value();
@@ -96,7 +88,7 @@ TEST_SUITE("managed") {
   }
 
   PVMM_CASE("a prefetch reads back as the last prefetch location of the pages it moved") {
-    PVMM_REQUIRE_MANAGED();
+    PVMM_REQUIRE_MANAGED(256);
     PVMM_REQUIRE_CAPABILITY(caps().managed.concurrent_access, "prefetch of managed memory to a device");
     const std::size_t half = 4 * mib;
     auto memory = managed_allocation::create(2 * half).value();
@@ -111,7 +103,7 @@ TEST_SUITE("managed") {
   }
 
   PVMM_CASE("attach: a host-attached allocation attached to one stream, then to all") {
-    PVMM_REQUIRE_MANAGED();
+    PVMM_REQUIRE_MANAGED(256);
     auto memory = managed_allocation::create(mib, attach_mode::host).value();
     auto s = stream::create(0).value();
     PVMM_CHECK_OK(attach_async(memory.data(), memory.size(), attach_mode::single, s));
@@ -124,7 +116,7 @@ TEST_SUITE("managed") {
   }
 
   PVMM_CASE("managed memory: every bad input, with its error, before the driver") {
-    PVMM_REQUIRE_MANAGED();
+    PVMM_REQUIRE_MANAGED(256);
     PVMM_CHECK_ERRC(managed_allocation::create(0), errc::invalid_size);
     PVMM_CHECK_ERRC(managed_allocation::create(mib, attach_mode::single), errc::invalid_argument);
     auto memory = managed_allocation::create(mib).value();

@@ -6,13 +6,12 @@
 #include <cstdio>
 #include <cstring>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 
 namespace {
-constexpr std::size_t mib = std::size_t{1} << 20;
 
 /// [data, +size) as the errors write a range.
 std::string range_text(const void* data, std::size_t size) {
@@ -28,13 +27,6 @@ status register_once(void* pointer, std::size_t size) {
   return done;
 }
 }  // namespace
-
-#define PVMM_REQUIRE_REGISTRATION()                                                       \
-  do {                                                                                    \
-    PVMM_REQUIRE_DEVICE();                                                                \
-    PVMM_REQUIRE_CAPABILITY(caps().host_memory.pinned, "page-locked host memory");        \
-    PVMM_REQUIRE_CAPABILITY(caps().host_memory.registration, "host memory registration"); \
-  } while (0)
 
 TEST_SUITE("pinned") {
   PVMM_CASE("registering a pinned allocation, or part of it, is already_registered naming the pinned allocation") {

@@ -6,15 +6,13 @@
 #include <fstream>
 #include <string>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 
 namespace {
-const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-
-bool host_backend() { return query_backend().name == "host"; }
+const std::size_t page = page_size();
 
 /// Locked memory of this process in kB, as the kernel counts it (VmLck in /proc/self/status).
 long locked_kb() {
@@ -24,49 +22,16 @@ long locked_kb() {
   return -1;
 }
 
-/// Whether the kernel has a mapping at `address`.
-bool kernel_maps(const void* address) {
-  const auto a = reinterpret_cast<unsigned long>(address);
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);) {
-    unsigned long lo = 0, hi = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && a >= lo && a < hi) return true;
-  }
-  return false;
-}
-
-/// `pages` pages the program maps itself, outside pvmm, with `prot`; unmapped at scope exit (what is still mapped).
-struct program_pages {
-  char* data;
-  std::size_t size;
-  explicit program_pages(std::size_t pages, int prot = PROT_READ | PROT_WRITE) : size(pages * page) {
-    void* p = ::mmap(nullptr, size, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    REQUIRE(p != MAP_FAILED);
-    data = static_cast<char*>(p);
-  }
-  program_pages(const program_pages&) = delete;
-  program_pages& operator=(const program_pages&) = delete;
-  ~program_pages() { ::munmap(data, size); }  // munmap of pages unmapped already is fine
-};
 }  // namespace
 
-#define PVMM_REQUIRE_REGISTRATION()                                                       \
-  do {                                                                                    \
-    PVMM_REQUIRE_DEVICE();                                                                \
-    PVMM_REQUIRE_CAPABILITY(caps().host_memory.pinned, "page-locked host memory");        \
-    PVMM_REQUIRE_CAPABILITY(caps().host_memory.registration, "host memory registration"); \
-  } while (0)
-
 /// Cases that read the kernel's count of locked pages: the host backend's locks are the program's own mlocks.
-#define PVMM_REQUIRE_HOST_LOCKS()                                                                     \
-  do {                                                                                                \
-    PVMM_REQUIRE_REGISTRATION();                                                                      \
-    if (!host_backend() || locked_kb() < 0) {                                                         \
-      report_skip(                                                                                    \
-          "reads VmLck: only the host backend locks pages with the process's own mlock (GPU drivers " \
-          "pin through their kernel module)");                                                        \
-      return;                                                                                         \
-    }                                                                                                 \
+#define PVMM_REQUIRE_HOST_LOCKS()                                                                       \
+  do {                                                                                                  \
+    PVMM_REQUIRE_REGISTRATION();                                                                        \
+    PVMM_REQUIRE_HOST_BACKEND(                                                                          \
+        "reads VmLck: only the host backend locks pages with the process's own mlock (GPU drivers pin " \
+        "through their kernel module)");                                                                \
+    PVMM_SKIP_UNLESS(locked_kb() >= 0, "the kernel reports no VmLck in /proc/self/status");             \
   } while (0)
 
 TEST_SUITE("pinned") {

@@ -6,14 +6,13 @@
 #include <algorithm>
 #include <cstring>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 using namespace std::chrono_literals;
 
 namespace {
-constexpr std::size_t mib = std::size_t{1} << 20;
 
 /// Device memory of `size` bytes mapped for device 0 (every backend has VMM).
 struct device_buffer {
@@ -41,12 +40,6 @@ struct program_memory {
   ~program_memory() { ::munmap(data, size); }
 };
 }  // namespace
-
-#define PVMM_REQUIRE_PINNED()                                                      \
-  do {                                                                             \
-    PVMM_REQUIRE_DEVICE();                                                         \
-    PVMM_REQUIRE_CAPABILITY(caps().host_memory.pinned, "page-locked host memory"); \
-  } while (0)
 
 TEST_SUITE("pinned") {
   PVMM_CASE("copies from pinned memory run in stream order and bring the data back") {
@@ -143,10 +136,8 @@ TEST_SUITE("pinned") {
   PVMM_CASE(
       "host backend: a lock over RLIMIT_MEMLOCK is out_of_memory naming the limit (a child without CAP_IPC_LOCK)") {
     PVMM_REQUIRE_PINNED();
-    if (query_backend().name != "host") {
-      report_skip("the GPU drivers pin through their own kernel module, which RLIMIT_MEMLOCK does not bound");
-      return;
-    }
+    PVMM_REQUIRE_HOST_BACKEND(
+        "the GPU drivers pin through their own kernel module, which RLIMIT_MEMLOCK does not bound");
     auto [sock, pid] = spawn_child({"pin-over-limit"});
     auto verdict = ipc::receive_fds(sock, 0, 4096, 60s).value();
     CHECK(std::string(verdict.payload.begin(), verdict.payload.end()) == "ok");

@@ -2,7 +2,7 @@
 // (cuMemPoolGetAttribute / SetAttribute; hip-tests reads and sets both).
 #include <limits>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;

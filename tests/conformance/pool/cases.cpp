@@ -4,19 +4,12 @@
 #include <limits>
 #include <vector>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 
 namespace {
-constexpr std::size_t mib = std::size_t{1} << 20;
-
-memory_pool make_pool(pool_properties p = {}) {
-  auto pool = memory_pool::create(p);
-  REQUIRE_MESSAGE(pool, pool.error().message());
-  return std::move(*pool);
-}
 
 std::vector<unsigned char> bytes_of(std::size_t size, unsigned seed) {
   std::vector<unsigned char> v(size);
@@ -24,8 +17,6 @@ std::vector<unsigned char> bytes_of(std::size_t size, unsigned seed) {
   return v;
 }
 }  // namespace
-
-#define PVMM_REQUIRE_POOLS() PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools")
 
 TEST_SUITE("pool") {
   PVMM_CASE("odd-size pool allocations are 256-byte aligned and do not overlap: each keeps its own bytes") {
@@ -38,7 +29,7 @@ TEST_SUITE("pool") {
     std::vector<std::vector<unsigned char>> written;
     for (std::size_t size : sizes) {
       auto m = pool.allocate(size, s);
-      REQUIRE_MESSAGE(m, m.error().message());
+      PVMM_REQUIRE_VALUE(m);
       CHECK_MESSAGE(reinterpret_cast<std::uintptr_t>(m->data()) % 256 == 0, size << " bytes at " << m->data());
       written.push_back(bytes_of(size, static_cast<unsigned>(blocks.size()) + 1));
       PVMM_CHECK_OK(s.copy_async(m->data(), written.back().data(), size));

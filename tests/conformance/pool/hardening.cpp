@@ -7,30 +7,23 @@
 #include <chrono>
 #include <thread>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 using namespace std::chrono_literals;
 
 namespace {
-constexpr std::size_t kib = 1024, mib = kib * kib;
+constexpr std::size_t kib = 1024;
 
 memory_pool sized_pool(std::size_t max_size, bool exportable = false) {
   pool_properties p;
   p.max_size = max_size;
   if (exportable) p.exportable = handle_types::posix_fd;
   auto pool = memory_pool::create(p);
-  REQUIRE_MESSAGE(pool, pool.error().message());
+  PVMM_REQUIRE_VALUE(pool);
   return std::move(*pool);
 }
-
-struct gate {
-  std::atomic<bool> open{false};
-  static void hold(void* p) {
-    while (!static_cast<gate*>(p)->open) std::this_thread::sleep_for(1ms);
-  }
-};
 
 std::size_t file_size(int fd) {
   struct stat st {};
@@ -51,29 +44,10 @@ owned_fd forged_copy(int fd, int seals) {
   return copy;
 }
 
-std::size_t thread_count() {
-  std::size_t n = 0;
-  if (DIR* d = ::opendir("/proc/self/task")) {
-    while (auto* e = ::readdir(d))
-      if (e->d_name[0] != '.') ++n;
-    ::closedir(d);
-  }
-  return n;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 }  // namespace
-
-#define PVMM_REQUIRE_POOLS() PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools")
-#define PVMM_REQUIRE_HOST_BACKEND(why)                         \
-  do {                                                         \
-    if (query_backend().name != "host") {                      \
-      report_skip(std::string("host backend only: ") + (why)); \
-      return;                                                  \
-    }                                                          \
-  } while (0)
 
 TEST_SUITE("pool") {
   PVMM_CASE(
@@ -139,10 +113,7 @@ TEST_SUITE("pool") {
   PVMM_CASE("freed neighbours coalesce: a pool emptied of small blocks serves a larger one, and growth stays bounded") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
-    if (!caps().pools.max_size) {
-      report_skip("the device does not enforce a pool's maximum size");
-      return;
-    }
+    PVMM_REQUIRE_CAPABILITY(caps().pools.max_size, "an enforced pool maximum size");
     auto pool = sized_pool(2 * mib);
     auto s = stream::create(0).value();
     auto t = stream::create(0).value();

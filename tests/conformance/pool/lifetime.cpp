@@ -3,13 +3,12 @@
 // injection.
 #include <pvmm/diagnostics.hpp>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 
 namespace {
-constexpr std::size_t mib = std::size_t{1} << 20;
 
 std::vector<std::uint32_t> read_back(stream& s, const void* p, std::size_t size) {
   std::vector<std::uint32_t> out(size / sizeof(std::uint32_t));

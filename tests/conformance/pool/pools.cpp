@@ -5,35 +5,19 @@
 #include <limits>
 #include <thread>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 using namespace std::chrono_literals;
 
 namespace {
-constexpr std::size_t mib = std::size_t{1} << 20;
-
-struct gate {
-  std::atomic<bool> open{false};
-  static void hold(void* p) {
-    while (!static_cast<gate*>(p)->open) std::this_thread::sleep_for(1ms);
-  }
-};
-
-memory_pool make_pool(pool_properties p = {}) {
-  auto pool = memory_pool::create(p);
-  REQUIRE_MESSAGE(pool, pool.error().message());
-  return std::move(*pool);
-}
 
 bool overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
   auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
   return x < y + nb && y < x + na;
 }
 }  // namespace
-
-#define PVMM_REQUIRE_POOLS() PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools")
 
 TEST_SUITE("pool") {
   PVMM_CASE("pool memory holds data written on one stream and read on another after an event") {

@@ -6,23 +6,13 @@
 #include <cstdint>
 #include <thread>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 using namespace std::chrono_literals;
 
 namespace {
-
-/// Holds a stream from a host function until opened (or 5 s passed, so that a failing case never hangs).
-struct gate {
-  std::atomic<bool> open{false};
-  static void hold(void* p) {
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (!static_cast<gate*>(p)->open && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(1ms);
-  }
-};
 
 // The probe's situations, between the free on s1 and the allocation on s2 (tools/probes/README.md).
 enum class situation {
@@ -57,7 +47,7 @@ void trial(situation sit, const setting& set, std::size_t size, outcome want) {
   p.reuse_opportunistic = set.opportunistic;
   p.reuse_internal_dependencies = set.internal;
   auto pool = memory_pool::create(p);
-  REQUIRE_MESSAGE(pool, pool.error().message());
+  PVMM_REQUIRE_VALUE(pool);
   auto s1 = stream::create(0).value();
   auto s2 = stream::create(0).value();
   auto ev = event::create(0).value();
@@ -82,7 +72,7 @@ void trial(situation sit, const setting& set, std::size_t size, outcome want) {
       bool done = false;
       while (!done && std::chrono::steady_clock::now() < deadline) {
         auto q = s1.query();
-        REQUIRE_MESSAGE(q, q.error().message());
+        PVMM_REQUIRE_VALUE(q);
         done = *q;
         if (!done) std::this_thread::sleep_for(100us);
       }
@@ -142,8 +132,6 @@ constexpr outcome no = outcome::not_reused, yes = outcome::reused, waits = outco
 
 }  // namespace
 
-#define PVMM_REQUIRE_POOLS() PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools")
-
 // Columns: all-off, follow-only, opportunistic-only, internal-only, all-on (tools/probes/README.md).
 TEST_SUITE("pool") {
   PVMM_CASE("reuse a: a pending free is never handed to another stream, whatever the policies") {
@@ -199,10 +187,7 @@ TEST_SUITE("pool") {
   PVMM_CASE("host backend: a full pool hands a pending free to another stream only with internal dependencies") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
-    if (query_backend().name != "host") {
-      report_skip("host backend only: the drivers' behaviour in a full pool is unmeasured (tools/probes/README.md)");
-      return;
-    }
+    PVMM_REQUIRE_HOST_BACKEND("the drivers' behaviour in a full pool is unmeasured (tools/probes/README.md)");
     const std::size_t size = std::size_t{2} << 20;
     for (bool internal : {true, false}) {
       INFO("internal dependencies " << internal);

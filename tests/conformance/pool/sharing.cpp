@@ -2,20 +2,19 @@
 // writes its own and frees first; the importer's rules; every bad input with its error.
 #include <cstring>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 using namespace std::chrono_literals;
 
 namespace {
-constexpr std::size_t mib = std::size_t{1} << 20;
 
 memory_pool exportable_pool() {
   pool_properties p;
   p.exportable = handle_types::posix_fd;
   auto pool = memory_pool::create(p);
-  REQUIRE_MESSAGE(pool, pool.error().message());
+  PVMM_REQUIRE_VALUE(pool);
   return std::move(*pool);
 }
 }  // namespace
@@ -109,10 +108,7 @@ TEST_SUITE("pool") {
 
   PVMM_CASE("host backend: a stale pointer export is refused") {
     PVMM_REQUIRE_DEVICE();
-    if (query_backend().name != "host") {
-      report_skip("the GPU drivers cannot see a stale export (the caller's rule there)");
-      return;
-    }
+    PVMM_REQUIRE_HOST_BACKEND("the GPU drivers cannot see a stale export (the caller's rule there)");
     auto pool = exportable_pool();
     auto s = stream::create(0).value();
     auto imported = memory_pool::import_posix_fd(pool.export_posix_fd().value(), 0).value();  // one process suffices

@@ -257,10 +257,7 @@ TEST_SUITE("transport") {
   PVMM_CASE("a growable buffer exported to an exec'd process: it rebuilds the layout, writes, the exporter sees it") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
-    growable_options o;
-    o.properties = default_properties();
-    o.access = {rw()};
-    o.chunk_size = granule();
+    growable_options o = granule_chunks(0);
     auto buffer = growable_buffer::create(o).value();
     buffer.resize(3 * o.chunk_size).value();
     write_words(buffer.data(), pattern(buffer.size(), 92));

@@ -6,16 +6,12 @@
 #include <thread>
 #include <vector>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 
-namespace {
-constexpr std::size_t mib = std::size_t{1} << 20;
-}  // namespace
-
-#define PVMM_REQUIRE_POOLS() PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools")
+namespace {}  // namespace
 
 TEST_SUITE("stream") {
   PVMM_CASE("a borrowed native stream carries copies, allocations and frees; its owner outlives the borrower") {

@@ -1,7 +1,7 @@
 // Hardening round 3 (issue 23): stream cases, each pinning a defect an attacker found.
 #include <dirent.h>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
@@ -9,47 +9,32 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// Threads of this process (/proc/self/task).
-std::size_t thread_count() {
-  std::size_t n = 0;
-  if (DIR* d = ::opendir("/proc/self/task")) {
-    while (dirent* e = ::readdir(d))
-      if (e->d_name[0] != '.') ++n;
-    ::closedir(d);
-  }
-  return n;
-}
-
 /// The host backend's streams are its own threads; the GPU drivers' are not (cases about those threads skip).
-bool host_backend() {
-  if (query_backend().name == "host") return true;
-  report_skip("the case is about the host backend's worker threads; a driver's streams have none of ours");
-  return false;
-}
+#define PVMM_REQUIRE_HOST_STREAMS()                                                           \
+  PVMM_REQUIRE_HOST_BACKEND(                                                                  \
+      "the case is about the host backend's worker threads; a driver's streams have none of " \
+      "ours")
 
 }  // namespace
 
 TEST_SUITE("stream") {
   PVMM_CASE("stream::create never throws: no thread left to start is system_error naming the limit, leaking nothing") {
     PVMM_REQUIRE_DEVICE();
-    if (!host_backend()) return;
+    PVMM_REQUIRE_HOST_STREAMS();
     auto [sock, pid] = spawn_child({"stream-without-threads"});
     auto verdict = ipc::receive_fds(sock, 0, 4096, 60s);
     const std::string said = verdict ? std::string(verdict->payload.begin(), verdict->payload.end())
                                      : "no answer: " + verdict.error().message();
     const int status = wait_child(pid);
     ::close(sock);
-    if (said.rfind("skip: ", 0) == 0) {
-      report_skip(said.substr(6));
-      return;
-    }
+    PVMM_SKIP_UNLESS(said.rfind("skip: ", 0) != 0, said.substr(6));  // the child could not set the case up
     CHECK_MESSAGE(said == "ok", said);
     CHECK_MESSAGE(status == 0, "the child exited with " << status);
   }
 
   PVMM_CASE("a released stream's handle is invalid_handle everywhere, even once a new stream takes its place") {
     PVMM_REQUIRE_DEVICE();
-    if (!host_backend()) return;
+    PVMM_REQUIRE_HOST_STREAMS();
     auto first = stream::create(0).value();
     const stream_ref stale = first;
     PVMM_CHECK_OK(first.release());
@@ -78,7 +63,7 @@ TEST_SUITE("stream") {
 
   PVMM_CASE("a released event's handle is never reused by a new event") {
     PVMM_REQUIRE_DEVICE();
-    if (!host_backend()) return;
+    PVMM_REQUIRE_HOST_STREAMS();
     auto first = event::create(0).value();
     const auto stale = first.native_handle().value;
     PVMM_CHECK_OK(first.release());
@@ -92,7 +77,7 @@ TEST_SUITE("stream") {
 
   PVMM_CASE("a released stream's thread is joined once its work is done, even while an event recorded on it lives") {
     PVMM_REQUIRE_DEVICE();
-    if (!host_backend()) return;
+    PVMM_REQUIRE_HOST_STREAMS();
     const std::size_t threads = thread_count();
     auto s = stream::create(0).value();
     CHECK(thread_count() == threads + 1);

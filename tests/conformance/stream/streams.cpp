@@ -3,24 +3,13 @@
 #include <chrono>
 #include <thread>
 
-#include "support.hpp"
+#include "memory_kinds.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 using namespace std::chrono_literals;
 
 namespace {
-/// A host function that holds its stream until the test opens the gate.
-struct gate {
-  std::atomic<bool> open{false};
-  std::atomic<bool> entered{false};
-  static void hold(void* p) {
-    auto* g = static_cast<gate*>(p);
-    g->entered = true;
-    while (!g->open) std::this_thread::sleep_for(1ms);
-  }
-};
-
 /// One granule of device 0 memory, mapped and granted.
 struct device_buffer {
   std::size_t size = granule();

@@ -15,7 +15,7 @@ TEST_SUITE("vmm") {
     const std::size_t calls = testing::backend_call_count();
     auto p = range.map(0, memory, 0, g);
     if (partial) {
-      REQUIRE_MESSAGE(p, p.error().message());
+      PVMM_REQUIRE_VALUE(p);
       range.set_access(0, g, {rw()}).value();
       write_words(*p, pattern(g, 61));
       CHECK(read_words(*p, g) == pattern(g, 61));
@@ -70,7 +70,7 @@ TEST_SUITE("vmm") {
     for (std::size_t alignment = 1; alignment <= 4 * unit; alignment *= 2) {
       CAPTURE(alignment);
       auto r = address_reservation::reserve(unit, alignment);
-      REQUIRE_MESSAGE(r, r.error().message());
+      PVMM_REQUIRE_VALUE(r);
       const auto at = reinterpret_cast<std::uintptr_t>(r->address());
       CHECK(at % std::max(alignment, unit) == 0);
     }
@@ -137,7 +137,7 @@ TEST_SUITE("vmm") {
     const std::size_t calls = testing::backend_call_count();
     auto granted = range.set_access(0, g, {rw(), {location::host(), access::read_write}});
     if (allowed) {
-      REQUIRE_MESSAGE(granted, granted.error().message());
+      PVMM_REQUIRE_VALUE(granted);
       const auto words = pattern(g, 65);
       std::memcpy(at, words.data(), g);
       CHECK(read_words(at, g) == words);

@@ -213,7 +213,7 @@ TEST_SUITE("lifecycle") {
       CHECK(p.code() == errc::not_supported);
       return;
     }
-    REQUIRE_MESSAGE(p, p.error().message());
+    PVMM_REQUIRE_VALUE(p);
     PVMM_CHECK_OK(part.set_access(0, g, {rw()}));
     auto all = pattern(2 * g, 12);
     CHECK(read_words(*p, g) == std::vector<std::uint32_t>(all.begin() + g / 4, all.end()));

@@ -62,11 +62,7 @@ TEST_SUITE("limits") {
 
   PVMM_CASE("growable_buffer: resize past SIZE_MAX is out_of_memory and keeps every byte") {
     PVMM_REQUIRE_DEVICE();
-    growable_options o;
-    o.properties = default_properties();
-    o.access = {rw()};
-    o.chunk_size = granule();
-    o.reserve_size = 4 * o.chunk_size;
+    growable_options o = granule_chunks(4);
     auto buffer = growable_buffer::create(o).value();
     buffer.resize(2 * o.chunk_size).value();
     write_words(buffer.data(), pattern(2 * o.chunk_size, 9));

@@ -63,11 +63,7 @@ TEST_SUITE("rollback") {
 
   PVMM_CASE("a growable_buffer shrink rolls back at every failure point: no hole, data intact, later shrinks work") {
     PVMM_REQUIRE_DEVICE();
-    growable_options o;
-    o.properties = default_properties();
-    o.access = {rw()};
-    o.chunk_size = granule();
-    o.reserve_size = 8 * o.chunk_size;
+    growable_options o = granule_chunks(8);
     const std::size_t c = o.chunk_size;
     auto shrink_calls = [&] {
       auto b = growable_buffer::create(o).value();
@@ -100,10 +96,7 @@ TEST_SUITE("rollback") {
 
   PVMM_CASE("export_buffer fails at every failure point, hiding none, and leaks nothing") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().sharing.posix_fd) {
-      report_skip("the device has no POSIX fd handles");
-      return;
-    }
+    PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
     const std::size_t g = granule();
     std::vector<physical_allocation> chunks;
     for (int i = 0; i < 3; ++i) chunks.push_back(physical_allocation::create(g, default_properties()).value());
@@ -119,10 +112,7 @@ TEST_SUITE("rollback") {
 
   PVMM_CASE("import_buffer rolls back at every failure point and never blames the peer for a local failure") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().sharing.posix_fd) {
-      report_skip("the device has no POSIX fd handles");
-      return;
-    }
+    PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
     const std::size_t g = granule();
     std::vector<physical_allocation> chunks;
     for (int i = 0; i < 3; ++i) chunks.push_back(physical_allocation::create(g, default_properties()).value());

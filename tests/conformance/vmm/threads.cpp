@@ -104,11 +104,7 @@ TEST_SUITE("threads") {
 
   PVMM_CASE("two threads resizing one growable_buffer: the second is refused with busy, the buffer stays whole") {
     PVMM_REQUIRE_DEVICE();
-    growable_options o;
-    o.properties = default_properties();
-    o.access = {rw()};
-    o.chunk_size = granule();
-    o.reserve_size = 8 * o.chunk_size;
+    growable_options o = granule_chunks(8);
     auto buffer = growable_buffer::create(o).value();
     int busy = 0;
     for (int round = 0; round < race_rounds / 3; ++round) {

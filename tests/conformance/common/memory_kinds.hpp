@@ -1,0 +1,104 @@
+// What the stream, pool, managed and pinned cases share: sizes, what each feature needs before a case can run, the
+// kernel's view of this process, pages the program maps itself, pools made for a case, and a host function that
+// holds a stream.
+#pragma once
+
+#include <dirent.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "support.hpp"
+
+namespace pvmm_test {
+
+constexpr std::size_t mib = std::size_t{1} << 20;
+
+inline std::size_t page_size() { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)); }
+
+inline bool host_backend() { return pvmm::query_backend().name == "host"; }
+
+/// Whether the kernel has a mapping at `address` (/proc/self/maps).
+inline bool kernel_maps(const void* address) {
+  const auto a = reinterpret_cast<unsigned long>(address);
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && a >= lo && a < hi) return true;
+  }
+  return false;
+}
+
+/// Threads of this process (/proc/self/task).
+inline std::size_t thread_count() {
+  std::size_t n = 0;
+  if (DIR* d = ::opendir("/proc/self/task")) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+/// `pages` pages the program maps itself, outside pvmm, with `prot`; unmapped at scope exit (what is still mapped).
+struct program_pages {
+  char* data;
+  std::size_t size;
+  explicit program_pages(std::size_t pages, int prot = PROT_READ | PROT_WRITE) : size(pages * page_size()) {
+    void* p = ::mmap(nullptr, size, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(p != MAP_FAILED);
+    data = static_cast<char*>(p);
+  }
+  program_pages(const program_pages&) = delete;
+  program_pages& operator=(const program_pages&) = delete;
+  ~program_pages() { ::munmap(data, size); }  // munmap of pages unmapped already is fine
+};
+
+/// A pool made for one case (REQUIRE: a case cannot go on without it).
+inline pvmm::memory_pool make_pool(const pvmm::pool_properties& properties = {}) {
+  auto pool = pvmm::memory_pool::create(properties);
+  PVMM_REQUIRE_VALUE(pool);
+  return std::move(*pool);
+}
+
+/// A host function that holds its stream until the test opens the gate, or 10 s have passed (a failing case never
+/// hangs on it).
+struct gate {
+  std::atomic<bool> open{false};
+  std::atomic<bool> entered{false};
+  static void hold(void* p) {
+    auto* g = static_cast<gate*>(p);
+    g->entered = true;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!g->open && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+};
+
+}  // namespace pvmm_test
+
+#define PVMM_REQUIRE_POOLS() PVMM_REQUIRE_CAPABILITY(pvmm_test::caps().pools.supported, "memory pools")
+/// Managed memory, with `free_mib` MiB of the device free (a managed request near the limit can hang a GPU).
+#define PVMM_REQUIRE_MANAGED(free_mib)                                                       \
+  do {                                                                                       \
+    PVMM_REQUIRE_DEVICE();                                                                   \
+    PVMM_REQUIRE_CAPABILITY(pvmm_test::caps().managed.supported, "managed memory");          \
+    PVMM_REQUIRE_CAPABILITY(pvmm::query_memory(0).value().free >= (free_mib)*pvmm_test::mib, \
+                            std::to_string(free_mib) + " MiB of free memory");               \
+  } while (0)
+#define PVMM_REQUIRE_PINNED()                                                                 \
+  do {                                                                                        \
+    PVMM_REQUIRE_DEVICE();                                                                    \
+    PVMM_REQUIRE_CAPABILITY(pvmm_test::caps().host_memory.pinned, "page-locked host memory"); \
+  } while (0)
+#define PVMM_REQUIRE_REGISTRATION()                                                                  \
+  do {                                                                                               \
+    PVMM_REQUIRE_PINNED();                                                                           \
+    PVMM_REQUIRE_CAPABILITY(pvmm_test::caps().host_memory.registration, "host memory registration"); \
+  } while (0)
