@@ -6,8 +6,8 @@
 //
 // Threading: stream_ref, stream and event calls may be made from any thread, also on one stream or event at once
 // (the drivers allow it); release, moving and destroying a stream or event may not overlap any other use of it
-// (through a stream_ref copy included). A host function runs on a thread of the backend's and must not call pvmm's or the
-// driver's stream functions (the drivers forbid it).
+// (through a stream_ref copy included). A host function runs on a thread of the backend's and must not call pvmm's or
+// the driver's stream functions (the drivers forbid it).
 #pragma once
 
 #include <cstddef>
