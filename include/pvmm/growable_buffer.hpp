@@ -8,9 +8,10 @@
 //   and resize() says so, because every address into the buffer changes.
 // - Shrinking unmaps and releases tail chunks.
 // - Any failure rolls back completely: the buffer is as it was, nothing leaked.
-// - Not thread-safe: resize it from one thread at a time. A resize that starts while another is running on
-//   the same buffer fails with errc::busy and changes nothing. Resizing is not ordered with device work in
-//   flight.
+// - Threading: not thread-safe: resize or release it from one thread at a time. A resize or release that starts
+//   while another is running on the same buffer fails with errc::busy and changes nothing. The const accessors
+//   may be called from several threads while nothing resizes it; moving or destroying it may not overlap any use.
+//   Resizing is not ordered with device work in flight.
 #pragma once
 
 #include <cstddef>
@@ -53,6 +54,14 @@ class growable_buffer {
 
   /// Grows or shrinks the mapped size to cover `size` bytes (rounded up to whole chunks).
   result<resize_outcome> resize(std::size_t size);
+
+  /// Unmaps and releases every chunk, then frees the reserved ranges, now. errc::already_released when empty,
+  /// errc::busy while another thread resizes it. A failure leaves the buffer valid, holding what it could not
+  /// give back (chunks as they were; ranges from the last one on), so the call may be retried.
+  status release() noexcept;
+
+  bool valid() const noexcept { return state_ != nullptr; }
+  explicit operator bool() const noexcept { return valid(); }
 
   void* data() const noexcept;
   std::size_t size() const noexcept;      ///< bytes mapped (a multiple of chunk_size())

@@ -20,13 +20,17 @@
 //   none for it; measured on driver 580), on every backend;
 // - prefetching to a device needs capabilities.managed.concurrent_access.
 //
-// Threading: any thread; destroying or moving an owner may not overlap its use.
+// Threading: advise, prefetch_async, query_range and attach_async may be called from any thread, also on one
+// allocation at once (the drivers order them as they arrive). One managed_allocation's const members (data,
+// size, valid) may be called from several threads at once; release, moving and destroying it may not overlap any
+// other use of it, nor of its memory by advice or prefetches.
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <vector>
 
+#include <pvmm/detail/unique_owner.hpp>
 #include <pvmm/error.hpp>
 #include <pvmm/stream.hpp>
 #include <pvmm/types.hpp>
@@ -38,31 +42,22 @@ namespace pvmm {
 enum class attach_mode { global, host, single };
 
 /// Owns one managed allocation. Move-only; the destructor frees it (the device must be done with it).
-class managed_allocation {
+class managed_allocation : public detail::unique_owner<managed_allocation, detail::region_holder<managed_allocation>> {
  public:
   /// `size` bytes (> 0; rounded up to the page size) of managed memory. attach_mode::single is not a creation
   /// mode (errc::invalid_argument): create with host and attach to a stream.
   static result<managed_allocation> create(std::size_t size, attach_mode mode = attach_mode::global);
 
   managed_allocation() noexcept = default;
-  managed_allocation(managed_allocation&& other) noexcept;
-  managed_allocation& operator=(managed_allocation&& other) noexcept;
-  managed_allocation(const managed_allocation&) = delete;
-  managed_allocation& operator=(const managed_allocation&) = delete;
-  ~managed_allocation();
 
-  /// Frees it now; errc::already_released when empty.
+  /// Frees it now; errc::already_released when empty. A failed free leaves the owner as it was (retry, or let
+  /// the destructor free it).
   status release() noexcept;
 
-  void* data() const noexcept { return data_; }
-  std::size_t size() const noexcept { return size_; }
-  bool valid() const noexcept { return data_ != nullptr; }
-  explicit operator bool() const noexcept { return valid(); }
-
  private:
-  managed_allocation(void* data, std::size_t size) noexcept : data_(data), size_(size) {}
-  void* data_ = nullptr;
-  std::size_t size_ = 0;
+  friend unique_owner;
+  managed_allocation(void* data, std::size_t size) noexcept : unique_owner(std::in_place, data, size) {}
+  static void teardown(holder& region) noexcept;
 };
 
 /// Advice about a managed range (cuMemAdvise). The set_/unset_ pairs undo each other.

@@ -38,8 +38,10 @@
 // - importing the same pointer twice in one process is refused with errc::busy and leaves the first import intact
 //   (the drivers return the same pointer without counting imports).
 //
-// Threading: pools and allocations may be used from any thread; destroying or moving an owner may not overlap
-// its use.
+// Threading: one memory_pool may be used from several threads at once (allocate, free_async, usage, attributes,
+// trim, export and import are locked where they touch shared state). One pool_allocation's const members (data,
+// size, export_pointer) may be called from several threads at once; free_async, release, moving and destroying
+// it may not overlap any other use of it. Releasing, moving or destroying a memory_pool may not overlap its use.
 #pragma once
 
 #include <array>
@@ -50,6 +52,7 @@
 #include <memory>
 #include <type_traits>
 
+#include <pvmm/detail/unique_owner.hpp>
 #include <pvmm/error.hpp>
 #include <pvmm/ipc.hpp>
 #include <pvmm/owned_fd.hpp>
@@ -134,37 +137,37 @@ class memory_pool;
 /// Owns one allocation from a pool. Move-only. free_async(stream) frees it in that stream's order. The
 /// destructor of an allocation not freed explicitly frees it on the stream it was allocated on (which must still
 /// exist, as for cuMemFreeAsync); free explicitly to choose the stream.
-class pool_allocation {
+namespace detail {
+/// What a pool allocation keeps besides its region: its pool (alive while the allocation is) and the stream the
+/// destructor frees on.
+struct pool_tie {
+  std::shared_ptr<pool_state> pool_;
+  stream_ref stream_;
+};
+}  // namespace detail
+
+class pool_allocation
+    : public detail::unique_owner<pool_allocation, detail::region_holder<pool_allocation, detail::pool_tie>> {
  public:
   pool_allocation() noexcept = default;
-  pool_allocation(pool_allocation&& other) noexcept;
-  pool_allocation& operator=(pool_allocation&& other) noexcept;
-  pool_allocation(const pool_allocation&) = delete;
-  pool_allocation& operator=(const pool_allocation&) = delete;
-  ~pool_allocation();
 
   /// Frees in `on`'s order (work enqueued on `on` before this call may still use the memory). On failure the
-  /// allocation stays owned here, so the call may be retried.
+  /// allocation stays owned here, so the call may be retried. errc::already_released when empty.
   status free_async(stream_ref on) noexcept;
+  /// free_async on the stream it was allocated on: pvmm's "give it back now, reporting errors" for every owner.
+  status release() noexcept;
 
   /// The record another process imports this allocation with (its pool must be exportable; synchronize first,
   /// as memory_pool::export_pointer says).
   result<pool_pointer_export> export_pointer() const;
 
-  void* data() const noexcept { return data_; }
-  std::size_t size() const noexcept { return size_; }
-  bool valid() const noexcept { return data_ != nullptr; }
-  explicit operator bool() const noexcept { return valid(); }
-
  private:
   friend class memory_pool;
-  status free_in_order(stream_ref on, bool teardown) noexcept;
+  friend unique_owner;
   pool_allocation(std::shared_ptr<detail::pool_state> pool, void* data, std::size_t size, stream_ref s) noexcept
-      : pool_(std::move(pool)), data_(data), size_(size), stream_(s) {}
-  std::shared_ptr<detail::pool_state> pool_;
-  void* data_ = nullptr;
-  std::size_t size_ = 0;
-  stream_ref stream_;
+      : unique_owner(std::in_place, data, size, detail::pool_tie{std::move(pool), s}) {}
+  static status free_in_order(holder& region, stream_ref on, bool teardown, const char* name) noexcept;
+  static void teardown(holder& region) noexcept;
 };
 
 /// A stream-ordered memory pool: one pvmm created (owned), or a device's default pool (borrowed). Move-only.

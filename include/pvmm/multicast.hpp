@@ -25,7 +25,11 @@ struct multicast_properties {
 result<granularity> multicast_granularity(const multicast_properties& properties);
 
 /// Owns one multicast object. Move-only. Map it with address_reservation::map (like an allocation).
-/// Lifetime and threading as physical_allocation: the object lives while an owner or a mapping refers to it.
+/// Lifetime as physical_allocation: the object lives while an owner or a mapping refers to it.
+///
+/// Threading: create and import may run on any thread. The const members (size, export, native_handle) of one
+/// owner may be called from several threads at once; add_device, bind_memory and unbind change the team and may
+/// not overlap each other on one object; release, moving and destruction may not overlap any other use of it.
 class multicast_object {
  public:
   multicast_object() noexcept;

@@ -14,11 +14,15 @@
 //   the program already unmapped succeeds and forgets the range (as cuMemHostUnregister does);
 // - a lock the system refuses (RLIMIT_MEMLOCK) is errc::out_of_memory, with a hint naming the limit.
 //
-// Threading: any thread; destroying or moving an owner may not overlap its use.
+// Threading: register_host_memory and unregister_host_memory may be called from any thread (the registry is
+// locked: two threads registering overlapping ranges get one success and one errc::already_registered). One
+// pinned_allocation or host_registration's const members (data, size, device_pointer) may be called from several
+// threads at once; release, moving and destroying it may not overlap any other use of it.
 #pragma once
 
 #include <cstddef>
 
+#include <pvmm/detail/unique_owner.hpp>
 #include <pvmm/error.hpp>
 #include <pvmm/types.hpp>
 
@@ -31,32 +35,32 @@ struct pinned_options {
   bool write_combined = false;  ///< faster for the device to read, slow for the host to read (allocations only)
 };
 
+namespace detail {
+/// What a page-locked owner keeps besides its region: whether devices reach it through a device pointer.
+struct page_lock {
+  bool mapped_ = false;
+};
+}  // namespace detail
+
 /// Owns one page-locked allocation. Move-only; the destructor frees it.
-class pinned_allocation {
+class pinned_allocation
+    : public detail::unique_owner<pinned_allocation, detail::region_holder<pinned_allocation, detail::page_lock>> {
  public:
   static result<pinned_allocation> create(std::size_t size, const pinned_options& options = {});
 
   pinned_allocation() noexcept = default;
-  pinned_allocation(pinned_allocation&& other) noexcept;
-  pinned_allocation& operator=(pinned_allocation&& other) noexcept;
-  pinned_allocation(const pinned_allocation&) = delete;
-  pinned_allocation& operator=(const pinned_allocation&) = delete;
-  ~pinned_allocation();
 
+  /// Frees it now; errc::already_released when empty. A failed free leaves the owner as it was (retry, or let
+  /// the destructor free it).
   status release() noexcept;
   /// Where device `device` reaches this memory (options.mapped).
   result<void*> device_pointer(int device) const;
 
-  void* data() const noexcept { return data_; }
-  std::size_t size() const noexcept { return size_; }
-  bool valid() const noexcept { return data_ != nullptr; }
-  explicit operator bool() const noexcept { return valid(); }
-
  private:
-  pinned_allocation(void* data, std::size_t size, bool mapped) noexcept : data_(data), size_(size), mapped_(mapped) {}
-  void* data_ = nullptr;
-  std::size_t size_ = 0;
-  bool mapped_ = false;
+  friend unique_owner;
+  pinned_allocation(void* data, std::size_t size, bool mapped) noexcept
+      : unique_owner(std::in_place, data, size, detail::page_lock{mapped}) {}
+  static void teardown(holder& region) noexcept;
 };
 
 /// Page-locks [pointer, pointer + size) of memory the program owns (unregister_host_memory undoes it); the owner
@@ -65,30 +69,23 @@ status register_host_memory(void* pointer, std::size_t size, const pinned_option
 status unregister_host_memory(void* pointer);
 
 /// Owns one registration: unregisters on destruction. Move-only. The memory stays the program's.
-class host_registration {
+class host_registration
+    : public detail::unique_owner<host_registration, detail::region_holder<host_registration, detail::page_lock>> {
  public:
   static result<host_registration> create(void* pointer, std::size_t size, const pinned_options& options = {});
 
   host_registration() noexcept = default;
-  host_registration(host_registration&& other) noexcept;
-  host_registration& operator=(host_registration&& other) noexcept;
-  host_registration(const host_registration&) = delete;
-  host_registration& operator=(const host_registration&) = delete;
-  ~host_registration();
 
+  /// Unregisters now; errc::already_released when empty. A failure that keeps the range registered leaves the
+  /// owner as it was (retry, or let the destructor do it).
   status release() noexcept;
   result<void*> device_pointer(int device) const;
 
-  void* data() const noexcept { return data_; }
-  std::size_t size() const noexcept { return size_; }
-  bool valid() const noexcept { return data_ != nullptr; }
-  explicit operator bool() const noexcept { return valid(); }
-
  private:
-  host_registration(void* data, std::size_t size, bool mapped) noexcept : data_(data), size_(size), mapped_(mapped) {}
-  void* data_ = nullptr;
-  std::size_t size_ = 0;
-  bool mapped_ = false;
+  friend unique_owner;
+  host_registration(void* data, std::size_t size, bool mapped) noexcept
+      : unique_owner(std::in_place, data, size, detail::page_lock{mapped}) {}
+  static void teardown(holder& region) noexcept;
 };
 
 }  // namespace pvmm

@@ -1,10 +1,13 @@
 // pvmm/pvmm.hpp - everything.
 //
-// Threading contract (each header says the details for its types): every free function may be called from
-// any thread; owners (physical_allocation, address_reservation, multicast_object, growable_buffer,
-// owned_fd) are used like any C++ object — their const members concurrently, never moved or destroyed
-// while in use — and address_reservation also allows concurrent map/unmap/set_access on different mappings.
-// Concurrent misuse of one object is reported (errc::busy), never a corrupted process.
+// Threading contract (each header's "Threading:" paragraph says the details for its types): every free function
+// may be called from any thread. Every owner — physical_allocation, address_reservation, multicast_object,
+// growable_buffer, owned_fd, memory_pool, pool_allocation, managed_allocation, pinned_allocation,
+// host_registration, stream and event — is used like any C++ object: its const members concurrently, release(),
+// moving and destruction never while another thread uses it. Beyond that: address_reservation allows concurrent
+// map/unmap/set_access on different mappings; memory_pool allows concurrent allocate/free; stream and event calls
+// (stream_ref included) may come from several threads at once. Concurrent misuse of one object is reported
+// (errc::busy) where pvmm can see it, never a corrupted process.
 #pragma once
 
 #include <pvmm/allocation.hpp>

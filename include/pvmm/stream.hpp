@@ -4,14 +4,16 @@
 // Every stream-ordered call names its stream: pvmm has no implicit default stream. A stream_ref borrows a
 // stream (one pvmm created, or a native one the program owns); `stream` and `event` own theirs.
 //
-// Threading: stream and event calls may be made from any thread (the drivers allow it); destroying or moving an
-// owner may not overlap its use. A host function runs on a thread of the backend's and must not call pvmm's or the
-// driver's stream functions (the drivers forbid it).
+// Threading: stream_ref, stream and event calls may be made from any thread, also on one stream or event at once
+// (the drivers allow it); release, moving and destroying a stream or event may not overlap any other use of it
+// (through a stream_ref copy included). A host function runs on a thread of the backend's and must not call pvmm's or
+// the driver's stream functions (the drivers forbid it).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include <pvmm/detail/unique_owner.hpp>
 #include <pvmm/error.hpp>
 
 namespace pvmm {
@@ -65,36 +67,28 @@ class stream_ref {
   int device_ = -1;
 };
 
-/// Owns a stream on one device. Move-only. The destructor (and release()) waits for the work enqueued on it to
-/// complete, then destroys it: nothing on it runs after it is gone, on every backend.
-class stream : public stream_ref {
+/// Owns a stream on one device. Move-only; usable wherever a stream_ref is. The destructor (and release()) waits
+/// for the work enqueued on it to complete, then destroys it: nothing on it runs after it is gone, on every
+/// backend.
+class stream : public detail::unique_owner<stream, detail::handle_holder<stream_ref>> {
  public:
   stream() noexcept = default;
-  stream(stream&& other) noexcept;
-  stream& operator=(stream&& other) noexcept;
-  stream(const stream&) = delete;
-  stream& operator=(const stream&) = delete;
-  ~stream();
 
   static result<stream> create(int device);
-  /// Waits for the stream's work, then destroys it. Fails with errc::already_released when empty.
+  /// Waits for the stream's work, then destroys it; the owner is empty afterwards even when the driver reports
+  /// an error (the stream cannot be used again). Fails with errc::already_released when empty.
   status release() noexcept;
-  bool valid() const noexcept { return handle_.value != 0; }
-  explicit operator bool() const noexcept { return valid(); }
 
  private:
-  stream(stream_handle h, int device) noexcept : stream_ref(h, device) {}
+  friend unique_owner;
+  stream(stream_handle h, int device) noexcept : unique_owner(std::in_place, h, device) {}
+  static void teardown(const stream_ref& s) noexcept;
 };
 
 /// Owns an event of one device: a point in a stream's work that others can wait for. Move-only.
-class event {
+class event : public detail::unique_owner<event, detail::handle_holder<detail::handle_ref<event_handle>>> {
  public:
   event() noexcept = default;
-  event(event&& other) noexcept;
-  event& operator=(event&& other) noexcept;
-  event(const event&) = delete;
-  event& operator=(const event&) = delete;
-  ~event();
 
   static result<event> create(int device);
   /// Captures the work enqueued on `on` so far (a stream of the event's device).
@@ -103,17 +97,14 @@ class event {
   status synchronize() const;
   /// True when the recorded work has completed (or nothing was recorded).
   result<bool> query() const;
+  /// Destroys it now; the owner is empty afterwards even when the driver reports an error. Fails with
+  /// errc::already_released when empty.
   status release() noexcept;
 
-  event_handle native_handle() const noexcept { return handle_; }
-  int device() const noexcept { return device_; }
-  bool valid() const noexcept { return handle_.value != 0; }
-  explicit operator bool() const noexcept { return valid(); }
-
  private:
-  event(event_handle h, int device) noexcept : handle_(h), device_(device) {}
-  event_handle handle_{};
-  int device_ = -1;
+  friend unique_owner;
+  event(event_handle h, int device) noexcept : unique_owner(std::in_place, h, device) {}
+  static void teardown(const detail::handle_ref<event_handle>& e) noexcept;
 };
 
 }  // namespace pvmm

@@ -137,36 +137,17 @@ result<managed_allocation> managed_allocation::create(std::size_t size, attach_m
   return managed_allocation(p, *rounded);
 }
 
-managed_allocation::managed_allocation(managed_allocation&& other) noexcept : data_(other.data_), size_(other.size_) {
-  other.data_ = nullptr;
-  other.size_ = 0;
-}
-
-managed_allocation& managed_allocation::operator=(managed_allocation&& other) noexcept {
-  if (this != &other) {
-    if (valid()) detail::free_managed_owner(data_);
-    data_ = other.data_;
-    size_ = other.size_;
-    other.data_ = nullptr;
-    other.size_ = 0;
-  }
-  return *this;
-}
-
-managed_allocation::~managed_allocation() {
-  if (valid()) detail::free_managed_owner(data_);
-}
+void managed_allocation::teardown(holder& region) noexcept { detail::free_managed_owner(region.data_); }
 
 status managed_allocation::release() noexcept {
-  auto args = [&] { return fmt::format("pointer={}", data_); };
+  auto args = [&] { return fmt::format("pointer={}", data()); };
   const detail::operation op{"pvmm::managed_allocation::release", args};
   if (!valid()) return op.fail(errc::already_released, "this managed_allocation is empty (released or moved from)");
   // A failed free leaves the owner as it was (still valid, still registered), so the caller can retry or let the
   // destructor free it.
   PVMM_TRY(op.step("free_managed", [&] { return detail::backend::free_managed(data_); }));
   detail::forget_managed(data_);
-  data_ = nullptr;
-  size_ = 0;
+  forget();
   return {};
 }
 

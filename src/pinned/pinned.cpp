@@ -144,25 +144,7 @@ result<pinned_allocation> pinned_allocation::create(std::size_t size, const pinn
   return pinned_allocation(p, size, options.mapped);
 }
 
-pinned_allocation::pinned_allocation(pinned_allocation&& other) noexcept
-    : data_(other.data_), size_(other.size_), mapped_(other.mapped_) {
-  other.data_ = nullptr;
-  other.size_ = 0;
-}
-
-pinned_allocation& pinned_allocation::operator=(pinned_allocation&& other) noexcept {
-  if (this != &other) {
-    if (valid()) detail::free_pinned_owner(data_, size_);
-    data_ = other.data_, size_ = other.size_, mapped_ = other.mapped_;
-    other.data_ = nullptr;
-    other.size_ = 0;
-  }
-  return *this;
-}
-
-pinned_allocation::~pinned_allocation() {
-  if (valid()) detail::free_pinned_owner(data_, size_);
-}
+void pinned_allocation::teardown(holder& region) noexcept { detail::free_pinned_owner(region.data_, region.size_); }
 
 status pinned_allocation::release() noexcept {
   auto args = [&] { return fmt::format("pointer={}", data_); };
@@ -171,8 +153,7 @@ status pinned_allocation::release() noexcept {
   // A failed free leaves the owner as it was, so the caller can retry or let the destructor free it.
   PVMM_TRY(op.step("free_pinned", [&] { return detail::backend::free_pinned(data_, size_); }));
   detail::forget_pinned(data_);
-  data_ = nullptr;
-  size_ = 0;
+  forget();
   return {};
 }
 
@@ -250,25 +231,7 @@ result<host_registration> host_registration::create(void* pointer, std::size_t s
   return host_registration(pointer, size, options.mapped);
 }
 
-host_registration::host_registration(host_registration&& other) noexcept
-    : data_(other.data_), size_(other.size_), mapped_(other.mapped_) {
-  other.data_ = nullptr;
-  other.size_ = 0;
-}
-
-host_registration& host_registration::operator=(host_registration&& other) noexcept {
-  if (this != &other) {
-    if (valid()) detail::unregister_owner(data_);
-    data_ = other.data_, size_ = other.size_, mapped_ = other.mapped_;
-    other.data_ = nullptr;
-    other.size_ = 0;
-  }
-  return *this;
-}
-
-host_registration::~host_registration() {
-  if (valid()) detail::unregister_owner(data_);
-}
+void host_registration::teardown(holder& region) noexcept { detail::unregister_owner(region.data_); }
 
 status host_registration::release() noexcept {
   const detail::operation op{"pvmm::host_registration::release"};
@@ -276,8 +239,7 @@ status host_registration::release() noexcept {
   auto done = unregister_host_memory(data_);
   // A failure that kept the range leaves the owner as it was, so the caller can retry or let the destructor do it.
   if (!done && done.code() != errc::not_registered) return op.take_over(std::move(done).error());
-  data_ = nullptr;
-  size_ = 0;
+  forget();
   if (!done) return op.take_over(std::move(done).error());
   return {};
 }

@@ -114,39 +114,24 @@ result<pool_pointer_export> export_pointer(const pool_state& pool, const void* p
 
 // ---- pool_allocation ----
 
-pool_allocation::pool_allocation(pool_allocation&& other) noexcept
-    : pool_(std::move(other.pool_)), data_(other.data_), size_(other.size_), stream_(other.stream_) {
-  other.data_ = nullptr;
-  other.size_ = 0;
+void pool_allocation::teardown(holder& region) noexcept {
+  (void)free_in_order(region, region.stream_, true, "pvmm::pool_allocation::~pool_allocation");
 }
 
-pool_allocation& pool_allocation::operator=(pool_allocation&& other) noexcept {
-  if (this != &other) {
-    if (valid()) (void)free_in_order(stream_, true);
-    pool_ = std::move(other.pool_);
-    data_ = other.data_;
-    size_ = other.size_;
-    stream_ = other.stream_;
-    other.data_ = nullptr;
-    other.size_ = 0;
-  }
-  return *this;
+status pool_allocation::free_async(stream_ref on) noexcept {
+  return free_in_order(*this, on, false, "pvmm::pool_allocation::free_async");
 }
 
-pool_allocation::~pool_allocation() {
-  if (valid()) (void)free_in_order(stream_, true);
+status pool_allocation::release() noexcept {
+  return free_in_order(*this, stream_, false, "pvmm::pool_allocation::release");
 }
 
-status pool_allocation::free_async(stream_ref on) noexcept { return free_in_order(on, false); }
-
-status pool_allocation::free_in_order(stream_ref on, bool teardown) noexcept {
-  auto args = [&] { return fmt::format("pointer={}, stream={:#x}", data_, on.native_handle().value); };
-  const detail::operation op{"pvmm::pool_allocation::free_async", args};
-  if (!valid()) return op.fail(errc::already_released, "this pool_allocation is empty (freed or moved from)");
-  PVMM_TRY(detail::free(*pool_, data_, on, detail::pool_state::holder::owner, teardown, op));
-  data_ = nullptr;
-  size_ = 0;
-  pool_.reset();  // the pool may go now; a pending free keeps the driver's pool alive on every backend
+status pool_allocation::free_in_order(holder& region, stream_ref on, bool teardown, const char* name) noexcept {
+  auto args = [&] { return fmt::format("pointer={}, stream={:#x}", region.data_, on.native_handle().value); };
+  const detail::operation op{name, args};
+  if (!region.holds()) return op.fail(errc::already_released, "this pool_allocation is empty (freed or moved from)");
+  PVMM_TRY(detail::free(*region.pool_, region.data_, on, detail::pool_state::holder::owner, teardown, op));
+  region.clear();  // the pool may go now; a pending free keeps the driver's pool alive on every backend
   return {};
 }
 

@@ -78,22 +78,6 @@ status stream_ref::copy_async(void* destination, const void* source, std::size_t
                  [&] { return detail::backend::copy_async(destination, source, size, handle_, device_, stage); });
 }
 
-stream::stream(stream&& other) noexcept : stream_ref(other) {
-  other.handle_ = {};
-  other.device_ = -1;
-}
-stream& stream::operator=(stream&& other) noexcept {
-  if (this != &other) {
-    (void)release();
-    handle_ = other.handle_;
-    device_ = other.device_;
-    other.handle_ = {};
-    other.device_ = -1;
-  }
-  return *this;
-}
-stream::~stream() { (void)release(); }
-
 result<stream> stream::create(int device) {
   auto args = [&] { return fmt::format("device={}", device); };
   const detail::operation op{"pvmm::stream::create", args};
@@ -103,37 +87,38 @@ result<stream> stream::create(int device) {
   return stream(h, device);
 }
 
+namespace {
+
+/// Waits for the stream's work, then destroys it; the stream is gone whatever either step reports. Teardown:
+/// never fault-injected, so the work enqueued completes before the stream goes, on every backend.
+status destroy(const stream_ref& s) noexcept {
+  auto synced = detail::backend::synchronize_stream(s.native_handle(), s.device());
+  auto destroyed = detail::backend::destroy_stream(s.native_handle());
+  --detail::live_streams;
+  return synced ? destroyed : synced;
+}
+
+status destroy(const detail::handle_ref<event_handle>& e) noexcept {
+  auto destroyed = detail::backend::destroy_event(e.native_handle());  // teardown: never fault-injected
+  --detail::live_events;
+  return destroyed;
+}
+
+}  // namespace
+
+void stream::teardown(const stream_ref& s) noexcept { (void)destroy(s); }
+
 status stream::release() noexcept {
   const detail::operation op{"pvmm::stream::release"};
   if (!valid()) return op.fail(errc::already_released, "this stream is empty (released or moved from)");
-  const stream_handle h = handle_;
-  const int d = device_;
-  handle_ = {};
-  device_ = -1;
-  // Teardown: never fault-injected; the work enqueued completes before the stream goes, on every backend.
-  auto synced = detail::backend::synchronize_stream(h, d);
-  auto destroyed = detail::backend::destroy_stream(h);
-  --detail::live_streams;
-  if (!synced) return op.wrap(std::move(synced).error());
-  if (!destroyed) return op.wrap(std::move(destroyed).error());
+  const stream_ref s = *this;
+  forget();
+  auto done = destroy(s);
+  if (!done) return op.wrap(std::move(done).error());
   return {};
 }
 
-event::event(event&& other) noexcept : handle_(other.handle_), device_(other.device_) {
-  other.handle_ = {};
-  other.device_ = -1;
-}
-event& event::operator=(event&& other) noexcept {
-  if (this != &other) {
-    (void)release();
-    handle_ = other.handle_;
-    device_ = other.device_;
-    other.handle_ = {};
-    other.device_ = -1;
-  }
-  return *this;
-}
-event::~event() { (void)release(); }
+void event::teardown(const detail::handle_ref<event_handle>& e) noexcept { (void)destroy(e); }
 
 result<event> event::create(int device) {
   auto args = [&] { return fmt::format("device={}", device); };
@@ -173,12 +158,10 @@ result<bool> event::query() const {
 status event::release() noexcept {
   const detail::operation op{"pvmm::event::release"};
   if (!valid()) return op.fail(errc::already_released, "this event is empty (released or moved from)");
-  const event_handle h = handle_;
-  handle_ = {};
-  device_ = -1;
-  auto destroyed = detail::backend::destroy_event(h);  // teardown: never fault-injected
-  --detail::live_events;
-  if (!destroyed) return op.wrap(std::move(destroyed).error());
+  const detail::handle_ref<event_handle> e = *this;
+  forget();
+  auto done = destroy(e);
+  if (!done) return op.wrap(std::move(done).error());
   return {};
 }
 

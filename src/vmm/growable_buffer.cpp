@@ -146,6 +146,23 @@ const std::vector<physical_allocation>& growable_buffer::chunks() const noexcept
   return state_ ? state_->chunks : none;
 }
 
+status growable_buffer::release() noexcept {
+  const detail::operation op{"pvmm::growable_buffer::release"};
+  if (!state_) return op.fail(errc::already_released, "this growable_buffer is empty (released or moved from)");
+  {
+    exclusive_use guard(state_->in_use);
+    if (!guard) return op.fail(errc::busy, "another thread is resizing this growable_buffer");
+    if (auto ok = state_->shrink_to(0); !ok) return op.wrap(std::move(ok).error());
+    // Last range first: what is left stays one adjacent run from the buffer's address, should a release fail.
+    while (!state_->ranges.empty()) {
+      if (auto ok = state_->ranges.back().release(); !ok) return op.wrap(std::move(ok).error());
+      state_->ranges.pop_back();
+    }
+  }
+  state_.reset();
+  return {};
+}
+
 result<growable_buffer> growable_buffer::create(const growable_options& options) {
   auto args = [&] {
     return fmt::format("properties={}, chunk_size={:#x}, reserve_size={:#x}, grants={}",

@@ -38,7 +38,7 @@ int make_fd(std::uint8_t kind, std::uint8_t pages, std::vector<pvmm::physical_al
       if (!memory) return -1;
       auto fd = memory->export_posix_fd();
       keep.push_back(std::move(*memory));
-      return fd ? fd->release() : -1;
+      return fd ? fd->detach() : -1;
     }
     case 1:
       return make_memfd("pvmm-d0-x1", size, 0);

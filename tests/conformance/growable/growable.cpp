@@ -144,4 +144,23 @@ TEST_SUITE("growable buffer") {
     PVMM_CHECK_ERRC(empty.resize(1), errc::already_released);
   }
 
+  PVMM_CASE("release gives every chunk and range back now; twice is already_released") {
+    PVMM_REQUIRE_DEVICE();
+    auto buffer = growable_buffer::create(small_options(2)).value();
+    const std::size_t c = buffer.chunk_size();
+    buffer.resize(3 * c).value();  // past the first range: two reservations, three chunks
+    write_words(buffer.data(), pattern(3 * c, 70));
+    void* const address = buffer.data();
+    const std::size_t capacity = buffer.capacity();
+    CHECK(buffer.valid());
+    PVMM_CHECK_OK(buffer.release());
+    CHECK_FALSE(buffer);
+    CHECK(buffer.data() == nullptr);
+    CHECK(buffer.size() == 0);
+    // The addresses are free again (and the leak check sees no chunk left): they can be reserved at once.
+    PVMM_CHECK_OK(address_reservation::reserve(capacity, 0, address));
+    PVMM_CHECK_ERRC(buffer.release(), errc::already_released);
+    PVMM_CHECK_ERRC(buffer.resize(c), errc::already_released);
+  }
+
 }  // TEST_SUITE

@@ -230,4 +230,19 @@ TEST_SUITE("pool") {
     CHECK(query_live_objects().pools == pools - 1);
     PVMM_CHECK_OK(s.synchronize());
   }
+
+  PVMM_CASE("pool_allocation::release frees on the stream it was allocated on; twice is already_released") {
+    PVMM_REQUIRE_DEVICE();
+    PVMM_REQUIRE_POOLS();
+    auto s = stream::create(0).value();
+    auto pool = make_pool();
+    auto m = pool.allocate(mib, s).value();
+    const std::size_t live = query_live_objects().pool_allocations;
+    PVMM_CHECK_OK(m.release());
+    CHECK_FALSE(m.valid());
+    CHECK(query_live_objects().pool_allocations == live - 1);
+    PVMM_CHECK_ERRC(m.release(), errc::already_released);
+    PVMM_CHECK_ERRC(m.free_async(s), errc::already_released);
+    PVMM_CHECK_OK(s.synchronize());
+  }
 }  // TEST_SUITE

@@ -80,4 +80,30 @@ TEST_SUITE("sharing") {
           "pvmm::physical_allocation::properties(): backend_error: fault injected into backend call properties "
           "(in pvmm::export_buffer(chunks=1, kind=1)) [PVMM_INJECTED_FAILURE = -1]");
   }
+  PVMM_CASE("owned_fd::release closes now and reports; detach hands the fd over unclosed") {
+    int pipe_fds[2];
+    REQUIRE(::pipe2(pipe_fds, O_CLOEXEC) == 0);
+    owned_fd read_end(pipe_fds[0]);
+    owned_fd write_end(pipe_fds[1]);
+    PVMM_CHECK_OK(read_end.release());
+    CHECK_FALSE(read_end.valid());
+    CHECK(::fcntl(pipe_fds[0], F_GETFD) == -1);  // closed by release, not later
+    PVMM_CHECK_ERRC(read_end.release(), errc::already_released);
+
+    const int raw = write_end.detach();
+    CHECK(raw == pipe_fds[1]);
+    CHECK_FALSE(write_end.valid());
+    PVMM_CHECK_ERRC(write_end.release(), errc::already_released);
+    CHECK(::fcntl(raw, F_GETFD) != -1);  // still open: the caller owns it now
+    CHECK(::close(raw) == 0);
+  }
+
+  PVMM_CASE("owned_fd::release reports close's error and is empty afterwards") {
+    owned_fd not_open(1 << 30);  // above any RLIMIT_NOFILE: close answers EBADF
+    auto done = not_open.release();
+    PVMM_CHECK_ERRC(done, errc::invalid_handle);
+    if (!done) CHECK(done.error().native_name == "EBADF");
+    CHECK_FALSE(not_open.valid());  // freed either way: closing again could close someone else's fd
+  }
+
 }  // TEST_SUITE
