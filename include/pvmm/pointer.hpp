@@ -35,8 +35,8 @@ enum class memory_kind {
 /// What query_pointer answers.
 struct pointer_attributes {
   memory_kind kind = memory_kind::none;
-  void* base = nullptr;   ///< the start of the range pvmm made (a reservation, not one mapping of it)
-  std::size_t size = 0;   ///< that range's size (managed memory: rounded up to the page size, as allocated)
+  void* base = nullptr;  ///< the start of the range pvmm made (a reservation, not one mapping of it)
+  std::size_t size = 0;  ///< that range's size (managed memory: rounded up to the page size, as allocated)
   /// Whose memory it is: the device of a pool, of a mapping's physical memory, 0 for managed memory (allocated
   /// in device 0's context); -1 for host memory (pinned, registered, host-located physical memory) and where
   /// nothing is mapped.

@@ -28,7 +28,8 @@ result<std::shared_ptr<allocation_state>> find_mapped(const void* address, const
     if (entry.kind != memory_kind::device) return;
     // The registry's lock keeps the reservation from being freed meanwhile.
     auto& r = *static_cast<reservation_state*>(const_cast<void*>(entry.owner));
-    const std::size_t offset = static_cast<std::size_t>(static_cast<const char*>(address) - static_cast<const char*>(entry.base));
+    const std::size_t offset =
+        static_cast<std::size_t>(static_cast<const char*>(address) - static_cast<const char*>(entry.base));
     std::lock_guard<spin_lock> mappings_guard(r.lock);
     auto m = r.mappings.upper_bound(offset);
     if (m == r.mappings.begin() || offset >= std::prev(m)->first + std::prev(m)->second.size)

@@ -40,8 +40,9 @@ result<pointer_attributes> query_pointer(const void* pointer) {
     out.device = r.device;
     switch (r.kind) {
       case memory_kind::device:
-        detail::describe_mapping(*static_cast<detail::reservation_state*>(const_cast<void*>(r.owner)),
-                                 static_cast<std::size_t>(static_cast<const char*>(pointer) - static_cast<const char*>(r.base)), out);
+        detail::describe_mapping(
+            *static_cast<detail::reservation_state*>(const_cast<void*>(r.owner)),
+            static_cast<std::size_t>(static_cast<const char*>(pointer) - static_cast<const char*>(r.base)), out);
         break;
       case memory_kind::managed:
         out.device_accessible_from_host = true;

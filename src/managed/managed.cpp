@@ -65,8 +65,9 @@ result<managed_span> check_range(const void* pointer, std::size_t size, const op
                    "allocate it with pvmm::managed_allocation::create");
   const std::size_t left = static_cast<std::size_t>(found->end() - p);
   if (size > left)
-    return op.fail(errc::out_of_range, fmt::format("the range runs {:#x} bytes past its managed allocation [{}, +{:#x})",
-                                                   size - left, found->base, found->size));
+    return op.fail(errc::out_of_range,
+                   fmt::format("the range runs {:#x} bytes past its managed allocation [{}, +{:#x})", size - left,
+                               found->base, found->size));
   return managed_span{found->begin(), found->size};
 }
 

@@ -54,10 +54,10 @@ status check_overlaps(const void* pointer, std::size_t size, const operation& op
                                  other->base, other->size),
                      "pinned memory needs no registration: use it as it is");
     case memory_kind::registered:
-      return op.fail(errc::already_registered,
-                     fmt::format("the range overlaps the registration [{}, +{:#x}), registered already", other->base,
-                                 other->size),
-                     "unregister it first, or register only what is not");
+      return op.fail(
+          errc::already_registered,
+          fmt::format("the range overlaps the registration [{}, +{:#x}), registered already", other->base, other->size),
+          "unregister it first, or register only what is not");
     default: {
       const char* what = other->kind == memory_kind::device ? "address reservation"
                          : other->kind == memory_kind::pool ? "pool allocation"
@@ -130,7 +130,7 @@ void forget_registered(const void* pointer) noexcept {
 void unregister_owner(void* pointer) noexcept {
   std::lock_guard<std::mutex> guard(registration_lock);
   const auto range = range_registry::find_start(pointer, memory_kind::registered);
-  if (!range) return;                                  // unregistered through unregister_host_memory already
+  if (!range) return;                                    // unregistered through unregister_host_memory already
   (void)backend::unregister_host(pointer, range->size);  // teardown: never fault-injected
   forget_registered(pointer);
 }

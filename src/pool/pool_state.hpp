@@ -54,8 +54,8 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   std::atomic<bool> exported{false};  // export_posix_fd has succeeded once: pointers may be exported from then on
 
  private:
-  mutable spin_lock lock;  // guards raw_live and orphaned
-  std::size_t raw_live = 0;  // raw allocations in the range registry
+  mutable spin_lock lock;                // guards raw_live and orphaned
+  std::size_t raw_live = 0;              // raw allocations in the range registry
   std::shared_ptr<pool_state> orphaned;  // set while the owner is gone and raw allocations remain
 };
 
