@@ -53,7 +53,7 @@ status launch_host_function(stream_handle s, int, void (*fn)(void*), void* data)
   return {};
 }
 
-status copy_async(void* destination, const void* source, std::size_t size, stream_handle s, int, bool) {
+status copy_async(void* destination, const void* source, std::size_t size, stream_handle s, int, source_read) {
   PVMM_REQUIRE_DRIVER();
   PVMM_TRY_ASSIGN(scope, context_scope::of_stream(native(s)));
   PVMM_CU(cuMemcpyAsync, ptr(destination), ptr(source), size, native(s));  // the driver stages pageable sources

@@ -68,7 +68,7 @@ status launch_host_function(stream_handle s, int, void (*fn)(void*), void* data)
   return {};
 }
 
-status copy_async(void* destination, const void* source, std::size_t size, stream_handle s, int device, bool) {
+status copy_async(void* destination, const void* source, std::size_t size, stream_handle s, int device, source_read) {
   PVMM_REQUIRE_RUNTIME();
   return on_device(device, [&]() -> status {
     PVMM_HIP(hipMemcpyAsync, destination, source, size, hipMemcpyDefault, native(s));

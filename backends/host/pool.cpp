@@ -62,8 +62,6 @@ error unknown_pool(pool_handle h) {
 
 }  // namespace
 
-bool is_pool_memory(const void* p) { return pool_of(p) != nullptr; }
-
 void release_above_thresholds() {
   std::vector<std::shared_ptr<host_pool>> all;
   {

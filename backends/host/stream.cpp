@@ -230,10 +230,10 @@ status launch_host_function(stream_handle h, int, void (*fn)(void*), void* data)
   return {};
 }
 
-status copy_async(void* destination, const void* source, std::size_t size, stream_handle h, int, bool stage_source) {
+status copy_async(void* destination, const void* source, std::size_t size, stream_handle h, int, source_read read) {
   auto s = find_stream(h);
   if (!s) return unknown_stream(h);
-  if (stage_source && !is_pool_memory(source)) {  // pageable: read now, so the caller may reuse the source at once
+  if (read == source_read::stage) {  // pageable: read now, so the caller may reuse the source at once
     // As CUDA does for a pageable source, the stream's earlier work completes first: it may still be writing
     // the source (a copy into it enqueued before this one).
     s->wait_until_completed(s->enqueued());

@@ -97,9 +97,7 @@ std::shared_ptr<worker_event> find_event(event_handle h);
 /// errc::invalid_handle for a handle find_stream does not know.
 error unknown_stream(stream_handle h);
 
-/// Pools (pool.cpp): whether `p` is pool memory (device memory, read in stream order by copies), and the release
-/// threshold applied at a synchronize, as the drivers apply it.
-bool is_pool_memory(const void* p);
+/// Pools (pool.cpp): the release threshold applied at a synchronize, as the drivers apply it.
 void release_above_thresholds();
 
 }  // namespace pvmm::detail::backend::host

@@ -9,7 +9,9 @@
 // - a pinned allocation counts as registered memory: registering a range that overlaps a registration or a live
 //   pinned_allocation is errc::already_registered, before any driver call, the message naming which it overlaps
 //   and its range (CUDA's driver would call a pinned allocation CUDA_ERROR_INVALID_VALUE; mlock would lock it again);
-// - registering a range with a page where nothing is mapped, or mapped PROT_NONE, is errc::invalid_argument;
+// - registering a range with a page where nothing is mapped, or mapped PROT_NONE, is errc::invalid_argument; so is
+//   a range that overlaps memory pvmm made for devices (an address reservation, a pool or managed allocation),
+//   the message naming it and its range (query_pointer tells the kinds apart);
 // - unregistering an address that does not start a registered range is errc::not_registered; unregistering memory
 //   the program already unmapped succeeds and forgets the range (as cuMemHostUnregister does);
 // - a lock the system refuses (RLIMIT_MEMLOCK) is errc::out_of_memory, with a hint naming the limit.

@@ -57,9 +57,10 @@ class stream_ref {
   /// Runs fn(data) on a backend thread once the work before it has completed; later work waits for it.
   status launch_host_function(void (*fn)(void*), void* data) const;
   /// Copies `size` bytes in stream order between host memory and memory the stream's device can access (or
-  /// within either). The source is read in stream order; host memory that is not a pvmm mapping or pool
-  /// allocation may be reused as soon as the call returns (as the drivers promise for pageable memory). The
-  /// destination holds the data once the stream's work up to here has completed.
+  /// within either). The source is read in stream order; host memory pvmm did not make (query_pointer answers
+  /// memory_kind::none) may be reused as soon as the call returns (as the drivers promise for pageable memory),
+  /// while pinned, registered and managed memory is read when the copy runs. The destination holds the data once
+  /// the stream's work up to here has completed.
   status copy_async(void* destination, const void* source, std::size_t size) const;
 
  protected:

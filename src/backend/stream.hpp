@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include <pvmm/stream.hpp>
 
@@ -15,9 +16,17 @@ status synchronize_stream(stream_handle s, int device);
 result<bool> query_stream(stream_handle s, int device);
 status wait_event(stream_handle s, int device, event_handle e);
 status launch_host_function(stream_handle s, int device, void (*fn)(void*), void* data);
-/// `stage_source`: the source is pageable host memory the caller may reuse when the call returns.
+/// How the source of a copy is read, decided once in the neutral layer from the range registry.
+enum class source_read : std::uint8_t {
+  /// Pageable host memory (memory pvmm did not make), on a backend that stages it (traits.copy_stages_pageable):
+  /// the caller may reuse it when the call returns, so the backend reads it before returning.
+  stage,
+  /// Memory pvmm made (VMM mappings, pool, managed, pinned and registered memory) is read when the copy runs, in
+  /// stream order; so is every source on a backend whose driver tells pageable memory apart itself.
+  in_stream_order,
+};
 status copy_async(void* destination, const void* source, std::size_t size, stream_handle s, int device,
-                  bool stage_source);
+                  source_read read);
 
 result<event_handle> create_event(int device);
 status destroy_event(event_handle e);

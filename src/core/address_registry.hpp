@@ -1,8 +1,8 @@
-// The process-wide registry of live reservations by address. Process-wide because addresses are:
-// retain(address) and query_access(address) must find a mapping without the reservation's owner. Its locks
-// guard the index only, one per shard; a lookup then takes the found reservation's own lock, so operations on
-// unrelated reservations never wait for each other. Adding and removing allocate nothing in the steady state
-// (address_registry.cpp says how).
+// Reservations in the process-wide range registry (core/range_registry.hpp), by address. Process-wide because
+// addresses are: retain(address) and query_access(address) must find a mapping without the reservation's owner.
+// The registry's shard lock guards the index only; a lookup then takes the found reservation's own lock, so
+// operations on unrelated reservations never wait for each other. Adding and removing allocate nothing in the
+// steady state (range_registry.cpp says how).
 #pragma once
 
 #include <memory>
@@ -15,9 +15,6 @@ namespace pvmm::detail::address_registry {
 /// Enters a reservation (its address and size set). False when the index could not grow (out of memory).
 bool add(reservation_state* reservation);
 void remove(reservation_state* reservation);
-
-/// Whether `address` lies in a live reservation (mapped or not).
-bool contains(const void* address);
 
 /// The allocation mapped at `address` (anywhere inside a mapping), or errc::not_mapped.
 result<std::shared_ptr<allocation_state>> find_mapped(const void* address, const operation& op);

@@ -41,6 +41,13 @@ class probe_table {
     return nullptr;
   }
 
+  /// Calls fn(entry) for every entry, in slot order (the rare full scan: a query no key narrows).
+  template <class Fn>
+  void for_each(Fn&& fn) const noexcept {
+    for (std::size_t i = 0; i < capacity(); ++i)
+      if (slots_[i].key) fn(slots_[i]);
+  }
+
   /// Removes the entry `find` returned (non-null).
   void erase(entry* found) noexcept {
     std::size_t hole = static_cast<std::size_t>(found - slots_);

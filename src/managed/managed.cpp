@@ -4,9 +4,6 @@
 
 #include <unistd.h>
 
-#include <map>
-#include <mutex>
-
 #include <fmt/format.h>
 
 #include "backend/managed.hpp"
@@ -15,16 +12,12 @@
 #include "core/device.hpp"
 #include "core/operation.hpp"
 #include "core/ownership.hpp"
+#include "core/range_registry.hpp"
 #include "stream/stream_checks.hpp"
 
 namespace pvmm {
 namespace detail {
 namespace {
-
-// The managed allocations alive in this process, by address: advice, prefetch and queries take raw pointers, and
-// must refuse memory that is not managed the same way on every backend. Process-wide because pointers are.
-std::mutex registry_lock;
-std::map<const unsigned char*, std::size_t> registry;
 
 const char* advice_name(advice a) noexcept {
   switch (a) {
@@ -64,26 +57,23 @@ result<managed_span> check_range(const void* pointer, std::size_t size, const op
   if (pointer == nullptr) return op.fail(errc::invalid_argument, "the pointer is null");
   if (size == 0) return op.fail(errc::invalid_size, "size is zero");
   const auto* p = static_cast<const unsigned char*>(pointer);
-  std::lock_guard<std::mutex> guard(registry_lock);
-  auto it = registry.upper_bound(p);
-  if (it == registry.begin() || p >= std::prev(it)->first + std::prev(it)->second)
+  // Advice, prefetch and queries take raw pointers, and must refuse memory that is not managed the same way on
+  // every backend: the range registry knows which memory is.
+  const auto found = range_registry::find(pointer);
+  if (!found || found->kind != memory_kind::managed)
     return op.fail(errc::invalid_argument, fmt::format("{} is not in a managed allocation pvmm made", pointer),
                    "allocate it with pvmm::managed_allocation::create");
-  --it;
-  const std::size_t left = static_cast<std::size_t>(it->first + it->second - p);
+  const std::size_t left = static_cast<std::size_t>(found->end() - p);
   if (size > left)
     return op.fail(errc::out_of_range,
                    fmt::format("the range runs {:#x} bytes past its managed allocation [{}, +{:#x})", size - left,
-                               static_cast<const void*>(it->first), it->second));
-  return managed_span{it->first, it->second};
+                               found->base, found->size));
+  return managed_span{found->begin(), found->size};
 }
 
 /// Drops a freed allocation from the registry and the live count.
 void forget_managed(const void* data) noexcept {
-  {
-    std::lock_guard<std::mutex> guard(registry_lock);
-    registry.erase(static_cast<const unsigned char*>(data));
-  }
+  (void)range_registry::remove(data, memory_kind::managed, nullptr, 0);
   --live_managed;
 }
 
@@ -126,12 +116,12 @@ result<managed_allocation> managed_allocation::create(std::size_t size, attach_m
   auto rounded = detail::checked_round_up(size, detail::page());
   if (!rounded) return op.fail(errc::out_of_memory, "the size cannot exist");
   PVMM_TRY_ASSIGN(p, op.step("allocate_managed", [&] { return detail::backend::allocate_managed(*rounded, mode); }));
-  try {  // the record is made after the memory: a failure to make it must not leave the memory ownerless
-    std::lock_guard<std::mutex> guard(detail::registry_lock);
-    detail::registry.emplace(static_cast<const unsigned char*>(p), *rounded);
-  } catch (...) {
+  // The record is made after the memory: a failure to make it must not leave the memory ownerless.
+  detail::range_registry::range entry;
+  entry.base = p, entry.size = *rounded, entry.kind = memory_kind::managed, entry.device = 0, entry.attach = mode;
+  if (!detail::range_registry::add(entry)) {
     (void)detail::backend::free_managed(p);  // rollback: never fault-injected
-    throw;
+    return op.fail(errc::out_of_memory, "no host memory to record the managed allocation; it was freed");
   }
   ++detail::live_managed;
   return managed_allocation(p, *rounded);
@@ -238,8 +228,14 @@ status attach_async(const void* pointer, std::size_t size, attach_mode mode, str
   PVMM_TRY(detail::check_stream(on, op));
   if (mode != attach_mode::global && mode != attach_mode::host && mode != attach_mode::single)
     return op.fail(errc::invalid_argument, fmt::format("unknown attach mode {}", static_cast<int>(mode)));
-  return op.step("attach_managed",
-                 [&] { return detail::backend::attach_managed(on.native_handle(), on.device(), pointer, size, mode); });
+  PVMM_TRY(op.step("attach_managed", [&] {
+    return detail::backend::attach_managed(on.native_handle(), on.device(), pointer, size, mode);
+  }));
+  if (auto entry = detail::range_registry::find_start(pointer, memory_kind::managed)) {  // what query_pointer says
+    entry->attach = mode;
+    (void)detail::range_registry::update(*entry);
+  }
+  return {};
 }
 
 }  // namespace pvmm

@@ -4,7 +4,6 @@
 
 #include <unistd.h>
 
-#include <map>
 #include <mutex>
 
 #include <fmt/format.h>
@@ -14,24 +13,22 @@
 #include "core/device.hpp"
 #include "core/operation.hpp"
 #include "core/ownership.hpp"
+#include "core/range_registry.hpp"
 
 namespace pvmm {
 namespace detail {
 namespace {
 
-// Registered ranges and live pinned allocations by start, both under registry_lock. Process-wide because
-// page-locked memory is (the drivers keep one table per process). Pinned allocations are kept so that registering
-// one (or part of one) is already_registered on every backend: cuMemHostRegister refuses it as
-// CUDA_ERROR_INVALID_VALUE while mlock would lock it again.
-std::mutex registry_lock;
-std::map<const unsigned char*, std::size_t> registered, pinned;
+// Registered ranges and live pinned allocations are in the range registry, which answers the overlap rule.
+// registration_lock makes one step of "check for overlaps, register, record" and of "find, unregister, forget",
+// so two overlapping registrations cannot both pass the check; held across the driver call, as the drivers
+// serialise registration themselves. Process-wide because page-locked memory is (the drivers keep one table per
+// process).
+std::mutex registration_lock;
 
-/// Drops a freed pinned allocation from `pinned` and the live count.
+/// Drops a freed pinned allocation from the registry and the live count.
 void forget_pinned(const void* data) noexcept {
-  {
-    std::lock_guard<std::mutex> guard(registry_lock);
-    pinned.erase(static_cast<const unsigned char*>(data));
-  }
+  (void)range_registry::remove(data, memory_kind::pinned, nullptr, 0);
   --live_pinned;
 }
 
@@ -42,13 +39,36 @@ void free_pinned_owner(void* data, std::size_t size) noexcept {
   forget_pinned(data);
 }
 
-/// The entry of `family` that overlaps [p, p + size), or end() (under registry_lock).
-std::map<const unsigned char*, std::size_t>::const_iterator overlapping(
-    const std::map<const unsigned char*, std::size_t>& family, const unsigned char* p, std::size_t size) {
-  auto next = family.lower_bound(p);
-  if (next != family.begin() && std::prev(next)->first + std::prev(next)->second > p) return std::prev(next);
-  if (next != family.end() && next->first < p + size) return next;
-  return family.end();
+/// [pointer, pointer + size) overlaps no memory pvmm made (under registration_lock). A pinned allocation is
+/// page-locked memory as much as a registration is: overlapping either is already_registered (CUDA's driver refuses
+/// a pinned allocation as CUDA_ERROR_INVALID_VALUE while mlock would lock it again). Memory pvmm made for devices
+/// (reservations, pool and managed allocations) is not the program's host memory to lock: invalid_argument on
+/// every backend, though the host backend's would lock.
+status check_overlaps(const void* pointer, std::size_t size, const operation& op) {
+  const auto other = range_registry::find_overlapping(pointer, size);
+  if (!other) return {};
+  switch (other->kind) {
+    case memory_kind::pinned:
+      return op.fail(errc::already_registered,
+                     fmt::format("the range overlaps the pinned allocation [{}, +{:#x}), page-locked already",
+                                 other->base, other->size),
+                     "pinned memory needs no registration: use it as it is");
+    case memory_kind::registered:
+      return op.fail(
+          errc::already_registered,
+          fmt::format("the range overlaps the registration [{}, +{:#x}), registered already", other->base, other->size),
+          "unregister it first, or register only what is not");
+    default: {
+      const char* what = other->kind == memory_kind::device ? "address reservation"
+                         : other->kind == memory_kind::pool ? "pool allocation"
+                                                            : "managed allocation";
+      return op.fail(errc::invalid_argument,
+                     fmt::format("the range overlaps the {} [{}, +{:#x}): memory pvmm made for devices cannot be "
+                                 "page-locked",
+                                 what, other->base, other->size),
+                     "register host memory the program allocated itself, or use a pinned_allocation");
+    }
+  }
 }
 
 result<capabilities::host_memory_features> host_memory(const operation& op) {
@@ -99,20 +119,20 @@ status check_mapped(const void* pointer, std::size_t size, const operation& op) 
                  "register only memory the program has mapped (mmap, malloc, new)");
 }
 
-/// Forgets a registered range (under registry_lock).
-void forget(std::map<const unsigned char*, std::size_t>::iterator it) noexcept {
-  registered.erase(it);
+/// Forgets a registered range (under registration_lock).
+void forget_registered(const void* pointer) noexcept {
+  (void)range_registry::remove(pointer, memory_kind::registered, nullptr, 0);
   --live_registrations;
 }
 
 /// Teardown of a host_registration (destructor, move-assignment): never fault-injected; the range is forgotten
 /// whatever the driver says, since no owner is left to retry.
 void unregister_owner(void* pointer) noexcept {
-  std::lock_guard<std::mutex> guard(registry_lock);
-  auto it = registered.find(static_cast<const unsigned char*>(pointer));
-  if (it == registered.end()) return;                   // unregistered through unregister_host_memory already
-  (void)backend::unregister_host(pointer, it->second);  // teardown: never fault-injected
-  forget(it);
+  std::lock_guard<std::mutex> guard(registration_lock);
+  const auto range = range_registry::find_start(pointer, memory_kind::registered);
+  if (!range) return;                                    // unregistered through unregister_host_memory already
+  (void)backend::unregister_host(pointer, range->size);  // teardown: never fault-injected
+  forget_registered(pointer);
 }
 
 std::string options_text(const pinned_options& o) {
@@ -133,12 +153,12 @@ result<pinned_allocation> pinned_allocation::create(std::size_t size, const pinn
     return op.fail(errc::not_supported, "no page-locked allocations here", "capabilities.host_memory.pinned");
   PVMM_TRY(detail::check_options(options, caps, op));
   PVMM_TRY_ASSIGN(p, op.step("allocate_pinned", [&] { return detail::backend::allocate_pinned(size, options); }));
-  try {  // recorded after the memory: a failure to record must not leave it ownerless
-    std::lock_guard<std::mutex> guard(detail::registry_lock);
-    detail::pinned.emplace(static_cast<const unsigned char*>(p), size);
-  } catch (...) {
+  // Recorded after the memory: a failure to record must not leave it ownerless.
+  detail::range_registry::range entry;
+  entry.base = p, entry.size = size, entry.kind = memory_kind::pinned, entry.options = options;
+  if (!detail::range_registry::add(entry)) {
     (void)detail::backend::free_pinned(p, size);  // rollback: never fault-injected
-    throw;
+    return op.fail(errc::out_of_memory, "no host memory to record the pinned allocation; it was freed");
   }
   ++detail::live_pinned;
   return pinned_allocation(p, size, options.mapped);
@@ -178,28 +198,18 @@ status register_host_memory(void* pointer, std::size_t size, const pinned_option
     return op.fail(errc::not_supported, "host memory cannot be registered here",
                    "capabilities.host_memory.registration");
   PVMM_TRY(detail::check_options(options, caps, op));
-  const auto* p = static_cast<const unsigned char*>(pointer);
-  if (reinterpret_cast<std::uintptr_t>(p) > UINTPTR_MAX - size)
+  if (reinterpret_cast<std::uintptr_t>(pointer) > UINTPTR_MAX - size)
     return op.fail(errc::out_of_range, "the range wraps around the address space");
+  std::lock_guard<std::mutex> guard(detail::registration_lock);
+  PVMM_TRY(detail::check_overlaps(pointer, size, op));  // before check_mapped: names pvmm's range, not its pages
   PVMM_TRY(detail::check_mapped(pointer, size, op));
-  std::lock_guard<std::mutex> guard(detail::registry_lock);
-  // A pinned allocation is page-locked memory as much as a registration is: overlapping either is one answer.
-  if (auto other = detail::overlapping(detail::pinned, p, size); other != detail::pinned.end())
-    return op.fail(errc::already_registered,
-                   fmt::format("the range overlaps the pinned allocation [{}, +{:#x}), page-locked already",
-                               static_cast<const void*>(other->first), other->second),
-                   "pinned memory needs no registration: use it as it is");
-  if (auto other = detail::overlapping(detail::registered, p, size); other != detail::registered.end())
-    return op.fail(errc::already_registered,
-                   fmt::format("the range overlaps the registration [{}, +{:#x}), registered already",
-                               static_cast<const void*>(other->first), other->second),
-                   "unregister it first, or register only what is not");
   PVMM_TRY(op.step("register_host", [&] { return detail::backend::register_host(pointer, size, options); }));
-  try {  // recorded after the driver call: a failure to record must not leave the range locked and unowned
-    detail::registered.emplace(p, size);
-  } catch (...) {
+  // Recorded after the driver call: a failure to record must not leave the range locked and unowned.
+  detail::range_registry::range entry;
+  entry.base = pointer, entry.size = size, entry.kind = memory_kind::registered, entry.options = options;
+  if (!detail::range_registry::add(entry)) {
     (void)detail::backend::unregister_host(pointer, size);  // rollback: never fault-injected
-    throw;
+    return op.fail(errc::out_of_memory, "no host memory to record the registration; it was undone");
   }
   ++detail::live_registrations;
   return {};
@@ -208,16 +218,15 @@ status register_host_memory(void* pointer, std::size_t size, const pinned_option
 status unregister_host_memory(void* pointer) {
   auto args = [&] { return fmt::format("pointer={}", pointer); };
   const detail::operation op{"pvmm::unregister_host_memory", args};
-  std::lock_guard<std::mutex> guard(detail::registry_lock);
-  auto it = detail::registered.find(static_cast<const unsigned char*>(pointer));
-  if (it == detail::registered.end())
-    return op.fail(errc::not_registered, fmt::format("{} does not start a registered range", pointer));
-  auto done = op.step("unregister_host", [&] { return detail::backend::unregister_host(pointer, it->second); });
+  std::lock_guard<std::mutex> guard(detail::registration_lock);
+  const auto range = detail::range_registry::find_start(pointer, memory_kind::registered);
+  if (!range) return op.fail(errc::not_registered, fmt::format("{} does not start a registered range", pointer));
+  auto done = op.step("unregister_host", [&] { return detail::backend::unregister_host(pointer, range->size); });
   // A failure keeps the range so that a retry can succeed, unless the driver has no record of it (then a retry
   // never would, and keeping it would refuse new memory at that address forever). Memory the program unmapped
   // first unregisters successfully: cuMemHostUnregister succeeds there (driver 580, measured), and so does the
   // host backend (the lock went with the mapping).
-  if (done || done.code() == errc::not_registered) detail::forget(it);
+  if (done || done.code() == errc::not_registered) detail::forget_registered(pointer);
   return done;
 }
 

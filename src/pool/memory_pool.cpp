@@ -75,7 +75,8 @@ status free(pool_state& pool, void* pointer, stream_ref on, pool_state::holder b
   auto call = [&] { return backend::free_to_pool(pointer, on.native_handle(), on.device()); };
   auto ok = teardown ? call() : op.step("free_to_pool", call);
   if (!ok) {
-    (void)pool.add_live(pointer, *size, by);  // still live: the caller may try again
+    // Still live: the caller may try again (an owner's teardown cannot, and its record would outlive the pool).
+    if (!teardown) (void)pool.add_live(pointer, *size, by);
     return teardown ? status(op.wrap(std::move(ok).error())) : ok;
   }
   --live_pool_allocations;

@@ -6,6 +6,7 @@
 
 #include "backend/pool.hpp"
 #include "core/ownership.hpp"
+#include "core/range_registry.hpp"
 
 namespace pvmm::detail {
 namespace {
@@ -35,43 +36,33 @@ pool_state::~pool_state() {
     all.erase(std::find(all.begin(), all.end(), this));
   }
   if (owned) (void)backend::destroy_pool(handle);  // teardown: never fault-injected
-  live.release();
   --live_pools;
 }
 
 pool_state::recorded pool_state::add_live(void* p, std::size_t size, holder by) {
-  std::lock_guard<spin_lock> guard(lock);
-  if (live.find(key(p), any)) return recorded::present;
-  if (!live.insert(key(p), live_entry{size, by})) return recorded::no_memory;
+  std::lock_guard<spin_lock> guard(lock);  // one step with raw_live: a raw free never sees it behind the registry
+  if (range_registry::find_start(p, memory_kind::pool, this)) return recorded::present;
+  range_registry::range entry;
+  entry.base = p, entry.size = size, entry.kind = memory_kind::pool, entry.device = device, entry.owner = this;
+  entry.holder = static_cast<std::uint8_t>(by);
+  if (!range_registry::add(entry)) return recorded::no_memory;
   if (by == holder::raw) ++raw_live;
   return recorded::added;
 }
 
 std::optional<std::size_t> pool_state::take_live(const void* p, holder by, bool& other) {
   std::lock_guard<spin_lock> guard(lock);
-  other = false;
-  auto* e = live.find(key(p), any);
-  if (!e) return std::nullopt;
-  if (e->value.by != by) {
-    other = true;
-    return std::nullopt;
-  }
-  const std::size_t size = e->value.size;
-  live.erase(e);
+  range_registry::range taken;
+  const auto done = range_registry::remove(p, memory_kind::pool, this, static_cast<std::uint8_t>(by), &taken);
+  other = done == range_registry::removal::held_otherwise;
+  if (done != range_registry::removal::removed) return std::nullopt;
   if (by == holder::raw) --raw_live;
-  return size;
+  return taken.size;
 }
 
 std::optional<std::size_t> pool_state::live_size(const void* p) const {
-  std::lock_guard<spin_lock> guard(lock);
-  if (auto* e = live.find(key(p), any)) return e->value.size;
+  if (auto found = range_registry::find_start(p, memory_kind::pool, this)) return found->size;
   return std::nullopt;
-}
-
-bool pool_state::holds_raw(const void* p) const {
-  std::lock_guard<spin_lock> guard(lock);
-  auto* e = live.find(key(p), any);
-  return e && e->value.by == holder::raw;
 }
 
 void pool_state::owner_gone(std::shared_ptr<pool_state> state) noexcept {
@@ -91,11 +82,14 @@ error empty_pool(const operation& op) {
 }
 
 std::shared_ptr<pool_state> pool_holding_raw(const void* p) {
+  // Under directory_lock: a state leaves the directory in its destructor, so one found here is not freed meanwhile.
   std::lock_guard<std::mutex> guard(directory_lock);
-  for (pool_state* s : directory())
-    if (s->holds_raw(p))
-      if (auto alive = s->weak_from_this().lock()) return alive;  // null while its destructor waits for the lock
-  return nullptr;
+  auto found = range_registry::find_start(p, memory_kind::pool);
+  if (!found || found->holder != static_cast<std::uint8_t>(pool_state::holder::raw)) return nullptr;
+  auto& all = directory();
+  if (std::find(all.begin(), all.end(), found->owner) == all.end()) return nullptr;
+  // Null while its destructor waits for the lock.
+  return static_cast<pool_state*>(const_cast<void*>(found->owner))->weak_from_this().lock();
 }
 
 }  // namespace pvmm::detail

@@ -1,5 +1,6 @@
 // The state behind a memory_pool owner and its allocations: the backend handle, the allocations the pool has
-// handed out (so a foreign pointer or a second free is refused before the driver), and the pool's lifetime.
+// handed out (in the range registry, owned by this state: a foreign pointer or a second free is refused before the
+// driver), and the pool's lifetime.
 //
 // Lifetime (invariant 17): a pool lives while its owner, a pool_allocation, or a raw allocation (allocate_async)
 // does. pool_allocations hold the state by shared_ptr. Raw pointers cannot, so when the owner goes while raw
@@ -18,7 +19,6 @@
 #include <pvmm/memory_pool.hpp>
 
 #include "core/operation.hpp"
-#include "core/probe_table.hpp"
 #include "core/spin_lock.hpp"
 
 namespace pvmm::detail {
@@ -32,10 +32,6 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
 
   /// Who owns an allocation: a pool_allocation (which holds this state) or the caller, by raw pointer.
   enum class holder : std::uint8_t { owner, raw };
-  struct live_entry {
-    std::size_t size;
-    holder by;
-  };
 
   enum class recorded { added, present, no_memory };
   /// Records an allocation handed out (or imported), unless it is recorded already.
@@ -44,7 +40,6 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   /// otherwise is reported in `other` and stays live.
   std::optional<std::size_t> take_live(const void* p, holder by, bool& other);
   std::optional<std::size_t> live_size(const void* p) const;
-  bool holds_raw(const void* p) const;
 
   /// The owner is gone: keeps this state alive while raw allocations are live.
   static void owner_gone(std::shared_ptr<pool_state> state) noexcept;
@@ -59,12 +54,8 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   std::atomic<bool> exported{false};  // export_posix_fd has succeeded once: pointers may be exported from then on
 
  private:
-  static std::uint64_t key(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
-  static bool any(const live_entry&) { return true; }
-  mutable spin_lock lock;
-  // Allocations handed out and not yet freed (pointer -> size, holder): flat, nothing allocated per allocation.
-  probe_table<live_entry> live;
-  std::size_t raw_live = 0;
+  mutable spin_lock lock;                // guards raw_live and orphaned
+  std::size_t raw_live = 0;              // raw allocations in the range registry
   std::shared_ptr<pool_state> orphaned;  // set while the owner is gone and raw allocations remain
 };
 

@@ -5,10 +5,10 @@
 
 #include "backend/device.hpp"
 #include "backend/stream.hpp"
-#include "core/address_registry.hpp"
 #include "core/device.hpp"
 #include "core/operation.hpp"
 #include "core/ownership.hpp"
+#include "core/range_registry.hpp"
 #include "stream/stream_checks.hpp"
 
 namespace pvmm {
@@ -72,10 +72,14 @@ status stream_ref::copy_async(void* destination, const void* source, std::size_t
   PVMM_TRY(detail::check_stream(*this, op));
   if (size == 0) return {};
   if (!destination || !source) return op.fail(errc::invalid_argument, "a copy end is null");
-  // Only a backend that stages pageable sources itself asks (the drivers tell pageable memory apart).
-  const bool stage = detail::backend::traits.copy_stages_pageable && !detail::address_registry::contains(source);
+  // The one place that tells pageable memory apart: memory the range registry does not know is pageable. Only a
+  // backend that stages pageable sources asks (the drivers tell pageable memory apart themselves).
+  using detail::backend::source_read;
+  const source_read read = detail::backend::traits.copy_stages_pageable && !detail::range_registry::find(source)
+                               ? source_read::stage
+                               : source_read::in_stream_order;
   return op.step("copy_async",
-                 [&] { return detail::backend::copy_async(destination, source, size, handle_, device_, stage); });
+                 [&] { return detail::backend::copy_async(destination, source, size, handle_, device_, read); });
 }
 
 result<stream> stream::create(int device) {
