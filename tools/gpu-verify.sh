@@ -3,6 +3,7 @@
 # GPU when there are several) and the examples, for each backend that runs on NVIDIA GPUs:
 #   cuda          the CUDA driver backend
 #   hip-nvidia    the hip backend on HIP's NVIDIA platform (HIP's CUDA mapping), when .deps/hip-nvidia has the headers
+#   host          the host backend (not a GPU run: CI's suite, built where there are cores to spare)
 # The GPU machines have no package manager: fmt and doctest come unpacked in .deps/root, and the HIP headers in
 # .deps/hip-nvidia (tools/fetch-deps.sh; carry ".deps").
 # Usage: [PVMM_VERIFY="cuda hip-nvidia"] tools/gpu-verify.sh [build-root]     (writes logs to $OUT when set)
@@ -58,6 +59,7 @@ verify() {  # verify <name> <cmake args...>
 for backend in ${PVMM_VERIFY:-cuda hip-nvidia}; do
   case $backend in
     cuda) verify cuda -DPVMM_BACKEND=cuda ;;
+    host) verify host -DPVMM_BACKEND=host ;;  # the CI suite on a machine with cores to spare
     hip-nvidia)
       if [ -f .deps/hip-nvidia/include/hip/nvidia_detail/nvidia_hip_runtime_api.h ]; then
         verify hip-nvidia -DPVMM_BACKEND=hip -DPVMM_HIP_PLATFORM=nvidia -DPVMM_HIP_ROOT="$PWD/.deps/hip-nvidia"

@@ -168,6 +168,13 @@ std::string verdict::text() const {
   return out;
 }
 
+std::string no_device_reason() {
+  const auto backend = pvmm::query_backend();
+  if (!backend.available) return backend.name + " backend unavailable: " + backend.unavailable_reason;
+  if (pvmm::device_count().value_or(0) < 1) return "no device";
+  return {};
+}
+
 std::size_t open_fd_count() {
   std::size_t n = 0;
   if (DIR* d = ::opendir("/proc/self/fd")) {

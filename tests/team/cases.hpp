@@ -32,6 +32,9 @@ verdict run_case(const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks);
 /// The cases, for the suites that list them.
 const std::vector<std::string>& case_names();
 
+/// Why teams cannot run here (no backend or no device), or empty.
+std::string no_device_reason();
+
 /// fds this process has open (for the cycles case and the suites' leak checks).
 std::size_t open_fd_count();
 

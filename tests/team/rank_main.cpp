@@ -89,7 +89,9 @@ int main(int argc, char** argv) {
   if (adapter == "endpoints") b = pvmm::make_endpoint_bootstrap(meeting, rank, size, 20s, o);
   if (adapter == "store") b = pvmm::make_store_bootstrap(directory_store(meeting), "team", rank, size, 20s, o);
   int status = 0;
-  if (!b) {
+  if (const auto why = pvmm_team_test::no_device_reason(); !why.empty()) {
+    std::printf("[pvmm-skip] %s\n", why.c_str());  // every rank says it, so mpirun's output has it
+  } else if (!b) {
     std::fprintf(stderr, "rank %d: bootstrap: %s\n", rank, b.error().message().c_str());
     status = 1;
   } else {

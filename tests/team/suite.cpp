@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -132,6 +133,11 @@ std::string scratch_directory() {
 
 void for_each_size(const std::string& adapter_name, const std::string& name, int ranks_per_node,
                    const std::function<void(const case_params&, int)>& run) {
+  if (const auto why = pvmm_team_test::no_device_reason(); !why.empty()) {
+    std::printf("[pvmm-skip] %s\n", why.c_str());
+    std::fflush(stdout);
+    return;
+  }
   for (int n : {1, 2, 4, 8}) {
     if (!applies(name, n)) continue;
     case_params p;
