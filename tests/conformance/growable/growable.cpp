@@ -146,7 +146,7 @@ TEST_SUITE("growable buffer") {
 
   PVMM_CASE("release gives every chunk and range back now; twice is already_released") {
     PVMM_REQUIRE_DEVICE();
-    auto buffer = growable_buffer::create(small_options(2)).value();
+    auto buffer = growable_buffer::create(granule_chunks(2)).value();
     const std::size_t c = buffer.chunk_size();
     buffer.resize(3 * c).value();  // past the first range: two reservations, three chunks
     write_words(buffer.data(), pattern(3 * c, 70));
