@@ -28,6 +28,7 @@ struct owner_access;
 /// may not overlap any other use of that owner. Different owners of the same memory are independent.
 class physical_allocation : detail::move_only {
  public:
+  physical_allocation() noexcept = default;  ///< empty (the private constructor below hides the implicit one)
   /// Physical memory of `size` bytes (a nonzero multiple of query_granularity(properties).minimum).
   static result<physical_allocation> create(std::size_t size, const allocation_properties& properties);
 

@@ -44,6 +44,7 @@ struct resize_outcome {
 /// Owns a growable buffer: its reservations and chunks. Move-only.
 class growable_buffer : detail::move_only {
  public:
+  growable_buffer() noexcept = default;  ///< empty (the private constructor below hides the implicit one)
   static result<growable_buffer> create(const growable_options& options);
 
   /// Grows or shrinks the mapped size to cover `size` bytes (rounded up to whole chunks).

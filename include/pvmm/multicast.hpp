@@ -33,6 +33,7 @@ result<granularity> multicast_granularity(const multicast_properties& properties
 /// not overlap each other on one object; release, moving and destruction may not overlap any other use of it.
 class multicast_object : detail::move_only {
  public:
+  multicast_object() noexcept = default;  ///< empty (the private constructor below hides the implicit one)
   static result<multicast_object> create(const multicast_properties& properties);
   static result<multicast_object> import_posix_fd(int fd, std::size_t size);
   static result<multicast_object> import_fabric(const fabric_handle& handle, std::size_t size);

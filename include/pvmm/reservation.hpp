@@ -41,6 +41,7 @@ struct reservation_recycler {
 /// mapped allocations stay alive as long as a mapping refers to them.
 class address_reservation : detail::move_only {
  public:
+  address_reservation() noexcept = default;  ///< empty (the private constructor below hides the implicit one)
   /// Reserves `size` bytes (a multiple of reservation_granularity()) aligned to `alignment` (0 or a power of two;
   /// the range is aligned to at least reservation_granularity()), at `fixed_address` when given.
   static result<address_reservation> reserve(std::size_t size, std::size_t alignment = 0,
