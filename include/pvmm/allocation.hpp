@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 
+#include <pvmm/detail/unique_owner.hpp>
 #include <pvmm/error.hpp>
 #include <pvmm/owned_fd.hpp>
 #include <pvmm/types.hpp>
@@ -25,15 +26,9 @@ struct owner_access;
 /// Threading: create, import and retain may run on any thread. The const members (size, properties, export)
 /// of one owner may be called from several threads at once; release, moving and destruction of one owner
 /// may not overlap any other use of that owner. Different owners of the same memory are independent.
-class physical_allocation {
+class physical_allocation : detail::move_only {
  public:
-  physical_allocation() noexcept;
-  physical_allocation(physical_allocation&&) noexcept;
-  physical_allocation& operator=(physical_allocation&&) noexcept;
-  physical_allocation(const physical_allocation&) = delete;
-  physical_allocation& operator=(const physical_allocation&) = delete;
-  ~physical_allocation();
-
+  physical_allocation() noexcept = default;  ///< empty (the private constructor below hides the implicit one)
   /// Physical memory of `size` bytes (a nonzero multiple of query_granularity(properties).minimum).
   static result<physical_allocation> create(std::size_t size, const allocation_properties& properties);
 

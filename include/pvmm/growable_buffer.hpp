@@ -19,6 +19,7 @@
 #include <vector>
 
 #include <pvmm/allocation.hpp>
+#include <pvmm/detail/unique_owner.hpp>
 #include <pvmm/error.hpp>
 #include <pvmm/reservation.hpp>
 #include <pvmm/types.hpp>
@@ -41,15 +42,9 @@ struct resize_outcome {
 };
 
 /// Owns a growable buffer: its reservations and chunks. Move-only.
-class growable_buffer {
+class growable_buffer : detail::move_only {
  public:
-  growable_buffer() noexcept;
-  growable_buffer(growable_buffer&&) noexcept;
-  growable_buffer& operator=(growable_buffer&&) noexcept;
-  growable_buffer(const growable_buffer&) = delete;
-  growable_buffer& operator=(const growable_buffer&) = delete;
-  ~growable_buffer();
-
+  growable_buffer() noexcept = default;  ///< empty (the private constructor below hides the implicit one)
   static result<growable_buffer> create(const growable_options& options);
 
   /// Grows or shrinks the mapped size to cover `size` bytes (rounded up to whole chunks).
@@ -73,8 +68,13 @@ class growable_buffer {
 
  private:
   struct state;
-  explicit growable_buffer(std::unique_ptr<state> s) noexcept;
-  std::unique_ptr<state> state_;
+  /// Destroys the state where it is complete (ranges unmap and free; chunks release after their mappings).
+  struct state_deleter {
+    void operator()(state* s) const noexcept;
+  };
+  using state_owner = std::unique_ptr<state, state_deleter>;
+  explicit growable_buffer(state_owner s) noexcept;
+  state_owner state_;
 };
 
 }  // namespace pvmm

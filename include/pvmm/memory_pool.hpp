@@ -171,13 +171,12 @@ class pool_allocation
 };
 
 /// A stream-ordered memory pool: one pvmm created (owned), or a device's default pool (borrowed). Move-only.
-class memory_pool {
+class memory_pool : detail::move_only {
  public:
-  memory_pool() noexcept;
-  memory_pool(memory_pool&&) noexcept;
+  memory_pool() noexcept = default;
+  memory_pool(memory_pool&&) noexcept = default;
+  /// These two tell the pool its owner is gone (it lives on while raw allocations do), beyond dropping the state.
   memory_pool& operator=(memory_pool&&) noexcept;
-  memory_pool(const memory_pool&) = delete;
-  memory_pool& operator=(const memory_pool&) = delete;
   ~memory_pool();
 
   static result<memory_pool> create(const pool_properties& properties);

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include <pvmm/allocation.hpp>
+#include <pvmm/detail/unique_owner.hpp>
 #include <pvmm/error.hpp>
 #include <pvmm/owned_fd.hpp>
 #include <pvmm/types.hpp>
@@ -30,15 +31,9 @@ result<granularity> multicast_granularity(const multicast_properties& properties
 /// Threading: create and import may run on any thread. The const members (size, export, native_handle) of one
 /// owner may be called from several threads at once; add_device, bind_memory and unbind change the team and may
 /// not overlap each other on one object; release, moving and destruction may not overlap any other use of it.
-class multicast_object {
+class multicast_object : detail::move_only {
  public:
-  multicast_object() noexcept;
-  multicast_object(multicast_object&&) noexcept;
-  multicast_object& operator=(multicast_object&&) noexcept;
-  multicast_object(const multicast_object&) = delete;
-  multicast_object& operator=(const multicast_object&) = delete;
-  ~multicast_object();
-
+  multicast_object() noexcept = default;  ///< empty (the private constructor below hides the implicit one)
   static result<multicast_object> create(const multicast_properties& properties);
   static result<multicast_object> import_posix_fd(int fd, std::size_t size);
   static result<multicast_object> import_fabric(const fabric_handle& handle, std::size_t size);

@@ -21,6 +21,7 @@
 #include <memory>
 
 #include <pvmm/allocation.hpp>
+#include <pvmm/detail/unique_owner.hpp>
 #include <pvmm/error.hpp>
 #include <pvmm/multicast.hpp>
 #include <pvmm/types.hpp>
@@ -38,15 +39,9 @@ struct reservation_recycler {
 /// Owns one reserved virtual address range and every mapping made inside it. Move-only.
 /// The destructor unmaps whatever is still mapped, then frees the range with its exact (address, size);
 /// mapped allocations stay alive as long as a mapping refers to them.
-class address_reservation {
+class address_reservation : detail::move_only {
  public:
-  address_reservation() noexcept;
-  address_reservation(address_reservation&&) noexcept;
-  address_reservation& operator=(address_reservation&&) noexcept;
-  address_reservation(const address_reservation&) = delete;
-  address_reservation& operator=(const address_reservation&) = delete;
-  ~address_reservation();
-
+  address_reservation() noexcept = default;  ///< empty (the private constructor below hides the implicit one)
   /// Reserves `size` bytes (a multiple of reservation_granularity()) aligned to `alignment` (0 or a power of two;
   /// the range is aligned to at least reservation_granularity()), at `fixed_address` when given.
   static result<address_reservation> reserve(std::size_t size, std::size_t alignment = 0,

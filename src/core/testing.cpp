@@ -27,26 +27,29 @@ result<int> copy_device(const void* mapped, int device, const detail::operation&
   }
   return op.fail(errc::not_mapped, "no device has access to the address");
 }
-}  // namespace
 
-status copy_to_mapping(void* destination, const void* source, std::size_t size, int device) {
+/// Both directions alike: `mapped` is the side whose device is looked up; `name` and `mapped_arg` name the call.
+template <class Copy>
+status copy_mapped(void* destination, const void* source, std::size_t size, int device, const void* mapped,
+                   const char* name, const char* mapped_arg, Copy copy) {
   if (size == 0) return {};  // nothing to move; the pointers may be null (memcpy must not see them)
-  auto args = [&] { return fmt::format("destination={}, size={:#x}, device={}", destination, size, device); };
-  const detail::operation op{"pvmm::testing::copy_to_mapping", args};
-  PVMM_TRY_ASSIGN(d, copy_device(destination, device, op));
-  auto ok = detail::backend::copy_to_mapping(destination, source, size, d);
+  auto args = [&] { return fmt::format("{}={}, size={:#x}, device={}", mapped_arg, mapped, size, device); };
+  const detail::operation op{name, args};
+  PVMM_TRY_ASSIGN(d, copy_device(mapped, device, op));
+  auto ok = copy(destination, source, size, d);
   if (!ok) return op.wrap(std::move(ok).error());
   return {};
 }
+}  // namespace
+
+status copy_to_mapping(void* destination, const void* source, std::size_t size, int device) {
+  return copy_mapped(destination, source, size, device, destination, "pvmm::testing::copy_to_mapping", "destination",
+                     detail::backend::copy_to_mapping);
+}
 
 status copy_from_mapping(void* destination, const void* source, std::size_t size, int device) {
-  if (size == 0) return {};  // nothing to move; the pointers may be null (memcpy must not see them)
-  auto args = [&] { return fmt::format("source={}, size={:#x}, device={}", source, size, device); };
-  const detail::operation op{"pvmm::testing::copy_from_mapping", args};
-  PVMM_TRY_ASSIGN(d, copy_device(source, device, op));
-  auto ok = detail::backend::copy_from_mapping(destination, source, size, d);
-  if (!ok) return op.wrap(std::move(ok).error());
-  return {};
+  return copy_mapped(destination, source, size, device, source, "pvmm::testing::copy_from_mapping", "source",
+                     detail::backend::copy_from_mapping);
 }
 
 result<bool> write_faults(void* address) {

@@ -145,8 +145,6 @@ result<pool_pointer_export> pool_allocation::export_pointer() const {
 
 // ---- memory_pool ----
 
-memory_pool::memory_pool() noexcept = default;
-memory_pool::memory_pool(memory_pool&&) noexcept = default;
 memory_pool& memory_pool::operator=(memory_pool&& other) noexcept {
   if (this != &other) {
     detail::pool_state::owner_gone(std::move(state_));

@@ -30,15 +30,20 @@ status set_attributes(pool_handle h, std::uint64_t release_threshold, bool follo
   return {};
 }
 
+namespace {
+/// One attribute read as a step of `op` (fault injection and call counting see it).
+result<std::uint64_t> get_attribute(pool_handle h, backend::pool_attribute which, const operation& op) {
+  return op.step("get_pool_attribute", [&] { return backend::get_pool_attribute(h, which); });
+}
+}  // namespace
+
 }  // namespace detail
 
 result<pool_attributes> memory_pool::attributes() const {
   const detail::operation op{"pvmm::memory_pool::attributes"};
   if (!state_) return detail::empty_pool(op);
   using detail::backend::pool_attribute;
-  auto get = [&](pool_attribute which) {
-    return op.step("get_pool_attribute", [&] { return detail::backend::get_pool_attribute(state_->handle, which); });
-  };
+  auto get = [&](pool_attribute which) { return detail::get_attribute(state_->handle, which, op); };
   PVMM_TRY_ASSIGN(threshold, get(pool_attribute::release_threshold));
   PVMM_TRY_ASSIGN(follow, get(pool_attribute::reuse_follow_event_dependencies));
   PVMM_TRY_ASSIGN(opportunistic, get(pool_attribute::reuse_opportunistic));
@@ -66,9 +71,7 @@ result<pool_usage> memory_pool::usage() const {
   const detail::operation op{"pvmm::memory_pool::usage"};
   if (!state_) return detail::empty_pool(op);
   using detail::backend::pool_attribute;
-  auto get = [&](pool_attribute which) {
-    return op.step("get_pool_attribute", [&] { return detail::backend::get_pool_attribute(state_->handle, which); });
-  };
+  auto get = [&](pool_attribute which) { return detail::get_attribute(state_->handle, which, op); };
   pool_usage u;
   PVMM_TRY_ASSIGN(rc, get(pool_attribute::reserved_current));
   PVMM_TRY_ASSIGN(rh, get(pool_attribute::reserved_high));

@@ -67,10 +67,6 @@ result<physical_allocation> adopt_import(allocation_handle handle, std::size_t s
 
 using detail::owner_access;
 
-physical_allocation::physical_allocation() noexcept = default;
-physical_allocation::physical_allocation(physical_allocation&&) noexcept = default;
-physical_allocation& physical_allocation::operator=(physical_allocation&&) noexcept = default;
-physical_allocation::~physical_allocation() = default;
 physical_allocation::physical_allocation(std::shared_ptr<detail::allocation_state> state) noexcept
     : state_(std::move(state)) {}
 

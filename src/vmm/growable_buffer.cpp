@@ -130,11 +130,8 @@ struct growable_buffer::state {
   }
 };
 
-growable_buffer::growable_buffer() noexcept = default;
-growable_buffer::growable_buffer(growable_buffer&&) noexcept = default;
-growable_buffer& growable_buffer::operator=(growable_buffer&&) noexcept = default;
-growable_buffer::~growable_buffer() = default;  // ranges unmap and free; chunks release after their mappings
-growable_buffer::growable_buffer(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
+void growable_buffer::state_deleter::operator()(state* s) const noexcept { delete s; }
+growable_buffer::growable_buffer(state_owner s) noexcept : state_(std::move(s)) {}
 
 void* growable_buffer::data() const noexcept { return state_ ? state_->base() : nullptr; }
 std::size_t growable_buffer::size() const noexcept { return state_ ? state_->chunks.size() * state_->chunk : 0; }
@@ -183,7 +180,7 @@ result<growable_buffer> growable_buffer::create(const growable_options& options)
   }
   auto g = query_granularity(options.properties);
   if (!g) return std::move(g).error();
-  auto s = std::make_unique<state>();
+  state_owner s(new state());
   s->options = options;
   if (options.chunk_size) {
     s->chunk = options.chunk_size;

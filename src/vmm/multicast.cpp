@@ -27,10 +27,6 @@ multicast_object adopt(multicast_handle h, std::size_t size) {
 }
 }  // namespace
 
-multicast_object::multicast_object() noexcept = default;
-multicast_object::multicast_object(multicast_object&&) noexcept = default;
-multicast_object& multicast_object::operator=(multicast_object&&) noexcept = default;
-multicast_object::~multicast_object() = default;
 multicast_object::multicast_object(std::shared_ptr<detail::allocation_state> state) noexcept
     : state_(std::move(state)) {}
 std::size_t multicast_object::size() const noexcept { return state_ ? state_->size : 0; }

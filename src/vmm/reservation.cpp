@@ -172,10 +172,6 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
 using detail::call_backend;
 using detail::owner_access;
 
-address_reservation::address_reservation() noexcept = default;
-address_reservation::address_reservation(address_reservation&&) noexcept = default;
-address_reservation& address_reservation::operator=(address_reservation&&) noexcept = default;
-address_reservation::~address_reservation() = default;
 address_reservation::address_reservation(state_owner state) noexcept : state_(std::move(state)) {}
 
 void* address_reservation::address() const noexcept { return state_ ? state_->address : nullptr; }

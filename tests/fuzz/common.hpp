@@ -2,12 +2,12 @@
 // target checks that nothing it was handed stays open: a leak is a finding like a crash).
 #pragma once
 
-#include <dirent.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+
+#include "../conformance/common/open_fds.hpp"
 
 namespace pvmm_fuzz {
 
@@ -22,14 +22,7 @@ struct input {
   }
 };
 
-inline std::size_t open_fds() {
-  std::size_t n = 0;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (::readdir(d)) ++n;
-    ::closedir(d);
-  }
-  return n;
-}
+using pvmm_test::open_fd_count;
 
 /// A broken invariant: report it and abort, so libFuzzer saves the input.
 [[noreturn]] inline void finding(const char* what) {

@@ -63,7 +63,7 @@ int make_fd(std::uint8_t kind, std::uint8_t pages, std::vector<pvmm::physical_al
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   pvmm_fuzz::input in{data, size};
-  const std::size_t before_fds = pvmm_fuzz::open_fds();
+  const std::size_t before_fds = pvmm_fuzz::open_fd_count();
   const auto before_live = pvmm::query_live_objects();
   {
     std::vector<pvmm::physical_allocation> keep;  // the exporters' side of pvmm's own exports
@@ -89,7 +89,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (int fd : fds)
       if (fd >= 0) ::close(fd);
   }
-  if (pvmm_fuzz::open_fds() != before_fds) pvmm_fuzz::finding("fds leaked");
+  if (pvmm_fuzz::open_fd_count() != before_fds) pvmm_fuzz::finding("fds leaked");
   if (!(pvmm::query_live_objects() == before_live)) pvmm_fuzz::finding("pvmm objects leaked");
   return 0;
 }

@@ -134,7 +134,7 @@ void pointer_record(world& w, pvmm_fuzz::input in) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static world w;
   pvmm_fuzz::input in{data, size};
-  const auto fds = pvmm_fuzz::open_fds();
+  const auto fds = pvmm_fuzz::open_fd_count();
   const auto live = pvmm::query_live_objects();
   const std::uint8_t mode = in.byte() % 4;  // odd: a message; 0: a record; 2: a file
   if (mode & 1)
@@ -143,7 +143,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     pointer_record(w, in);
   else
     pool_file(w, in);
-  if (pvmm_fuzz::open_fds() != fds) pvmm_fuzz::finding("an fd leaked");
+  if (pvmm_fuzz::open_fd_count() != fds) pvmm_fuzz::finding("an fd leaked");
   if (!(pvmm::query_live_objects() == live)) pvmm_fuzz::finding("a pvmm object leaked");
   return 0;
 }

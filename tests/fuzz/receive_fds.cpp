@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t max_payload = payload_limit == 0xff ? std::numeric_limits<std::size_t>::max() : payload_limit;
   const std::uint8_t options = in.byte();
 
-  const std::size_t before = pvmm_fuzz::open_fds();
+  const std::size_t before = pvmm_fuzz::open_fd_count();
   {
     int sv[2];
     if (::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) != 0) return 0;
@@ -92,6 +92,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ::close(sv[0]);
     ::close(sv[1]);
   }
-  if (pvmm_fuzz::open_fds() != before) pvmm_fuzz::finding("fds leaked");
+  if (pvmm_fuzz::open_fd_count() != before) pvmm_fuzz::finding("fds leaked");
   return 0;
 }

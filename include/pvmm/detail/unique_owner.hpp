@@ -25,6 +25,19 @@
 
 namespace pvmm::detail {
 
+/// Base of an owner whose state is one member that moves and cleans itself up (a shared_ptr, or a unique_ptr with
+/// an out-of-line deleter): copying is deleted, the rest stays implicit, so the owner declares no special members
+/// (a moved-from member is null, which is what "empty, errc::already_released" reads).
+class move_only {
+ protected:
+  move_only() noexcept = default;
+  move_only(move_only&&) noexcept = default;
+  move_only& operator=(move_only&&) noexcept = default;
+  move_only(const move_only&) = delete;
+  move_only& operator=(const move_only&) = delete;
+  ~move_only() = default;
+};
+
 /// The Extra of a (pointer, size) owner that keeps nothing else.
 struct no_extra {};
 

@@ -2,6 +2,10 @@
 #include <string>
 #include <type_traits>
 
+#include <pvmm/growable_buffer.hpp>
+#include <pvmm/memory_pool.hpp>
+#include <pvmm/reservation.hpp>
+
 #include "support.hpp"
 
 using namespace pvmm;
@@ -38,5 +42,19 @@ TEST_SUITE("api") {
     b.bytes[0] = 1;
     CHECK(a != b);
     static_assert(!std::is_convertible_v<stream_handle, event_handle>, "handle types stay distinct");
+  }
+
+  TEST_CASE("owners over shared state stay move-only with noexcept moves and destructor (detail::move_only)") {
+    auto move_only = [](auto tag) {
+      using T = typename decltype(tag)::type;
+      return !std::is_copy_constructible_v<T> && !std::is_copy_assignable_v<T> &&
+             std::is_nothrow_default_constructible_v<T> && std::is_nothrow_move_constructible_v<T> &&
+             std::is_nothrow_move_assignable_v<T> && std::is_nothrow_destructible_v<T>;
+    };
+    CHECK(move_only(std::common_type<physical_allocation>{}));
+    CHECK(move_only(std::common_type<multicast_object>{}));
+    CHECK(move_only(std::common_type<address_reservation>{}));
+    CHECK(move_only(std::common_type<growable_buffer>{}));
+    CHECK(move_only(std::common_type<memory_pool>{}));
   }
 }

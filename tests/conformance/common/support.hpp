@@ -2,7 +2,6 @@
 // device, error assertions, and small helpers. Backend-neutral: nothing here names a backend.
 #pragma once
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -30,6 +29,7 @@
 #include <pvmm/testing.hpp>
 
 #include "data.hpp"
+#include "open_fds.hpp"
 
 namespace doctest {
 template <>
@@ -50,15 +50,6 @@ struct StringMaker<std::optional<pvmm::location>> {
 extern char** environ;
 
 namespace pvmm_test {
-
-inline std::size_t open_fd_count() {
-  std::size_t n = 0;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (::readdir(d)) ++n;
-    ::closedir(d);
-  }
-  return n;
-}
 
 /// Mappings of pvmm host memory the kernel still holds (host backend; 0 elsewhere).
 inline std::size_t kernel_pvmm_mappings() {
