@@ -41,7 +41,8 @@ int allgather(std::shared_ptr<pvmm::bootstrap> ranks) {
   const int me = window.rank(), n = window.size();
   for (int r = 0; r < n; ++r)
     if (!window.mapped(r)) {
-      std::printf("%s: rank %d: FAIL: rank %d is not mapped here: %s\n", name, me, r, window.unmapped_reason(r).c_str());
+      std::printf("%s: rank %d: FAIL: rank %d is not mapped here: %s\n", name, me, r,
+                  window.unmapped_reason(r).c_str());
       return 1;
     }
 

@@ -103,9 +103,10 @@ int write_then_read(std::shared_ptr<pvmm::bootstrap> ranks) {
     }
 
   if (me == 0)
-    std::printf("%s: %d processes on device %d wrote their slots with a kernel and read every peer's: 0 wrong words: "
-                "ok\n",
-                n, team.device());
+    std::printf(
+        "%s: %d processes on device %d wrote their slots with a kernel and read every peer's: 0 wrong words: "
+        "ok\n",
+        n, team.device());
   return 0;
 }
 
