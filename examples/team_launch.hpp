@@ -104,13 +104,12 @@ inline int run_spawned(const char* name, int n) {
 }
 
 inline int usage(const char* name) {
-  std::printf("usage: %s --threads N | --spawn N | --endpoints NAME RANK SIZE%s\n", name,
 #ifdef PVMM_EXAMPLE_WITH_MPI
-              " | --mpi"
+  const char* mpi = " | --mpi";
 #else
-              ""
+  const char* mpi = "";
 #endif
-  );
+  std::printf("usage: %s --threads N | --spawn N | --endpoints NAME RANK SIZE%s\n", name, mpi);
   return 2;
 }
 
