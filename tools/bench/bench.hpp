@@ -81,6 +81,9 @@ void row(const std::string& what, double pvmm_s, double other_s, double scale = 
 // ---- sections ----
 void overhead();
 void sharing();
+void teams();
+/// The child side of teams(): one endpoint rank of a configuration, printing one result line per repetition.
+int teams_rank_main(int argc, char** argv);
 #if PVMM_BENCH_CUDA
 void growth();
 void batching();

@@ -7,6 +7,8 @@
 //   peer      (cuda, 2 GPUs) copy into GPU 1 from GPU 0 memory through a pvmm peer mapping vs cudaMemcpyPeer
 //   nccl      (cuda, built with NCCL) ncclMemAlloc/ncclMemFree vs pvmm doing the same, 2 MiB to 1 GiB
 //   sharing   export -> send fd -> import -> map -> first read: pvmm vs the raw calls
+//   teams     symmetric window creation, N = 2, 4, 8 ranks (threads and endpoint processes), 2 MiB to 1 GiB slots:
+//             team::create, a bare exchange, window::create; fds held per rank (no raw alternative: absolute times)
 //   pinned    (cuda) pinned allocate vs cuMemHostAlloc, register vs cuMemHostRegister; H2D and D2H bandwidth,
 //             pinned vs pageable, 4 KiB to 1 GiB
 //   managed   (cuda, built with a CUDA compiler) prefetch-then-kernel vs first-touch faults vs an explicit copy;
@@ -60,6 +62,7 @@ int main(int argc, char** argv) {
   CUDART(cudaFree(nullptr));  // create the primary context pvmm also uses
   if (argc == 3 && std::string(argv[1]) == "--growth-variant") return bench::growth_variant_main(argv[2]);
 #endif
+  if (argc >= 2 && std::string(argv[1]) == "--teams-rank") return bench::teams_rank_main(argc, argv);
   std::vector<std::string> sections(argv + 1, argv + argc);
   auto want = [&](const char* s) {
     return sections.empty() || std::find(sections.begin(), sections.end(), s) != sections.end();
@@ -76,5 +79,6 @@ int main(int argc, char** argv) {
   if (want("managed")) bench::managed();
 #endif
   if (want("sharing")) bench::sharing();
+  if (want("teams")) bench::teams();
   return 0;
 }

@@ -1,0 +1,237 @@
+// pvmm-bench teams: how long a symmetric window takes to make, for N = 2, 4, 8 ranks and slots of 2 MiB, 64 MiB
+// and 1 GiB, with the ranks as threads of this process and as endpoint processes (this program again, started
+// with --teams-rank). Per repetition, every rank times (each step starting from a barrier, the slowest rank
+// counted):
+//   team      team::create: one allgather of member records, the agreement check, the team's listener;
+//   exchange  a bare bootstrap allgather of one window step's record (256 bytes): the exchange's share;
+//   window    symmetric_window::create: reserve, allocate, the record allgather, the fd ring, import, map, grant;
+// and the fds each rank's process holds more while its team and window are alive, and after releasing them (0:
+// nothing leaked). Printed: the median over the repetitions and its interquartile range.
+#include <dirent.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <pvmm/pvmm.hpp>
+#include <pvmm/team.hpp>
+
+#include "bench.hpp"
+
+extern char** environ;
+
+namespace bench {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto collective_timeout = 30s;
+
+// One repetition on one rank.
+struct sample {
+  double team_s = 0, exchange_s = 0, window_s = 0;
+  long fds_held = 0;    // fds more than before, with the team and window alive (this process)
+  long fds_leaked = 0;  // fds more than before, after releasing them
+};
+
+// Counts this process's fds. Serialised: in the threads launch every rank counts at once, and each count's own
+// directory fd would show in the others' counts.
+long open_fds() {
+  static std::mutex one_at_a_time;
+  std::lock_guard<std::mutex> lock(one_at_a_time);
+  long n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (::readdir(d)) ++n;
+    ::closedir(d);
+  }
+  return n - 3;  // ".", ".." and the directory's own fd
+}
+
+void sync_point(pvmm::bootstrap& ranks) {
+  check(ranks.barrier(pvmm::deadline_in(collective_timeout)).has_value(), "bootstrap barrier");
+}
+
+// The steps of one repetition, on one rank. Every rank of a process must call it (threads count fds together).
+sample one_repetition(const std::shared_ptr<pvmm::bootstrap>& ranks, std::size_t slot) {
+  sample s;
+  pvmm::team_options to;
+  const int devices = pvmm::device_count().value_or(1);
+  to.device = ranks->local_rank() % (devices > 0 ? devices : 1);
+  to.timeout = collective_timeout;
+  pvmm::window_options wo;
+  wo.size = slot;
+  wo.timeout = collective_timeout;
+  sync_point(*ranks);
+  const long before = open_fds();
+  sync_point(*ranks);
+  {
+    auto t0 = clock_type::now();
+    auto team = pvmm::team::create(ranks, to);
+    s.team_s = seconds_since(t0);
+    check(team.has_value(), "team::create");
+    std::array<unsigned char, 256> mine{};
+    std::vector<unsigned char> all(mine.size() * static_cast<std::size_t>(ranks->size()));
+    sync_point(*ranks);
+    t0 = clock_type::now();
+    check(ranks->allgather(mine.data(), mine.size(), all.data(), pvmm::deadline_in(collective_timeout)).has_value(),
+          "bootstrap allgather");
+    s.exchange_s = seconds_since(t0);
+    sync_point(*ranks);
+    t0 = clock_type::now();
+    auto window = pvmm::symmetric_window::create(*team, wo);
+    s.window_s = seconds_since(t0);
+    check(window.has_value(), "symmetric_window::create");
+    sync_point(*ranks);  // every rank's window is alive in this process
+    s.fds_held = open_fds() - before;
+    sync_point(*ranks);
+  }
+  sync_point(*ranks);  // every rank released
+  s.fds_leaked = open_fds() - before;
+  return s;
+}
+
+std::string encode(const sample& s) {
+  return fmt::format("{} {} {} {} {}\n", s.team_s, s.exchange_s, s.window_s, s.fds_held, s.fds_leaked);
+}
+
+// One configuration's samples: result[rep][rank].
+using samples = std::vector<std::vector<sample>>;
+
+samples run_threads(int n, std::size_t slot, int reps) {
+  auto ranks = pvmm::make_thread_bootstraps(n);
+  check(ranks.has_value(), "make_thread_bootstraps");
+  samples out(reps, std::vector<sample>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      for (int rep = 0; rep < reps; ++rep) out[rep][r] = one_repetition((*ranks)[r], slot);
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+samples run_processes(int n, std::size_t slot, int reps) {
+  static int serial = 0;  // one meeting point per configuration (single-threaded: the bench's main thread only)
+  const std::string meeting = fmt::format("pvmm-bench-teams-{}-{}", ::getpid(), serial++);
+  int out_pipe[2];
+  check(::pipe2(out_pipe, O_CLOEXEC) == 0, "pipe2");
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);  // the rank's results come back on its stdout
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> args{"/proc/self/exe",    "--teams-rank",    meeting,
+                                  std::to_string(r),   std::to_string(n), std::to_string(slot),
+                                  std::to_string(reps)};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    check(::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0, "posix_spawn of a rank");
+    pids.push_back(pid);
+  }
+  ::posix_spawn_file_actions_destroy(&actions);
+  ::close(out_pipe[1]);
+  std::string text;
+  char buffer[4096];
+  for (ssize_t got; (got = ::read(out_pipe[0], buffer, sizeof buffer)) > 0;) text.append(buffer, got);
+  ::close(out_pipe[0]);
+  bool ok = true;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  check(ok, "a teams rank process");
+  // Lines "rank rep team exchange window held leaked", one per rank and repetition (each under PIPE_BUF: whole).
+  samples out(reps, std::vector<sample>(n));
+  std::istringstream lines(text);
+  int rank = 0, rep = 0;
+  sample s;
+  while (lines >> rank >> rep >> s.team_s >> s.exchange_s >> s.window_s >> s.fds_held >> s.fds_leaked)
+    if (rank >= 0 && rank < n && rep >= 0 && rep < reps) out[rep][rank] = s;
+  return out;
+}
+
+// The slowest rank of each repetition (a collective is done when its last rank is), then median and IQR.
+struct spread {
+  double median = 0, q1 = 0, q3 = 0;
+};
+spread over_reps(const samples& all, double sample::*field) {
+  std::vector<double> slowest;
+  for (const auto& rep : all) {
+    double worst = 0;
+    for (const auto& s : rep) worst = std::max(worst, s.*field);
+    slowest.push_back(worst);
+  }
+  return {bench::median(slowest), quantile(slowest, 0.25), quantile(slowest, 0.75)};
+}
+
+std::string ms(const spread& s) {
+  return fmt::format("{:8.2f} [{:.2f}-{:.2f}]", s.median * 1e3, s.q1 * 1e3, s.q3 * 1e3);
+}
+
+void print_row(const char* launch, int n, std::size_t slot, const samples& all, bool one_process) {
+  long held = 0, leaked = 0;
+  for (const auto& rep : all)
+    for (const auto& s : rep) held = std::max(held, s.fds_held), leaked = std::max(leaked, s.fds_leaked);
+  // Threads share one process: its extra fds are every rank's together.
+  const double held_per_rank = one_process ? static_cast<double>(held) / n : static_cast<double>(held);
+  fmt::print("  {:<9} {:>2} {:>6} MiB  {:<24} {:<24} {:<24} {:>5.1f} {:>4}\n", launch, n, slot >> 20,
+             ms(over_reps(all, &sample::team_s)), ms(over_reps(all, &sample::exchange_s)),
+             ms(over_reps(all, &sample::window_s)), held_per_rank, leaked);
+}
+
+}  // namespace
+
+int teams_rank_main(int argc, char** argv) {
+  if (argc != 7) return 2;
+  const int rank = std::stoi(argv[3]), n = std::stoi(argv[4]), reps = std::stoi(argv[6]);
+  const std::size_t slot = std::stoull(argv[5]);
+  auto ranks = pvmm::make_endpoint_bootstrap(argv[2], rank, n, collective_timeout);
+  check(ranks.has_value(), "make_endpoint_bootstrap");
+  for (int rep = 0; rep < reps; ++rep) {
+    const std::string line = fmt::format("{} {} {}", rank, rep, encode(one_repetition(*ranks, slot)));
+    check(::write(1, line.data(), line.size()) == static_cast<ssize_t>(line.size()), "write of a result line");
+  }
+  return 0;
+}
+
+void teams() {
+  const int reps = 7, reps_of_1_gib = 3;  // a 1 GiB slot is committed at create: 3 keep the section under a minute
+  const std::size_t mib = std::size_t{1} << 20;
+  const auto memory = pvmm::query_memory(0);
+  fmt::print(
+      "\nteams: symmetric window creation, ms: median [IQR] of {} repetitions ({} for 1 GiB slots), the slowest rank "
+      "of each; exchange = a bare bootstrap allgather of 256 bytes; fds: held per rank with the window alive, and "
+      "left after\n",
+      reps, reps_of_1_gib);
+  fmt::print("  {:<9} {:>2} {:>10}  {:<24} {:<24} {:<24} {:>5} {:>4}\n", "launch", "N", "slot", "team::create",
+             "exchange", "window::create", "fds", "left");
+  for (const char* launch : {"threads", "processes"})
+    for (int n : {2, 4, 8})
+      for (std::size_t slot : {2 * mib, 64 * mib, 1024 * mib}) {
+        // Every rank's slot is allocated at once; leave a quarter of the free memory to everything else.
+        const std::size_t needed = slot * static_cast<std::size_t>(n);
+        if (!memory || needed > memory->free / 4 * 3) {
+          fmt::print("  {:<9} {:>2} {:>6} MiB  skipped: {} ranks x {} MiB need {} MiB, {} MiB free here\n", launch, n,
+                     slot >> 20, n, slot >> 20, needed >> 20, memory ? memory->free >> 20 : 0);
+          continue;
+        }
+        const bool threads = std::string(launch) == "threads";
+        const int k = slot >= 1024 * mib ? reps_of_1_gib : reps;
+        print_row(launch, n, slot, threads ? run_threads(n, slot, k) : run_processes(n, slot, k), threads);
+      }
+}
+
+}  // namespace bench
