@@ -106,7 +106,7 @@ int write_then_read(std::shared_ptr<pvmm::bootstrap> ranks) {
     std::printf(
         "%s: %d processes on device %d wrote their slots with a kernel and read every peer's: 0 wrong words: "
         "ok\n",
-        n, team.device());
+        name, n, team.device());
   return 0;
 }
 

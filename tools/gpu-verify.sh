@@ -43,9 +43,10 @@ verify() {  # verify <name> <cmake args...>
   fi
   echo "--- $name: examples ---"
   local example
-  for example in vector_add grow multi_gpu_stripes ipc_ring ipc_ring_gpu pool_ipc pool_ipc_gpu pool_loop unified_memory pinned_transfer multicast_allreduce; do
+  for example in vector_add grow multi_gpu_stripes team_kernel ipc_ring ipc_ring_gpu pool_ipc pool_ipc_gpu pool_loop unified_memory pinned_transfer multicast_allreduce; do
     [ -x "$build/examples/pvmm_example_$example" ] || continue
-    "$build/examples/pvmm_example_$example"
+    if [ $example = team_kernel ]; then "$build/examples/pvmm_example_$example" --spawn 4  # 4 processes, one GPU
+    else "$build/examples/pvmm_example_$example"; fi
     local rc=$?
     if [ $example = multicast_allreduce ]; then
       echo "$name: $example rc=$rc (must refuse: PVMM_ENABLE_MULTICAST_TESTS unset)"
