@@ -33,6 +33,7 @@
 #include <vector>
 
 #include <pvmm/bootstrap.hpp>
+#include <pvmm/detail/unique_owner.hpp>
 #include <pvmm/error.hpp>
 #include <pvmm/types.hpp>
 
@@ -62,17 +63,12 @@ struct team_options {
 };
 
 /// A team of ranks. Move-only; owns nothing global (its listener and the bootstrap reference only).
-class team {
+class team : detail::move_only {
  public:
   /// Collective: every rank calls it with its own options.
   static result<team> create(std::shared_ptr<bootstrap> ranks, const team_options& options = {});
 
-  team() noexcept;
-  team(team&&) noexcept;
-  team& operator=(team&&) noexcept;
-  team(const team&) = delete;
-  team& operator=(const team&) = delete;
-  ~team();
+  team() noexcept = default;  ///< empty (the private constructor below hides the implicit one)
 
   /// Gives the team's local resources back now (listener, bootstrap reference); errc::already_released when empty.
   status release() noexcept;
@@ -100,17 +96,12 @@ struct window_options {
 };
 
 /// Memory every rank contributes and maps. Move-only.
-class symmetric_window {
+class symmetric_window : detail::move_only {
  public:
   /// Collective over `members`: every rank calls it, in the same order as its other collectives.
   static result<symmetric_window> create(const team& members, const window_options& options);
 
-  symmetric_window() noexcept;
-  symmetric_window(symmetric_window&&) noexcept;
-  symmetric_window& operator=(symmetric_window&&) noexcept;
-  symmetric_window(const symmetric_window&) = delete;
-  symmetric_window& operator=(const symmetric_window&) = delete;
-  ~symmetric_window();
+  symmetric_window() noexcept = default;  ///< empty (the private constructor below hides the implicit one)
 
   /// Unmaps every slot and gives this rank's references back now (local: never waits for peers).
   status release() noexcept;
@@ -135,8 +126,8 @@ class symmetric_window {
   std::vector<void*> pointer_table() const;
 
  private:
-  explicit symmetric_window(std::unique_ptr<detail::window_state> state) noexcept;
-  std::unique_ptr<detail::window_state> state_;
+  explicit symmetric_window(std::shared_ptr<detail::window_state> state) noexcept;
+  std::shared_ptr<detail::window_state> state_;  // shared only so the owner needs no complete type to be destroyed
 };
 
 }  // namespace pvmm

@@ -26,6 +26,13 @@ status bootstrap::receive(int peer, void*, std::size_t bytes, deadline) {
 
 namespace detail {
 
+status check_rank_arguments(int rank, int size, std::chrono::milliseconds timeout, const operation& op) {
+  if (size <= 0 || rank < 0 || rank >= size)
+    return op.fail(errc::invalid_argument, fmt::format("rank {} is not one of {} ranks", rank, size));
+  if (timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
+  return {};
+}
+
 std::string rank_list(const std::vector<int>& ranks) {
   return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
 }

@@ -10,6 +10,8 @@
 
 #include <pvmm/bootstrap.hpp>
 
+#include "core/operation.hpp"
+
 namespace pvmm::detail {
 
 /// A bootstrap's first failure. Once set, every call fails with it (a collective half done cannot be resumed in
@@ -36,6 +38,9 @@ class broken_state {
   mutable std::mutex mutex_;
   std::optional<error> first_;
 };
+
+/// The arguments every process adapter takes: rank in [0, size), a timeout >= 0 (errc::invalid_argument).
+status check_rank_arguments(int rank, int size, std::chrono::milliseconds timeout, const operation& op);
 
 /// "ranks 2, 5" for error messages.
 std::string rank_list(const std::vector<int>& ranks);

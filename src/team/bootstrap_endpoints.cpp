@@ -33,6 +33,8 @@ struct header {
   std::int32_t size = 0;
   std::int32_t node = 0;
   std::int32_t pid = 0;
+  std::int32_t code = 0;  // abort: the errc the group failed with (0: peer_lost)
+  std::int32_t reserved = 0;
 };
 
 struct message {
@@ -106,10 +108,13 @@ result<message> endpoint_bootstrap::receive_chunk(int from, deadline until, cons
   std::memcpy(&m.head, got->payload.data(), sizeof(header));
   if (m.head.magic != header_magic)
     return op.fail(errc::protocol_error, fmt::format("{} sent a foreign message", who(from)));
-  if (m.head.what == kind::abort)
-    return op.fail(errc::peer_lost,
-                   fmt::format("{} aborted: {}", who(m.head.rank),
-                               std::string(got->payload.begin() + sizeof(header), got->payload.end())));
+  if (m.head.what == kind::abort) {  // every rank fails with the group's error, as the rank that saw it first
+    const std::string text(got->payload.begin() + sizeof(header), got->payload.end());
+    const int code = m.head.code;
+    const bool known = code > 0 && code <= static_cast<int>(errc::team_mismatch);
+    return op.fail(known ? static_cast<errc>(code) : errc::peer_lost,
+                   fmt::format("{} stopped the group: {}", who(m.head.rank), text));
+  }
   m.body.assign(got->payload.begin() + sizeof(header), got->payload.end());
   return m;
 }
@@ -138,6 +143,7 @@ error endpoint_bootstrap::fail(error e) {
   header h;
   h.what = kind::abort;
   h.rank = rank_;
+  h.code = static_cast<std::int32_t>(recorded.code);
   h.total = text.size();
   for (int r = 0; r < static_cast<int>(peers_.size()); ++r)
     if (r != rank_ && peers_[r].valid()) {
@@ -302,9 +308,7 @@ result<std::shared_ptr<bootstrap>> make_endpoint_bootstrap(std::string_view name
     return fmt::format("name=\"{}\", rank={}, size={}, timeout={}ms", name, rank, size, timeout.count());
   };
   const detail::operation op{"pvmm::make_endpoint_bootstrap", args};
-  if (size <= 0 || rank < 0 || rank >= size)
-    return op.fail(errc::invalid_argument, fmt::format("rank {} is not one of {} ranks", rank, size));
-  if (timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
+  PVMM_TRY(detail::check_rank_arguments(rank, size, timeout, op));
   return endpoint_bootstrap::start(name, rank, size, deadline_in(timeout), options.node < 0 ? 0 : options.node, op);
 }
 

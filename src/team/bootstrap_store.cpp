@@ -142,10 +142,8 @@ result<std::shared_ptr<bootstrap>> make_store_bootstrap(key_value_store store, s
     return fmt::format("prefix=\"{}\", rank={}, size={}, timeout={}ms", prefix, rank, size, timeout.count());
   };
   const detail::operation op{"pvmm::make_store_bootstrap", args};
-  if (size <= 0 || rank < 0 || rank >= size)
-    return op.fail(errc::invalid_argument, fmt::format("rank {} is not one of {} ranks", rank, size));
+  PVMM_TRY(detail::check_rank_arguments(rank, size, timeout, op));
   if (!store.set || !store.get) return op.fail(errc::invalid_argument, "the store needs both set and get");
-  if (timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
   auto self = std::make_shared<store_bootstrap>(std::move(store), std::move(prefix), rank, size);
   PVMM_TRY(self->find_nodes(options.node, deadline_in(timeout)));
   return std::shared_ptr<bootstrap>(std::move(self));

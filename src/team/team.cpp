@@ -88,10 +88,6 @@ status check_agreement(const std::vector<member_record>& all, const operation& o
 }  // namespace
 }  // namespace detail
 
-team::team() noexcept = default;
-team::team(team&&) noexcept = default;
-team& team::operator=(team&&) noexcept = default;
-team::~team() = default;
 team::team(std::shared_ptr<detail::team_state> state) noexcept : state_(std::move(state)) {}
 
 result<team> team::create(std::shared_ptr<bootstrap> ranks, const team_options& options) {

@@ -50,11 +50,7 @@ status grow_slot(detail::window_state& w, std::size_t new_size, deadline until, 
 
 }  // namespace
 
-symmetric_window::symmetric_window() noexcept = default;
-symmetric_window::symmetric_window(symmetric_window&&) noexcept = default;
-symmetric_window& symmetric_window::operator=(symmetric_window&&) noexcept = default;
-symmetric_window::~symmetric_window() = default;
-symmetric_window::symmetric_window(std::unique_ptr<detail::window_state> state) noexcept : state_(std::move(state)) {}
+symmetric_window::symmetric_window(std::shared_ptr<detail::window_state> state) noexcept : state_(std::move(state)) {}
 
 result<symmetric_window> symmetric_window::create(const team& members, const window_options& options) {
   auto args = [&] {
@@ -69,7 +65,7 @@ result<symmetric_window> symmetric_window::create(const team& members, const win
                    fmt::format("max_size {:#x} is below size {:#x}", options.max_size, options.size));
   if (options.timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
   const deadline until = deadline_in(options.timeout);
-  auto w = std::make_unique<detail::window_state>();
+  auto w = std::make_shared<detail::window_state>();
   w->team = members.state_;
   w->handles = w->team->handles;
   const std::size_t unit = w->team->slot_unit;

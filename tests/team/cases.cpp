@@ -139,6 +139,37 @@ void mismatch_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
           where(*b) + "expected team_mismatch, got " + (w ? "a window" : w.error().message()));
 }
 
+// Rank 1 speaks a different team protocol: its first record (the identity record) is one byte longer, as a newer
+// or older pvmm's would be. Every rank must refuse the team with team_mismatch, not read past a record.
+class longer_identity : public pvmm::bootstrap {
+ public:
+  explicit longer_identity(std::shared_ptr<pvmm::bootstrap> inner) : inner_(std::move(inner)) {}
+  int rank() const noexcept override { return inner_->rank(); }
+  int size() const noexcept override { return inner_->size(); }
+  int node() const noexcept override { return inner_->node(); }
+  int local_rank() const noexcept override { return inner_->local_rank(); }
+  int local_size() const noexcept override { return inner_->local_size(); }
+  pvmm::status allgather(const void* mine, std::size_t bytes, void* all, pvmm::deadline until) override {
+    if (!first_ || rank() != 1) return inner_->allgather(mine, bytes, all, until);
+    first_ = false;
+    std::vector<unsigned char> longer(bytes + 1), gathered((bytes + 1) * size());
+    std::memcpy(longer.data(), mine, bytes);
+    return inner_->allgather(longer.data(), bytes + 1, gathered.data(), until);
+  }
+  pvmm::status barrier(pvmm::deadline until) override { return inner_->barrier(until); }
+  void abort() noexcept override { inner_->abort(); }
+
+ private:
+  std::shared_ptr<pvmm::bootstrap> inner_;
+  bool first_ = true;
+};
+
+void version_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
+  auto t = pvmm::team::create(std::make_shared<longer_identity>(b), team_options_for(*b));
+  v.check(!t && t.code() == errc::team_mismatch,
+          where(*b) + "expected team_mismatch, got " + (t ? "a team" : t.error().message()));
+}
+
 void cycles_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, int cycles, bool process_wide) {
   // One cycle first: the driver's and the transport's one-time set-up are not leaks.
   window_case(v, b, false, false);
@@ -185,7 +216,8 @@ std::size_t open_fd_count() {
 }
 
 const std::vector<std::string>& case_names() {
-  static const std::vector<std::string> names{"window", "sizes", "grow", "late", "mismatch", "cycles", "nodes"};
+  static const std::vector<std::string> names{"window",   "sizes",   "grow",   "late",
+                                              "mismatch", "version", "cycles", "nodes"};
   return names;
 }
 

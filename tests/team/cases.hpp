@@ -11,7 +11,7 @@
 namespace pvmm_team_test {
 
 struct case_params {
-  std::string name;                   // "window", "sizes", "grow", "late", "mismatch", "cycles", "nodes"
+  std::string name;                   // "window", "sizes", "grow", "late", "mismatch", "version", "cycles", "nodes"
   int cycles = 100;                   // for "cycles"
   int ranks_per_node = 0;             // for "nodes": the simulated node size (0: one node)
   bool one_rank_per_process = false;  // process-wide checks (fds, live objects) are this rank's alone

@@ -52,7 +52,9 @@ struct team_leak_check {
   }
 };
 
-bool applies(const std::string& name, int n) { return n >= 2 || (name != "late" && name != "mismatch"); }
+bool applies(const std::string& name, int n) {
+  return n >= 2 || (name != "late" && name != "mismatch" && name != "version");
+}
 
 // Runs `p` on `ranks`, one thread each.
 void run_threads(const case_params& p, std::vector<std::shared_ptr<pvmm::bootstrap>> ranks) {
@@ -164,6 +166,9 @@ void for_each_size(const std::string& adapter_name, const std::string& name, int
   }                                                                                                        \
   TEST_CASE(adapter ": mismatched window options are team_mismatch on every rank") {                       \
     for_each_size(adapter, "mismatch", 0, body);                                                           \
+  }                                                                                                        \
+  TEST_CASE(adapter ": a rank speaking another team protocol is team_mismatch on every rank") {            \
+    for_each_size(adapter, "version", 0, body);                                                            \
   }                                                                                                        \
   TEST_CASE(adapter ": create/destroy cycles leave fds and live objects unchanged") {                      \
     for_each_size(adapter, "cycles", 0, body);                                                             \
