@@ -233,6 +233,8 @@ verdict run_case(const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
     late_case(v, ranks);
   else if (p.name == "mismatch")
     mismatch_case(v, ranks);
+  else if (p.name == "version")
+    version_case(v, ranks);
   else if (p.name == "cycles")
     cycles_case(v, ranks, p.cycles, p.one_rank_per_process);
   else
