@@ -82,6 +82,8 @@ status send_fds(int socket, const int* fds, std::size_t count, const void* paylo
       waited = true;
       continue;
     }
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET))  // as a receive's EOF: the peer is gone
+      return op.fail(errc::peer_lost, fmt::format("the peer closed the connection ({})", std::strerror(errno)));
     if (n < 0) return system_failure(op, errno, "sendmsg");
     if (static_cast<std::size_t>(n) != iov.iov_len)
       return op.fail(errc::protocol_error, "the message was sent only in part");
@@ -202,6 +204,8 @@ result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_pa
   ssize_t length;
   do length = ::recv(socket, nullptr, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
   while (length < 0 && errno == EINTR);
+  if (length < 0 && errno == ECONNRESET)  // the peer closed with our messages unread: it is gone
+    return op.fail(errc::peer_lost, "the peer closed the connection (ECONNRESET)");
   if (length < 0) return system_failure(op, errno, "recv(MSG_PEEK | MSG_TRUNC)");
   // send_fds sends one zero byte for an empty payload (a message needs a byte to carry fds).
   const std::size_t room = std::max<std::size_t>(std::min(static_cast<std::size_t>(length), max_payload), 1);

@@ -59,12 +59,16 @@ class endpoint_bootstrap final : public bootstrap {
     return allgather(&one, 1, all.data(), until);
   }
   void abort() noexcept override;
+  ~endpoint_bootstrap() override { drain(deadline_in(root_grace)); }
 
  private:
   status send_message(int to, const header& h, const void* body, deadline until, const detail::operation& op) const;
   result<message> receive_chunk(int from, deadline until, const detail::operation& op) const;
   result<message> receive_message(int from, deadline until, const detail::operation& op) const;
   error fail(error e);  // records e, tells the peers, returns the recorded error
+  // Reads and drops what peers still send, until they are quiet for a moment or `until`: a socket closed with
+  // messages unread resets the peer's end (ECONNRESET), losing the abort message queued for it there.
+  void drain(deadline until) const noexcept;
   std::string who(int r) const { return fmt::format("rank {} (pid {})", r, pids_.empty() ? 0 : pids_[r]); }
 
   int rank_ = 0;
@@ -167,7 +171,12 @@ status endpoint_bootstrap::allgather(const void* mine, std::size_t bytes, void* 
   if (rank_ != 0) {
     h.what = kind::gather;
     h.total = bytes;
-    if (auto ok = send_message(0, h, mine, until, op); !ok) return fail(std::move(ok).error());
+    if (auto ok = send_message(0, h, mine, until, op); !ok) {
+      // The root may have failed the collective already and closed: its account of why waits in this socket.
+      if (ok.code() == errc::peer_lost)
+        if (auto why = receive_message(0, deadline_in(root_grace), op); !why) return fail(std::move(why).error());
+      return fail(std::move(ok).error());
+    }
     // The root's deadline passes when this rank's does: wait a little longer for its account of who is missing,
     // rather than blaming the root (bounded: the root answers or closes within the grace).
     auto back = receive_message(0, until == deadline::max() ? until : until + root_grace, op);
@@ -217,6 +226,27 @@ status endpoint_bootstrap::allgather(const void* mine, std::size_t bytes, void* 
   for (int r = 1; r < size_; ++r)
     if (auto ok = send_message(r, h, out, until, op); !ok) return fail(std::move(ok).error());
   return {};
+}
+
+void endpoint_bootstrap::drain(deadline until) const noexcept {
+  constexpr int quiet_ms = 50;
+  std::vector<pollfd> fds;
+  for (int r = 0; r < static_cast<int>(peers_.size()); ++r)
+    if (r != rank_ && peers_[r].valid()) fds.push_back({peers_[r].native_handle(), POLLIN, 0});
+  while (!fds.empty() && std::chrono::steady_clock::now() < until) {
+    if (::poll(fds.data(), fds.size(), quiet_ms) <= 0) return;  // quiet (or interrupted): nothing left to lose
+    for (std::size_t i = 0; i < fds.size();) {
+      char byte;
+      const bool readable = fds[i].revents != 0;
+      const bool closed =
+          readable && ::recv(fds[i].fd, &byte, sizeof byte, MSG_DONTWAIT | MSG_TRUNC) <= 0 && errno != EAGAIN;
+      if (closed) {
+        fds.erase(fds.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      fds[i++].revents = 0;
+    }
+  }
 }
 
 void endpoint_bootstrap::abort() noexcept {
