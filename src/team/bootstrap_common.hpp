@@ -42,6 +42,12 @@ class broken_state {
 /// The arguments every process adapter takes: rank in [0, size), a timeout >= 0 (errc::invalid_argument).
 status check_rank_arguments(int rank, int size, std::chrono::milliseconds timeout, const operation& op);
 
+/// An errc a peer reported: a value no errc has (a newer pvmm's, or forged bytes) is protocol_error.
+inline errc peer_errc(std::int32_t value) noexcept {
+  return value > 0 && value <= static_cast<std::int32_t>(errc::team_mismatch) ? static_cast<errc>(value)
+                                                                              : errc::protocol_error;
+}
+
 /// "ranks 2, 5" for error messages.
 std::string rank_list(const std::vector<int>& ranks);
 

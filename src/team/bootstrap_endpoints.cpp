@@ -114,9 +114,7 @@ result<message> endpoint_bootstrap::receive_chunk(int from, deadline until, cons
     return op.fail(errc::protocol_error, fmt::format("{} sent a foreign message", who(from)));
   if (m.head.what == kind::abort) {  // every rank fails with the group's error, as the rank that saw it first
     const std::string text(got->payload.begin() + sizeof(header), got->payload.end());
-    const int code = m.head.code;
-    const bool known = code > 0 && code <= static_cast<int>(errc::team_mismatch);
-    return op.fail(known ? static_cast<errc>(code) : errc::peer_lost,
+    return op.fail(m.head.code == 0 ? errc::peer_lost : detail::peer_errc(m.head.code),
                    fmt::format("{} stopped the group: {}", who(m.head.rank), text));
   }
   m.body.assign(got->payload.begin() + sizeof(header), got->payload.end());
@@ -158,11 +156,12 @@ error endpoint_bootstrap::fail(error e) {
 }
 
 status endpoint_bootstrap::allgather(const void* mine, std::size_t bytes, void* all, deadline until) {
-  auto args = [&] { return fmt::format("rank={}, bytes={}, round={}", rank_, bytes, sequence_); };
+  const std::uint64_t id = sequence_;  // this collective's number
+  auto args = [&] { return fmt::format("rank={}, bytes={}, collective={}", rank_, bytes, id); };
   const detail::operation op{"pvmm::bootstrap::allgather (endpoints)", args};
   if (bytes > 0 && (!mine || !all)) return op.fail(errc::invalid_argument, "mine and all must not be null");
   PVMM_TRY(broken_.check());
-  const std::uint64_t id = sequence_++;
+  ++sequence_;
   auto* out = static_cast<std::uint8_t*>(all);
   if (bytes > 0) std::memcpy(out + rank_ * bytes, mine, bytes);
   header h;

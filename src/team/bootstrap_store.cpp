@@ -57,13 +57,14 @@ class store_bootstrap final : public bootstrap {
   }
 
   status allgather(const void* mine, std::size_t bytes, void* all, deadline until) override {
+    const std::uint64_t id = sequence_;  // this collective's number
     auto args = [&] {
-      return fmt::format("prefix=\"{}\", rank={}, bytes={}, round={}", prefix_, rank_, bytes, sequence_);
+      return fmt::format("prefix=\"{}\", rank={}, bytes={}, collective={}", prefix_, rank_, bytes, id);
     };
     const detail::operation op{"pvmm::bootstrap::allgather (store)", args};
     if (bytes > 0 && (!mine || !all)) return op.fail(errc::invalid_argument, "mine and all must not be null");
     PVMM_TRY(broken_.check());
-    const std::uint64_t id = sequence_++;
+    ++sequence_;
     const auto* in = static_cast<const std::uint8_t*>(mine);
     if (auto ok = store_.set(key(id, rank_), std::vector<std::uint8_t>(in, in + bytes)); !ok)
       return broken_.set(op.wrap(std::move(ok).error()));

@@ -57,12 +57,13 @@ class thread_bootstrap final : public bootstrap {
   int local_size() const noexcept override { return position_.local_size; }
 
   status allgather(const void* mine, std::size_t bytes, void* all, deadline until) override {
-    auto args = [&] { return fmt::format("rank={}, bytes={}, round={}", rank_, bytes, sequence_); };
+    const std::uint64_t id = sequence_;  // this collective's number
+    auto args = [&] { return fmt::format("rank={}, bytes={}, collective={}", rank_, bytes, id); };
     const detail::operation op{"pvmm::bootstrap::allgather (threads)", args};
     if (bytes > 0 && (!mine || !all)) return op.fail(errc::invalid_argument, "mine and all must not be null");
     std::unique_lock<std::mutex> lock(group_->mutex);
     PVMM_TRY(group_->broken.check());
-    const std::uint64_t id = sequence_++;
+    ++sequence_;
     round& r = group_->rounds[id];
     if (r.data.empty()) {
       r.data.resize(group_->size);

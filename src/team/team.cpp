@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include <pvmm/device.hpp>
@@ -99,24 +100,28 @@ result<team> team::create(std::shared_ptr<bootstrap> ranks, const team_options& 
   if (!ranks) return op.fail(errc::invalid_argument, "no bootstrap given");
   if (options.timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
   const deadline until = deadline_in(options.timeout);
-  // A local failure is still announced (as a record with no backend), so the other ranks fail at once naming
-  // this rank rather than at their deadline.
+  // A local failure is still announced (its errc in the record), so the other ranks fail at once naming this
+  // rank rather than at their deadline.
   auto device = query_device(options.device);
   detail::member_record mine;
-  if (device) mine = detail::my_record(*ranks, options, *device);
-  if (!device || mine.granularity == 0 || mine.reservation_granularity == 0) {
+  std::optional<error> failed;
+  if (!device)
+    failed = op.wrap(std::move(device).error());
+  else if (mine = detail::my_record(*ranks, options, *device); !mine.granularity || !mine.reservation_granularity)
+    failed = op.fail(errc::backend_error, fmt::format("device {} answered no granularity", options.device));
+  if (failed) {
+    mine = detail::member_record{};
     mine.rank = ranks->rank();
     mine.size = ranks->size();
-    detail::copy_text(mine.backend, sizeof mine.backend, "(failed)");
+    mine.failed = static_cast<std::int32_t>(failed->code);
   }
   std::vector<detail::member_record> all(ranks->size());
   PVMM_TRY(op.step("allgather identities", [&] { return ranks->allgather(&mine, sizeof mine, all.data(), until); }));
-  if (!device) return op.wrap(std::move(device).error());
-  if (std::strncmp(mine.backend, "(failed)", sizeof mine.backend) == 0)
-    return op.fail(errc::backend_error, fmt::format("device {} answered no granularity", options.device));
+  if (failed) return *failed;
   for (std::size_t r = 0; r < all.size(); ++r)
-    if (std::strncmp(all[r].backend, "(failed)", sizeof all[r].backend) == 0)
-      return op.fail(errc::peer_lost, fmt::format("rank {} could not open its device or query its granularities", r));
+    if (all[r].failed != 0)
+      return op.fail(detail::peer_errc(all[r].failed),
+                     fmt::format("rank {} could not open its device or query its granularities", r));
   PVMM_TRY(detail::check_agreement(all, op));
 
   auto state = std::make_shared<detail::team_state>();

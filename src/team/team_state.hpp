@@ -30,7 +30,8 @@ struct member_record {
   std::uint64_t reservation_granularity = 0;  // of its address reservations
   std::uint8_t posix_fd = 0;
   std::uint8_t fabric = 0;
-  std::uint8_t reserved[6] = {};
+  std::uint8_t reserved[2] = {};
+  std::int32_t failed = 0;  // the errc of this rank's local failure (0: none); its other fields are then unset
 };
 
 struct team_state {

@@ -184,10 +184,9 @@ status exchange_chunks(window_state& w, physical_allocation mine, std::size_t of
     if (all[r].magic != chunk_record::magic_value || all[r].step != step)
       return op.fail(errc::team_mismatch,
                      fmt::format("rank {} is at window step {}, this rank at {}", r, all[r].step, step));
-    if (all[r].failed != 0 && r == me)
-      return failed ? *failed : op.fail(static_cast<errc>(all[r].failed), record.failure);
+    if (all[r].failed != 0 && r == me) return failed ? *failed : op.fail(peer_errc(all[r].failed), record.failure);
     if (all[r].failed != 0)
-      return op.fail(static_cast<errc>(all[r].failed),
+      return op.fail(peer_errc(all[r].failed),
                      fmt::format("rank {} failed: {}", r,
                                  std::string(all[r].failure, strnlen(all[r].failure, sizeof all[r].failure))));
     if (all[r].max_size != w.max_size)

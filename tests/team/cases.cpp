@@ -3,6 +3,8 @@
 #include "cases.hpp"
 
 #include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -106,6 +108,50 @@ void window_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool per_rank_s
               ? past.code() == errc::out_of_range
               : past.code() == errc::out_of_range && past.error().message().find("rank 0 failed") != std::string::npos,
           where(*b) + "a grow past max_size on rank 0: " + (past ? "succeeded" : past.error().message()));
+}
+
+std::size_t thread_count() {
+  std::size_t n = 0;
+  if (DIR* d = ::opendir("/proc/self/task")) {
+    while (::readdir(d)) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+// Rank 0 (the endpoints adapter's root) is killed by SIGKILL once the team exists, while the others make a
+// window: every survivor returns within its deadline naming rank 0, and holds no more fds, threads or pvmm
+// objects than before the team was made. Process ranks only (a thread cannot be killed alone).
+void killed_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
+  const std::string who = where(*b);
+  const auto fds = open_fd_count();
+  const auto threads = thread_count();
+  const auto live = pvmm::query_live_objects();
+  {
+    auto t = pvmm::team::create(b, team_options_for(*b));
+    if (!t) return v.check(false, who + "team::create: " + t.error().message());
+    if (b->rank() == 0) ::kill(::getpid(), SIGKILL);  // mid-setup: the window step has not started
+    pvmm::window_options o;
+    o.size = 2u << 20;
+    o.timeout = 3000ms;
+    const auto start = std::chrono::steady_clock::now();
+    auto w = pvmm::symmetric_window::create(*t, o);
+    const auto took = std::chrono::steady_clock::now() - start;
+    v.check(!w && (w.code() == errc::peer_lost || w.code() == errc::timeout),
+            who + "expected peer_lost or timeout, got " + (w ? "a window" : w.error().message()));
+    if (!w)
+      v.check(w.error().message().find("rank 0") != std::string::npos,
+              who + "the error does not name rank 0: " + w.error().message());
+    v.check(took < 5s, who + "returned long after the deadline");
+  }
+  // The bootstrap (its sockets counted above) is the caller's: it stays, broken, and holds what it held.
+  const auto now = pvmm::query_live_objects();
+  v.check(now.allocations == live.allocations && now.reservations == live.reservations && now.mappings == live.mappings,
+          who + "allocations, reservations or mappings left after the failed window");
+  v.check(thread_count() <= threads,
+          who + "threads left: " + std::to_string(threads) + " before, " + std::to_string(thread_count()) + " after");
+  v.check(open_fd_count() <= fds,
+          who + "fds: " + std::to_string(fds) + " before, " + std::to_string(open_fd_count()) + " after");
 }
 
 void late_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
@@ -235,6 +281,8 @@ verdict run_case(const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
     mismatch_case(v, ranks);
   else if (p.name == "version")
     version_case(v, ranks);
+  else if (p.name == "killed")
+    killed_case(v, std::move(ranks));
   else if (p.name == "cycles")
     cycles_case(v, ranks, p.cycles, p.one_rank_per_process);
   else

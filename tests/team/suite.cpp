@@ -53,7 +53,7 @@ struct team_leak_check {
 };
 
 bool applies(const std::string& name, int n) {
-  return n >= 2 || (name != "late" && name != "mismatch" && name != "version");
+  return n >= 2 || (name != "late" && name != "mismatch" && name != "version" && name != "killed");
 }
 
 // Runs `p` on `ranks`, one thread each.
@@ -118,7 +118,10 @@ void process_adapter(const std::string& adapter, const case_params& p, int n, co
       }
       std::this_thread::sleep_for(5ms);
     }
-    CHECK_MESSAGE((WIFEXITED(status) && WEXITSTATUS(status) == 0), "rank " << r << " of " << n << " failed");
+    if (p.name == "killed" && r == 0)  // the victim
+      CHECK_MESSAGE((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL), "rank 0 was to die of SIGKILL");
+    else
+      CHECK_MESSAGE((WIFEXITED(status) && WEXITSTATUS(status) == 0), "rank " << r << " of " << n << " failed");
   }
 }
 
@@ -182,6 +185,19 @@ TEST_SUITE("team") {
   PVMM_TEAM_CASES("store (in-process)", [](const case_params& p, int n) { threads_adapter(p, n, true); })
   PVMM_TEAM_CASES("endpoints",
                   [](const case_params& p, int n) { process_adapter("endpoints", p, n, unique_name("endpoint")); })
+  TEST_CASE(
+      "endpoints: a rank killed mid-setup: every survivor returns within its deadline naming it, leaking nothing") {
+    for_each_size("endpoints", "killed", 0,
+                  [](const case_params& p, int n) { process_adapter("endpoints", p, n, unique_name("endpoint")); });
+  }
+  TEST_CASE("store (directory): a rank killed mid-setup: every survivor returns within its deadline naming it") {
+    for_each_size("store (directory)", "killed", 0, [](const case_params& p, int n) {
+      const auto dir = scratch_directory();
+      process_adapter("store", p, n, dir);
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    });
+  }
   PVMM_TEAM_CASES("store (directory)", [](const case_params& p, int n) {
     const auto dir = scratch_directory();
     process_adapter("store", p, n, dir);
