@@ -126,6 +126,7 @@ class symmetric_window : detail::move_only {
   std::vector<void*> pointer_table() const;
 
  private:
+  friend class team_multicast;
   explicit symmetric_window(std::shared_ptr<detail::window_state> state) noexcept;
   std::shared_ptr<detail::window_state> state_;  // shared only so the owner needs no complete type to be destroyed
 };

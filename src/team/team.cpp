@@ -149,14 +149,9 @@ result<team> team::create(std::shared_ptr<bootstrap> ranks, const team_options& 
     t.local_rank = seen_on_node[t.node]++;
     t.pid = m.pid;
     t.device = m.device;
-    const bool same_node = m.node == all[me].node;
-    const bool same_id =
-        all[me].identifier[0] != 0 && std::strncmp(m.identifier, all[me].identifier, sizeof m.identifier) == 0;
-    // Without a device identifier (host backend), ranks of one process name devices alike.
-    t.same_device =
-        same_node && (same_id || (all[me].identifier[0] == 0 && m.pid == all[me].pid && m.device == all[me].device));
     state->members.push_back(t);
   }
+  for (auto& t : state->members) t.same_device = state->same_device(me, t.rank);
   if (state->node_ranks().size() > 1) {
     auto listening = ipc::listener::listen(state->endpoint_of(me));
     if (!listening) return op.wrap(std::move(listening).error());

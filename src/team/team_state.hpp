@@ -4,11 +4,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <pvmm/endpoint.hpp>
 #include <pvmm/team.hpp>
+
+#include "core/operation.hpp"
 
 namespace pvmm::detail {
 
@@ -52,6 +55,37 @@ struct team_state {
   std::string endpoint_of(int r) const;
   /// The ranks on this rank's node, in rank order (this rank included).
   std::vector<int> node_ranks() const;
+  /// Whether ranks `a` and `b` use the same physical device (on one node).
+  bool same_device(int a, int b) const;
 };
+
+/// What travels between node-local ranks over the team's endpoints, with at most one fd (fixed layout).
+struct team_message {
+  static constexpr std::uint32_t magic_value = 0x47545650;  // "PVTG"
+  std::uint32_t magic = magic_value;
+  std::uint32_t step = 0;
+  std::uint64_t team_id = 0;
+  std::int32_t rank = 0;
+  std::int32_t has_fd = 0;
+  std::int32_t failed = 0;  // the sender's errc when it has nothing to send because it failed (0: none)
+  std::int32_t reserved = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+};
+struct received_message {
+  team_message header;
+  owned_fd fd;  // when header.has_fd
+};
+
+/// Connects to rank `to`'s listener and sends `m` (its team, rank and fd flag filled in) with `fd` (-1: none).
+status send_message(const team_state& t, int to, team_message m, int fd, deadline until, const operation& op);
+/// Takes the next message of step `step` from one of `waiting` (`what` names it in errors), checked: the team
+/// and step, a rank still awaited, the sender's pid, the fd it announced.
+result<received_message> receive_message(team_state& t, std::uint32_t step, const std::vector<int>& waiting,
+                                         const char* what, deadline until, const operation& op);
+/// Ends a collective step: every rank's local outcome (`mine`, empty when it succeeded) allgathered, so every
+/// rank returns the same failure naming the lowest failed rank, or success on all.
+status agree(team_state& t, std::uint32_t step, const std::optional<error>& mine, const char* what, deadline until,
+             const operation& op);
 
 }  // namespace pvmm::detail

@@ -34,18 +34,6 @@ struct chunk_record {
   char no_fabric[192] = {};  // why the rank's chunk has no fabric handle (empty: it has one, or never had)
 };
 
-// What travels with an fd between node-local ranks.
-struct fd_message {
-  static constexpr std::uint32_t magic_value = 0x46575650;  // "PVWF"
-  std::uint32_t magic = magic_value;
-  std::uint32_t step = 0;
-  std::uint64_t team_id = 0;
-  std::int32_t rank = 0;
-  std::int32_t has_fd = 0;
-  std::uint64_t offset = 0;
-  std::uint64_t size = 0;
-};
-
 // The local ordinal of `owner`'s device, when this process sees it (-1: unknown here).
 int local_ordinal_of(const team_state& t, int owner) {
   const member_record& m = t.records[owner];
@@ -102,41 +90,13 @@ void mark_unreachable(window_state& w, int owner, std::string why) {
   slot.reason = std::move(why);
 }
 
-status send_fd(const window_state& w, int to, const fd_message& m, int fd, deadline until, const operation& op) {
-  PVMM_TRY_ASSIGN(c, op.step("connect", [&] { return ipc::connect(w.team->endpoint_of(to), time_left(until)); }));
-  return op.step("send", [&] { return c.send(&fd, fd >= 0 ? 1 : 0, &m, sizeof m, time_left(until)); });
-}
-
-// Takes one node-local peer's message; returns the rank it came from.
-result<int> receive_fd(window_state& w, std::uint32_t step, const std::vector<int>& waiting, deadline until,
-                       const operation& op) {
-  auto c = w.team->listener.accept(time_left(until));
-  if (!c) {
-    if (c.code() == errc::timeout)
-      return op.fail(errc::timeout,
-                     fmt::format("{} sent no memory for window step {} before the deadline", rank_list(waiting), step));
-    return op.wrap(std::move(c).error());
-  }
-  PVMM_TRY_ASSIGN(got, op.step("receive", [&] { return c->receive(1, sizeof(fd_message), time_left(until)); }));
-  fd_message m;
-  if (got.payload.size() != sizeof m)
-    return op.fail(errc::protocol_error, fmt::format("a peer sent {} bytes, not a window message", got.payload.size()));
-  std::memcpy(&m, got.payload.data(), sizeof m);
-  if (m.magic != fd_message::magic_value || m.team_id != w.team->id || m.step != step)
-    return op.fail(errc::protocol_error, fmt::format("a peer sent a message for team {:x} step {} (expected {:x} "
-                                                     "step {})",
-                                                     m.team_id, m.step, w.team->id, step));
-  if (std::find(waiting.begin(), waiting.end(), m.rank) == waiting.end())
-    return op.fail(errc::protocol_error, fmt::format("rank {} sent twice, or is not on this node", m.rank));
-  auto cred = c->peer();
-  if (cred && cred->pid != w.team->records[m.rank].pid)
-    return op.fail(errc::protocol_error, fmt::format("process {} claimed to be rank {} (pid {})", cred->pid, m.rank,
-                                                     w.team->records[m.rank].pid));
-  if ((m.has_fd != 0) != (got.fds.size() == 1))
-    return op.fail(errc::protocol_error,
-                   fmt::format("rank {} announced {} fd and sent {}", m.rank, m.has_fd, got.fds.size()));
-  if (m.has_fd) {
-    auto imported = physical_allocation::import_posix_fd(got.fds[0].get(), m.size);
+// Takes one node-local peer's chunk, imports and maps it; returns the rank it came from.
+result<int> receive_chunk(window_state& w, std::uint32_t step, const std::vector<int>& waiting, deadline until,
+                          const operation& op) {
+  PVMM_TRY_ASSIGN(got, receive_message(*w.team, step, waiting, "memory", until, op));
+  const team_message& m = got.header;
+  if (got.fd.valid()) {
+    auto imported = physical_allocation::import_posix_fd(got.fd.get(), m.size);
     if (!imported)
       mark_unreachable(w, m.rank, imported.error().message());
     else
@@ -216,16 +176,13 @@ status exchange_chunks(window_state& w, physical_allocation mine, std::size_t of
     std::vector<int> waiting;
     for (int r : node)
       if (r != me) waiting.push_back(r);
-    fd_message m;
+    team_message m;
     m.step = step;
-    m.team_id = t.id;
-    m.rank = me;
-    m.has_fd = chunk_size > 0;
     m.offset = offset;
     m.size = chunk_size;
     for (int k = 1; k < count; ++k) {
-      PVMM_TRY(send_fd(w, node[(index + k) % count], m, exported.valid() ? exported.get() : -1, until, op));
-      PVMM_TRY_ASSIGN(from, receive_fd(w, step, waiting, until, op));
+      PVMM_TRY(send_message(t, node[(index + k) % count], m, exported.valid() ? exported.get() : -1, until, op));
+      PVMM_TRY_ASSIGN(from, receive_chunk(w, step, waiting, until, op));
       waiting.erase(std::find(waiting.begin(), waiting.end(), from));
     }
   }  // this rank's exported fd closes here: every node-local peer holds its import

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <pvmm/pvmm.hpp>
+#include <pvmm/team_multicast.hpp>
 
 #include "fake_driver.hpp"
 
@@ -24,6 +25,7 @@ int import_fd_number = -1;
 constexpr CUmemGenericAllocationHandle fake_multicast = 0xC0FFEE;
 constexpr CUmemGenericAllocationHandle fake_memory = 0xBEEF;
 constexpr CUdeviceptr fake_address = 0x7f0000000000ULL;
+CUdeviceptr next_address = fake_address;  // reservations follow one another from fake_address, 1 GiB apart
 constexpr std::size_t two_mib = std::size_t{2} << 20;
 
 void record(std::string s) { calls.push_back(std::move(s)); }
@@ -44,7 +46,8 @@ CUresult mem_release(CUmemGenericAllocationHandle h) {
 }
 CUresult reserve(CUdeviceptr* p, size_t size, size_t, CUdeviceptr, unsigned long long) {
   record(fmt::format("cuMemAddressReserve(size={:#x})", size));
-  *p = fake_address;
+  *p = next_address;
+  next_address += CUdeviceptr{1} << 30;
   return CUDA_SUCCESS;
 }
 CUresult address_free(CUdeviceptr p, size_t size) {
@@ -136,6 +139,7 @@ TEST_CASE("multicast: create, add devices, bind, map, grant, export, unbind, rel
     CHECK(g.minimum == two_mib);
     CHECK(g.recommended == 2 * two_mib);
     calls.clear();
+    next_address = fake_address;
 
     auto mc = pvmm::multicast_object::create(props).value();
     CHECK(mc.add_device(0).has_value());
@@ -183,6 +187,53 @@ TEST_CASE("multicast: create, add devices, bind, map, grant, export, unbind, rel
       "cuMemRelease(0xc0ffee)",
       "cuMemRelease(0xbeef)",
       "cuMemAddressFree(0x7f0000000000, 0x400000)",
+  };
+  CHECK(calls == expected);
+  for (std::size_t i = 0; i < std::max(calls.size(), expected.size()); ++i)
+    if (i >= calls.size() || i >= expected.size() || calls[i] != expected[i])
+      MESSAGE("call ", i, ": got '", (i < calls.size() ? calls[i] : "-"), "' expected '",
+              (i < expected.size() ? expected[i] : "-"), "'");
+  pvmm::cuda::install_driver_api(previous);
+}
+
+// A team of one rank: the team's steps in their order, and teardown in the driver's (unmap, unbind, release).
+TEST_CASE("team multicast: capability, create, add device, bind the slot, map, grant; released in reverse") {
+  static const pvmm::cuda::driver_api table = recording_table();
+  const auto* previous = pvmm::cuda::install_driver_api(&table);
+  next_address = fake_address;
+  {
+    auto ranks = pvmm::make_thread_bootstraps(1).value();
+    auto members = pvmm::team::create(ranks[0]).value();
+    pvmm::window_options o;
+    o.size = two_mib;
+    auto window = pvmm::symmetric_window::create(members, o).value();
+    calls.clear();
+    auto mc = pvmm::team_multicast::create(window).value();
+    CHECK(mc.bound_ranks() == std::vector<int>{0});
+    CHECK(mc.size() == two_mib);
+    CHECK(reinterpret_cast<CUdeviceptr>(mc.address()) == fake_address + (CUdeviceptr{1} << 30));
+    CHECK(mc.release().has_value());
+    CHECK(mc.release().code() == pvmm::errc::already_released);
+  }
+  const std::vector<std::string> expected{
+      // Every rank's granularity, allgathered before any create; then create's own check.
+      "cuMulticastGetGranularity(devices=1, flags=0)",
+      "cuMulticastGetGranularity(devices=1, flags=1)",
+      "cuMulticastGetGranularity(devices=1, flags=0)",
+      "cuMulticastGetGranularity(devices=1, flags=1)",
+      "cuMulticastCreate(devices=1, size=0x200000, handleTypes=0)",
+      "cuMulticastAddDevice(0xc0ffee, 0)",
+      "cuMulticastBindMem(0xc0ffee, 0x0, 0xbeef, 0x0, 0x200000)",
+      "cuMemAddressReserve(size=0x200000)",
+      "cuMemMap(0x7f0040000000, size=0x200000, offset=0x0, handle=0xc0ffee)",
+      "cuMemSetAccess(0x7f0040000000, 0x200000, [dev0:3])",
+      "cuMemUnmap(0x7f0040000000, 0x200000)",
+      "cuMemAddressFree(0x7f0040000000, 0x200000)",
+      "cuMulticastUnbind(0xc0ffee, 0, 0x0, 0x200000)",
+      "cuMemRelease(0xc0ffee)",
+      "cuMemUnmap(0x7f0000000000, 0x200000)",
+      "cuMemRelease(0xbeef)",
+      "cuMemAddressFree(0x7f0000000000, 0x200000)",
   };
   CHECK(calls == expected);
   for (std::size_t i = 0; i < std::max(calls.size(), expected.size()); ++i)

@@ -178,6 +178,9 @@ void for_each_size(const std::string& adapter_name, const std::string& name, int
   }                                                                                                        \
   TEST_CASE(adapter ": simulated nodes: cross-node peers take the fabric path or are reported per peer") { \
     for_each_size(adapter, "nodes", 2, body);                                                              \
+  }                                                                                                        \
+  TEST_CASE(adapter ": multicast over a team, or not_supported on every rank naming who lacks it") {       \
+    for_each_size(adapter, "multicast", 0, body);                                                          \
   }
 
 TEST_SUITE("team") {

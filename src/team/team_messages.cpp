@@ -1,0 +1,96 @@
+// Messages between the ranks of one node over the team's endpoints (a header and at most one fd), and the
+// agreement every collective step ends with. Shared by windows and multicast.
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "team/bootstrap_common.hpp"
+#include "team/team_state.hpp"
+
+namespace pvmm::detail {
+
+bool team_state::same_device(int a, int b) const {
+  const member_record& x = records[a];
+  const member_record& y = records[b];
+  if (x.node != y.node) return false;
+  // Without a device identifier (host backend), ranks of one process name devices alike.
+  if (x.identifier[0] == 0 || y.identifier[0] == 0) return x.pid == y.pid && x.device == y.device;
+  return std::strncmp(x.identifier, y.identifier, sizeof x.identifier) == 0;
+}
+
+status send_message(const team_state& t, int to, team_message m, int fd, deadline until, const operation& op) {
+  m.team_id = t.id;
+  m.rank = t.rank();
+  m.has_fd = fd >= 0;
+  PVMM_TRY_ASSIGN(c, op.step("connect", [&] { return ipc::connect(t.endpoint_of(to), time_left(until)); }));
+  return op.step("send", [&] { return c.send(&fd, fd >= 0 ? 1 : 0, &m, sizeof m, time_left(until)); });
+}
+
+result<received_message> receive_message(team_state& t, std::uint32_t step, const std::vector<int>& waiting,
+                                         const char* what, deadline until, const operation& op) {
+  auto c = t.listener.accept(time_left(until));
+  if (!c) {
+    if (c.code() == errc::timeout)
+      return op.fail(errc::timeout,
+                     fmt::format("{} sent no {} for team step {} before the deadline", rank_list(waiting), what, step));
+    return op.wrap(std::move(c).error());
+  }
+  PVMM_TRY_ASSIGN(got, op.step("receive", [&] { return c->receive(1, sizeof(team_message), time_left(until)); }));
+  received_message out;
+  team_message& m = out.header;
+  if (got.payload.size() != sizeof m)
+    return op.fail(errc::protocol_error, fmt::format("a peer sent {} bytes, not a team message", got.payload.size()));
+  std::memcpy(&m, got.payload.data(), sizeof m);
+  if (m.magic != team_message::magic_value || m.team_id != t.id || m.step != step)
+    return op.fail(errc::protocol_error, fmt::format("a peer sent a message for team {:x} step {} (expected {:x} "
+                                                     "step {})",
+                                                     m.team_id, m.step, t.id, step));
+  if (std::find(waiting.begin(), waiting.end(), m.rank) == waiting.end())
+    return op.fail(errc::protocol_error,
+                   fmt::format("rank {} sent a {} it was not asked for (twice, or not on this node)", m.rank, what));
+  auto cred = c->peer();
+  if (cred && cred->pid != t.records[m.rank].pid)
+    return op.fail(errc::protocol_error,
+                   fmt::format("process {} claimed to be rank {} (pid {})", cred->pid, m.rank, t.records[m.rank].pid));
+  if ((m.has_fd != 0) != (got.fds.size() == 1))
+    return op.fail(errc::protocol_error,
+                   fmt::format("rank {} announced {} fd and sent {}", m.rank, m.has_fd, got.fds.size()));
+  if (m.has_fd) out.fd = std::move(got.fds[0]);
+  return out;
+}
+
+namespace {
+struct agreement_record {
+  static constexpr std::uint32_t magic_value = 0x41545650;  // "PVTA"
+  std::uint32_t magic = magic_value;
+  std::uint32_t step = 0;
+  std::int32_t failed = 0;  // the errc of this rank's failure, 0 when none
+  char failure[196] = {};
+};
+}  // namespace
+
+status agree(team_state& t, std::uint32_t step, const std::optional<error>& mine, const char* what, deadline until,
+             const operation& op) {
+  agreement_record record;
+  record.step = step;
+  if (mine) {
+    record.failed = static_cast<std::int32_t>(mine->code);
+    std::strncpy(record.failure, mine->message().c_str(), sizeof record.failure - 1);
+  }
+  std::vector<agreement_record> all(t.size());
+  PVMM_TRY(op.step(what, [&] { return t.ranks->allgather(&record, sizeof record, all.data(), until); }));
+  for (int r = 0; r < t.size(); ++r) {
+    if (all[r].magic != agreement_record::magic_value || all[r].step != step)
+      return op.fail(errc::team_mismatch,
+                     fmt::format("rank {} is at team step {}, this rank at {} ({})", r, all[r].step, step, what));
+    if (all[r].failed == 0) continue;
+    if (r == t.rank()) return *mine;
+    return op.fail(peer_errc(all[r].failed),
+                   fmt::format("rank {} failed ({}): {}", r, what,
+                               std::string(all[r].failure, strnlen(all[r].failure, sizeof all[r].failure))));
+  }
+  return {};
+}
+
+}  // namespace pvmm::detail
