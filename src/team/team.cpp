@@ -1,4 +1,5 @@
 // Team creation: one allgather of every rank's identity, checked for agreement, and the node-local listener.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,6 +56,8 @@ member_record my_record(const bootstrap& b, const team_options& o, const device_
   m.node = b.node();
   m.device = o.device;
   m.pid = ::getpid();
+  struct stat ns {};
+  if (::stat("/proc/self/ns/pid", &ns) == 0) m.pid_namespace = ns.st_ino;
   m.team_id = random_id();
   copy_text(m.backend, sizeof m.backend, query_backend().name);
   copy_text(m.identifier, sizeof m.identifier, device.identifier);

@@ -1,7 +1,13 @@
 // Messages between the ranks of one node over the team's endpoints (a header and at most one fd), and the
 // agreement every collective step ends with. Shared by windows and multicast.
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -19,24 +25,69 @@ bool team_state::same_device(int a, int b) const {
   return std::strncmp(x.identifier, y.identifier, sizeof x.identifier) == 0;
 }
 
+int team_state::first_exited(const std::vector<int>& candidates) const {
+  const member_record& me = records[rank()];
+  for (int r : candidates) {
+    const member_record& m = records[r];
+    if (m.pid == me.pid || m.node != me.node || m.pid_namespace == 0 || m.pid_namespace != me.pid_namespace) continue;
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(m.pid), 0));
+    if (pidfd < 0) {
+      if (errno == ESRCH) return r;  // gone and reaped
+      continue;                      // no pidfds here (Linux < 5.3): the deadline decides
+    }
+    pollfd p{pidfd, POLLIN, 0};
+    const bool exited = ::poll(&p, 1, 0) == 1;  // a pidfd is readable once its process has exited
+    ::close(pidfd);
+    if (exited) return r;
+  }
+  return -1;
+}
+
+namespace {
+// How often a wait on a peer looks whether the peer's process is still there.
+constexpr std::chrono::milliseconds liveness_slice{100};
+
+error exited_while_waiting(const team_state& t, int r, const char* what, std::uint32_t step, const operation& op) {
+  return op.fail(errc::peer_lost, fmt::format("rank {} (pid {}) exited while this rank waited for its {} (team step "
+                                              "{})",
+                                              r, t.records[r].pid, what, step));
+}
+}  // namespace
+
 status send_message(const team_state& t, int to, team_message m, int fd, deadline until, const operation& op) {
   m.team_id = t.id;
   m.rank = t.rank();
   m.has_fd = fd >= 0;
-  PVMM_TRY_ASSIGN(c, op.step("connect", [&] { return ipc::connect(t.endpoint_of(to), time_left(until)); }));
-  return op.step("send", [&] { return c.send(&fd, fd >= 0 ? 1 : 0, &m, sizeof m, time_left(until)); });
+  // Every listener existed at the team's creation: while `to`'s is not answering, look whether it exited.
+  for (;;) {
+    auto c = ipc::connect(t.endpoint_of(to), std::min(time_left(until), liveness_slice));
+    if (c) return op.step("send", [&] { return c->send(&fd, fd >= 0 ? 1 : 0, &m, sizeof m, time_left(until)); });
+    if (c.code() != errc::timeout) return op.wrap(std::move(c).error());
+    if (t.first_exited({to}) == to) return exited_while_waiting(t, to, "connection", m.step, op);
+    if (time_left(until).count() == 0)
+      return op.fail(errc::timeout,
+                     fmt::format("rank {}'s team endpoint accepted no connection for team step {} before the deadline",
+                                 to, m.step));
+  }
 }
 
 result<received_message> receive_message(team_state& t, std::uint32_t step, const std::vector<int>& waiting,
                                          const char* what, deadline until, const operation& op) {
-  auto c = t.listener.accept(time_left(until));
-  if (!c) {
-    if (c.code() == errc::timeout)
+  // Accepts in slices; between them a rank whose process exited is peer_lost at once, not at the deadline.
+  ipc::connection c;
+  for (;;) {
+    auto accepted = t.listener.accept(std::min(time_left(until), liveness_slice));
+    if (accepted) {
+      c = std::move(*accepted);
+      break;
+    }
+    if (accepted.code() != errc::timeout) return op.wrap(std::move(accepted).error());
+    if (const int gone = t.first_exited(waiting); gone >= 0) return exited_while_waiting(t, gone, what, step, op);
+    if (time_left(until).count() == 0)
       return op.fail(errc::timeout,
                      fmt::format("{} sent no {} for team step {} before the deadline", rank_list(waiting), what, step));
-    return op.wrap(std::move(c).error());
   }
-  PVMM_TRY_ASSIGN(got, op.step("receive", [&] { return c->receive(1, sizeof(team_message), time_left(until)); }));
+  PVMM_TRY_ASSIGN(got, op.step("receive", [&] { return c.receive(1, sizeof(team_message), time_left(until)); }));
   received_message out;
   team_message& m = out.header;
   if (got.payload.size() != sizeof m)
@@ -49,7 +100,7 @@ result<received_message> receive_message(team_state& t, std::uint32_t step, cons
   if (std::find(waiting.begin(), waiting.end(), m.rank) == waiting.end())
     return op.fail(errc::protocol_error,
                    fmt::format("rank {} sent a {} it was not asked for (twice, or not on this node)", m.rank, what));
-  auto cred = c->peer();
+  auto cred = c.peer();
   if (cred && cred->pid != t.records[m.rank].pid)
     return op.fail(errc::protocol_error,
                    fmt::format("process {} claimed to be rank {} (pid {})", cred->pid, m.rank, t.records[m.rank].pid));

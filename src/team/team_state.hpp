@@ -18,7 +18,7 @@ namespace pvmm::detail {
 /// Every rank's identity as allgathered at team creation (fixed layout; the bytes travel between processes).
 struct member_record {
   static constexpr std::uint32_t magic_value = 0x4d545650;  // "PVTM"
-  static constexpr std::uint32_t version_value = 1;
+  static constexpr std::uint32_t version_value = 2;
   std::uint32_t magic = magic_value;
   std::uint32_t version = version_value;
   std::int32_t rank = 0;
@@ -35,6 +35,8 @@ struct member_record {
   std::uint8_t fabric = 0;
   std::uint8_t reserved[2] = {};
   std::int32_t failed = 0;  // the errc of this rank's local failure (0: none); its other fields are then unset
+  std::int32_t reserved2 = 0;
+  std::uint64_t pid_namespace = 0;  // the inode of its /proc/self/ns/pid: pids mean the same where these match
 };
 
 struct team_state {
@@ -57,6 +59,9 @@ struct team_state {
   std::vector<int> node_ranks() const;
   /// Whether ranks `a` and `b` use the same physical device (on one node).
   bool same_device(int a, int b) const;
+  /// The first of `candidates` whose process this one can see (another process, same node and pid namespace) and
+  /// that has exited; -1 when none has (or none can be seen). Opens and closes at most one fd at a time.
+  int first_exited(const std::vector<int>& candidates) const;
 };
 
 /// What travels between node-local ranks over the team's endpoints, with at most one fd (fixed layout).

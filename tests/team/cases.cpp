@@ -122,30 +122,79 @@ std::size_t thread_count() {
   return n;
 }
 
-// Rank 0 (the endpoints adapter's root) is killed by SIGKILL once the team exists, while the others make a
-// window: every survivor returns within its deadline naming rank 0, and holds no more fds, threads or pvmm
-// objects than before the team was made. Process ranks only (a thread cannot be killed alone).
-void killed_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
+// A bootstrap whose rank `victim` dies by SIGKILL once `after` of its collectives (allgathers and barriers) have
+// returned: 0 before the team's identities, 1 and 2 inside team::create, 3 in the window's fd ring, 4 before the
+// grow, 5 in the grow's fd ring.
+class dying_bootstrap : public pvmm::bootstrap {
+ public:
+  dying_bootstrap(std::shared_ptr<pvmm::bootstrap> inner, int victim, int after)
+      : inner_(std::move(inner)), victim_(victim), after_(after) {}
+  int rank() const noexcept override { return inner_->rank(); }
+  int size() const noexcept override { return inner_->size(); }
+  int node() const noexcept override { return inner_->node(); }
+  int local_rank() const noexcept override { return inner_->local_rank(); }
+  int local_size() const noexcept override { return inner_->local_size(); }
+  pvmm::status allgather(const void* mine, std::size_t bytes, void* all, pvmm::deadline until) override {
+    die_if_due();
+    auto done = inner_->allgather(mine, bytes, all, until);
+    ++calls_;
+    die_if_due();
+    return done;
+  }
+  pvmm::status barrier(pvmm::deadline until) override {
+    die_if_due();
+    auto done = inner_->barrier(until);
+    ++calls_;
+    die_if_due();
+    return done;
+  }
+  void abort() noexcept override { inner_->abort(); }
+
+ private:
+  void die_if_due() const {
+    if (rank() == victim_ && calls_ == after_) ::kill(::getpid(), SIGKILL);
+  }
+  std::shared_ptr<pvmm::bootstrap> inner_;
+  int victim_, after_, calls_ = 0;
+};
+
+// The victim dies at step `after` (see dying_bootstrap); the endpoints adapter's root (rank 0) at even steps, the
+// last rank at odd ones. Every survivor's first failing call is peer_lost or timeout naming the victim (MPI cannot
+// say who is missing: timeout there), within its deadline, and it holds no more fds, threads or pvmm objects than
+// before the team was made. Process ranks only (a thread cannot be killed alone).
+void killed_case(verdict& v, std::shared_ptr<pvmm::bootstrap> inner, int after, bool names_missing) {
+  const int victim = killed_victim("killed-" + std::to_string(after), inner->size());
+  auto b = std::make_shared<dying_bootstrap>(inner, victim, after);
   const std::string who = where(*b);
   const auto fds = open_fd_count();
   const auto threads = thread_count();
   const auto live = pvmm::query_live_objects();
-  {
-    auto t = pvmm::team::create(b, team_options_for(*b));
-    if (!t) return v.check(false, who + "team::create: " + t.error().message());
-    if (b->rank() == 0) ::kill(::getpid(), SIGKILL);  // mid-setup: the window step has not started
-    pvmm::window_options o;
-    o.size = 2u << 20;
-    o.timeout = 3000ms;
-    const auto start = std::chrono::steady_clock::now();
-    auto w = pvmm::symmetric_window::create(*t, o);
-    const auto took = std::chrono::steady_clock::now() - start;
-    v.check(!w && (w.code() == errc::peer_lost || w.code() == errc::timeout),
-            who + "expected peer_lost or timeout, got " + (w ? "a window" : w.error().message()));
-    if (!w)
-      v.check(w.error().message().find("rank 0") != std::string::npos,
-              who + "the error does not name rank 0: " + w.error().message());
+  auto expect_loss = [&](const pvmm::error& e, std::chrono::steady_clock::duration took) {
+    v.check(e.code == errc::peer_lost || e.code == errc::timeout,
+            who + "expected peer_lost or timeout, got " + e.message());
+    if (names_missing)
+      v.check(e.message().find("rank " + std::to_string(victim)) != std::string::npos,
+              who + "the error does not name rank " + std::to_string(victim) + ": " + e.message());
     v.check(took < 5s, who + "returned long after the deadline");
+  };
+  {
+    pvmm::team_options o = team_options_for(*b);
+    o.timeout = 3000ms;
+    auto start = std::chrono::steady_clock::now();
+    auto t = pvmm::team::create(b, o);
+    if (!t) return expect_loss(t.error(), std::chrono::steady_clock::now() - start);
+    pvmm::window_options wo;
+    wo.size = 2u << 20;
+    wo.max_size = 4u << 20;
+    wo.timeout = 3000ms;
+    start = std::chrono::steady_clock::now();
+    auto w = pvmm::symmetric_window::create(*t, wo);
+    if (!w) return expect_loss(w.error(), std::chrono::steady_clock::now() - start);
+    start = std::chrono::steady_clock::now();
+    auto grown = w->grow(4u << 20, 3000ms);
+    if (!grown) return expect_loss(grown.error(), std::chrono::steady_clock::now() - start);
+    v.check(false, who + "every step succeeded though rank " + std::to_string(victim) + " died at step " +
+                       std::to_string(after));
   }
   // The bootstrap (its sockets counted above) is the caller's: it stays, broken, and holds what it held.
   const auto now = pvmm::query_live_objects();
@@ -297,6 +346,10 @@ void multicast_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool process
 
 }  // namespace
 
+int killed_victim(const std::string& name, int size) {
+  return std::stoi(name.substr(name.find('-') + 1)) % 2 == 0 ? 0 : size - 1;
+}
+
 std::string verdict::text() const {
   std::string out;
   for (const auto& f : failures) out += f + "\n";
@@ -339,8 +392,8 @@ verdict run_case(const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
     mismatch_case(v, ranks);
   else if (p.name == "version")
     version_case(v, ranks);
-  else if (p.name == "killed")
-    killed_case(v, std::move(ranks));
+  else if (p.name.rfind("killed-", 0) == 0)
+    killed_case(v, std::move(ranks), std::stoi(p.name.substr(7)), p.adapter_names_missing_rank);
   else if (p.name == "multicast")
     multicast_case(v, ranks, p.one_rank_per_process);
   else if (p.name == "cycles")

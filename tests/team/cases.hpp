@@ -11,10 +11,12 @@
 namespace pvmm_team_test {
 
 struct case_params {
-  std::string name;                   // "window", "sizes", "grow", "late", "mismatch", "version", "cycles", "nodes"
-  int cycles = 100;                   // for "cycles"
-  int ranks_per_node = 0;             // for "nodes": the simulated node size (0: one node)
-  bool one_rank_per_process = false;  // process-wide checks (fds, live objects) are this rank's alone
+  std::string name;        // "window", "sizes", "grow", "late", "mismatch", "version", "cycles", "nodes", "multicast",
+                           // "killed-<step 0..5>"
+  int cycles = 100;        // for "cycles"
+  int ranks_per_node = 0;  // for "nodes": the simulated node size (0: one node)
+  bool one_rank_per_process = false;       // process-wide checks (fds, live objects) are this rank's alone
+  bool adapter_names_missing_rank = true;  // false for MPI: a collective that never completes cannot say who
 };
 
 /// What failed on this rank, one line each.
@@ -28,6 +30,10 @@ struct verdict {
 
 /// Runs case `p.name` on this rank. A rank that must stay away ("late") returns at once.
 verdict run_case(const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks);
+
+/// "killed-<step>": the rank that dies, and the last step (dying_bootstrap in cases.cpp says what each is).
+int killed_victim(const std::string& name, int size);
+inline constexpr int last_kill_step = 5;
 
 /// The cases, for the suites that list them.
 const std::vector<std::string>& case_names();

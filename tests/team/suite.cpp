@@ -53,7 +53,8 @@ struct team_leak_check {
 };
 
 bool applies(const std::string& name, int n) {
-  return n >= 2 || (name != "late" && name != "mismatch" && name != "version" && name != "killed");
+  if (name.rfind("killed-", 0) == 0) return n == 2 || n == 4;
+  return n >= 2 || (name != "late" && name != "mismatch" && name != "version");
 }
 
 // Runs `p` on `ranks`, one thread each.
@@ -118,7 +119,7 @@ void process_adapter(const std::string& adapter, const case_params& p, int n, co
       }
       std::this_thread::sleep_for(5ms);
     }
-    if (p.name == "killed" && r == 0)  // the victim
+    if (p.name.rfind("killed-", 0) == 0 && static_cast<int>(r) == pvmm_team_test::killed_victim(p.name, n))
       CHECK_MESSAGE((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL), "rank 0 was to die of SIGKILL");
     else
       CHECK_MESSAGE((WIFEXITED(status) && WEXITSTATUS(status) == 0), "rank " << r << " of " << n << " failed");
@@ -150,6 +151,7 @@ void for_each_size(const std::string& adapter_name, const std::string& name, int
     p.cycles = n <= 4 ? 100 : 25;
     p.ranks_per_node = ranks_per_node;
     CAPTURE(adapter_name);
+    CAPTURE(name);
     CAPTURE(n);
     team_leak_check leaks;
     run(p, n);
@@ -188,18 +190,19 @@ TEST_SUITE("team") {
   PVMM_TEAM_CASES("store (in-process)", [](const case_params& p, int n) { threads_adapter(p, n, true); })
   PVMM_TEAM_CASES("endpoints",
                   [](const case_params& p, int n) { process_adapter("endpoints", p, n, unique_name("endpoint")); })
-  TEST_CASE(
-      "endpoints: a rank killed mid-setup: every survivor returns within its deadline naming it, leaking nothing") {
-    for_each_size("endpoints", "killed", 0,
-                  [](const case_params& p, int n) { process_adapter("endpoints", p, n, unique_name("endpoint")); });
+  TEST_CASE("endpoints: a rank killed at each team step: every survivor returns within its deadline naming it") {
+    for (int step = 0; step <= pvmm_team_test::last_kill_step; ++step)
+      for_each_size("endpoints", "killed-" + std::to_string(step), 0,
+                    [](const case_params& p, int n) { process_adapter("endpoints", p, n, unique_name("endpoint")); });
   }
-  TEST_CASE("store (directory): a rank killed mid-setup: every survivor returns within its deadline naming it") {
-    for_each_size("store (directory)", "killed", 0, [](const case_params& p, int n) {
-      const auto dir = scratch_directory();
-      process_adapter("store", p, n, dir);
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
-    });
+  TEST_CASE("store (directory): a rank killed at each team step: every survivor returns within its deadline") {
+    for (int step = 0; step <= pvmm_team_test::last_kill_step; ++step)
+      for_each_size("store (directory)", "killed-" + std::to_string(step), 0, [](const case_params& p, int n) {
+        const auto dir = scratch_directory();
+        process_adapter("store", p, n, dir);
+        std::error_code ignored;
+        std::filesystem::remove_all(dir, ignored);
+      });
   }
   PVMM_TEAM_CASES("store (directory)", [](const case_params& p, int n) {
     const auto dir = scratch_directory();
