@@ -21,8 +21,14 @@
 // release() are local: they unmap and give back this rank's references and never wait for peers (peers keep
 // the memory they mapped alive through their own mappings).
 //
-// Threading: a team and its windows are used by one thread at a time (collectives are ordered per rank); the
-// accessors of a window (base, peer, mapped, ...) may be read from any thread while no grow or release runs.
+// abort() gives up from any thread: the step in progress on this rank returns errc::peer_lost within 100 ms,
+// every later step fails at once, and the other ranks see peer_lost at their step in progress or next one (the
+// bootstrap's abort). It does not unmap: another thread may still read the window; release the windows on
+// their own thread to give the peers' memory back.
+//
+// Threading: a team and its windows are used by one thread at a time (collectives are ordered per rank), except
+// team::abort(), which any thread may call; the accessors of a window (base, peer, mapped, ...) may be read from
+// any thread while no grow or release runs.
 #pragma once
 
 #include <chrono>
@@ -72,6 +78,9 @@ class team : detail::move_only {
 
   /// Gives the team's local resources back now (listener, bootstrap reference); errc::already_released when empty.
   status release() noexcept;
+  /// Gives up, from any thread (see above): this rank's steps fail with errc::peer_lost from now on, and so do
+  /// the other ranks'. The team stays valid until released. No effect on an empty team.
+  void abort() noexcept;
   bool valid() const noexcept { return state_ != nullptr; }
   explicit operator bool() const noexcept { return valid(); }
 

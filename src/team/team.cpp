@@ -172,6 +172,12 @@ status team::release() noexcept {
   return {};
 }
 
+void team::abort() noexcept {
+  if (!state_) return;
+  state_->aborted.store(true, std::memory_order_release);
+  state_->ranks->abort();  // wakes a collective in progress, and tells the other ranks
+}
+
 int team::rank() const noexcept { return state_ ? state_->rank() : -1; }
 int team::size() const noexcept { return state_ ? state_->size() : 0; }
 int team::device() const noexcept { return state_ ? state_->options.device : -1; }

@@ -54,6 +54,11 @@ error exited_while_waiting(const team_state& t, int r, const char* what, std::ui
 }
 }  // namespace
 
+status check_aborted(const team_state& t, const operation& op) {
+  if (!t.aborted.load(std::memory_order_acquire)) return {};
+  return op.fail(errc::peer_lost, fmt::format("rank {} aborted its team", t.rank()));
+}
+
 status send_message(const team_state& t, int to, team_message m, int fd, deadline until, const operation& op) {
   m.team_id = t.id;
   m.rank = t.rank();
@@ -63,6 +68,7 @@ status send_message(const team_state& t, int to, team_message m, int fd, deadlin
     auto c = ipc::connect(t.endpoint_of(to), std::min(time_left(until), liveness_slice));
     if (c) return op.step("send", [&] { return c->send(&fd, fd >= 0 ? 1 : 0, &m, sizeof m, time_left(until)); });
     if (c.code() != errc::timeout) return op.wrap(std::move(c).error());
+    PVMM_TRY(check_aborted(t, op));
     if (t.first_exited({to}) == to) return exited_while_waiting(t, to, "connection", m.step, op);
     if (time_left(until).count() == 0)
       return op.fail(errc::timeout,
@@ -82,6 +88,7 @@ result<received_message> receive_message(team_state& t, std::uint32_t step, cons
       break;
     }
     if (accepted.code() != errc::timeout) return op.wrap(std::move(accepted).error());
+    PVMM_TRY(check_aborted(t, op));
     if (const int gone = t.first_exited(waiting); gone >= 0) return exited_while_waiting(t, gone, what, step, op);
     if (time_left(until).count() == 0)
       return op.fail(errc::timeout,
@@ -123,6 +130,7 @@ struct agreement_record {
 
 status agree(team_state& t, std::uint32_t step, const std::optional<error>& mine, const char* what, deadline until,
              const operation& op) {
+  PVMM_TRY(check_aborted(t, op));
   agreement_record record;
   record.step = step;
   if (mine) {

@@ -2,6 +2,7 @@
 // to. Shared by the team owner and its windows (a window keeps its team's state alive).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -48,8 +49,9 @@ struct team_state {
   int node_count = 0;
   std::size_t slot_unit = 0;                  // the largest granularity of any rank: strides are multiples of it
   handle_types handles = handle_types::none;  // what this rank's window memory is exportable as
-  ipc::listener listener;       // node-local peers send this rank their fds here (only with node-local peers)
-  std::uint32_t next_step = 0;  // every window create/grow is one step, the same on every rank
+  ipc::listener listener;            // node-local peers send this rank their fds here (only with node-local peers)
+  std::uint32_t next_step = 0;       // every window create/grow is one step, the same on every rank
+  std::atomic<bool> aborted{false};  // team::abort() from any thread: every wait looks at it between slices
 
   int rank() const noexcept { return ranks->rank(); }
   int size() const noexcept { return ranks->size(); }
@@ -82,6 +84,8 @@ struct received_message {
   owned_fd fd;  // when header.has_fd
 };
 
+/// errc::peer_lost when this rank's team was aborted (team::abort), else success.
+status check_aborted(const team_state& t, const operation& op);
 /// Connects to rank `to`'s listener and sends `m` (its team, rank and fd flag filled in) with `fd` (-1: none).
 status send_message(const team_state& t, int to, team_message m, int fd, deadline until, const operation& op);
 /// Takes the next message of step `step` from one of `waiting` (`what` names it in errors), checked: the team

@@ -113,6 +113,7 @@ status exchange_chunks(window_state& w, physical_allocation mine, std::size_t of
   const int me = t.rank();
   const int n = t.size();
   const std::uint32_t step = t.next_step++;
+  PVMM_TRY(check_aborted(t, op));
   chunk_record record;
   record.step = step;
   record.offset = offset;

@@ -185,29 +185,78 @@ void for_each_size(const std::string& adapter_name, const std::string& name, int
     for_each_size(adapter, "multicast", 0, body);                                                          \
   }
 
-TEST_SUITE("team") {
-  PVMM_TEAM_CASES("threads", [](const case_params& p, int n) { threads_adapter(p, n, false); })
-  PVMM_TEAM_CASES("store (in-process)", [](const case_params& p, int n) { threads_adapter(p, n, true); })
-  PVMM_TEAM_CASES("endpoints",
-                  [](const case_params& p, int n) { process_adapter("endpoints", p, n, unique_name("endpoint")); })
-  TEST_CASE("endpoints: a rank killed at each team step: every survivor returns within its deadline naming it") {
-    for (int step = 0; step <= pvmm_team_test::last_kill_step; ++step)
-      for_each_size("endpoints", "killed-" + std::to_string(step), 0,
-                    [](const case_params& p, int n) { process_adapter("endpoints", p, n, unique_name("endpoint")); });
+TEST_SUITE("team"){
+    PVMM_TEAM_CASES("threads", [](const case_params& p, int n) { threads_adapter(p, n, false); }) PVMM_TEAM_CASES(
+        "store (in-process)",
+        [](const case_params& p, int n) {
+          threads_adapter(p, n, true);
+        }) PVMM_TEAM_CASES("endpoints", [](const case_params& p,
+                                           int n) { process_adapter("endpoints", p, n, unique_name("endpoint")); })
+        TEST_CASE("endpoints: a rank killed at each team step: every survivor returns within its deadline naming it"){
+            for (int step = 0; step <= pvmm_team_test::last_kill_step; ++step)
+                for_each_size("endpoints", "killed-" + std::to_string(step), 0, [](const case_params& p, int n) {
+                  process_adapter("endpoints", p, n, unique_name("endpoint"));
+                });
+}
+TEST_CASE("store (directory): a rank killed at each team step: every survivor returns within its deadline") {
+  for (int step = 0; step <= pvmm_team_test::last_kill_step; ++step)
+    for_each_size("store (directory)", "killed-" + std::to_string(step), 0, [](const case_params& p, int n) {
+      const auto dir = scratch_directory();
+      process_adapter("store", p, n, dir);
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    });
+}
+PVMM_TEAM_CASES("store (directory)", [](const case_params& p, int n) {
+  const auto dir = scratch_directory();
+  process_adapter("store", p, n, dir);
+  std::error_code ignored;  // a leftover scratch directory is not the case's failure
+  std::filesystem::remove_all(dir, ignored);
+})
+}
+
+TEST_CASE("team::abort from another thread ends the step in progress with peer_lost, and the peers' steps too") {
+  if (const auto why = pvmm_team_test::no_device_reason(); !why.empty()) {
+    std::printf("[pvmm-skip] %s\n", why.c_str());
+    return;
   }
-  TEST_CASE("store (directory): a rank killed at each team step: every survivor returns within its deadline") {
-    for (int step = 0; step <= pvmm_team_test::last_kill_step; ++step)
-      for_each_size("store (directory)", "killed-" + std::to_string(step), 0, [](const case_params& p, int n) {
-        const auto dir = scratch_directory();
-        process_adapter("store", p, n, dir);
-        std::error_code ignored;
-        std::filesystem::remove_all(dir, ignored);
+  team_leak_check leaks;
+  auto ranks = pvmm::make_thread_bootstraps(2);
+  REQUIRE(ranks);
+  std::vector<pvmm::team> teams(2);
+  {
+    std::vector<std::thread> makers;
+    for (int r = 0; r < 2; ++r)
+      makers.emplace_back([&, r] {
+        if (auto t = pvmm::team::create((*ranks)[r])) teams[r] = std::move(*t);
       });
+    for (auto& t : makers) t.join();
   }
-  PVMM_TEAM_CASES("store (directory)", [](const case_params& p, int n) {
-    const auto dir = scratch_directory();
-    process_adapter("store", p, n, dir);
-    std::error_code ignored;  // a leftover scratch directory is not the case's failure
-    std::filesystem::remove_all(dir, ignored);
-  })
+  REQUIRE(teams[0].valid());
+  REQUIRE(teams[1].valid());
+  pvmm::window_options o;
+  o.size = 2u << 20;
+  o.timeout = 10s;
+  // Rank 0 starts a window alone (rank 1 is not there yet) and waits; another thread aborts its team.
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(200ms);
+    teams[0].abort();
+  });
+  auto start = std::chrono::steady_clock::now();
+  auto w0 = pvmm::symmetric_window::create(teams[0], o);
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+  aborter.join();
+  REQUIRE_FALSE(w0);
+  CHECK(w0.code() == pvmm::errc::peer_lost);
+  // Rank 1 arrives late: it fails at once, naming the rank that aborted.
+  start = std::chrono::steady_clock::now();
+  auto w1 = pvmm::symmetric_window::create(teams[1], o);
+  CHECK(std::chrono::steady_clock::now() - start < 1s);
+  REQUIRE_FALSE(w1);
+  CHECK(w1.code() == pvmm::errc::peer_lost);
+  CHECK_MESSAGE(w1.error().message().find("rank 0") != std::string::npos, w1.error().message());
+  // Later steps on the aborted team fail at once; releasing still works.
+  CHECK(pvmm::symmetric_window::create(teams[0], o).code() == pvmm::errc::peer_lost);
+  CHECK(teams[0].release().has_value());
+  CHECK(teams[1].release().has_value());
 }
