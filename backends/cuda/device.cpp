@@ -34,8 +34,7 @@ result<int> device_count() {
 
 result<device_info> device(int ordinal) {
   PVMM_REQUIRE_DRIVER();
-  CUdevice dev = 0;
-  PVMM_CU(cuDeviceGet, &dev, ordinal);
+  PVMM_TRY_ASSIGN(dev, device_of(ordinal));
   device_info d;
   d.ordinal = ordinal;
   char name[256] = {};
@@ -59,9 +58,8 @@ result<memory_info> memory(int ordinal) {
 
 result<bool> can_access_peer(int device, int peer) {
   PVMM_REQUIRE_DRIVER();
-  CUdevice d = 0, p = 0;
-  PVMM_CU(cuDeviceGet, &d, device);
-  PVMM_CU(cuDeviceGet, &p, peer);
+  PVMM_TRY_ASSIGN(d, device_of(device));
+  PVMM_TRY_ASSIGN(p, device_of(peer));
   int can = 0;
   PVMM_CU(cuDeviceCanAccessPeer, &can, d, p);
   return can != 0;

@@ -3,9 +3,12 @@
 // file shares.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <type_traits>
+#include <utility>
 
 #include "driver.hpp"
 
@@ -112,29 +115,15 @@ const char* error_name(CUresult rc) {
 }
 
 errc portable(CUresult rc) {
-  switch (rc) {
-    case CUDA_ERROR_INVALID_VALUE:
-      return errc::invalid_argument;
-    case CUDA_ERROR_OUT_OF_MEMORY:
-      return errc::out_of_memory;
-    case CUDA_ERROR_NOT_SUPPORTED:
-      return errc::not_supported;
-    case CUDA_ERROR_NOT_PERMITTED:
-      return errc::not_permitted;
-    case CUDA_ERROR_INVALID_DEVICE:
-      return errc::invalid_device;
-    case CUDA_ERROR_NOT_INITIALIZED:
-    case CUDA_ERROR_NO_DEVICE:
-      return errc::backend_unavailable;
-    case CUDA_ERROR_INVALID_HANDLE:
-      return errc::invalid_handle;
-    case CUDA_ERROR_ALREADY_MAPPED:
-      return errc::overlapping_mapping;
-    case CUDA_ERROR_NOT_MAPPED:
-      return errc::not_mapped;
-    default:
-      return errc::backend_error;
-  }
+  // The driver's codes that have a portable meaning; every other is a backend_error.
+  static constexpr std::pair<CUresult, errc> named[] = {
+      {CUDA_ERROR_INVALID_VALUE, errc::invalid_argument},     {CUDA_ERROR_OUT_OF_MEMORY, errc::out_of_memory},
+      {CUDA_ERROR_NOT_SUPPORTED, errc::not_supported},        {CUDA_ERROR_NOT_PERMITTED, errc::not_permitted},
+      {CUDA_ERROR_INVALID_DEVICE, errc::invalid_device},      {CUDA_ERROR_NOT_INITIALIZED, errc::backend_unavailable},
+      {CUDA_ERROR_NO_DEVICE, errc::backend_unavailable},      {CUDA_ERROR_INVALID_HANDLE, errc::invalid_handle},
+      {CUDA_ERROR_ALREADY_MAPPED, errc::overlapping_mapping}, {CUDA_ERROR_NOT_MAPPED, errc::not_mapped}};
+  const auto* found = std::find_if(std::begin(named), std::end(named), [rc](const auto& n) { return n.first == rc; });
+  return found != std::end(named) ? found->second : errc::backend_error;
 }
 
 error failure(CUresult rc, const char* call, std::string hint, errc code) {
@@ -247,6 +236,24 @@ CUmulticastObjectProp to_cuda(const detail::backend::multicast_request& r) {
   return prop;
 }
 
+CUmemAccess_flags to_cuda(access a) {
+  return a == access::read_write ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+         : a == access::read     ? CU_MEM_ACCESS_FLAGS_PROT_READ
+                                 : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+}
+
+access access_of(unsigned long long flags) {
+  if (flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) return access::read_write;
+  if (flags == CU_MEM_ACCESS_FLAGS_PROT_READ) return access::read;
+  return access::none;
+}
+
+result<CUdevice> device_of(int ordinal) {
+  CUdevice dev = 0;
+  PVMM_CU(cuDeviceGet, &dev, ordinal);
+  return dev;
+}
+
 int attribute(CUdevice dev, CUdevice_attribute which) {
   int value = 0;
   if (api().cuDeviceGetAttribute(&value, which, dev) != CUDA_SUCCESS) return 0;  // unknown attribute: absent
@@ -255,8 +262,7 @@ int attribute(CUdevice dev, CUdevice_attribute which) {
 
 result<bool> has_attribute(int ordinal, CUdevice_attribute which) {
   PVMM_REQUIRE_DRIVER();
-  CUdevice dev = 0;
-  PVMM_CU(cuDeviceGet, &dev, ordinal);
+  PVMM_TRY_ASSIGN(dev, device_of(ordinal));
   return attribute(dev, which) != 0;
 }
 

@@ -81,6 +81,11 @@ location from_cuda(const CUmemLocation& l);
 unsigned long long to_cuda(handle_types t);
 CUmemAllocationProp to_cuda(const allocation_properties& p);
 CUmulticastObjectProp to_cuda(const detail::backend::multicast_request& r);
+/// An access grant's driver flags, and the access a driver's flags grant.
+CUmemAccess_flags to_cuda(access a);
+access access_of(unsigned long long flags);
+/// The driver's handle of device `ordinal` (the driver must be available).
+result<CUdevice> device_of(int ordinal);
 /// A device attribute, 0 where the driver does not know it (an absent capability).
 int attribute(CUdevice dev, CUdevice_attribute which);
 /// Whether device `ordinal` reports attribute `which` (a capability query).

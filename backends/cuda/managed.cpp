@@ -2,6 +2,8 @@
 // (the location ABI of 12.2 where present, else the device-ordinal one of 8.0, which names the host as CU_DEVICE_CPU
 // and cannot name NUMA nodes), cuMemRangeGetAttribute (the location-typed attributes where the driver is 13.0 or
 // newer: older drivers do not know them, whatever the headers say), cuStreamAttachMemAsync.
+#include <iterator>
+
 #include "backend/managed.hpp"
 #include "driver.hpp"
 
@@ -12,22 +14,14 @@ namespace {
 bool location_abi() { return api().cuMemAdvise != nullptr && api().cuMemPrefetchAsync != nullptr; }
 bool location_attributes() { return driver().version >= 13000; }
 
+// The driver's advice, indexed by pvmm's (in its order).
+constexpr CUmem_advise advices[] = {CU_MEM_ADVISE_SET_READ_MOSTLY,        CU_MEM_ADVISE_UNSET_READ_MOSTLY,
+                                    CU_MEM_ADVISE_SET_PREFERRED_LOCATION, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION,
+                                    CU_MEM_ADVISE_SET_ACCESSED_BY,        CU_MEM_ADVISE_UNSET_ACCESSED_BY};
+static_assert(std::size(advices) == static_cast<std::size_t>(advice::unset_accessed_by) + 1, "one entry per advice");
 CUmem_advise advice_of(advice a) {
-  switch (a) {
-    case advice::set_read_mostly:
-      return CU_MEM_ADVISE_SET_READ_MOSTLY;
-    case advice::unset_read_mostly:
-      return CU_MEM_ADVISE_UNSET_READ_MOSTLY;
-    case advice::set_preferred_location:
-      return CU_MEM_ADVISE_SET_PREFERRED_LOCATION;
-    case advice::unset_preferred_location:
-      return CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION;
-    case advice::set_accessed_by:
-      return CU_MEM_ADVISE_SET_ACCESSED_BY;
-    case advice::unset_accessed_by:
-      return CU_MEM_ADVISE_UNSET_ACCESSED_BY;
-  }
-  return CU_MEM_ADVISE_SET_READ_MOSTLY;
+  const auto i = static_cast<std::size_t>(a);
+  return i < std::size(advices) ? advices[i] : CU_MEM_ADVISE_SET_READ_MOSTLY;
 }
 
 /// The device-ordinal ABI's name of a location (host NUMA nodes are refused by the neutral layer there).
@@ -62,8 +56,7 @@ result<T> range_attribute(const void* p, std::size_t size, CUmem_range_attribute
 
 result<capabilities::managed_features> managed_capabilities(int ordinal) {
   PVMM_REQUIRE_DRIVER();
-  CUdevice dev = 0;
-  PVMM_CU(cuDeviceGet, &dev, ordinal);
+  PVMM_TRY_ASSIGN(dev, device_of(ordinal));
   capabilities::managed_features f;
   f.supported = attribute(dev, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY) != 0 && api().cuMemAllocManaged &&
                 (location_abi() || api().cuMemAdvise_device);

@@ -45,8 +45,7 @@ status multicast_release(multicast_handle object) {
 status multicast_add_device(multicast_handle object, int ordinal) {
   PVMM_REQUIRE_DRIVER();
   if (!api().cuMulticastAddDevice) return no_multicast();
-  CUdevice dev = 0;
-  PVMM_CU(cuDeviceGet, &dev, ordinal);
+  PVMM_TRY_ASSIGN(dev, device_of(ordinal));
   PVMM_CU(cuMulticastAddDevice, object.value, dev);
   return {};
 }
@@ -62,8 +61,7 @@ status multicast_bind(multicast_handle object, std::size_t offset, allocation_ha
 status multicast_unbind(multicast_handle object, int ordinal, std::size_t offset, std::size_t size) {
   PVMM_REQUIRE_DRIVER();
   if (!api().cuMulticastUnbind) return no_multicast();
-  CUdevice dev = 0;
-  PVMM_CU(cuDeviceGet, &dev, ordinal);
+  PVMM_TRY_ASSIGN(dev, device_of(ordinal));
   PVMM_CU(cuMulticastUnbind, object.value, dev, offset, size);
   return {};
 }

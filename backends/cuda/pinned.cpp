@@ -19,8 +19,7 @@ constexpr const char* memlock_hint = "page-locking host memory failed: the syste
 
 result<capabilities::host_memory_features> host_memory_capabilities(int ordinal) {
   PVMM_REQUIRE_DRIVER();
-  CUdevice dev = 0;
-  PVMM_CU(cuDeviceGet, &dev, ordinal);
+  PVMM_TRY_ASSIGN(dev, device_of(ordinal));
   capabilities::host_memory_features f;
   f.pinned = api().cuMemHostAlloc && api().cuMemFreeHost;
   f.registration = api().cuMemHostRegister && api().cuMemHostUnregister &&

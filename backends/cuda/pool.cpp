@@ -2,6 +2,7 @@
 // cuMemPoolCreate at 12.2, whose CUmemPoolProps carries maxSize; a driver without them reports no pools). Stream work
 // runs in the stream's own context.
 #include <cstring>
+#include <iterator>
 
 #include "backend/pool.hpp"
 #include "driver.hpp"
@@ -12,26 +13,21 @@ using namespace pvmm::cuda;
 namespace {
 bool entry_points() { return api().cuMemPoolCreate && api().cuMemAllocFromPoolAsync && api().cuMemFreeAsync; }
 
+// The driver's pool attributes, indexed by pvmm's (in its order).
+constexpr CUmemPool_attribute attributes[] = {
+    CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,         CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES,
+    CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+    CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,      CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+    CU_MEMPOOL_ATTR_USED_MEM_CURRENT,          CU_MEMPOOL_ATTR_USED_MEM_HIGH};
+static_assert(std::size(attributes) == static_cast<std::size_t>(pool_attribute::used_high) + 1,
+              "one entry per pool attribute");
 CUmemPool_attribute attribute_of(pool_attribute a) {
-  switch (a) {
-    case pool_attribute::release_threshold:
-      return CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
-    case pool_attribute::reuse_follow_event_dependencies:
-      return CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES;
-    case pool_attribute::reuse_opportunistic:
-      return CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC;
-    case pool_attribute::reuse_internal_dependencies:
-      return CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
-    case pool_attribute::reserved_current:
-      return CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT;
-    case pool_attribute::reserved_high:
-      return CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH;
-    case pool_attribute::used_current:
-      return CU_MEMPOOL_ATTR_USED_MEM_CURRENT;
-    case pool_attribute::used_high:
-      return CU_MEMPOOL_ATTR_USED_MEM_HIGH;
-  }
-  return CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+  const auto i = static_cast<std::size_t>(a);
+  return i < std::size(attributes) ? attributes[i] : CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+}
+/// Where the driver reads or writes attribute `which`: an int for the flags, a 64-bit value for sizes and marks.
+void* slot_of(pool_attribute which, int& flag, cuuint64_t& value) {
+  return is_flag(which) ? static_cast<void*>(&flag) : &value;
 }
 }  // namespace
 
@@ -39,8 +35,7 @@ result<capabilities::pool_features> pool_capabilities(int ordinal) {
   PVMM_REQUIRE_DRIVER();
   capabilities::pool_features f;
   if (!entry_points()) return f;
-  CUdevice dev = 0;
-  PVMM_CU(cuDeviceGet, &dev, ordinal);
+  PVMM_TRY_ASSIGN(dev, device_of(ordinal));
   f.supported = attribute(dev, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0;
   f.host_location = f.supported && attribute(dev, CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED) != 0;
   f.max_size = false;  // measured: maxSize 8 MiB, 32 MiB reserved and further allocations granted (H200, driver 580)
@@ -67,8 +62,7 @@ result<pool_handle> create_pool(const pool_properties& p) {
 
 result<pool_handle> default_pool(int device) {
   PVMM_REQUIRE_DRIVER();
-  CUdevice dev = 0;
-  PVMM_CU(cuDeviceGet, &dev, device);
+  PVMM_TRY_ASSIGN(dev, device_of(device));
   CUmemoryPool pool = nullptr;
   PVMM_CU(cuDeviceGetDefaultMemPool, &pool, dev);
   return handle_of<pool_handle>(pool);
@@ -82,26 +76,18 @@ status destroy_pool(pool_handle pool) {
 
 status set_pool_attribute(pool_handle pool, pool_attribute which, std::uint64_t value) {
   PVMM_REQUIRE_DRIVER();
-  if (is_flag(which)) {
-    int flag = value != 0;
-    PVMM_CU(cuMemPoolSetAttribute, native(pool), attribute_of(which), &flag);
-  } else {
-    cuuint64_t v = value;  // for the high marks, 0 resets them to the current value
-    PVMM_CU(cuMemPoolSetAttribute, native(pool), attribute_of(which), &v);
-  }
+  int flag = value != 0;
+  cuuint64_t v = value;  // for the high marks, 0 resets them to the current value
+  PVMM_CU(cuMemPoolSetAttribute, native(pool), attribute_of(which), slot_of(which, flag, v));
   return {};
 }
 
 result<std::uint64_t> get_pool_attribute(pool_handle pool, pool_attribute which) {
   PVMM_REQUIRE_DRIVER();
-  if (is_flag(which)) {
-    int flag = 0;
-    PVMM_CU(cuMemPoolGetAttribute, native(pool), attribute_of(which), &flag);
-    return static_cast<std::uint64_t>(flag != 0);
-  }
+  int flag = 0;
   cuuint64_t v = 0;
-  PVMM_CU(cuMemPoolGetAttribute, native(pool), attribute_of(which), &v);
-  return static_cast<std::uint64_t>(v);
+  PVMM_CU(cuMemPoolGetAttribute, native(pool), attribute_of(which), slot_of(which, flag, v));
+  return is_flag(which) ? std::uint64_t{flag != 0} : std::uint64_t{v};
 }
 
 status trim_pool(pool_handle pool, std::size_t keep) {
@@ -113,12 +99,7 @@ status trim_pool(pool_handle pool, std::size_t keep) {
 status set_pool_access(pool_handle pool, const access_descriptor* grants, std::size_t count) {
   PVMM_REQUIRE_DRIVER();
   std::vector<CUmemAccessDesc> desc(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    desc[i].location = to_cuda(grants[i].location);
-    desc[i].flags = grants[i].access == access::read_write ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-                    : grants[i].access == access::read     ? CU_MEM_ACCESS_FLAGS_PROT_READ
-                                                           : CU_MEM_ACCESS_FLAGS_PROT_NONE;
-  }
+  for (std::size_t i = 0; i < count; ++i) desc[i] = {to_cuda(grants[i].location), to_cuda(grants[i].access)};
   PVMM_CU(cuMemPoolSetAccess, native(pool), desc.data(), count);
   return {};
 }
@@ -128,9 +109,7 @@ result<access> get_pool_access(pool_handle pool, location where) {
   CUmemAccess_flags flags{};
   CUmemLocation l = to_cuda(where);
   PVMM_CU(cuMemPoolGetAccess, &flags, native(pool), &l);
-  if (flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) return access::read_write;
-  if (flags == CU_MEM_ACCESS_FLAGS_PROT_READ) return access::read;
-  return access::none;
+  return access_of(flags);
 }
 
 // The hot path: the stream names its context, and the driver takes the call as it is whenever the caller's current

@@ -7,7 +7,14 @@
 namespace pvmm::detail::backend {
 using namespace pvmm::cuda;
 
-namespace {}  // namespace
+namespace {
+/// A stream's or event's query answer: true once its work is done, false while it is pending, else the failure.
+result<bool> completion(CUresult rc, const char* call) {
+  if (rc == CUDA_SUCCESS) return true;
+  if (rc == CUDA_ERROR_NOT_READY) return false;
+  return failure(rc, call);
+}
+}  // namespace
 
 result<stream_handle> create_stream(int device) {
   PVMM_REQUIRE_DRIVER();
@@ -33,10 +40,7 @@ status synchronize_stream(stream_handle s, int) {
 result<bool> query_stream(stream_handle s, int) {
   PVMM_REQUIRE_DRIVER();
   PVMM_TRY_ASSIGN(scope, context_scope::of_stream(native(s)));
-  CUresult rc = api().cuStreamQuery(native(s));
-  if (rc == CUDA_SUCCESS) return true;
-  if (rc == CUDA_ERROR_NOT_READY) return false;
-  return failure(rc, "cuStreamQuery");
+  return completion(api().cuStreamQuery(native(s)), "cuStreamQuery");
 }
 
 status wait_event(stream_handle s, int, event_handle e) {
@@ -89,10 +93,7 @@ status synchronize_event(event_handle e) {
 
 result<bool> query_event(event_handle e) {
   PVMM_REQUIRE_DRIVER();
-  CUresult rc = api().cuEventQuery(native(e));
-  if (rc == CUDA_SUCCESS) return true;
-  if (rc == CUDA_ERROR_NOT_READY) return false;
-  return failure(rc, "cuEventQuery");
+  return completion(api().cuEventQuery(native(e)), "cuEventQuery");
 }
 
 }  // namespace pvmm::detail::backend

@@ -7,8 +7,7 @@ using namespace pvmm::cuda;
 
 result<capabilities::vmm_features> vmm_capabilities(int ordinal) {
   PVMM_REQUIRE_DRIVER();
-  CUdevice dev = 0;
-  PVMM_CU(cuDeviceGet, &dev, ordinal);
+  PVMM_TRY_ASSIGN(dev, device_of(ordinal));
   capabilities::vmm_features c;
   c.supported = attribute(dev, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) != 0;
   c.gpu_direct_rdma = attribute(dev, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED) != 0;
@@ -93,13 +92,7 @@ status set_access(void* address, std::size_t size, const access_descriptor* gran
     many.resize(count);
     out = many.data();
   }
-  for (std::size_t i = 0; i < count; ++i) {
-    out[i] = {};
-    out[i].location = to_cuda(grants[i].location);
-    out[i].flags = grants[i].access == access::read_write ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-                   : grants[i].access == access::read     ? CU_MEM_ACCESS_FLAGS_PROT_READ
-                                                          : CU_MEM_ACCESS_FLAGS_PROT_NONE;
-  }
+  for (std::size_t i = 0; i < count; ++i) out[i] = {to_cuda(grants[i].location), to_cuda(grants[i].access)};
   PVMM_CU(cuMemSetAccess, ptr(address), size, out, count);
   return {};
 }
@@ -109,9 +102,7 @@ result<access> get_access(location where, const void* address) {
   unsigned long long flags = 0;
   CUmemLocation l = to_cuda(where);
   PVMM_CU(cuMemGetAccess, &flags, &l, ptr(address));
-  if (flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) return access::read_write;
-  if (flags == CU_MEM_ACCESS_FLAGS_PROT_READ) return access::read;
-  return access::none;
+  return access_of(flags);
 }
 
 }  // namespace pvmm::detail::backend

@@ -3,6 +3,8 @@
 // On AMD "concurrent managed access" is SVM support, not page migration: pages move only with XNACK
 // (PageableMemoryAccess), so pages_migrate is ManagedMemory && PageableMemoryAccess there (as Kokkos decides).
 // hipStreamAttachMemAsync does nothing on AMD; pvmm still validates the call.
+#include <iterator>
+
 #include "backend/managed.hpp"
 #include "core/propagate.hpp"
 #include "runtime.hpp"
@@ -12,22 +14,14 @@ using namespace hip;
 
 namespace {
 
+// The runtime's advice, indexed by pvmm's (in its order).
+constexpr hipMemoryAdvise advices[] = {hipMemAdviseSetReadMostly,        hipMemAdviseUnsetReadMostly,
+                                       hipMemAdviseSetPreferredLocation, hipMemAdviseUnsetPreferredLocation,
+                                       hipMemAdviseSetAccessedBy,        hipMemAdviseUnsetAccessedBy};
+static_assert(std::size(advices) == static_cast<std::size_t>(advice::unset_accessed_by) + 1, "one entry per advice");
 hipMemoryAdvise advice_of(advice a) {
-  switch (a) {
-    case advice::set_read_mostly:
-      return hipMemAdviseSetReadMostly;
-    case advice::unset_read_mostly:
-      return hipMemAdviseUnsetReadMostly;
-    case advice::set_preferred_location:
-      return hipMemAdviseSetPreferredLocation;
-    case advice::unset_preferred_location:
-      return hipMemAdviseUnsetPreferredLocation;
-    case advice::set_accessed_by:
-      return hipMemAdviseSetAccessedBy;
-    case advice::unset_accessed_by:
-      return hipMemAdviseUnsetAccessedBy;
-  }
-  return hipMemAdviseSetReadMostly;
+  const auto i = static_cast<std::size_t>(a);
+  return i < std::size(advices) ? advices[i] : hipMemAdviseSetReadMostly;
 }
 int ordinal_of(location l) { return l.type == location::kind::device ? l.id : hipCpuDeviceId; }
 std::optional<location> from_ordinal(int v) {
@@ -50,10 +44,6 @@ struct second_parameter<R (*)(A, B, Rest...)> {
 };
 using attach_pointer = typename second_parameter<decltype(&hipStreamAttachMemAsync)>::type;
 
-int device_attribute(hipDeviceAttribute_t which, int ordinal) {
-  int v = 0;
-  return hipDeviceGetAttribute(&v, which, ordinal) == hipSuccess ? v : 0;
-}
 }  // namespace
 
 result<capabilities::managed_features> managed_capabilities(int ordinal) {

@@ -6,13 +6,6 @@
 namespace pvmm::detail::backend {
 using namespace hip;
 
-namespace {
-int device_attribute(hipDeviceAttribute_t which, int ordinal) {
-  int v = 0;
-  return hipDeviceGetAttribute(&v, which, ordinal) == hipSuccess ? v : 0;
-}
-}  // namespace
-
 result<capabilities::host_memory_features> host_memory_capabilities(int ordinal) {
   PVMM_REQUIRE_RUNTIME();
   capabilities::host_memory_features f;

@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 #include "backend/pool.hpp"
 #include "runtime.hpp"
@@ -21,32 +22,20 @@ using namespace hip;
 
 namespace {
 
+// The runtime's pool attributes, indexed by pvmm's (in its order).
+constexpr hipMemPoolAttr attributes[] = {hipMemPoolAttrReleaseThreshold,    hipMemPoolReuseFollowEventDependencies,
+                                         hipMemPoolReuseAllowOpportunistic, hipMemPoolReuseAllowInternalDependencies,
+                                         hipMemPoolAttrReservedMemCurrent,  hipMemPoolAttrReservedMemHigh,
+                                         hipMemPoolAttrUsedMemCurrent,      hipMemPoolAttrUsedMemHigh};
+static_assert(std::size(attributes) == static_cast<std::size_t>(pool_attribute::used_high) + 1,
+              "one entry per pool attribute");
 hipMemPoolAttr attribute_of(pool_attribute a) {
-  switch (a) {
-    case pool_attribute::release_threshold:
-      return hipMemPoolAttrReleaseThreshold;
-    case pool_attribute::reuse_follow_event_dependencies:
-      return hipMemPoolReuseFollowEventDependencies;
-    case pool_attribute::reuse_opportunistic:
-      return hipMemPoolReuseAllowOpportunistic;
-    case pool_attribute::reuse_internal_dependencies:
-      return hipMemPoolReuseAllowInternalDependencies;
-    case pool_attribute::reserved_current:
-      return hipMemPoolAttrReservedMemCurrent;
-    case pool_attribute::reserved_high:
-      return hipMemPoolAttrReservedMemHigh;
-    case pool_attribute::used_current:
-      return hipMemPoolAttrUsedMemCurrent;
-    case pool_attribute::used_high:
-      return hipMemPoolAttrUsedMemHigh;
-  }
-  return hipMemPoolAttrReleaseThreshold;
+  const auto i = static_cast<std::size_t>(a);
+  return i < std::size(attributes) ? attributes[i] : hipMemPoolAttrReleaseThreshold;
 }
-hipMemLocation device_location(int id) {
-  hipMemLocation l{};
-  l.type = hipMemLocationTypeDevice;
-  l.id = id;
-  return l;
+/// Where the runtime reads or writes attribute `which`: an int for the flags, a 64-bit value for sizes and marks.
+void* slot_of(pool_attribute which, int& flag, std::uint64_t& value) {
+  return is_flag(which) ? static_cast<void*>(&flag) : &value;
 }
 }  // namespace
 
@@ -102,26 +91,18 @@ status destroy_pool(pool_handle pool) {
 
 status set_pool_attribute(pool_handle pool, pool_attribute which, std::uint64_t value) {
   PVMM_REQUIRE_RUNTIME();
-  if (is_flag(which)) {
-    int flag = value != 0;
-    PVMM_HIP(hipMemPoolSetAttribute, native(pool), attribute_of(which), &flag);
-  } else {
-    std::uint64_t v = value;
-    PVMM_HIP(hipMemPoolSetAttribute, native(pool), attribute_of(which), &v);
-  }
+  int flag = value != 0;
+  std::uint64_t v = value;
+  PVMM_HIP(hipMemPoolSetAttribute, native(pool), attribute_of(which), slot_of(which, flag, v));
   return {};
 }
 
 result<std::uint64_t> get_pool_attribute(pool_handle pool, pool_attribute which) {
   PVMM_REQUIRE_RUNTIME();
-  if (is_flag(which)) {
-    int flag = 0;
-    PVMM_HIP(hipMemPoolGetAttribute, native(pool), attribute_of(which), &flag);
-    return static_cast<std::uint64_t>(flag != 0);
-  }
+  int flag = 0;
   std::uint64_t v = 0;
-  PVMM_HIP(hipMemPoolGetAttribute, native(pool), attribute_of(which), &v);
-  return v;
+  PVMM_HIP(hipMemPoolGetAttribute, native(pool), attribute_of(which), slot_of(which, flag, v));
+  return is_flag(which) ? std::uint64_t{flag != 0} : v;
 }
 
 status trim_pool(pool_handle pool, std::size_t keep) {
@@ -133,12 +114,7 @@ status trim_pool(pool_handle pool, std::size_t keep) {
 status set_pool_access(pool_handle pool, const access_descriptor* grants, std::size_t count) {
   PVMM_REQUIRE_RUNTIME();
   std::vector<hipMemAccessDesc> desc(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    desc[i].location = device_location(grants[i].location.id);
-    desc[i].flags = grants[i].access == access::read_write ? hipMemAccessFlagsProtReadWrite
-                    : grants[i].access == access::read     ? hipMemAccessFlagsProtRead
-                                                           : hipMemAccessFlagsProtNone;
-  }
+  for (std::size_t i = 0; i < count; ++i) desc[i] = {device_location(grants[i].location.id), to_hip(grants[i].access)};
   PVMM_HIP(hipMemPoolSetAccess, native(pool), desc.data(), count);
   return {};
 }
@@ -148,9 +124,7 @@ result<access> get_pool_access(pool_handle pool, location where) {
   hipMemAccessFlags flags{};
   hipMemLocation l = device_location(where.id);
   PVMM_HIP(hipMemPoolGetAccess, &flags, native(pool), &l);
-  if (flags == hipMemAccessFlagsProtReadWrite) return access::read_write;
-  if (flags == hipMemAccessFlagsProtRead) return access::read;
-  return access::none;
+  return access_of(flags);
 }
 
 result<void*> allocate_from_pool(pool_handle pool, std::size_t size, stream_handle s, int) {

@@ -26,9 +26,12 @@
 #endif
 #include <hip/hip_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -99,22 +102,13 @@ inline error unavailable() {
 }
 
 inline errc portable(hipError_t rc) {
-  switch (rc) {
-    case hipErrorInvalidValue:
-      return errc::invalid_argument;
-    case hipErrorOutOfMemory:
-      return errc::out_of_memory;
-    case hipErrorNotSupported:
-      return errc::not_supported;
-    case hipErrorInvalidDevice:
-      return errc::invalid_device;
-    case hipErrorNoDevice:
-      return errc::backend_unavailable;
-    case hipErrorInvalidHandle:
-      return errc::invalid_handle;
-    default:
-      return errc::backend_error;
-  }
+  // The runtime's codes that have a portable meaning; every other is a backend_error.
+  static constexpr std::pair<hipError_t, errc> named[] = {
+      {hipErrorInvalidValue, errc::invalid_argument}, {hipErrorOutOfMemory, errc::out_of_memory},
+      {hipErrorNotSupported, errc::not_supported},    {hipErrorInvalidDevice, errc::invalid_device},
+      {hipErrorNoDevice, errc::backend_unavailable},  {hipErrorInvalidHandle, errc::invalid_handle}};
+  const auto* found = std::find_if(std::begin(named), std::end(named), [rc](const auto& n) { return n.first == rc; });
+  return found != std::end(named) ? found->second : errc::backend_error;
 }
 
 inline error failure(hipError_t rc, const char* call, errc code = errc{}, std::string hint = {}) {
@@ -173,11 +167,36 @@ void* from_hip_address(A a) {
     return reinterpret_cast<void*>(static_cast<std::uintptr_t>(a));
 }
 
+/// A device attribute, 0 where the runtime does not know it (an absent capability).
+inline int device_attribute(hipDeviceAttribute_t which, int ordinal) {
+  int v = 0;
+  return hipDeviceGetAttribute(&v, which, ordinal) == hipSuccess ? v : 0;
+}
+
+/// Device `id` as a memory location (the only kind this backend places memory at or grants access to).
+inline hipMemLocation device_location(int id) {
+  hipMemLocation l{};
+  l.type = hipMemLocationTypeDevice;
+  l.id = id;
+  return l;
+}
+
+/// An access grant's runtime flags, and the access a runtime's flags grant.
+inline hipMemAccessFlags to_hip(access a) {
+  return a == access::read_write ? hipMemAccessFlagsProtReadWrite
+         : a == access::read     ? hipMemAccessFlagsProtRead
+                                 : hipMemAccessFlagsProtNone;
+}
+inline access access_of(unsigned long long flags) {
+  if (flags == hipMemAccessFlagsProtReadWrite) return access::read_write;
+  if (flags == hipMemAccessFlagsProtRead) return access::read;
+  return access::none;
+}
+
 inline hipMemAllocationProp to_hip(const allocation_properties& p) {
   hipMemAllocationProp prop{};
   prop.type = hipMemAllocationTypePinned;
-  prop.location.type = hipMemLocationTypeDevice;
-  prop.location.id = p.location.id;
+  prop.location = device_location(p.location.id);
   auto handle =
       contains(p.exportable, handle_types::posix_fd) ? hipMemHandleTypePosixFileDescriptor : hipMemHandleTypeNone;
 #if PVMM_HIP_HAS_FABRIC

@@ -6,19 +6,26 @@ namespace pvmm::detail::backend {
 using namespace hip;
 
 namespace {
-template <class T>
-std::uint64_t value_of(T p) {
-  return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(p));
+/// A stream or event: created on `device` (HIP creates both on the current device) by `create` (named `call`).
+template <class Handle, class Native>
+result<Handle> create_on(int device, hipError_t (*create)(Native*, unsigned), unsigned flags, const char* call) {
+  PVMM_REQUIRE_RUNTIME();
+  return on_device(device, [&]() -> result<Handle> {
+    Native made = nullptr;
+    if (hipError_t rc = create(&made, flags); rc != hipSuccess) return failure(rc, call);
+    return handle_of<Handle>(made);
+  });
+}
+/// A stream's or event's query answer: true once its work is done, false while it is pending, else the failure.
+result<bool> completion(hipError_t rc, const char* call) {
+  if (rc == hipSuccess) return true;
+  if (rc == hipErrorNotReady) return false;
+  return failure(rc, call);
 }
 }  // namespace
 
 result<stream_handle> create_stream(int device) {
-  PVMM_REQUIRE_RUNTIME();
-  return on_device(device, [&]() -> result<stream_handle> {
-    hipStream_t s = nullptr;
-    PVMM_HIP(hipStreamCreateWithFlags, &s, hipStreamNonBlocking);
-    return stream_handle{value_of(s)};
-  });
+  return create_on<stream_handle>(device, hipStreamCreateWithFlags, hipStreamNonBlocking, "hipStreamCreateWithFlags");
 }
 
 status destroy_stream(stream_handle s) {
@@ -35,10 +42,7 @@ status synchronize_stream(stream_handle s, int) {
 
 result<bool> query_stream(stream_handle s, int) {
   PVMM_REQUIRE_RUNTIME();
-  hipError_t rc = hipStreamQuery(native(s));
-  if (rc == hipSuccess) return true;
-  if (rc == hipErrorNotReady) return false;
-  return failure(rc, "hipStreamQuery");
+  return completion(hipStreamQuery(native(s)), "hipStreamQuery");
 }
 
 status wait_event(stream_handle s, int, event_handle e) {
@@ -77,12 +81,7 @@ status copy_async(void* destination, const void* source, std::size_t size, strea
 }
 
 result<event_handle> create_event(int device) {
-  PVMM_REQUIRE_RUNTIME();
-  return on_device(device, [&]() -> result<event_handle> {
-    hipEvent_t e = nullptr;
-    PVMM_HIP(hipEventCreateWithFlags, &e, hipEventDisableTiming);
-    return event_handle{value_of(e)};
-  });
+  return create_on<event_handle>(device, hipEventCreateWithFlags, hipEventDisableTiming, "hipEventCreateWithFlags");
 }
 
 status destroy_event(event_handle e) {
@@ -105,10 +104,7 @@ status synchronize_event(event_handle e) {
 
 result<bool> query_event(event_handle e) {
   PVMM_REQUIRE_RUNTIME();
-  hipError_t rc = hipEventQuery(native(e));
-  if (rc == hipSuccess) return true;
-  if (rc == hipErrorNotReady) return false;
-  return failure(rc, "hipEventQuery");
+  return completion(hipEventQuery(native(e)), "hipEventQuery");
 }
 
 }  // namespace pvmm::detail::backend

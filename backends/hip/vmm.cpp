@@ -106,13 +106,7 @@ status set_access(void* address, std::size_t size, const access_descriptor* gran
       if (grants[i].access == access::none) continue;
       return make_error(errc::not_supported, "the hip backend grants access to devices only");
     }
-    hipMemAccessDesc d{};
-    d.location.type = hipMemLocationTypeDevice;
-    d.location.id = grants[i].location.id;
-    d.flags = grants[i].access == access::read_write ? hipMemAccessFlagsProtReadWrite
-              : grants[i].access == access::read     ? hipMemAccessFlagsProtRead
-                                                     : hipMemAccessFlagsProtNone;
-    desc.push_back(d);
+    desc.push_back({device_location(grants[i].location.id), to_hip(grants[i].access)});
   }
   if (desc.empty()) return {};
   PVMM_HIP(hipMemSetAccess, to_hip(address), size, desc.data(), desc.size());
@@ -123,14 +117,10 @@ result<access> get_access(location where, const void* address) {
   PVMM_REQUIRE_RUNTIME();
   if (where.type != location::kind::device)
     return make_error(errc::not_supported, "the hip backend tracks device access only");
-  hipMemLocation l{};
-  l.type = hipMemLocationTypeDevice;
-  l.id = where.id;
+  hipMemLocation l = device_location(where.id);
   unsigned long long flags = 0;
   PVMM_HIP(hipMemGetAccess, &flags, &l, to_hip(address));
-  if (flags == hipMemAccessFlagsProtReadWrite) return access::read_write;
-  if (flags == hipMemAccessFlagsProtRead) return access::read;
-  return access::none;
+  return access_of(flags);
 }
 
 }  // namespace pvmm::detail::backend

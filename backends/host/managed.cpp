@@ -192,26 +192,24 @@ status advise_managed(const void* pointer, std::size_t size, advice what, locati
     const int bit = bit_of(where);
     if ((what == advice::set_accessed_by || what == advice::unset_accessed_by) && bit < 0)
       return make_error(errc::invalid_location, fmt::format("the host backend cannot record {}", describe(where)));
+    // Each pair of advice sets or clears one property of the pages.
+    const bool set =
+        what == advice::set_read_mostly || what == advice::set_preferred_location || what == advice::set_accessed_by;
+    const std::uint64_t mask = bit < 0 ? 0 : std::uint64_t{1} << bit;
     range->update(span.first, span.second, [&](page_state& pg) {
       switch (what) {
         case advice::set_read_mostly:
-          pg.read_mostly = true;
-          break;
         case advice::unset_read_mostly:
-          pg.read_mostly = false;
+          pg.read_mostly = set;
           break;
         case advice::set_preferred_location:
-          pg.has_preferred = true;
-          pg.preferred = where;
-          break;
         case advice::unset_preferred_location:
-          pg.has_preferred = false;
+          pg.has_preferred = set;
+          if (set) pg.preferred = where;
           break;
         case advice::set_accessed_by:
-          pg.accessed_by |= std::uint64_t{1} << bit;
-          break;
         case advice::unset_accessed_by:
-          pg.accessed_by &= ~(std::uint64_t{1} << bit);
+          pg.accessed_by = set ? pg.accessed_by | mask : pg.accessed_by & ~mask;
           break;
       }
     });

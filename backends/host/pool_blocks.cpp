@@ -262,36 +262,41 @@ std::uint64_t host_pool::release(std::size_t offset, const std::shared_ptr<worke
   return b.ticket;
 }
 
-void host_pool::enqueued(std::uint64_t ticket, std::uint64_t sequence) {
-  auto found = spans.find(ticket);
-  if (found == spans.end()) return;
-  const std::size_t offset = found->second.from, to = found->second.to;
-  if (found->second.ran)
-    spans.erase(found);
-  else
-    found->second.placed = true;
+std::map<std::size_t, pool_block>::iterator host_pool::block_holding(std::size_t offset) {
   auto it = blocks.upper_bound(offset);
   if (it != blocks.begin()) --it;
-  for (; it != blocks.end() && it->first < to; ++it)
+  return it;
+}
+
+std::optional<host_pool::free_span> host_pool::settle(std::uint64_t ticket, bool free_span::*half) {
+  auto found = spans.find(ticket);
+  if (found == spans.end()) return std::nullopt;
+  free_span span = found->second;
+  span.*half = true;
+  if (span.ran && span.placed)
+    spans.erase(found);
+  else
+    found->second = span;
+  return span;
+}
+
+void host_pool::enqueued(std::uint64_t ticket, std::uint64_t sequence) {
+  const auto span = settle(ticket, &free_span::placed);
+  if (!span) return;
+  for (auto it = block_holding(span->from); it != blocks.end() && it->first < span->to; ++it)
     if (it->second.what != pool_block::state::live && it->second.ticket == ticket &&
         it->second.free_sequence == sequence_unknown)
       it->second.free_sequence = sequence;
-  coalesce(offset, to);
+  coalesce(span->from, span->to);
   lower_end(false);
 }
 
 void host_pool::completed(std::size_t size, std::uint64_t ticket) {
   used -= size;
-  auto found = spans.find(ticket);
-  if (found == spans.end()) return;
-  const std::size_t offset = found->second.from, to = found->second.to;
-  if (found->second.placed)
-    spans.erase(found);
-  else
-    found->second.ran = true;            // enqueued() still gives its pieces their place
-  auto it = blocks.upper_bound(offset);  // from the block holding `offset`: a merged piece may start below it
-  if (it != blocks.begin()) --it;
-  for (; it != blocks.end() && it->first < to; ++it) {
+  const auto span = settle(ticket, &free_span::ran);  // enqueued() may still give its pieces their place
+  if (!span) return;
+  // From the block holding the span's start: a merged piece may start below it.
+  for (auto it = block_holding(span->from); it != blocks.end() && it->first < span->to; ++it) {
     pool_block& b = it->second;
     if (b.what != pool_block::state::pending || b.ticket != ticket) continue;  // reused meanwhile
     unindex(it->first, b);
@@ -302,7 +307,7 @@ void host_pool::completed(std::size_t size, std::uint64_t ticket) {
     }
     index(it->first, b);
   }
-  coalesce(offset, to);
+  coalesce(span->from, span->to);
   lower_end(false);
 }
 
@@ -313,9 +318,7 @@ void host_pool::trim(std::uint64_t keep) {
     if (!committed[c] || reserved() - pool_chunk < keep) continue;
     const std::size_t lo = c * pool_chunk, hi = lo + pool_chunk;
     bool busy = false;
-    auto it = blocks.upper_bound(lo);
-    if (it != blocks.begin()) --it;
-    for (; it != blocks.end() && it->first < hi; ++it)
+    for (auto it = block_holding(lo); it != blocks.end() && it->first < hi; ++it)
       if (it->first + it->second.size > lo && it->second.what != pool_block::state::free) {
         busy = true;
         break;

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <utility>
@@ -133,6 +134,11 @@ struct host_pool {
   void coalesce(std::size_t from, std::size_t to);
   void lower_end(bool any_completed);
   void forget_gone_streams();
+  /// The block holding `offset`: the last one starting at or below it.
+  std::map<std::size_t, pool_block>::iterator block_holding(std::size_t offset);
+  /// Marks one `half` (ran or placed) of free `ticket` done, forgetting its span once both are; the span, or
+  /// nothing where no free has this ticket.
+  std::optional<free_span> settle(std::uint64_t ticket, bool free_span::*half);
 };
 
 /// Pool files (pool_file.cpp): a new pool's sealed file, mapped; and a peer's file checked and mapped.
