@@ -3,12 +3,15 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <pvmm/bootstrap.hpp>
+
+#include <fmt/format.h>
 
 #include "core/operation.hpp"
 
@@ -46,6 +49,15 @@ status check_rank_arguments(int rank, int size, std::chrono::milliseconds timeou
 inline errc peer_errc(std::int32_t value) noexcept {
   return value > 0 && value <= static_cast<std::int32_t>(errc::team_mismatch) ? static_cast<errc>(value)
                                                                               : errc::protocol_error;
+}
+
+/// release() of a team-layer owner: local, never waits for peers; errc::already_released when empty.
+template <class State>
+status release_local(std::shared_ptr<State>& state, const char* name, const char* owner) noexcept {
+  const operation op{name};
+  if (!state) return op.fail(errc::already_released, fmt::format("this {} is empty (released or moved from)", owner));
+  state.reset();
+  return {};
 }
 
 /// "ranks 2, 5" for error messages.

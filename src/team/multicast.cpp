@@ -223,10 +223,7 @@ result<team_multicast> team_multicast::create(const symmetric_window& window, co
 }
 
 status team_multicast::release() noexcept {
-  const detail::operation op{"pvmm::team_multicast::release"};
-  if (!state_) return op.fail(errc::already_released, "this multicast is empty (released or moved from)");
-  state_.reset();
-  return {};
+  return detail::release_local(state_, "pvmm::team_multicast::release", "multicast");
 }
 
 void* team_multicast::address() const noexcept { return state_ ? state_->range.address() : nullptr; }

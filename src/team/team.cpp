@@ -165,12 +165,7 @@ result<team> team::create(std::shared_ptr<bootstrap> ranks, const team_options& 
   return team(std::move(state));
 }
 
-status team::release() noexcept {
-  const detail::operation op{"pvmm::team::release"};
-  if (!state_) return op.fail(errc::already_released, "this team is empty (released or moved from)");
-  state_.reset();
-  return {};
-}
+status team::release() noexcept { return detail::release_local(state_, "pvmm::team::release", "team"); }
 
 void team::abort() noexcept {
   if (!state_) return;

@@ -106,10 +106,7 @@ status symmetric_window::grow(std::size_t new_size, std::chrono::milliseconds ti
 }
 
 status symmetric_window::release() noexcept {
-  const detail::operation op{"pvmm::symmetric_window::release"};
-  if (!state_) return op.fail(errc::already_released, "this window is empty (released or moved from)");
-  state_.reset();  // the reservation unmaps every slot; the chunks' references go with it
-  return {};
+  return detail::release_local(state_, "pvmm::symmetric_window::release", "window");
 }
 
 void* symmetric_window::base() const noexcept { return state_ ? state_->range.address() : nullptr; }

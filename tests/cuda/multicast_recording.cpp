@@ -104,6 +104,15 @@ CUresult mc_unbind(CUmemGenericAllocationHandle mc, CUdevice d, size_t offset, s
   return CUDA_SUCCESS;
 }
 
+// The recorded calls are `expected`; each call that differs is named.
+void check_calls(const std::vector<std::string>& expected) {
+  CHECK(calls == expected);
+  for (std::size_t i = 0; i < std::max(calls.size(), expected.size()); ++i)
+    if (i >= calls.size() || i >= expected.size() || calls[i] != expected[i])
+      MESSAGE("call ", i, ": got '", (i < calls.size() ? calls[i] : "-"), "' expected '",
+              (i < expected.size() ? expected[i] : "-"), "'");
+}
+
 pvmm::cuda::driver_api recording_table() {
   pvmm::cuda::driver_api t = pvmm::cuda::fake::table(2);
   t.cuDeviceGetAttribute = attribute;
@@ -188,11 +197,7 @@ TEST_CASE("multicast: create, add devices, bind, map, grant, export, unbind, rel
       "cuMemRelease(0xbeef)",
       "cuMemAddressFree(0x7f0000000000, 0x400000)",
   };
-  CHECK(calls == expected);
-  for (std::size_t i = 0; i < std::max(calls.size(), expected.size()); ++i)
-    if (i >= calls.size() || i >= expected.size() || calls[i] != expected[i])
-      MESSAGE("call ", i, ": got '", (i < calls.size() ? calls[i] : "-"), "' expected '",
-              (i < expected.size() ? expected[i] : "-"), "'");
+  check_calls(expected);
   pvmm::cuda::install_driver_api(previous);
 }
 
@@ -235,11 +240,7 @@ TEST_CASE("team multicast: capability, create, add device, bind the slot, map, g
       "cuMemRelease(0xbeef)",
       "cuMemAddressFree(0x7f0000000000, 0x200000)",
   };
-  CHECK(calls == expected);
-  for (std::size_t i = 0; i < std::max(calls.size(), expected.size()); ++i)
-    if (i >= calls.size() || i >= expected.size() || calls[i] != expected[i])
-      MESSAGE("call ", i, ": got '", (i < calls.size() ? calls[i] : "-"), "' expected '",
-              (i < expected.size() ? expected[i] : "-"), "'");
+  check_calls(expected);
   pvmm::cuda::install_driver_api(previous);
 }
 

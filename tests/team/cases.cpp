@@ -113,14 +113,16 @@ void window_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool per_rank_s
           where(*b) + "a grow past max_size on rank 0: " + (past ? "succeeded" : past.error().message()));
 }
 
-std::size_t thread_count() {
+std::size_t entries_in(const char* directory) {
   std::size_t n = 0;
-  if (DIR* d = ::opendir("/proc/self/task")) {
+  if (DIR* d = ::opendir(directory)) {
     while (::readdir(d)) ++n;
     ::closedir(d);
   }
   return n;
 }
+
+std::size_t thread_count() { return entries_in("/proc/self/task"); }
 
 // A bootstrap whose rank `victim` dies by SIGKILL once `after` of its collectives (allgathers and barriers) have
 // returned: 0 before the team's identities, 1 and 2 inside team::create, 3 in the window's fd ring, 4 before the
@@ -363,14 +365,7 @@ std::string no_device_reason() {
   return {};
 }
 
-std::size_t open_fd_count() {
-  std::size_t n = 0;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (::readdir(d)) ++n;
-    ::closedir(d);
-  }
-  return n;
-}
+std::size_t open_fd_count() { return entries_in("/proc/self/fd"); }
 
 const std::vector<std::string>& case_names() {
   static const std::vector<std::string> names{"window",  "sizes",  "grow",  "late",     "mismatch",

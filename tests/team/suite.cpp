@@ -158,6 +158,20 @@ void for_each_size(const std::string& adapter_name, const std::string& name, int
   }
 }
 
+void endpoint_processes(const case_params& p, int n) { process_adapter("endpoints", p, n, unique_name("endpoint")); }
+
+void directory_store_processes(const case_params& p, int n) {
+  const auto dir = scratch_directory();
+  process_adapter("store", p, n, dir);
+  std::error_code ignored;  // a leftover scratch directory is not the case's failure
+  std::filesystem::remove_all(dir, ignored);
+}
+
+void killed_at_each_step(const std::string& adapter, void (*run)(const case_params&, int)) {
+  for (int step = 0; step <= pvmm_team_test::last_kill_step; ++step)
+    for_each_size(adapter, "killed-" + std::to_string(step), 0, run);
+}
+
 }  // namespace
 
 #define PVMM_TEAM_CASES(adapter, body)                                                                     \
@@ -185,34 +199,17 @@ void for_each_size(const std::string& adapter_name, const std::string& name, int
     for_each_size(adapter, "multicast", 0, body);                                                          \
   }
 
-TEST_SUITE("team"){
-    PVMM_TEAM_CASES("threads", [](const case_params& p, int n) { threads_adapter(p, n, false); }) PVMM_TEAM_CASES(
-        "store (in-process)",
-        [](const case_params& p, int n) {
-          threads_adapter(p, n, true);
-        }) PVMM_TEAM_CASES("endpoints", [](const case_params& p,
-                                           int n) { process_adapter("endpoints", p, n, unique_name("endpoint")); })
-        TEST_CASE("endpoints: a rank killed at each team step: every survivor returns within its deadline naming it"){
-            for (int step = 0; step <= pvmm_team_test::last_kill_step; ++step)
-                for_each_size("endpoints", "killed-" + std::to_string(step), 0, [](const case_params& p, int n) {
-                  process_adapter("endpoints", p, n, unique_name("endpoint"));
-                });
-}
-TEST_CASE("store (directory): a rank killed at each team step: every survivor returns within its deadline") {
-  for (int step = 0; step <= pvmm_team_test::last_kill_step; ++step)
-    for_each_size("store (directory)", "killed-" + std::to_string(step), 0, [](const case_params& p, int n) {
-      const auto dir = scratch_directory();
-      process_adapter("store", p, n, dir);
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
-    });
-}
-PVMM_TEAM_CASES("store (directory)", [](const case_params& p, int n) {
-  const auto dir = scratch_directory();
-  process_adapter("store", p, n, dir);
-  std::error_code ignored;  // a leftover scratch directory is not the case's failure
-  std::filesystem::remove_all(dir, ignored);
-})
+TEST_SUITE("team") {
+  PVMM_TEAM_CASES("threads", [](const case_params& p, int n) { threads_adapter(p, n, false); })
+  PVMM_TEAM_CASES("store (in-process)", [](const case_params& p, int n) { threads_adapter(p, n, true); })
+  PVMM_TEAM_CASES("endpoints", endpoint_processes)
+  PVMM_TEAM_CASES("store (directory)", directory_store_processes)
+  TEST_CASE("endpoints: a rank killed at each team step: every survivor returns within its deadline naming it") {
+    killed_at_each_step("endpoints", endpoint_processes);
+  }
+  TEST_CASE("store (directory): a rank killed at each team step: every survivor returns within its deadline") {
+    killed_at_each_step("store (directory)", directory_store_processes);
+  }
 }
 
 TEST_CASE("team::abort from another thread ends the step in progress with peer_lost, and the peers' steps too") {
