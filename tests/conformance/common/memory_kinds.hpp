@@ -60,6 +60,14 @@ struct program_pages {
   ~program_pages() { ::munmap(data, size); }  // munmap of pages unmapped already is fine
 };
 
+/// `bytes` copied from `from` on `s` into host memory, once `s` has run the copy (synchronised).
+inline std::vector<std::uint32_t> read_back(pvmm::stream& s, const void* from, std::size_t bytes) {
+  std::vector<std::uint32_t> back(bytes / sizeof(std::uint32_t));
+  PVMM_CHECK_OK(s.copy_async(back.data(), from, bytes));
+  PVMM_CHECK_OK(s.synchronize());
+  return back;
+}
+
 /// A pool made for one case (REQUIRE: a case cannot go on without it).
 inline pvmm::memory_pool make_pool(const pvmm::pool_properties& properties = {}) {
   auto pool = pvmm::memory_pool::create(properties);

@@ -27,10 +27,7 @@ TEST_SUITE("managed") {
     const auto words = pattern(size, 31);
     std::memcpy(memory.data(), words.data(), size);  // the host writes through the pointer itself
     if (caps().managed.concurrent_access) PVMM_CHECK_OK(prefetch_async(memory.data(), size, location::device(0), s));
-    std::vector<std::uint32_t> back(words.size());
-    PVMM_CHECK_OK(s.copy_async(back.data(), memory.data(), size));
-    PVMM_CHECK_OK(s.synchronize());
-    CHECK(back == words);
+    CHECK(read_back(s, memory.data(), size) == words);
     const auto other = pattern(size, 32);
     PVMM_CHECK_OK(s.copy_async(memory.data(), other.data(), size));
     PVMM_CHECK_OK(s.synchronize());
@@ -141,8 +138,7 @@ TEST_SUITE("managed") {
     PVMM_CHECK_ERRC(prefetch_async(ordinary.data(), mib, location::host(), s), errc::invalid_argument);
     PVMM_CHECK_ERRC(query_range(p, 2 * mib), errc::out_of_range);
     PVMM_CHECK_ERRC(attach_async(p, mib, static_cast<attach_mode>(9), s), errc::invalid_argument);
-    PVMM_CHECK_OK(memory.release());
-    PVMM_CHECK_ERRC(memory.release(), errc::already_released);
+    check_release_twice(memory);
     PVMM_CHECK_ERRC(query_range(p, mib), errc::invalid_argument);  // freed: no longer managed memory
   }
 }  // TEST_SUITE

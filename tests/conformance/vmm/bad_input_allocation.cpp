@@ -1,5 +1,7 @@
 // Bad input to device queries and physical_allocation::create: each case asserts the exact portable error and that
 // nothing leaked (the case's leak check).
+#include <optional>
+
 #include "support.hpp"
 
 using namespace pvmm;
@@ -15,23 +17,24 @@ TEST_SUITE("bad input") {
     PVMM_REQUIRE_DEVICE();
     PVMM_CHECK_ERRC(query_device(device_count().value()), errc::invalid_device);
   }
-  PVMM_CASE("query_granularity: unknown device") {
+  PVMM_CASE("query_granularity: a location that does not exist") {
     PVMM_REQUIRE_DEVICE();
-    allocation_properties p;
-    p.location = location::device(1000);
-    PVMM_CHECK_ERRC(query_granularity(p), errc::invalid_device);
-  }
-  PVMM_CASE("query_granularity: host location with a nonzero id") {
-    PVMM_REQUIRE_DEVICE();
-    allocation_properties p;
-    p.location = {location::kind::host, 5};
-    PVMM_CHECK_ERRC(query_granularity(p), errc::invalid_location);
-  }
-  PVMM_CASE("query_granularity: negative NUMA node") {
-    PVMM_REQUIRE_DEVICE();
-    allocation_properties p;
-    p.location = location::host_numa(-1);
-    PVMM_CHECK_ERRC(query_granularity(p), errc::invalid_location);
+    struct bad_location {
+      const char* name;
+      location where;
+      errc expected;
+    };
+    const bad_location rows[] = {
+        {"unknown device", location::device(1000), errc::invalid_device},
+        {"host location with a nonzero id", {location::kind::host, 5}, errc::invalid_location},
+        {"negative NUMA node", location::host_numa(-1), errc::invalid_location},
+    };
+    for (const bad_location& row : rows)
+      SUBCASE(row.name) {
+        allocation_properties p;
+        p.location = row.where;
+        PVMM_CHECK_ERRC(query_granularity(p), row.expected);
+      }
   }
   PVMM_CASE("query_memory: unknown device") {
     PVMM_REQUIRE_DEVICE();
@@ -47,29 +50,27 @@ TEST_SUITE("bad input") {
     PVMM_REQUIRE_DEVICE();
     PVMM_CHECK_ERRC(physical_allocation::create(granule() + 1, default_properties()), errc::unaligned);
   }
-  PVMM_CASE("create: unknown device") {
+  PVMM_CASE("create: properties naming what does not exist") {
     PVMM_REQUIRE_DEVICE();
-    allocation_properties p = default_properties();
-    p.location = location::device(1000);
-    PVMM_CHECK_ERRC(physical_allocation::create(granule(), p), errc::invalid_device);
-  }
-  PVMM_CASE("create: unknown location kind") {
-    PVMM_REQUIRE_DEVICE();
-    allocation_properties p = default_properties();
-    p.location = {static_cast<location::kind>(7), 0};
-    PVMM_CHECK_ERRC(physical_allocation::create(granule(), p), errc::invalid_location);
-  }
-  PVMM_CASE("create: NUMA node that does not exist") {
-    PVMM_REQUIRE_DEVICE();
-    allocation_properties p = default_properties();
-    p.location = location::host_numa(100000);
-    PVMM_CHECK_ERRC(physical_allocation::create(granule(), p), errc::invalid_location);
-  }
-  PVMM_CASE("create: unknown handle type bits") {
-    PVMM_REQUIRE_DEVICE();
-    allocation_properties p = default_properties();
-    p.exportable = static_cast<handle_types>(1u << 7);
-    PVMM_CHECK_ERRC(physical_allocation::create(granule(), p), errc::invalid_argument);
+    struct bad_properties {
+      const char* name;
+      location where;
+      std::optional<handle_types> exportable;  // empty: default_properties()'s
+      errc expected;
+    };
+    const bad_properties rows[] = {
+        {"unknown device", location::device(1000), {}, errc::invalid_device},
+        {"unknown location kind", {static_cast<location::kind>(7), 0}, {}, errc::invalid_location},
+        {"NUMA node that does not exist", location::host_numa(100000), {}, errc::invalid_location},
+        {"unknown handle type bits", location::device(0), static_cast<handle_types>(1u << 7), errc::invalid_argument},
+    };
+    for (const bad_properties& row : rows)
+      SUBCASE(row.name) {
+        allocation_properties p = default_properties();
+        p.location = row.where;
+        if (row.exportable) p.exportable = *row.exportable;
+        PVMM_CHECK_ERRC(physical_allocation::create(granule(), p), row.expected);
+      }
   }
   PVMM_CASE("create: fabric handles requested") {
     PVMM_REQUIRE_DEVICE();
