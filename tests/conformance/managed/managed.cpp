@@ -103,13 +103,7 @@ TEST_SUITE("managed") {
     PVMM_REQUIRE_MANAGED(256);
     auto memory = managed_allocation::create(mib, attach_mode::host).value();
     auto s = stream::create(0).value();
-    PVMM_CHECK_OK(attach_async(memory.data(), memory.size(), attach_mode::single, s));
-    const auto words = pattern(mib, 3);
-    PVMM_CHECK_OK(s.copy_async(memory.data(), words.data(), mib));
-    PVMM_CHECK_OK(s.synchronize());
-    CHECK(std::memcmp(memory.data(), words.data(), mib) == 0);
-    PVMM_CHECK_OK(attach_async(memory.data(), memory.size(), attach_mode::global, s));
-    PVMM_CHECK_OK(s.synchronize());
+    check_attach_to_stream_then_global(memory, s, 3);
   }
 
   PVMM_CASE("managed memory: every bad input, with its error, before the driver") {

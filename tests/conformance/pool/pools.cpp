@@ -161,9 +161,7 @@ TEST_SUITE("pool") {
     PVMM_CHECK_OK(pool.set_access({rw(1)}));
     CHECK(pool.query_access(location::device(1)).value() == access::read_write);
     auto m = pool.allocate(2 * mib, s).value();  // allocated on device 1's stream, used there
-    const auto words = pattern(2 * mib, 82);
-    PVMM_CHECK_OK(s.copy_async(m.data(), words.data(), 2 * mib));
-    CHECK(read_back(s, m.data(), 2 * mib) == words);
+    check_round_trip(s, m.data(), 2 * mib, 82);
     PVMM_CHECK_OK(m.free_async(s));
     PVMM_CHECK_OK(s.synchronize());
   }

@@ -162,8 +162,9 @@ TEST_SUITE("pool") {
   PVMM_CASE("reuse: each situation the probe measured, under each reuse-policy setting, at both probed sizes") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
-    for (const reuse_row& r : reuse_table)
+    for (const reuse_row& r : reuse_table) {
       SUBCASE(r.rule) { row(r.sit, r.want); }
+    }
   }
 
   // Rule 4's unmeasured half, as the host backend decides it (memory_pool.hpp): in a pool that cannot grow,

@@ -112,12 +112,13 @@ TEST_SUITE("bad input") {
         {"outside the reservation", 4, 1, errc::out_of_range},
         {"zero size", 0, 0, errc::invalid_size},
     };
-    for (const mistake& x : mistakes)
+    for (const mistake& x : mistakes) {
       SUBCASE(x.name) {
         mapped_range m;
         PVMM_CHECK_ERRC(m.range.unmap(x.offset * m.g, x.size * m.g), x.expected);
         m.still_intact();
       }
+    }
   }
   PVMM_CASE("unmap: part of a mapping is partial_mapping, and the mapping stays whole") {
     PVMM_REQUIRE_DEVICE();
@@ -126,7 +127,7 @@ TEST_SUITE("bad input") {
       std::size_t offset;  // in granules; the mapping is [2,4)
     };
     const part parts[] = {{"its first half", 2}, {"starting inside it", 3}};
-    for (const part& p : parts)
+    for (const part& p : parts) {
       SUBCASE(p.name) {
         mapped_range m;
         auto wide = m.map_wide();
@@ -135,6 +136,7 @@ TEST_SUITE("bad input") {
         m.range.unmap(2 * m.g, 2 * m.g).value();
         m.still_intact();
       }
+    }
   }
 
   // ---- release ----
