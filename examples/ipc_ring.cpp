@@ -23,13 +23,9 @@
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define RING_KERNELS 1
-#if defined(__HIPCC__)
-#include <hip/hip_runtime.h>
-#define GPU(name) hip##name
-#else
-#include <cuda.h>
-#include <cuda_runtime.h>
-#define GPU(name) cuda##name
+#include "gpu.hpp"
+#if !defined(__HIPCC__)
+#include <cuda.h>  // cuCtxCreate: the ring's own context
 #endif
 __global__ void store(unsigned* slot, unsigned value) { *slot = value; }
 #else

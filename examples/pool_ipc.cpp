@@ -23,13 +23,7 @@
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define POOL_KERNELS 1
-#if defined(__HIPCC__)
-#include <hip/hip_runtime.h>
-#define GPU(name) hip##name
-#else
-#include <cuda_runtime.h>
-#define GPU(name) cuda##name
-#endif
+#include "gpu.hpp"
 __global__ void fill(unsigned* p, std::size_t n, unsigned value) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < n) p[i] = value;

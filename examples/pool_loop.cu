@@ -1,15 +1,7 @@
 // pool_loop: the stream-ordered allocator seed's loop - allocate, run a kernel, free, every iteration - from a pvmm
 // pool on a stream, next to the same loop with cudaMalloc/cudaFree (hipMalloc/hipFree), printing both times. One
 // source for CUDA (nvcc) and HIP (hipcc). Checks the kernel's result; exits non-zero on a wrong answer.
-#if defined(__HIPCC__)
-#include <hip/hip_runtime.h>
-#define GPU(name) hip##name
-#define GPU_NAME "hip"
-#else
-#include <cuda_runtime.h>
-#define GPU(name) cuda##name
-#define GPU_NAME "cuda"
-#endif
+#include "gpu.hpp"
 
 #include <chrono>
 #include <cstdio>

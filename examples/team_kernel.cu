@@ -8,15 +8,7 @@
 //
 //   pvmm_example_team_kernel --spawn 4      four processes (one GPU is enough), meeting at a pvmm endpoint
 // Without a device it prints "[pvmm-skip]" and succeeds. Rank 0 prints one line; FAIL and nonzero otherwise.
-#if defined(__HIPCC__)
-#include <hip/hip_runtime.h>
-#define GPU(name) hip##name
-#define GPU_SUCCESS hipSuccess
-#else
-#include <cuda_runtime.h>
-#define GPU(name) cuda##name
-#define GPU_SUCCESS cudaSuccess
-#endif
+#include "gpu.hpp"
 
 #include <cstdint>
 #include <cstdio>

@@ -2,13 +2,7 @@
 // run a kernel on it, prefetch it back and use it on the host - with pvmm doing the memory, in one source for CUDA
 // (nvcc) and HIP (hipcc). It also times the kernel on pages prefetched against pages it faults in on first touch,
 // where pages migrate. Checks its own result; exits non-zero on a wrong answer.
-#if defined(__HIPCC__)
-#include <hip/hip_runtime.h>
-#define GPU(name) hip##name
-#else
-#include <cuda_runtime.h>
-#define GPU(name) cuda##name
-#endif
+#include "gpu.hpp"
 
 #include <chrono>
 #include <cstdio>

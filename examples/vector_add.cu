@@ -1,15 +1,7 @@
 // vector_add: the seeds' flow - reserve an address range, create physical memory, map it, grant the device
 // access, run a kernel on it - with pvmm doing the memory, in one source that compiles as CUDA (nvcc) and as
 // HIP (hipcc). Checks its own result; exits non-zero on a wrong answer.
-#if defined(__HIPCC__)
-#include <hip/hip_runtime.h>
-#define GPU(name) hip##name
-#define GPU_SUCCESS hipSuccess
-#else
-#include <cuda_runtime.h>
-#define GPU(name) cuda##name
-#define GPU_SUCCESS cudaSuccess
-#endif
+#include "gpu.hpp"
 
 #include <cstdio>
 #include <vector>

@@ -33,18 +33,15 @@ struct event_handle {
 
 class event;
 
-/// A borrowed stream of one device: pvmm never destroys it. Copyable.
-class stream_ref {
+/// A borrowed stream of one device (native_handle() and device(), from handle_ref): pvmm never destroys it. Copyable.
+class stream_ref : public detail::handle_ref<stream_handle> {
  public:
   /// An empty reference: every call on it answers errc::invalid_argument.
   constexpr stream_ref() noexcept = default;
   /// Wraps native stream `native` (nonzero: streams are explicit) of device `device`; the caller keeps it alive
   /// while pvmm uses it. On CUDA, `native` is a CUstream; on HIP a hipStream_t; on the host backend a handle
   /// from stream::native_handle() (others are refused with errc::invalid_handle).
-  constexpr stream_ref(stream_handle native, int device) noexcept : handle_(native), device_(device) {}
-
-  stream_handle native_handle() const noexcept { return handle_; }
-  int device() const noexcept { return device_; }
+  constexpr stream_ref(stream_handle native, int device) noexcept : handle_ref(native, device) {}
 
   /// Waits until all work enqueued so far has completed. Pool frees it saw complete become reusable on every
   /// stream (memory_pool.hpp, "Portable semantics", rule 1), as event::synchronize makes those it covers.
@@ -62,10 +59,6 @@ class stream_ref {
   /// while pinned, registered and managed memory is read when the copy runs. The destination holds the data once
   /// the stream's work up to here has completed.
   status copy_async(void* destination, const void* source, std::size_t size) const;
-
- protected:
-  stream_handle handle_{};
-  int device_ = -1;
 };
 
 /// Owns a stream on one device. Move-only; usable wherever a stream_ref is. The destructor (and release()) waits

@@ -24,15 +24,8 @@ std::string describe(const allocation_properties& p) {
 }
 
 const char* describe(access a) noexcept {
-  switch (a) {
-    case access::none:
-      return "none";
-    case access::read:
-      return "read";
-    case access::read_write:
-      return "read_write";
-  }
-  return "invalid";
+  static constexpr const char* names[] = {"none", "read", "read_write"};
+  return enum_name(a, names, "invalid");
 }
 
 }  // namespace pvmm::detail

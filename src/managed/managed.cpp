@@ -20,28 +20,14 @@ namespace detail {
 namespace {
 
 const char* advice_name(advice a) noexcept {
-  switch (a) {
-    case advice::set_read_mostly:
-      return "set_read_mostly";
-    case advice::unset_read_mostly:
-      return "unset_read_mostly";
-    case advice::set_preferred_location:
-      return "set_preferred_location";
-    case advice::unset_preferred_location:
-      return "unset_preferred_location";
-    case advice::set_accessed_by:
-      return "set_accessed_by";
-    case advice::unset_accessed_by:
-      return "unset_accessed_by";
-  }
-  return "unknown";
+  static constexpr const char* names[] = {"set_read_mostly",          "unset_read_mostly", "set_preferred_location",
+                                          "unset_preferred_location", "set_accessed_by",   "unset_accessed_by"};
+  return enum_name(a, names, "unknown");
 }
 
 const char* mode_name(attach_mode m) noexcept {
-  return m == attach_mode::global   ? "global"
-         : m == attach_mode::host   ? "host"
-         : m == attach_mode::single ? "single"
-                                    : "unknown";
+  static constexpr const char* names[] = {"global", "host", "single"};
+  return enum_name(m, names, "unknown");
 }
 
 std::size_t page() { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)); }

@@ -135,6 +135,18 @@ void unregister_owner(void* pointer) noexcept {
   forget_registered(pointer);
 }
 
+/// Records [base, +size) of `kind` in the range registry, after the backend made it; where there is no memory to
+/// record it, `undo` gives it back (a rollback: never fault-injected) and the operation fails saying so (`undone`).
+template <class Undo>
+status record_or_undo(void* base, std::size_t size, memory_kind kind, const pinned_options& options, Undo undo,
+                      const char* undone, const operation& op) {
+  range_registry::range entry;
+  entry.base = base, entry.size = size, entry.kind = kind, entry.options = options;
+  if (range_registry::add(entry)) return {};
+  undo();
+  return op.fail(errc::out_of_memory, undone);
+}
+
 std::string options_text(const pinned_options& o) {
   return fmt::format("portable={}, mapped={}, write_combined={}", o.portable, o.mapped, o.write_combined);
 }
@@ -154,12 +166,9 @@ result<pinned_allocation> pinned_allocation::create(std::size_t size, const pinn
   PVMM_TRY(detail::check_options(options, caps, op));
   PVMM_TRY_ASSIGN(p, op.step("allocate_pinned", [&] { return detail::backend::allocate_pinned(size, options); }));
   // Recorded after the memory: a failure to record must not leave it ownerless.
-  detail::range_registry::range entry;
-  entry.base = p, entry.size = size, entry.kind = memory_kind::pinned, entry.options = options;
-  if (!detail::range_registry::add(entry)) {
-    (void)detail::backend::free_pinned(p, size);  // rollback: never fault-injected
-    return op.fail(errc::out_of_memory, "no host memory to record the pinned allocation; it was freed");
-  }
+  PVMM_TRY(detail::record_or_undo(
+      p, size, memory_kind::pinned, options, [&] { (void)detail::backend::free_pinned(p, size); },
+      "no host memory to record the pinned allocation; it was freed", op));
   ++detail::live_pinned;
   return pinned_allocation(p, size, options.mapped);
 }
@@ -205,12 +214,9 @@ status register_host_memory(void* pointer, std::size_t size, const pinned_option
   PVMM_TRY(detail::check_mapped(pointer, size, op));
   PVMM_TRY(op.step("register_host", [&] { return detail::backend::register_host(pointer, size, options); }));
   // Recorded after the driver call: a failure to record must not leave the range locked and unowned.
-  detail::range_registry::range entry;
-  entry.base = pointer, entry.size = size, entry.kind = memory_kind::registered, entry.options = options;
-  if (!detail::range_registry::add(entry)) {
-    (void)detail::backend::unregister_host(pointer, size);  // rollback: never fault-injected
-    return op.fail(errc::out_of_memory, "no host memory to record the registration; it was undone");
-  }
+  PVMM_TRY(detail::record_or_undo(
+      pointer, size, memory_kind::registered, options, [&] { (void)detail::backend::unregister_host(pointer, size); },
+      "no host memory to record the registration; it was undone", op));
   ++detail::live_registrations;
   return {};
 }

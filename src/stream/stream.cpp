@@ -27,6 +27,16 @@ status check_event(const event& e, const operation& op) {
   return {};
 }
 
+/// The handle backend call `step` makes on `device` once the device is checked: stream::create's and
+/// event::create's one body (`name`: the operation).
+template <class Handle, class Create>
+result<Handle> create_on_device(const char* name, const char* step, int device, Create create) {
+  auto args = [&] { return fmt::format("device={}", device); };
+  const operation op{name, args};
+  PVMM_TRY(check_location(location::device(device), op));
+  return op.step(step, [&] { return create(device); });
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -83,10 +93,8 @@ status stream_ref::copy_async(void* destination, const void* source, std::size_t
 }
 
 result<stream> stream::create(int device) {
-  auto args = [&] { return fmt::format("device={}", device); };
-  const detail::operation op{"pvmm::stream::create", args};
-  PVMM_TRY(detail::check_location(location::device(device), op));
-  PVMM_TRY_ASSIGN(h, op.step("create_stream", [&] { return detail::backend::create_stream(device); }));
+  PVMM_TRY_ASSIGN(h, detail::create_on_device<stream_handle>("pvmm::stream::create", "create_stream", device,
+                                                             detail::backend::create_stream));
   ++detail::live_streams;
   return stream(h, device);
 }
@@ -125,10 +133,8 @@ status stream::release() noexcept {
 void event::teardown(const detail::handle_ref<event_handle>& e) noexcept { (void)destroy(e); }
 
 result<event> event::create(int device) {
-  auto args = [&] { return fmt::format("device={}", device); };
-  const detail::operation op{"pvmm::event::create", args};
-  PVMM_TRY(detail::check_location(location::device(device), op));
-  PVMM_TRY_ASSIGN(h, op.step("create_event", [&] { return detail::backend::create_event(device); }));
+  PVMM_TRY_ASSIGN(h, detail::create_on_device<event_handle>("pvmm::event::create", "create_event", device,
+                                                            detail::backend::create_event));
   ++detail::live_events;
   return event(h, device);
 }

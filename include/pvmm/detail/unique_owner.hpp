@@ -81,7 +81,7 @@ class handle_holder : public Ref {
   void clear() noexcept { static_cast<Ref&>(*this) = Ref{}; }
 };
 
-/// A borrowed handle of one device: the view an owner without a public view type (event) is built on.
+/// A borrowed handle of one device: stream_ref is built on it, and so is an owner without a public view type (event).
 template <class Handle>
 class handle_ref {
  public:

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -59,6 +60,33 @@ struct program_pages {
   program_pages& operator=(const program_pages&) = delete;
   ~program_pages() { ::munmap(data, size); }  // munmap of pages unmapped already is fine
 };
+
+/// `bytes` copied from `from` on `s` into host memory, once `s` has run the copy (synchronised).
+inline std::vector<std::uint32_t> read_back(pvmm::stream& s, const void* from, std::size_t bytes) {
+  std::vector<std::uint32_t> back(bytes / sizeof(std::uint32_t));
+  PVMM_CHECK_OK(s.copy_async(back.data(), from, bytes));
+  PVMM_CHECK_OK(s.synchronize());
+  return back;
+}
+
+/// Writes pattern(bytes, seed) to `at` by a copy on `s`, and checks that a copy back on `s` reads it.
+inline void check_round_trip(pvmm::stream& s, void* at, std::size_t bytes, std::uint32_t seed) {
+  const auto words = pattern(bytes, seed);
+  PVMM_CHECK_OK(s.copy_async(at, words.data(), bytes));
+  CHECK(read_back(s, at, bytes) == words);
+}
+
+/// Attaches all of managed `memory` to `s` alone, checks that a copy on `s` writes it in the stream's order after
+/// (pattern(size, seed), read by the host once `s` is synchronised), then attaches it to every stream again.
+inline void check_attach_to_stream_then_global(pvmm::managed_allocation& memory, pvmm::stream& s, std::uint32_t seed) {
+  PVMM_CHECK_OK(pvmm::attach_async(memory.data(), memory.size(), pvmm::attach_mode::single, s));
+  const auto words = pattern(memory.size(), seed);
+  PVMM_CHECK_OK(s.copy_async(memory.data(), words.data(), memory.size()));
+  PVMM_CHECK_OK(s.synchronize());
+  CHECK(std::memcmp(memory.data(), words.data(), memory.size()) == 0);
+  PVMM_CHECK_OK(pvmm::attach_async(memory.data(), memory.size(), pvmm::attach_mode::global, s));
+  PVMM_CHECK_OK(s.synchronize());
+}
 
 /// A pool made for one case (REQUIRE: a case cannot go on without it).
 inline pvmm::memory_pool make_pool(const pvmm::pool_properties& properties = {}) {

@@ -347,6 +347,15 @@ inline int wait_child(pid_t pid) {
     CHECK_MESSAGE(pvmm_r_.has_value(), (pvmm_r_.has_value() ? std::string() : pvmm_r_.error().message())); \
   } while (0)
 
+namespace pvmm_test {
+/// Releases `owner`, then checks that releasing it again is already_released.
+template <class Owner>
+void check_release_twice(Owner& owner) {
+  PVMM_CHECK_OK(owner.release());
+  PVMM_CHECK_ERRC(owner.release(), pvmm::errc::already_released);
+}
+}  // namespace pvmm_test
+
 /// A conformance case: runs under the leak check, and reports itself skipped where no device can run it.
 #define PVMM_CASE(name) TEST_CASE_FIXTURE(pvmm_test::leak_check, name)
 #define PVMM_REQUIRE_DEVICES(n)                                                                \

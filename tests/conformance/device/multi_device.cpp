@@ -1,5 +1,5 @@
 // Several devices: per-device access control, striping, read-only peers, and cross-device export/import.
-#include "support.hpp"
+#include "posix_fd_export.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
@@ -63,11 +63,7 @@ TEST_SUITE("multi-device") {
     range.map_and_grant(0, memory, 0, g, {rw(0)}).value();
     write_words(range.address(), pattern(g, 73));
     auto [sock, pid] = spawn_child({"import-write", "1", std::to_string(g), "73", "74"});
-    {
-      auto fd = memory.export_posix_fd().value();
-      int raw = fd.get();
-      PVMM_CHECK_OK(ipc::send_fds(sock, &raw, 1, "import", 6));
-    }
+    send_for_import(sock, memory);
     auto reply = ipc::receive_fds(sock, 0, 4096, std::chrono::milliseconds(60000));
     ::close(sock);
     CHECK(wait_child(pid) == 0);

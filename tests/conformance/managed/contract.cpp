@@ -43,13 +43,7 @@ TEST_SUITE("managed") {
     PVMM_CHECK_ERRC(attach_async(p, 0, attach_mode::single, s), errc::invalid_size);  // no "0 means all"
     PVMM_CHECK_ERRC(attach_async(p + page_size(), mib, attach_mode::single, s), errc::out_of_range);
     // The whole allocation attaches, and the memory is used in the stream's order after it.
-    PVMM_CHECK_OK(attach_async(memory.data(), memory.size(), attach_mode::single, s));
-    const auto words = pattern(mib, 9);
-    PVMM_CHECK_OK(s.copy_async(memory.data(), words.data(), mib));
-    PVMM_CHECK_OK(s.synchronize());
-    CHECK(std::memcmp(memory.data(), words.data(), mib) == 0);
-    PVMM_CHECK_OK(attach_async(memory.data(), memory.size(), attach_mode::global, s));
-    PVMM_CHECK_OK(s.synchronize());
+    check_attach_to_stream_then_global(memory, s, 9);
   }
 
   PVMM_CASE("advice on a range off page boundaries covers every page it touches, and a sub-page query reads its page") {

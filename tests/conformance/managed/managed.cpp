@@ -27,10 +27,7 @@ TEST_SUITE("managed") {
     const auto words = pattern(size, 31);
     std::memcpy(memory.data(), words.data(), size);  // the host writes through the pointer itself
     if (caps().managed.concurrent_access) PVMM_CHECK_OK(prefetch_async(memory.data(), size, location::device(0), s));
-    std::vector<std::uint32_t> back(words.size());
-    PVMM_CHECK_OK(s.copy_async(back.data(), memory.data(), size));
-    PVMM_CHECK_OK(s.synchronize());
-    CHECK(back == words);
+    CHECK(read_back(s, memory.data(), size) == words);
     const auto other = pattern(size, 32);
     PVMM_CHECK_OK(s.copy_async(memory.data(), other.data(), size));
     PVMM_CHECK_OK(s.synchronize());
@@ -106,13 +103,7 @@ TEST_SUITE("managed") {
     PVMM_REQUIRE_MANAGED(256);
     auto memory = managed_allocation::create(mib, attach_mode::host).value();
     auto s = stream::create(0).value();
-    PVMM_CHECK_OK(attach_async(memory.data(), memory.size(), attach_mode::single, s));
-    const auto words = pattern(mib, 3);
-    PVMM_CHECK_OK(s.copy_async(memory.data(), words.data(), mib));
-    PVMM_CHECK_OK(s.synchronize());
-    CHECK(std::memcmp(memory.data(), words.data(), mib) == 0);
-    PVMM_CHECK_OK(attach_async(memory.data(), memory.size(), attach_mode::global, s));
-    PVMM_CHECK_OK(s.synchronize());
+    check_attach_to_stream_then_global(memory, s, 3);
   }
 
   PVMM_CASE("managed memory: every bad input, with its error, before the driver") {
@@ -141,8 +132,7 @@ TEST_SUITE("managed") {
     PVMM_CHECK_ERRC(prefetch_async(ordinary.data(), mib, location::host(), s), errc::invalid_argument);
     PVMM_CHECK_ERRC(query_range(p, 2 * mib), errc::out_of_range);
     PVMM_CHECK_ERRC(attach_async(p, mib, static_cast<attach_mode>(9), s), errc::invalid_argument);
-    PVMM_CHECK_OK(memory.release());
-    PVMM_CHECK_ERRC(memory.release(), errc::already_released);
+    check_release_twice(memory);
     PVMM_CHECK_ERRC(query_range(p, mib), errc::invalid_argument);  // freed: no longer managed memory
   }
 }  // TEST_SUITE

@@ -48,10 +48,7 @@ TEST_SUITE("pinned") {
     const auto words = pattern(mib, 12);
     std::memcpy(p, words.data(), mib);
     auto s = stream::create(0).value();
-    std::vector<std::uint32_t> back(words.size());
-    PVMM_CHECK_OK(s.copy_async(back.data(), p, mib));
-    PVMM_CHECK_OK(s.synchronize());
-    CHECK(back == words);
+    CHECK(read_back(s, p, mib) == words);
   }
 
   PVMM_CASE("an overlap with a registration is already_registered naming the registration and its range") {

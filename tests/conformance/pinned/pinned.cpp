@@ -81,10 +81,7 @@ TEST_SUITE("pinned") {
     const auto words = pattern(mib, 43);
     std::memcpy(memory.data(), words.data(), mib);
     auto s = stream::create(0).value();
-    std::vector<std::uint32_t> back(words.size());
-    PVMM_CHECK_OK(s.copy_async(back.data(), on_device, mib));
-    PVMM_CHECK_OK(s.synchronize());
-    CHECK(back == words);
+    CHECK(read_back(s, on_device, mib) == words);
     PVMM_CHECK_ERRC(memory.device_pointer(99), errc::invalid_device);
     auto unmapped = pinned_allocation::create(mib, {true, false, false}).value();
     PVMM_CHECK_ERRC(unmapped.device_pointer(0), errc::invalid_argument);
@@ -108,10 +105,7 @@ TEST_SUITE("pinned") {
       device_buffer device(mib);
       auto s = stream::create(0).value();
       PVMM_CHECK_OK(s.copy_async(device.data, p, mib));
-      std::vector<std::uint32_t> back(words.size());
-      PVMM_CHECK_OK(s.copy_async(back.data(), device.data, mib));
-      PVMM_CHECK_OK(s.synchronize());
-      CHECK(back == words);
+      CHECK(read_back(s, device.data, mib) == words);
       if (caps().host_memory.mapped && caps().host_memory.device_pointer_is_host_pointer)
         CHECK(held.device_pointer(0).value() == static_cast<void*>(p));
     }
@@ -128,8 +122,7 @@ TEST_SUITE("pinned") {
                     errc::invalid_argument);  // write-combined
     PVMM_CHECK_ERRC(unregister_host_memory(mine.data), errc::not_registered);
     auto memory = pinned_allocation::create(mib).value();
-    PVMM_CHECK_OK(memory.release());
-    PVMM_CHECK_ERRC(memory.release(), errc::already_released);
+    check_release_twice(memory);
     PVMM_CHECK_ERRC(memory.device_pointer(0), errc::already_released);
   }
 

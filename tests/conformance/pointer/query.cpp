@@ -37,6 +37,14 @@ void check_none(const void* p) {
   CHECK(a.device == -1);
 }
 
+/// Releases `owner`, then checks that its first byte answers none.
+template <class Owner>
+void check_none_after_release(Owner& owner) {
+  const void* was = owner.data();
+  PVMM_CHECK_OK(owner.release());
+  check_none(was);
+}
+
 std::string range_text(const void* data, std::size_t size) {
   char buffer[96];
   std::snprintf(buffer, sizeof buffer, "[%p, +%#zx)", data, size);
@@ -118,9 +126,7 @@ TEST_SUITE("pointer") {
     PVMM_CHECK_OK(attach_async(m.data(), m.size(), attach_mode::global, s));
     PVMM_CHECK_OK(s.synchronize());
     CHECK(query_pointer(m.data()).value().attach == attach_mode::global);
-    const void* was = m.data();
-    PVMM_CHECK_OK(m.release());
-    check_none(was);
+    check_none_after_release(m);
   }
 
   PVMM_CASE("query_pointer: pinned and registered memory answer their kind, host (-1), and their options") {
@@ -144,9 +150,7 @@ TEST_SUITE("pointer") {
       PVMM_CHECK_OK(r.registration.release());
       check_none(r.pages + r.page);
     }
-    const void* was = p.data();
-    PVMM_CHECK_OK(p.release());
-    check_none(was);
+    check_none_after_release(p);
   }
 
   PVMM_CASE("registering memory pvmm made for devices is invalid_argument naming it; pinned stays already_registered") {

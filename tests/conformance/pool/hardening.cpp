@@ -99,12 +99,7 @@ TEST_SUITE("pool") {
     CHECK(::ftruncate(received.fd.get(), static_cast<off_t>(file_size(received.fd.get()) * 2)) != 0);
     for (int round = 0; round < 3; ++round) {
       auto memory = pool.allocate(3 * mib, s).value();
-      const auto words = pattern(3 * mib, 20 + round);
-      PVMM_CHECK_OK(s.copy_async(memory.data(), words.data(), 3 * mib));
-      std::vector<std::uint32_t> back(words.size());
-      PVMM_CHECK_OK(s.copy_async(back.data(), memory.data(), 3 * mib));
-      PVMM_CHECK_OK(s.synchronize());
-      CHECK(back == words);
+      check_round_trip(s, memory.data(), 3 * mib, 20 + round);
       PVMM_CHECK_OK(memory.free_async(s));
     }
     PVMM_CHECK_OK(s.synchronize());

@@ -8,16 +8,6 @@
 using namespace pvmm;
 using namespace pvmm_test;
 
-namespace {
-
-std::vector<std::uint32_t> read_back(stream& s, const void* p, std::size_t size) {
-  std::vector<std::uint32_t> out(size / sizeof(std::uint32_t));
-  PVMM_CHECK_OK(s.copy_async(out.data(), p, size));
-  PVMM_CHECK_OK(s.synchronize());
-  return out;
-}
-}  // namespace
-
 TEST_SUITE("pool") {
   PVMM_CASE("a pool given up with raw allocations left keeps their memory until pvmm::free_async frees them") {
     PVMM_REQUIRE_DEVICE();

@@ -33,10 +33,7 @@ TEST_SUITE("pool") {
     PVMM_CHECK_OK(a.copy_async(memory.data(), words.data(), size));
     PVMM_CHECK_OK(done.record(a));
     PVMM_CHECK_OK(b.wait(done));
-    std::vector<std::uint32_t> back(words.size());
-    PVMM_CHECK_OK(b.copy_async(back.data(), memory.data(), size));
-    PVMM_CHECK_OK(b.synchronize());
-    CHECK(back == words);
+    CHECK(read_back(b, memory.data(), size) == words);
     PVMM_CHECK_OK(memory.free_async(b));
     PVMM_CHECK_OK(b.synchronize());
   }
@@ -164,12 +161,7 @@ TEST_SUITE("pool") {
     PVMM_CHECK_OK(pool.set_access({rw(1)}));
     CHECK(pool.query_access(location::device(1)).value() == access::read_write);
     auto m = pool.allocate(2 * mib, s).value();  // allocated on device 1's stream, used there
-    const auto words = pattern(2 * mib, 82);
-    PVMM_CHECK_OK(s.copy_async(m.data(), words.data(), 2 * mib));
-    std::vector<std::uint32_t> back(words.size());
-    PVMM_CHECK_OK(s.copy_async(back.data(), m.data(), 2 * mib));
-    PVMM_CHECK_OK(s.synchronize());
-    CHECK(back == words);
+    check_round_trip(s, m.data(), 2 * mib, 82);
     PVMM_CHECK_OK(m.free_async(s));
     PVMM_CHECK_OK(s.synchronize());
   }

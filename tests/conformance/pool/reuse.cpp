@@ -130,56 +130,41 @@ void row(situation sit, const outcome (&want)[5]) {
 
 constexpr outcome no = outcome::not_reused, yes = outcome::reused, waits = outcome::reused_waiting;
 
+/// The probe's table, a row per situation: the outcome under each setting (columns: all-off, follow-only,
+/// opportunistic-only, internal-only, all-on; tools/probes/README.md).
+struct reuse_row {
+  const char* rule;
+  situation sit;
+  outcome want[5];
+};
+constexpr reuse_row reuse_table[] = {
+    // A pending free is never handed to another stream, whatever the policies.
+    {"a: pending", situation::pending, {no, no, no, no, no}},
+    // A completed free nothing synchronised goes to another stream only with opportunistic.
+    {"b: done, unobserved", situation::done_unobserved, {no, no, yes, no, yes}},
+    // A free seen by a stream synchronize is reused on another stream under every setting.
+    {"c: stream synchronize", situation::stream_synchronize, {yes, yes, yes, yes, yes}},
+    // A stream query answering done does not count as a synchronize.
+    {"c': stream query", situation::stream_query, {no, no, yes, no, yes}},
+    // A free seen by an event synchronize is reused on another stream under every setting.
+    {"d: event synchronize", situation::event_synchronize, {yes, yes, yes, yes, yes}},
+    // A stream that waited for an event after the free reuses it with follow (or opportunistic).
+    {"f: event wait", situation::event_wait, {no, yes, yes, no, yes}},
+    // With follow, a stream ordered after a still pending free reuses it and waits.
+    {"f': event wait, free pending", situation::event_wait_pending, {no, waits, no, no, waits}},
+    // A stream always reuses its own free.
+    {"g: same stream", situation::same_stream, {yes, yes, yes, yes, yes}},
+};
+
 }  // namespace
 
-// Columns: all-off, follow-only, opportunistic-only, internal-only, all-on (tools/probes/README.md).
 TEST_SUITE("pool") {
-  PVMM_CASE("reuse a: a pending free is never handed to another stream, whatever the policies") {
+  PVMM_CASE("reuse: each situation the probe measured, under each reuse-policy setting, at both probed sizes") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
-    row(situation::pending, {no, no, no, no, no});
-  }
-
-  PVMM_CASE("reuse b: a completed free nothing synchronised goes to another stream only with opportunistic") {
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_POOLS();
-    row(situation::done_unobserved, {no, no, yes, no, yes});
-  }
-
-  PVMM_CASE("reuse c: a free seen by a stream synchronize is reused on another stream under every setting") {
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_POOLS();
-    row(situation::stream_synchronize, {yes, yes, yes, yes, yes});
-  }
-
-  PVMM_CASE("reuse c': a stream query answering done does not count as a synchronize") {
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_POOLS();
-    row(situation::stream_query, {no, no, yes, no, yes});
-  }
-
-  PVMM_CASE("reuse d: a free seen by an event synchronize is reused on another stream under every setting") {
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_POOLS();
-    row(situation::event_synchronize, {yes, yes, yes, yes, yes});
-  }
-
-  PVMM_CASE("reuse f: a stream that waited for an event after the free reuses it with follow (or opportunistic)") {
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_POOLS();
-    row(situation::event_wait, {no, yes, yes, no, yes});
-  }
-
-  PVMM_CASE("reuse f': with follow, a stream ordered after a still pending free reuses it and waits") {
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_POOLS();
-    row(situation::event_wait_pending, {no, waits, no, no, waits});
-  }
-
-  PVMM_CASE("reuse g: a stream always reuses its own free") {
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_POOLS();
-    row(situation::same_stream, {yes, yes, yes, yes, yes});
+    for (const reuse_row& r : reuse_table) {
+      SUBCASE(r.rule) { row(r.sit, r.want); }
+    }
   }
 
   // Rule 4's unmeasured half, as the host backend decides it (memory_pool.hpp): in a pool that cannot grow,

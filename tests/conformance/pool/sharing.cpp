@@ -46,10 +46,7 @@ TEST_SUITE("pool") {
     CHECK(std::string(verdict.payload.begin(), verdict.payload.end()) == "ok");
     CHECK(wait_child(pid) == 0);
     ::close(sock);
-    std::vector<std::uint32_t> back(words.size());
-    PVMM_CHECK_OK(s.copy_async(back.data(), memory.data(), size));
-    PVMM_CHECK_OK(s.synchronize());
-    CHECK(back == pattern(size, 62));
+    CHECK(read_back(s, memory.data(), size) == pattern(size, 62));
     PVMM_CHECK_OK(memory.free_async(s));
     PVMM_CHECK_OK(s.synchronize());
   }

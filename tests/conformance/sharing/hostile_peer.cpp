@@ -9,7 +9,7 @@
 #include <limits>
 #include <thread>
 
-#include "support.hpp"
+#include "posix_fd_export.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
@@ -127,12 +127,7 @@ TEST_SUITE("hostile peer") {
 
   PVMM_CASE("fds that are not sealed memory are refused at import, directly and through import_buffer") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().sharing.posix_fd) {
-      auto p = default_properties();
-      p.exportable = handle_types::posix_fd;
-      PVMM_CHECK_ERRC(physical_allocation::create(granule(), p), errc::not_supported);
-      return;
-    }
+    if (!posix_fd_exports_or_refused()) return;
     const std::size_t g = granule();
     int pipe_fds[2];
     REQUIRE(::pipe2(pipe_fds, O_CLOEXEC) == 0);

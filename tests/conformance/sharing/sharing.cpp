@@ -1,7 +1,7 @@
 // Export and import: in one process, and with a separately exec'd process over a Unix socket.
 #include <string>
 
-#include "support.hpp"
+#include "posix_fd_export.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
@@ -9,12 +9,7 @@ using namespace pvmm_test;
 TEST_SUITE("sharing") {
   PVMM_CASE("export as POSIX fd and import in the same process: one memory, two allocations") {
     PVMM_REQUIRE_DEVICE();
-    if (!caps().sharing.posix_fd) {
-      allocation_properties p = default_properties();
-      p.exportable = handle_types::posix_fd;
-      PVMM_CHECK_ERRC(physical_allocation::create(granule(), p), errc::not_supported);
-      return;
-    }
+    if (!posix_fd_exports_or_refused()) return;
     const std::size_t g = granule();
     auto memory = physical_allocation::create(g, default_properties()).value();
     auto range = address_reservation::reserve(2 * g).value();
@@ -61,11 +56,7 @@ TEST_SUITE("sharing") {
     range.map_and_grant(0, memory, 0, g, {rw()}).value();
     write_words(range.address(), pattern(g, 30));
     auto [sock, pid] = spawn_child({"import-write", "0", std::to_string(g), "30", "31"});
-    {
-      owned_fd fd = memory.export_posix_fd().value();
-      int raw = fd.get();
-      PVMM_CHECK_OK(ipc::send_fds(sock, &raw, 1, "import", 6));
-    }
+    send_for_import(sock, memory);
     auto reply = ipc::receive_fds(sock, 0, 4096, std::chrono::milliseconds(60000));
     PVMM_CHECK_OK(reply);
     if (reply) {

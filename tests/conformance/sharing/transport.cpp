@@ -5,24 +5,31 @@
 #include <array>
 #include <string>
 
-#include "support.hpp"
+#include "buffers.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
 
 namespace {
-std::vector<physical_allocation> chunks_with_pattern(std::size_t count, address_reservation& view, std::uint32_t seed) {
-  const std::size_t g = granule();
+/// `count` chunks of a granule holding pattern(count granules, seed), seen through `view`, and their export as POSIX
+/// fds: what a buffer's exporter holds.
+struct exported_chunks {
+  address_reservation view;
   std::vector<physical_allocation> chunks;
-  view = address_reservation::reserve(count * g).value();
-  for (std::size_t i = 0; i < count; ++i) {
-    chunks.push_back(physical_allocation::create(g, default_properties()).value());
-    view.map(i * g, chunks.back(), 0, g).value();
+  exported_buffer exported;
+  exported_chunks(std::size_t count, std::uint32_t seed)
+      : view(address_reservation::reserve(count * granule()).value()),
+        chunks(granule_allocations(count)),
+        exported(map_and_export()) {
+    write_words(view.address(), pattern(view.size(), seed));
   }
-  view.set_access(0, count * g, {rw()}).value();
-  write_words(view.address(), pattern(count * g, seed));
-  return chunks;
-}
+  exported_buffer map_and_export() {
+    const std::size_t g = granule();
+    for (std::size_t i = 0; i < chunks.size(); ++i) view.map(i * g, chunks[i], 0, g).value();
+    view.set_access(0, view.size(), {rw()}).value();
+    return export_buffer(chunks, handle_types::posix_fd).value();
+  }
+};
 }  // namespace
 
 TEST_SUITE("transport") {
@@ -163,13 +170,11 @@ TEST_SUITE("transport") {
   PVMM_CASE("a descriptor that lies about a chunk's size is refused at import, and nothing stays") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
-    address_reservation view;
-    auto chunks = chunks_with_pattern(2, view, 90);
-    auto exported = export_buffer(chunks, handle_types::posix_fd).value();
-    auto d = exported.descriptor;
+    exported_chunks buffer(2, 90);
+    auto d = buffer.exported.descriptor;
     d.chunks[1].size *= 2;  // the second chunk claims twice its size
-    d.size += exported.descriptor.chunks[1].size;
-    std::vector<int> fds{exported.fds[0].get(), exported.fds[1].get()};
+    d.size += buffer.exported.descriptor.chunks[1].size;
+    const auto fds = raw_fds(buffer.exported.fds);
     const auto live = query_live_objects();
     auto r = import_buffer(d, fds.data(), fds.size(), {rw()});
     CHECK_FALSE(r.has_value());
@@ -180,29 +185,24 @@ TEST_SUITE("transport") {
   PVMM_CASE("a multi-chunk buffer rebuilt with the same layout in the same process") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
-    address_reservation view;
-    auto chunks = chunks_with_pattern(3, view, 91);
-    auto exported = export_buffer(chunks, handle_types::posix_fd).value();
-    auto bytes = exported.descriptor.serialize();
-    auto parsed = buffer_descriptor::parse(bytes.data(), bytes.size(), exported.fds.size()).value();
-    std::vector<int> fds;
-    for (auto& fd : exported.fds) fds.push_back(fd.get());
+    exported_chunks buffer(3, 91);
+    auto bytes = buffer.exported.descriptor.serialize();
+    auto parsed = buffer_descriptor::parse(bytes.data(), bytes.size(), buffer.exported.fds.size()).value();
+    const auto fds = raw_fds(buffer.exported.fds);
     auto imported = import_buffer(parsed, fds.data(), fds.size(), {rw()}).value();
-    exported.fds.clear();
-    CHECK(imported.size() == view.size());
-    CHECK(read_words(imported.data(), imported.size()) == pattern(view.size(), 91));
+    buffer.exported.fds.clear();
+    CHECK(imported.size() == buffer.view.size());
+    CHECK(read_words(imported.data(), imported.size()) == pattern(buffer.view.size(), 91));
   }
 
   PVMM_CASE("owned fds compose: export_buffer's fds are sent, received, imported with run-time grants, aligned") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
-    address_reservation view;
-    auto chunks = chunks_with_pattern(2, view, 92);
-    auto exported = export_buffer(chunks, handle_types::posix_fd).value();
-    auto bytes = exported.descriptor.serialize();
+    exported_chunks buffer(2, 92);
+    auto bytes = buffer.exported.descriptor.serialize();
     socket_pair s;
-    PVMM_CHECK_OK(ipc::send_fds(s.a, exported.fds, bytes.data(), bytes.size()));
-    exported.fds.clear();
+    PVMM_CHECK_OK(ipc::send_fds(s.a, buffer.exported.fds, bytes.data(), bytes.size()));
+    buffer.exported.fds.clear();
     auto got = ipc::receive_exactly(s.b, 2, bytes.size()).value();
     auto parsed = buffer_descriptor::parse(got.payload.data(), got.payload.size(), got.fds.size()).value();
     // The grants a program builds at start-up: every device that can reach device 0's memory.
@@ -213,7 +213,7 @@ TEST_SUITE("transport") {
     auto imported = import_buffer(parsed, got.fds, grants, alignment).value();
     got.fds.clear();  // the imports hold their own references
     CHECK(reinterpret_cast<std::uintptr_t>(imported.data()) % alignment == 0);
-    CHECK(read_words(imported.data(), imported.size()) == pattern(view.size(), 92));
+    CHECK(read_words(imported.data(), imported.size()) == pattern(buffer.view.size(), 92));
     for (const auto& g : grants) CHECK(query_access(g.location, imported.data()).value() == access::read_write);
     PVMM_CHECK_ERRC(import_buffer(parsed, std::vector<owned_fd>{}, grants), errc::protocol_error);
   }
@@ -263,8 +263,7 @@ TEST_SUITE("transport") {
     write_words(buffer.data(), pattern(buffer.size(), 92));
     auto exported = export_buffer(buffer, handle_types::posix_fd).value();
     auto bytes = exported.descriptor.serialize();
-    std::vector<int> fds;
-    for (auto& fd : exported.fds) fds.push_back(fd.get());
+    const auto fds = raw_fds(exported.fds);
     auto [sock, pid] = spawn_child({"import-buffer", "0", "92", "93"});
     PVMM_CHECK_OK(ipc::send_fds(sock, fds.data(), fds.size(), bytes.data(), bytes.size()));
     exported.fds.clear();

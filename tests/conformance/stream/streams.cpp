@@ -31,10 +31,7 @@ TEST_SUITE("stream") {
     PVMM_CHECK_OK(writer.copy_async(buffer.data, words.data(), buffer.size));
     PVMM_CHECK_OK(written.record(writer));
     PVMM_CHECK_OK(reader.wait(written));
-    std::vector<std::uint32_t> back(words.size());
-    PVMM_CHECK_OK(reader.copy_async(back.data(), buffer.data, buffer.size));
-    PVMM_CHECK_OK(reader.synchronize());
-    CHECK(back == words);
+    CHECK(read_back(reader, buffer.data, buffer.size) == words);
     CHECK(written.query().value());
   }
 

@@ -17,6 +17,13 @@ struct mapped_range {
     range.map_and_grant(g, b, 0, g, {rw()}).value();
     write_words(range.address(), pattern(2 * g, 99));
   }
+  /// Maps a fresh allocation of 2 granules at [2g,4g), with no access granted, and returns it: a mapping a mistake
+  /// can aim at part of.
+  pvmm::physical_allocation map_wide() {
+    auto wide = pvmm::physical_allocation::create(2 * g, default_properties()).value();
+    range.map(2 * g, wide, 0, 2 * g).value();
+    return wide;
+  }
   /// Nothing lost: both mappings still hold their data and are still writable.
   void still_intact() {
     CHECK(range.mapping_count() == 2);

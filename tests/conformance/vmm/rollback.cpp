@@ -1,6 +1,6 @@
 // Invariant 1: composite operations roll back completely when any step fails. Every backend call of the
 // operation is made to fail in turn (pvmm::testing fault injection); each time, nothing may remain.
-#include "support.hpp"
+#include "buffers.hpp"
 
 using namespace pvmm;
 using namespace pvmm_test;
@@ -97,9 +97,7 @@ TEST_SUITE("rollback") {
   PVMM_CASE("export_buffer fails at every failure point, hiding none, and leaks nothing") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
-    const std::size_t g = granule();
-    std::vector<physical_allocation> chunks;
-    for (int i = 0; i < 3; ++i) chunks.push_back(physical_allocation::create(g, default_properties()).value());
+    const auto chunks = granule_allocations(3);
     const auto calls = backend_calls_of([&] { return export_buffer(chunks, handle_types::posix_fd).has_value(); });
     auto points = sweep_failures([&] {
       auto r = export_buffer(chunks, handle_types::posix_fd);
@@ -113,12 +111,9 @@ TEST_SUITE("rollback") {
   PVMM_CASE("import_buffer rolls back at every failure point and never blames the peer for a local failure") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
-    const std::size_t g = granule();
-    std::vector<physical_allocation> chunks;
-    for (int i = 0; i < 3; ++i) chunks.push_back(physical_allocation::create(g, default_properties()).value());
+    const auto chunks = granule_allocations(3);
     auto out = export_buffer(chunks, handle_types::posix_fd).value();
-    std::vector<int> fds;
-    for (auto& fd : out.fds) fds.push_back(fd.get());
+    const auto fds = raw_fds(out.fds);
     auto import = [&] { return import_buffer(out.descriptor, fds.data(), fds.size(), {rw()}); };
     const auto calls = backend_calls_of([&] { return import().has_value(); });
     auto points = sweep_failures([&] {
