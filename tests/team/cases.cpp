@@ -1,6 +1,7 @@
 // The team case bodies. Data written into a slot is read back through the flat window and through the pointer
 // table, and compared with a checksum its writer reported through the bootstrap (an independent path).
 #include "cases.hpp"
+#include "case_support.hpp"
 
 #include <dirent.h>
 #include <signal.h>
@@ -21,11 +22,8 @@
 #include <pvmm/testing.hpp>
 
 namespace pvmm_team_test {
-namespace {
 
 using namespace std::chrono_literals;
-using pvmm::errc;
-
 std::vector<std::uint32_t> pattern(std::size_t bytes, int rank, int generation) {
   std::vector<std::uint32_t> words(bytes / 4);
   for (std::size_t i = 0; i < words.size(); ++i)
@@ -48,6 +46,10 @@ pvmm::team_options team_options_for(const pvmm::bootstrap& b) {
   o.timeout = 20s;
   return o;
 }
+
+namespace {
+
+using pvmm::errc;
 
 // Writes this rank's slot [from, to), then checks every mapped peer's [0, to) against its reported checksum.
 void write_and_verify(verdict& v, pvmm::bootstrap& b, const pvmm::symmetric_window& w, int generation) {
@@ -124,39 +126,51 @@ std::size_t entries_in(const char* directory) {
 
 std::size_t thread_count() { return entries_in("/proc/self/task"); }
 
-// A bootstrap whose rank `victim` dies by SIGKILL once `after` of its collectives (allgathers and barriers) have
-// returned: 0 before the team's identities, 1 and 2 inside team::create, 3 in the window's fd ring, 4 before the
-// grow, 5 in the grow's fd ring.
-class dying_bootstrap : public pvmm::bootstrap {
+// Forwards every call to the bootstrap it wraps; the test wrappers below change one thing each.
+class forwarding_bootstrap : public pvmm::bootstrap {
  public:
-  dying_bootstrap(std::shared_ptr<pvmm::bootstrap> inner, int victim, int after)
-      : inner_(std::move(inner)), victim_(victim), after_(after) {}
+  explicit forwarding_bootstrap(std::shared_ptr<pvmm::bootstrap> inner) : inner_(std::move(inner)) {}
   int rank() const noexcept override { return inner_->rank(); }
   int size() const noexcept override { return inner_->size(); }
   int node() const noexcept override { return inner_->node(); }
   int local_rank() const noexcept override { return inner_->local_rank(); }
   int local_size() const noexcept override { return inner_->local_size(); }
   pvmm::status allgather(const void* mine, std::size_t bytes, void* all, pvmm::deadline until) override {
+    return inner_->allgather(mine, bytes, all, until);
+  }
+  pvmm::status barrier(pvmm::deadline until) override { return inner_->barrier(until); }
+  void abort() noexcept override { inner_->abort(); }
+
+ private:
+  std::shared_ptr<pvmm::bootstrap> inner_;
+};
+
+// A bootstrap whose rank `victim` dies by SIGKILL once `after` of its collectives (allgathers and barriers) have
+// returned: 0 before the team's identities, 1 and 2 inside team::create, 3 in the window's fd ring, 4 before the
+// grow, 5 in the grow's fd ring.
+class dying_bootstrap : public forwarding_bootstrap {
+ public:
+  dying_bootstrap(std::shared_ptr<pvmm::bootstrap> inner, int victim, int after)
+      : forwarding_bootstrap(std::move(inner)), victim_(victim), after_(after) {}
+  pvmm::status allgather(const void* mine, std::size_t bytes, void* all, pvmm::deadline until) override {
     die_if_due();
-    auto done = inner_->allgather(mine, bytes, all, until);
+    auto done = forwarding_bootstrap::allgather(mine, bytes, all, until);
     ++calls_;
     die_if_due();
     return done;
   }
   pvmm::status barrier(pvmm::deadline until) override {
     die_if_due();
-    auto done = inner_->barrier(until);
+    auto done = forwarding_bootstrap::barrier(until);
     ++calls_;
     die_if_due();
     return done;
   }
-  void abort() noexcept override { inner_->abort(); }
 
  private:
   void die_if_due() const {
     if (rank() == victim_ && calls_ == after_) ::kill(::getpid(), SIGKILL);
   }
-  std::shared_ptr<pvmm::bootstrap> inner_;
   int victim_, after_, calls_ = 0;
 };
 
@@ -241,26 +255,18 @@ void mismatch_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
 
 // Rank 1 speaks a different team protocol: its first record (the identity record) is one byte longer, as a newer
 // or older pvmm's would be. Every rank must refuse the team with team_mismatch, not read past a record.
-class longer_identity : public pvmm::bootstrap {
+class longer_identity : public forwarding_bootstrap {
  public:
-  explicit longer_identity(std::shared_ptr<pvmm::bootstrap> inner) : inner_(std::move(inner)) {}
-  int rank() const noexcept override { return inner_->rank(); }
-  int size() const noexcept override { return inner_->size(); }
-  int node() const noexcept override { return inner_->node(); }
-  int local_rank() const noexcept override { return inner_->local_rank(); }
-  int local_size() const noexcept override { return inner_->local_size(); }
+  explicit longer_identity(std::shared_ptr<pvmm::bootstrap> inner) : forwarding_bootstrap(std::move(inner)) {}
   pvmm::status allgather(const void* mine, std::size_t bytes, void* all, pvmm::deadline until) override {
-    if (!first_ || rank() != 1) return inner_->allgather(mine, bytes, all, until);
+    if (!first_ || rank() != 1) return forwarding_bootstrap::allgather(mine, bytes, all, until);
     first_ = false;
     std::vector<unsigned char> longer(bytes + 1), gathered((bytes + 1) * size());
     std::memcpy(longer.data(), mine, bytes);
-    return inner_->allgather(longer.data(), bytes + 1, gathered.data(), until);
+    return forwarding_bootstrap::allgather(longer.data(), bytes + 1, gathered.data(), until);
   }
-  pvmm::status barrier(pvmm::deadline until) override { return inner_->barrier(until); }
-  void abort() noexcept override { inner_->abort(); }
 
  private:
-  std::shared_ptr<pvmm::bootstrap> inner_;
   bool first_ = true;
 };
 
@@ -289,61 +295,6 @@ void cycles_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, int cycles, boo
           where(*b) + "fds: " + std::to_string(fds) + " before, " + std::to_string(open_fd_count()) + " after");
   v.check(now.allocations == live.allocations && now.reservations == live.reservations && now.mappings == live.mappings,
           where(*b) + "live allocations, reservations or mappings changed over the cycles");
-}
-
-// Multicast over a team. Where the backend has none (host, hip), every rank is told not_supported naming the
-// ranks that lack it, before any multicast driver call, and nothing is left behind. Where it has it, only with
-// PVMM_ENABLE_MULTICAST_TESTS=1 (creating one on shared GPU machines can take them down): a store through the
-// multicast address reaches every bound slot of the node, read back through the flat window.
-void multicast_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool process_wide) {
-  const auto o = team_options_for(*b);
-  auto device = pvmm::query_device(o.device);
-  if (!device) return v.check(false, where(*b) + "query_device: " + device.error().message());
-  const bool supported = device->capabilities.multicast.supported;
-  const char* enabled = std::getenv("PVMM_ENABLE_MULTICAST_TESTS");
-  if (supported && !(enabled && std::string(enabled) == "1")) {
-    std::printf("[pvmm-skip] multicast over a team on real hardware: PVMM_ENABLE_MULTICAST_TESTS is not 1\n");
-    return;
-  }
-  const auto fds = open_fd_count();
-  const auto live = pvmm::query_live_objects();
-  {
-    auto t = pvmm::team::create(b, o);
-    if (!t) return v.check(false, where(*b) + "team::create: " + t.error().message());
-    pvmm::window_options wo;
-    wo.size = 2u << 20;
-    wo.timeout = 20s;
-    auto w = pvmm::symmetric_window::create(*t, wo);
-    if (!w) return v.check(false, where(*b) + "symmetric_window::create: " + w.error().message());
-    auto m = pvmm::team_multicast::create(*w, {20s});
-    if (!supported) {
-      const std::string expected = b->size() == 1 ? "not supported on rank 0 (" : "not supported on ranks 0, 1";
-      v.check(!m && m.code() == errc::not_supported && m.error().message().find(expected) != std::string::npos,
-              where(*b) + "expected not_supported naming the ranks, got " + (m ? "an object" : m.error().message()));
-    } else if (!m) {
-      v.check(false, where(*b) + "team_multicast::create: " + m.error().message());
-    } else {
-      if (b->rank() == 0) {
-        const auto words = pattern(wo.size, 99, 1);
-        auto wrote = pvmm::testing::copy_to_mapping(m->address(), words.data(), wo.size);
-        v.check(wrote.has_value(), where(*b) + "a store through the multicast address");
-      }
-      v.check(b->barrier(pvmm::deadline_in(20s)).has_value(), where(*b) + "barrier after the multicast store");
-      std::vector<std::uint32_t> read(wo.size / 4);
-      for (int r : m->bound_ranks()) {
-        auto got = pvmm::testing::copy_from_mapping(read.data(), w->peer(r), wo.size);
-        v.check(got.has_value() && read == pattern(wo.size, 99, 1),
-                where(*b) + "rank " + std::to_string(r) + "'s slot does not hold what went through multicast");
-      }
-      v.check(b->barrier(pvmm::deadline_in(20s)).has_value(), where(*b) + "barrier after reading");
-    }
-  }
-  if (!process_wide) return;
-  v.check(open_fd_count() == fds, where(*b) + "fds: " + std::to_string(fds) + " before, " +
-                                      std::to_string(open_fd_count()) + " after the multicast case");
-  const auto now = pvmm::query_live_objects();
-  v.check(now.allocations == live.allocations && now.reservations == live.reservations && now.mappings == live.mappings,
-          where(*b) + "live allocations, reservations or mappings changed over the multicast case");
 }
 
 }  // namespace

@@ -1,0 +1,27 @@
+// What the team case bodies share (cases.cpp, multicast_case.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <pvmm/bootstrap.hpp>
+#include <pvmm/team.hpp>
+
+#include "cases.hpp"
+
+namespace pvmm_team_test {
+
+/// The words rank `rank` writes into its slot at `generation`.
+std::vector<std::uint32_t> pattern(std::size_t bytes, int rank, int generation);
+/// "rank 3: " for failure lines.
+std::string where(const pvmm::bootstrap& b);
+/// This rank's team options: several ranks on one device when there are few.
+pvmm::team_options team_options_for(const pvmm::bootstrap& b);
+/// The multicast case: not_supported naming the ranks where the backend has none, else (only with
+/// PVMM_ENABLE_MULTICAST_TESTS=1) a store through the multicast address read back from every bound slot.
+void multicast_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool process_wide);
+
+}  // namespace pvmm_team_test
