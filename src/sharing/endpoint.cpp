@@ -55,8 +55,8 @@ error no_listener(std::string_view name, int last_error, milliseconds timeout, c
         "'/') do not cross network namespaces: a listener in another container or network namespace is invisible "
         "here; use a path name on a filesystem both processes see (pvmm::ipc::runtime_directory())");
   const char* found = last_error == ENOENT ? "no socket file is there"
-                                           : "its socket file is there but nobody listens on it (left by a process "
-                                             "that died?)";
+                                           : "a file is there but nobody listens on it (a socket file left by a "
+                                             "process that died?)";
   return op.fail(errc::timeout,
                  fmt::format("no listener accepted on '{}' within {} ms: {}", name, timeout.count(), found),
                  "start the listening process first, or give connect a longer timeout; its next listen() on this "

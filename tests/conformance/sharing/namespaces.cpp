@@ -37,6 +37,16 @@ void leave_stale_socket_file(const std::string& path) {
   ::close(s);
 }
 
+/// Sends the read end of a pipe that holds `text` (the fd is the sender's no more once sent: both ends are closed).
+void send_pipe_holding(const ipc::connection& to, const std::string& text) {
+  int p[2];
+  REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+  REQUIRE(::write(p[1], text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  PVMM_CHECK_OK(to.send(&p[0], 1, "pipe", 4));
+  ::close(p[0]);
+  ::close(p[1]);
+}
+
 std::string received_text(const ipc::received& m) { return std::string(m.payload.begin(), m.payload.end()); }
 
 }  // namespace
@@ -54,12 +64,7 @@ TEST_SUITE("endpoint") {
       CHECK(S_ISSOCK(st.st_mode));
       auto client = ipc::connect(path, 1s).value();
       auto accepted = server.accept(1s).value();
-      int p[2];
-      REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
-      REQUIRE(::write(p[1], "through a path", 14) == 14);
-      PVMM_CHECK_OK(client.send(&p[0], 1, "pipe", 4));
-      ::close(p[0]);
-      ::close(p[1]);
+      send_pipe_holding(client, "through a path");
       auto got = accepted.receive_exactly(1, 64).value();
       char text[32] = {};
       CHECK(::read(got.fds[0].get(), text, sizeof text) == 14);
@@ -162,12 +167,7 @@ TEST_SUITE("endpoint") {
     PVMM_CHECK_ERRC(hidden.accept(0ms), errc::timeout);  // nothing reached the abstract name
     auto child = server.accept(10s).value();
     CHECK(child.peer().value().pid == pid);
-    int p[2];
-    REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
-    REQUIRE(::write(p[1], "across namespaces", 17) == 17);
-    PVMM_CHECK_OK(child.send(&p[0], 1, "pipe", 4));
-    ::close(p[0]);
-    ::close(p[1]);
+    send_pipe_holding(child, "across namespaces");
     auto back = child.receive(0, 4096, 10s);
     PVMM_REQUIRE_VALUE(back);
     CHECK(received_text(*back) == "read: across namespaces");
