@@ -1,15 +1,28 @@
 // pvmm/endpoint.hpp - named endpoints for the fd transport: a process listens on a name, its peers connect to
 // it (the pattern of cuda-samples' memMapIPCDrv), without any socket code of the user's own.
 //
-// Names live in Linux's abstract Unix socket namespace: nothing appears on the filesystem, a name is free again
-// the moment its listener closes, and any process in the same network namespace can reach it. That is why both
-// sides check who the other is (SO_PEERCRED) and, unless told otherwise, accept only the same user.
+// Names come in two forms; a name starting with '/' is a path, any other is abstract:
+// - abstract ("my-app-rank0"): Linux's abstract Unix socket namespace. Nothing appears on the filesystem, a name
+//   is free again the moment its listener closes, and nothing is left behind by a process that dies. But abstract
+//   names belong to a network namespace: a peer in another one (another container, `unshare -n`, a pod without
+//   hostNetwork) cannot see the listener, and its connect waits for its deadline. Use them between processes of
+//   one network namespace (one job on one host, the default).
+// - path ("/run/user/1000/my-app.sock"): a socket file. It reaches every process that sees the file, whatever its
+//   network namespace (a shared volume between containers), and the directory's permissions add a check. Use it
+//   across containers and network namespaces; runtime_directory() gives a directory only this user can reach.
+//   A listener removes its file when it goes (only if the file is still the one it bound). A file left by a process
+//   that died is removed by the next listen() on that path when it is a socket of this user on which nobody
+//   listens (connect is refused); a file that is not a socket, or another user's, is never removed.
+// Either form has 1 to max_endpoint_name bytes and no NUL byte. Any process that reaches a name may connect, which
+// is why both sides check who the other is (SO_PEERCRED) and, unless told otherwise, accept only the same user.
 //
 // Threading: a listener or connection may be used by one thread at a time; different ones are independent.
+// runtime_directory() may be called from any thread.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,8 +33,17 @@
 
 namespace pvmm::ipc {
 
-/// The longest endpoint name (sun_path less the abstract namespace's leading NUL).
+/// The longest endpoint name (sun_path less the abstract namespace's leading NUL, or less a path's terminating NUL).
 inline constexpr std::size_t max_endpoint_name = 107;
+
+/// Whether `name` is a path name (it starts with '/') rather than an abstract one.
+constexpr bool is_path_name(std::string_view name) noexcept { return !name.empty() && name.front() == '/'; }
+
+/// A directory for path-name endpoints that only this user can reach: $XDG_RUNTIME_DIR when it is set to an
+/// absolute path, else /tmp/pvmm-<euid> (created with mode 0700 when missing). It must be a directory (not a
+/// symbolic link) owned by this user that no other user may enter: errc::not_permitted naming the directory and
+/// what is wrong otherwise (pvmm does not change it). Names built from it must still fit max_endpoint_name.
+result<std::string> runtime_directory();
 
 /// One end of a connection between two processes (AF_UNIX, SOCK_SEQPACKET: one send is one message). Owns its
 /// socket; move-only. Every call takes a timeout with the transport's rules (milliseconds >= 0, wait_forever).
@@ -58,13 +80,23 @@ class connection {
   owned_fd socket_;
 };
 
-/// Listens on a name; accepts connections one at a time. Owns its socket; the name is free again when it goes.
+/// Listens on a name; accepts connections one at a time. Owns its socket (and, for a path name, its socket file);
+/// move-only; the name is free again when it goes.
 class listener {
  public:
   listener() noexcept = default;
+  listener(listener&& other) noexcept;
+  listener& operator=(listener&& other) noexcept;
+  listener(const listener&) = delete;
+  listener& operator=(const listener&) = delete;
+  /// Closes the socket; a path-name listener first removes its socket file if it is still the one it bound.
+  ~listener();
 
-  /// Listens on `name` (1 to max_endpoint_name bytes, no NUL byte). errc::address_unavailable when another
-  /// listener has the name; errc::invalid_argument for a bad name.
+  /// Listens on `name` (1 to max_endpoint_name bytes, no NUL byte; a path when it starts with '/'). Errors:
+  /// errc::address_unavailable when a listener has the name (for a path: one answers a connect, naming its pid);
+  /// errc::invalid_argument for a bad name, or a path whose file exists and is not a socket; errc::not_permitted
+  /// for a path whose socket file belongs to another user; errc::system_error when the path's directory refuses
+  /// (missing, no permission). A socket file of this user on which nobody listens is removed and the path bound.
   static result<listener> listen(std::string_view name, int backlog = 64);
 
   /// Accepts the next connection within `timeout` (errc::timeout otherwise). A peer that does not satisfy
@@ -78,13 +110,23 @@ class listener {
   explicit operator bool() const noexcept { return valid(); }
 
  private:
-  listener(owned_fd socket, std::string name) noexcept : socket_(std::move(socket)), name_(std::move(name)) {}
+  /// The socket file a path-name listener bound (device and inode numbers; zero for an abstract name).
+  struct bound_file {
+    std::uint64_t device = 0;
+    std::uint64_t inode = 0;
+  };
+  listener(owned_fd socket, std::string name, bound_file file) noexcept
+      : socket_(std::move(socket)), name_(std::move(name)), file_(file) {}
+  void remove_file() noexcept;
   owned_fd socket_;
   std::string name_;
+  bound_file file_;
 };
 
 /// Connects to the listener on `name`, waiting for it to appear until `timeout` passes (peers start in any
-/// order): errc::timeout then. The listener must satisfy `rule` (errc::peer_rejected otherwise).
+/// order; a path's file may be missing or stale meanwhile): errc::timeout then, whose hint for an abstract name
+/// says that abstract names do not cross network namespaces and to use a path name. The listener must satisfy
+/// `rule` (errc::peer_rejected otherwise).
 result<connection> connect(std::string_view name, std::chrono::milliseconds timeout = std::chrono::milliseconds(10000),
                            const peer_rule& rule = peer_rule::same_user());
 

@@ -36,7 +36,12 @@
 //   a peer could forge decide the exporter's frees: invariant 16), so it is the caller's: the exporter's free is
 //   never refused. The host backend refuses a stale or altered pointer export with errc::invalid_handle;
 // - importing the same pointer twice in one process is refused with errc::busy and leaves the first import intact
-//   (the drivers return the same pointer without counting imports).
+//   (the drivers return the same pointer without counting imports);
+// - exporter death: on the host backend an imported pool and its imported pointers stay readable and writable after
+//   the exporting process dies (before or after the import), with the exporter's data, and are freed and released
+//   without error (sharing/exporter_death.cpp). What CUDA and HIP do is measured by tools/probes/exporter_death (CUDA
+//   documents only that importers free before the exporter); until a backend is measured, keep the exporter alive
+//   until every importer has freed.
 //
 // Threading: one memory_pool may be used from several threads at once (allocate, free_async, usage, attributes,
 // trim, export and import are locked where they touch shared state). One pool_allocation's const members (data,

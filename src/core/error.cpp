@@ -6,6 +6,7 @@
 #include <pvmm/error.hpp>
 
 #include "backend/error_helpers.hpp"
+#include "core/fd_budget.hpp"
 #include "core/operation.hpp"
 
 namespace pvmm {
@@ -40,6 +41,8 @@ error make_error(errc code, std::string detail, std::string hint) {
 }
 
 error errno_error(errc code, const char* call, int err, std::string context) {
+  // Whatever the caller would have called it: running out of fds is said as such (invariant 19).
+  if (is_fd_exhaustion(err)) return fd_exhaustion_error(call, err, context);
   error e;
   e.code = code;
   e.detail = context.empty() ? fmt::format("{} failed: {}", call, std::strerror(err))

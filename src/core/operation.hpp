@@ -9,6 +9,7 @@
 #include <pvmm/error.hpp>
 
 #include "core/fault_injection.hpp"
+#include "core/fd_budget.hpp"
 #include "core/propagate.hpp"
 
 namespace pvmm::detail {
@@ -47,6 +48,14 @@ class operation {
   auto step(const char* call, F&& f) const -> decltype(f()) {
     auto r = call_backend(call, std::forward<F>(f));
     if (!r) return wrap(std::move(r).error());
+    return r;
+  }
+  /// As step, for a backend call that opens an fd (export, import): a failure while this process is out of fds is
+  /// reported as that, whatever the backend said (drivers may answer OUT_OF_MEMORY or INVALID_VALUE).
+  template <class F>
+  auto fd_step(const char* call, F&& f) const -> decltype(f()) {
+    auto r = call_backend(call, std::forward<F>(f));
+    if (!r) return wrap(blame_fd_exhaustion(call, std::move(r).error()));
     return r;
   }
 

@@ -217,8 +217,8 @@ result<memory_pool> memory_pool::import_posix_fd(const pool_export& from, int de
   if (!caps.pools.ipc_posix_fd)
     return op.fail(errc::not_supported, fmt::format("device {} cannot import pools as POSIX fd", device),
                    "capabilities.pools.ipc_posix_fd");
-  PVMM_TRY_ASSIGN(
-      h, op.step("import_pool_posix_fd", [&] { return detail::backend::import_pool_posix_fd(from.fd.get(), device); }));
+  PVMM_TRY_ASSIGN(h, op.fd_step("import_pool_posix_fd",
+                                [&] { return detail::backend::import_pool_posix_fd(from.fd.get(), device); }));
   return memory_pool(std::make_shared<detail::pool_state>(h, device, detail::pool_state::origin::imported, from.id));
 }
 
@@ -230,7 +230,7 @@ result<pool_export> memory_pool::export_posix_fd() const {
     return op.fail(errc::handle_type_not_requested, "this pool was not created exportable",
                    "create the pool with exportable = handle_types::posix_fd");
   PVMM_TRY_ASSIGN(
-      fd, op.step("export_pool_posix_fd", [&] { return detail::backend::export_pool_posix_fd(state_->handle); }));
+      fd, op.fd_step("export_pool_posix_fd", [&] { return detail::backend::export_pool_posix_fd(state_->handle); }));
   state_->exported = true;
   return pool_export{std::move(fd), state_->id};
 }

@@ -1,4 +1,4 @@
-// Named endpoints over the abstract Unix socket namespace: listen, accept, connect, with peer checks.
+// Named endpoints, abstract or path names: listen, accept, connect, with peer checks (paths: endpoint_path.cpp).
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -11,12 +11,14 @@
 #include <cstddef>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include <pvmm/endpoint.hpp>
 
 #include "core/operation.hpp"
+#include "sharing/endpoint_path.hpp"
 #include "sharing/ipc_wait.hpp"
 
 namespace pvmm::ipc {
@@ -34,12 +36,31 @@ status check_name(std::string_view name, const detail::operation& op) {
   return {};
 }
 
-/// The abstract address of `name`: a leading NUL, then the name's bytes (no terminator; the length says).
-socklen_t abstract_address(std::string_view name, sockaddr_un& address) {
+/// The address of `name`: a path's bytes and its terminating NUL; or, for an abstract name, a leading NUL and the
+/// name's bytes (no terminator; the length says).
+socklen_t endpoint_address(std::string_view name, sockaddr_un& address) {
   address = {};
   address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path + 1, name.data(), name.size());
+  const std::size_t skip = is_path_name(name) ? 0 : 1;
+  std::memcpy(address.sun_path + skip, name.data(), name.size());
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+}
+
+/// connect's timeout: what was found at the name, and for an abstract name the network namespace it lives in.
+error no_listener(std::string_view name, int last_error, milliseconds timeout, const detail::operation& op) {
+  if (!is_path_name(name))
+    return op.fail(
+        errc::timeout, fmt::format("no listener accepted on '{}' within {} ms", name, timeout.count()),
+        "start the listening process first, or give connect a longer timeout. Abstract names (not starting with "
+        "'/') do not cross network namespaces: a listener in another container or network namespace is invisible "
+        "here; use a path name on a filesystem both processes see (pvmm::ipc::runtime_directory())");
+  const char* found = last_error == ENOENT ? "no socket file is there"
+                                           : "a file is there but nobody listens on it (a socket file left by a "
+                                             "process that died?)";
+  return op.fail(errc::timeout,
+                 fmt::format("no listener accepted on '{}' within {} ms: {}", name, timeout.count(), found),
+                 "start the listening process first, or give connect a longer timeout; its next listen() on this "
+                 "path removes a stale file");
 }
 
 status make_blocking(int fd, const detail::operation& op) {
@@ -58,15 +79,41 @@ result<listener> listener::listen(std::string_view name, int backlog) {
   owned_fd s(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!s) return wait::system_failure(op, errno, "socket(AF_UNIX, SOCK_SEQPACKET)");
   sockaddr_un address;
-  const socklen_t length = abstract_address(name, address);
-  if (::bind(s.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+  const socklen_t length = endpoint_address(name, address);
+  bound_file file;
+  if (is_path_name(name)) {
+    PVMM_TRY_ASSIGN(bound, path::bind(s.get(), name, address, length, op));
+    file = {bound.device, bound.inode};
+  } else if (::bind(s.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0) {
     if (errno == EADDRINUSE)
       return op.fail(errc::address_unavailable, fmt::format("another listener has the name '{}'", name),
                      "choose another name, or connect to that listener");
     return wait::system_failure(op, errno, "bind");
   }
-  if (::listen(s.get(), backlog) != 0) return wait::system_failure(op, errno, "listen");
-  return listener(std::move(s), std::string(name));
+  listener out(std::move(s), std::string(name), file);  // from here on its file goes with it
+  if (::listen(out.socket_.get(), backlog) != 0) return wait::system_failure(op, errno, "listen");
+  return result<listener>(std::move(out));
+}
+
+listener::listener(listener&& other) noexcept
+    : socket_(std::move(other.socket_)), name_(std::move(other.name_)), file_(std::exchange(other.file_, {})) {}
+
+listener& listener::operator=(listener&& other) noexcept {
+  if (this != &other) {
+    remove_file();
+    socket_ = std::move(other.socket_);
+    name_ = std::move(other.name_);
+    file_ = std::exchange(other.file_, {});
+  }
+  return *this;
+}
+
+listener::~listener() { remove_file(); }
+
+void listener::remove_file() noexcept {
+  // Before the socket closes: a file whose listener is gone is a stale file to the next process.
+  if (file_.inode != 0) path::remove(name_, {file_.device, file_.inode});
+  file_ = {};
 }
 
 result<connection> listener::accept(milliseconds timeout, const peer_rule& rule) const {
@@ -94,7 +141,7 @@ result<connection> connect(std::string_view name, milliseconds timeout, const pe
   PVMM_TRY(check_name(name, op));
   PVMM_TRY(wait::check_timeout(timeout, op));
   sockaddr_un address;
-  const socklen_t length = abstract_address(name, address);
+  const socklen_t length = endpoint_address(name, address);
   const auto deadline = wait::deadline_after(timeout);
   milliseconds pause(1);  // between attempts while the listener is not there yet, doubling to 50 ms
   for (;;) {
@@ -108,12 +155,13 @@ result<connection> connect(std::string_view name, milliseconds timeout, const pe
       if (auto ok = check_peer(s.get(), rule); !ok) return op.wrap(std::move(ok).error());
       return connection(std::move(s));
     }
-    // No listener yet (ECONNREFUSED), or its backlog is full (EAGAIN): try again until the deadline.
-    if (errno != ECONNREFUSED && errno != EAGAIN) return wait::system_failure(op, errno, "connect");
+    // No listener yet (ECONNREFUSED; for a path also no file yet, ENOENT), or its backlog is full (EAGAIN): try
+    // again until the deadline.
+    const int err = errno;
+    if (err != ECONNREFUSED && err != EAGAIN && !(err == ENOENT && is_path_name(name)))
+      return wait::system_failure(op, err, "connect");
     const milliseconds left = wait::left_until(deadline);
-    if (left.count() == 0)
-      return op.fail(errc::timeout, fmt::format("no listener accepted on '{}' within {} ms", name, timeout.count()),
-                     "start the listening process first, or give connect a longer timeout");
+    if (left.count() == 0) return no_listener(name, err, timeout, op);
     std::this_thread::sleep_for(std::min(pause, left));
     pause = std::min(pause * 2, milliseconds(50));
   }

@@ -12,13 +12,16 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include <pvmm/ipc.hpp>
 
 #include "backend/error_helpers.hpp"
+#include "core/fd_budget.hpp"
 #include "core/operation.hpp"
+#include "core/propagate.hpp"
 #include "sharing/ipc_wait.hpp"
 
 namespace pvmm::ipc {
@@ -41,6 +44,58 @@ status check_socket_type(int socket, const detail::operation& op) {
     return op.fail(errc::invalid_argument, "the socket is SOCK_STREAM, which has no message boundaries",
                    "use an AF_UNIX SOCK_SEQPACKET (or SOCK_DGRAM) socket");
   return {};
+}
+
+/// Room for `fds` fds and for the credentials message a socket with SO_PASSCRED also receives (without it the
+/// credentials fill the buffer and the fds are discarded).
+constexpr std::size_t control_room(std::size_t fds) {
+  return CMSG_SPACE(sizeof(int) * std::max<std::size_t>(fds, 1)) + CMSG_SPACE(sizeof(ucred));
+}
+
+/// Owns every fd a received message's SCM_RIGHTS carried (before the message is judged, so none leaks).
+void take_fds(msghdr& msg, std::vector<owned_fd>& out) {
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) continue;
+    std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < k; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      out.emplace_back(fd);
+    }
+  }
+}
+
+/// The kernel truncated the fds (MSG_CTRUNC) though there was room for more than arrived: it could not install
+/// them. When that is because this process is out of fds, the error says so (probed while the fds that did
+/// arrive are still open, so the table is as full as the kernel found it); 0 otherwise.
+int out_of_fds_for(const msghdr& msg, std::size_t arrived, std::size_t room) {
+  if (!(msg.msg_flags & MSG_CTRUNC) || arrived >= std::max<std::size_t>(room, 1)) return 0;
+  return detail::probe_fd_exhaustion();
+}
+
+/// The next message's real length, without taking it: the buffer is sized by what arrived, never by the caller's
+/// limit (max_payload may be SIZE_MAX), and a longer message is still taken (its fds closed). The peek also
+/// receives the message's fds (the kernel installs them on a peek too; they are closed at once), so a process
+/// with no fd slot for them learns it here and the message stays queued for a call after fds were freed, instead
+/// of being taken with its fds discarded.
+result<std::size_t> peek_length(int socket, std::size_t fd_room, const detail::operation& op) {
+  alignas(cmsghdr) char control[control_room(scm_max_fd)];
+  msghdr msg{};
+  msg.msg_control = control;
+  msg.msg_controllen = control_room(fd_room);
+  ssize_t length;
+  do length = ::recvmsg(socket, &msg, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  while (length < 0 && errno == EINTR);
+  if (length < 0 && errno == ECONNRESET)  // the peer closed with our messages unread: it is gone
+    return op.fail(errc::peer_lost, "the peer closed the connection (ECONNRESET)");
+  if (length < 0) return system_failure(op, errno, "recvmsg(MSG_PEEK | MSG_TRUNC)");
+  std::vector<owned_fd> peeked;
+  take_fds(msg, peeked);
+  if (const int err = out_of_fds_for(msg, peeked.size(), fd_room))
+    return op.wrap(detail::fd_exhaustion_error(
+        "recvmsg", err,
+        "no fd slot for the fds of the next message, which stays queued: receive again after closing fds"));
+  return static_cast<std::size_t>(length);
 }
 
 }  // namespace
@@ -199,16 +254,9 @@ result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_pa
   const std::size_t fd_room = std::min(max_fds, scm_max_fd);
   if (auto ok = wait_for(socket, POLLIN, timeout, op); !ok) return std::move(ok).error();
 
-  // The message's real length, without taking it: the buffer is sized by what arrived, never by the
-  // caller's limit (max_payload may be SIZE_MAX), and a longer message is still taken (its fds closed).
-  ssize_t length;
-  do length = ::recv(socket, nullptr, 0, MSG_PEEK | MSG_TRUNC | MSG_DONTWAIT);
-  while (length < 0 && errno == EINTR);
-  if (length < 0 && errno == ECONNRESET)  // the peer closed with our messages unread: it is gone
-    return op.fail(errc::peer_lost, "the peer closed the connection (ECONNRESET)");
-  if (length < 0) return system_failure(op, errno, "recv(MSG_PEEK | MSG_TRUNC)");
+  PVMM_TRY_ASSIGN(length, peek_length(socket, fd_room, op));
   // send_fds sends one zero byte for an empty payload (a message needs a byte to carry fds).
-  const std::size_t room = std::max<std::size_t>(std::min(static_cast<std::size_t>(length), max_payload), 1);
+  const std::size_t room = std::max<std::size_t>(std::min(length, max_payload), 1);
   received out;
   try {
     out.payload.resize(room);
@@ -216,28 +264,21 @@ result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_pa
     return op.fail(errc::out_of_memory, fmt::format("no memory for a {}-byte message", room));
   }
   iovec iov{out.payload.data(), out.payload.size()};
-  // Room for the fds asked for and for the credentials message a socket with SO_PASSCRED also receives:
-  // without it the credentials fill the buffer and the fds are discarded.
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * scm_max_fd) + CMSG_SPACE(sizeof(ucred))];
+  alignas(cmsghdr) char control[control_room(scm_max_fd)];
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
-  msg.msg_controllen = CMSG_SPACE(sizeof(int) * std::max<std::size_t>(fd_room, 1)) + CMSG_SPACE(sizeof(ucred));
+  msg.msg_controllen = control_room(fd_room);
   ssize_t n;
   do n = ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
   if (n < 0) return system_failure(op, errno, "recvmsg");
-  // Own every fd that arrived before judging the message, so none leaks on a rejection below.
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) continue;
-    std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (std::size_t i = 0; i < k; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      out.fds.emplace_back(fd);
-    }
-  }
+  take_fds(msg, out.fds);
+  // Fds freed by the peek were taken by another thread before this receive: the message is gone, say why.
+  if (const int err = out_of_fds_for(msg, out.fds.size(), fd_room))
+    return op.wrap(
+        detail::fd_exhaustion_error("recvmsg", err, "no fd slot for the message's fds; they were discarded"));
   if (n == 0) {  // EOF: the peer closed its end or its process exited (issue 27: said at once, as peer_lost)
     std::string who;
     if (auto cred = query_peer(socket)) who = fmt::format(" (pid {})", cred->pid);

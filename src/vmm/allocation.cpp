@@ -123,7 +123,7 @@ result<owned_fd> physical_allocation::export_posix_fd() const {
   if (!state_) return detail::released_owner(op, "physical_allocation");
   PVMM_TRY(detail::check_exportable(state_->properties, handle_types::posix_fd, op));
   PVMM_TRY_ASSIGN(
-      fd, op.step("export_posix_fd", [&] { return detail::backend::export_posix_fd(state_->memory_handle()); }));
+      fd, op.fd_step("export_posix_fd", [&] { return detail::backend::export_posix_fd(state_->memory_handle()); }));
   return owned_fd(fd);
 }
 
@@ -139,7 +139,7 @@ result<physical_allocation> physical_allocation::import_posix_fd(int fd, std::si
   auto args = [&] { return fmt::format("fd={}, size={:#x}", fd, size); };
   const detail::operation op{"pvmm::physical_allocation::import_posix_fd", args};
   PVMM_TRY(detail::check_import_fd(fd, size, op));
-  PVMM_TRY_ASSIGN(handle, op.step("import_posix_fd", [&] { return detail::backend::import_posix_fd(fd, size); }));
+  PVMM_TRY_ASSIGN(handle, op.fd_step("import_posix_fd", [&] { return detail::backend::import_posix_fd(fd, size); }));
   return detail::adopt_import(handle, size, op);
 }
 

@@ -48,5 +48,16 @@ for variant in $variants; do
     if [ $probe = pool_reuse ]; then grep -v '^detail ' "$out/${probe}_$variant.txt"; else cat "$out/${probe}_$variant.txt"; fi
   done
 done
+# The pvmm-based probe (exporter_death): built with pvmm's tools by the cuda and hip-nvidia presets.
+for variant in cuda hip-nvidia; do
+  probe=build/$variant/tools/pvmm-probe-exporter-death
+  if [ ! -x "$probe" ]; then echo "exporter_death ($variant): not built (cmake --preset $variant && cmake --build build/$variant --target pvmm-probe-exporter-death)"; continue; fi
+  echo "===== exporter_death ($variant) ====="
+  timeout 200 "$probe" >"$out/exporter_death_$variant.txt" 2>&1
+  rc=$?
+  echo "exit $rc" >>"$out/exporter_death_$variant.txt"
+  [ $rc -eq 0 ] || overall=1
+  cat "$out/exporter_death_$variant.txt"
+done
 echo "probes: overall rc=$overall (per-trial detail lines in $out/pool_reuse_*.txt)"
 exit $overall

@@ -18,6 +18,7 @@
 //   pvmm_conformance_child <socket> stream-without-threads
 //       (root drops to nobody) lowers RLIMIT_NPROC to 0 and checks that stream::create is system_error naming
 //       the limit, leaking no stream, thread or fd; then, the limit restored, that a stream works ("skip: why")
+//   netns-connect, export-and-die, pool-cycles: see child_lifecycle.cpp
 // Each answers "ok" or the error over the socket (exit status 0 or 1).
 #include <dirent.h>
 #include <grp.h>
@@ -33,6 +34,7 @@
 
 #include <pvmm/pvmm.hpp>
 
+#include "child_lifecycle.hpp"
 #include "data.hpp"
 
 namespace {
@@ -232,6 +234,7 @@ int main(int argc, char** argv) {
     if (mode == "hold-fd") return hold_fd(sock);
     if (mode == "pin-over-limit") return pin_over_limit(sock);
     if (mode == "stream-without-threads") return stream_without_threads(sock);
+    if (const int status = pvmm_test::run_lifecycle_mode(sock, mode, argc, argv); status >= 0) return status;
     return 2;
   } catch (const pvmm::exception& e) {
     return answer(sock, e.what());
