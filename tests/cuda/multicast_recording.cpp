@@ -202,7 +202,7 @@ TEST_CASE("multicast: create, add devices, bind, map, grant, export, unbind, rel
 }
 
 // A team of one rank: the team's steps in their order, and teardown in the driver's (unmap, unbind, release).
-TEST_CASE("team multicast: capability, create, add device, bind the slot, map, grant; released in reverse") {
+TEST_CASE("team multicast: capability, create, add device, bind the slot, map, grant, released in reverse") {
   static const pvmm::cuda::driver_api table = recording_table();
   const auto* previous = pvmm::cuda::install_driver_api(&table);
   next_address = fake_address;

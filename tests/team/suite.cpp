@@ -175,7 +175,7 @@ void killed_at_each_step(const std::string& adapter, void (*run)(const case_para
 }  // namespace
 
 #define PVMM_TEAM_CASES(adapter, body)                                                                     \
-  TEST_CASE(adapter ": every rank maps every peer's slot; data read back two ways") {                      \
+  TEST_CASE(adapter ": every rank maps every peer's slot, data read back two ways") {                      \
     for_each_size(adapter, "window", 0, body);                                                             \
   }                                                                                                        \
   TEST_CASE(adapter ": per-rank sizes") { for_each_size(adapter, "sizes", 0, body); }                      \

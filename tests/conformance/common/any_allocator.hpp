@@ -205,7 +205,7 @@ void concurrent_threads() {
 
 /// Registers every shared body for one kind.
 #define PVMM_ANY_ALLOCATOR_CASES(Kind)                                                                             \
-  TEST_CASE("any allocator: " #Kind ": written data reads back; release once") {                                   \
+  TEST_CASE("any allocator: " #Kind ": written data reads back, release once") {                                   \
     pvmm_test::any_allocator::allocate_write_read_release<Kind>();                                                 \
   }                                                                                                                \
   TEST_CASE("any allocator: " #Kind ": bad sizes") { pvmm_test::any_allocator::bad_sizes<Kind>(); }                \
@@ -213,7 +213,7 @@ void concurrent_threads() {
     pvmm_test::any_allocator::many_distinct<Kind>();                                                               \
   }                                                                                                                \
   TEST_CASE("any allocator: " #Kind ": shared in process") { pvmm_test::any_allocator::share_in_process<Kind>(); } \
-  TEST_CASE("any allocator: " #Kind ": released twice; the destructor after release does nothing") {               \
+  TEST_CASE("any allocator: " #Kind ": released twice, the destructor after release does nothing") {               \
     pvmm_test::any_allocator::release_twice<Kind>();                                                               \
   }                                                                                                                \
   TEST_CASE("any allocator: " #Kind ": threads allocate, write, read and release at once") {                       \

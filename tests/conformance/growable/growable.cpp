@@ -68,7 +68,7 @@ TEST_SUITE("growable buffer") {
     CHECK(read_words(static_cast<char*>(buffer.data()) + 2 * c, c) == pattern(c, 83));
   }
 
-  PVMM_CASE("when the adjacent addresses are free it extends into them; both reservations are freed at the end") {
+  PVMM_CASE("when the adjacent addresses are free it extends into them, both reservations are freed at the end") {
     PVMM_REQUIRE_DEVICE();
     const auto live = query_live_objects();
     {
@@ -144,7 +144,7 @@ TEST_SUITE("growable buffer") {
     PVMM_CHECK_ERRC(empty.resize(1), errc::already_released);
   }
 
-  PVMM_CASE("release gives every chunk and range back now; twice is already_released") {
+  PVMM_CASE("release gives every chunk and range back now, twice is already_released") {
     PVMM_REQUIRE_DEVICE();
     auto buffer = growable_buffer::create(granule_chunks(2)).value();
     const std::size_t c = buffer.chunk_size();

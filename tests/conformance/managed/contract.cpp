@@ -24,7 +24,7 @@ std::string text(const char* format, T value) {
 
 TEST_SUITE("managed") {
   PVMM_CASE(
-      "attach_async of part of a managed allocation is invalid_argument naming the allocation; the whole attaches") {
+      "attach_async of part of a managed allocation is invalid_argument naming the allocation, the whole attaches") {
     PVMM_REQUIRE_MANAGED(256);
     auto memory = managed_allocation::create(mib, attach_mode::host).value();
     auto s = stream::create(0).value();

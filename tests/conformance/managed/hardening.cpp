@@ -101,7 +101,7 @@ TEST_SUITE("managed") {
     CHECK(query_range(p, 8 * page).value().read_mostly);
   }
 
-  PVMM_CASE("an explicit release that fails keeps the managed owner; teardown is never fault-injected") {
+  PVMM_CASE("an explicit release that fails keeps the managed owner, teardown is never fault-injected") {
     PVMM_REQUIRE_MANAGED(64);
     auto memory = managed_allocation::create(mib).value();
     void* p = memory.data();

@@ -113,7 +113,7 @@ TEST_SUITE("pinned") {
     PVMM_CHECK_ERRC(unregister_host_memory(p), errc::not_registered);  // the owner forgot it
   }
 
-  PVMM_CASE("an explicit release that fails keeps the pinned owner; teardown is never fault-injected") {
+  PVMM_CASE("an explicit release that fails keeps the pinned owner, teardown is never fault-injected") {
     PVMM_REQUIRE_REGISTRATION();
     // pinned_allocation: a failed release keeps it whole; the retry frees it.
     auto memory = pinned_allocation::create(2 * page).value();

@@ -87,7 +87,7 @@ TEST_SUITE("pinned") {
     PVMM_CHECK_ERRC(unmapped.device_pointer(0), errc::invalid_argument);
   }
 
-  PVMM_CASE("registered memory: copies through it; registering twice and unregistering the unknown are refused") {
+  PVMM_CASE("registered memory: copies through it, registering twice and unregistering the unknown are refused") {
     PVMM_REQUIRE_PINNED();
     PVMM_REQUIRE_CAPABILITY(caps().host_memory.registration, "host memory registration");
     program_memory mine(2 * mib);

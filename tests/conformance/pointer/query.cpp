@@ -67,7 +67,7 @@ void check_refused(void* p, std::size_t size, const char* what, const void* base
 }  // namespace
 
 TEST_SUITE("pointer") {
-  PVMM_CASE("query_pointer: null is invalid_argument; memory pvmm did not make is none") {
+  PVMM_CASE("query_pointer: null is invalid_argument, memory pvmm did not make is none") {
     PVMM_CHECK_ERRC(query_pointer(nullptr), errc::invalid_argument);
     int on_stack = 0;
     check_none(&on_stack);
@@ -153,7 +153,7 @@ TEST_SUITE("pointer") {
     check_none_after_release(p);
   }
 
-  PVMM_CASE("registering memory pvmm made for devices is invalid_argument naming it; pinned stays already_registered") {
+  PVMM_CASE("registering memory pvmm made for devices is invalid_argument naming it, pinned stays already_registered") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().host_memory.registration, "host memory registration");
     auto v = vmm_range::make();

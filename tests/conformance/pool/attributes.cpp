@@ -17,7 +17,7 @@ void check_equal(const pool_attributes& got, const pool_attributes& want) {
 }  // namespace
 
 TEST_SUITE("pool") {
-  PVMM_CASE("pool attributes read back as created and as set; a threshold of 0 gives memory back at a synchronize") {
+  PVMM_CASE("pool attributes read back as created and as set, a threshold of 0 gives memory back at a synchronize") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
     pool_properties p;

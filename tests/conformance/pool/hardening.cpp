@@ -86,7 +86,7 @@ TEST_SUITE("pool") {
     PVMM_CHECK_OK(memory_pool::import_posix_fd(forge(F_SEAL_SHRINK | F_SEAL_GROW), 0));
   }
 
-  PVMM_CASE("host backend: an importer cannot truncate the exporter's pool; the exporter keeps working") {
+  PVMM_CASE("host backend: an importer cannot truncate the exporter's pool, the exporter keeps working") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_HOST_BACKEND("the file is the host backend's");
     auto pool = sized_pool(4 * mib, true);

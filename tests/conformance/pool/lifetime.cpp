@@ -43,7 +43,7 @@ TEST_SUITE("pool") {
     }
   }
 
-  PVMM_CASE("pvmm::free_async frees a raw pointer of a live pool; an owned or foreign pointer is refused") {
+  PVMM_CASE("pvmm::free_async frees a raw pointer of a live pool, an owned or foreign pointer is refused") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
     auto s = stream::create(0).value();

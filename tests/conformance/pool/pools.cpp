@@ -38,7 +38,7 @@ TEST_SUITE("pool") {
     PVMM_CHECK_OK(b.synchronize());
   }
 
-  PVMM_CASE("usage: reserved >= used; used returns after free and synchronize; high marks reset to current") {
+  PVMM_CASE("usage: reserved >= used, used returns after free and synchronize, high marks reset to current") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto pool = make_pool();
@@ -66,7 +66,7 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE(
-      "release threshold: 0 gives memory back at a synchronize, the maximum keeps it; trim_to gives it back now") {
+      "release threshold: 0 gives memory back at a synchronize, the maximum keeps it, trim_to gives it back now") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto s = stream::create(0).value();
@@ -223,7 +223,7 @@ TEST_SUITE("pool") {
     PVMM_CHECK_OK(s.synchronize());
   }
 
-  PVMM_CASE("pool_allocation::release frees on the stream it was allocated on; twice is already_released") {
+  PVMM_CASE("pool_allocation::release frees on the stream it was allocated on, twice is already_released") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto s = stream::create(0).value();

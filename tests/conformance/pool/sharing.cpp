@@ -22,7 +22,7 @@ memory_pool exportable_pool() {
 #define PVMM_REQUIRE_POOL_IPC() PVMM_REQUIRE_CAPABILITY(caps().pools.ipc_posix_fd, "pool sharing as POSIX fd")
 
 TEST_SUITE("pool") {
-  PVMM_CASE("a pool and a pointer shared with an exec'd process: both see the other's data; the importer frees first") {
+  PVMM_CASE("a pool and a pointer shared with an exec'd process: both see the other's data, the importer frees first") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOL_IPC();
     auto pool = exportable_pool();

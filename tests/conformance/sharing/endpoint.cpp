@@ -18,7 +18,7 @@ std::string unique_name(const char* what) { return "pvmm-test-" + std::to_string
 }  // namespace
 
 TEST_SUITE("endpoint") {
-  PVMM_CASE("connect, accept, send fds both ways; each side sees the other's credentials") {
+  PVMM_CASE("connect, accept, send fds both ways, each side sees the other's credentials") {
     auto server = ipc::listener::listen(unique_name("pair")).value();
     auto client = ipc::connect(server.name()).value();  // queued until accepted
     auto accepted = server.accept().value();
@@ -93,7 +93,7 @@ TEST_SUITE("endpoint") {
     PVMM_CHECK_ERRC(ipc::listener().accept(), errc::already_released);
   }
 
-  PVMM_CASE("an exec'd process connects by name and imports a buffer; the exporter sees what it wrote") {
+  PVMM_CASE("an exec'd process connects by name and imports a buffer, the exporter sees what it wrote") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
     const std::size_t g = granule();

@@ -59,7 +59,7 @@ TEST_SUITE("sharing") {
     PVMM_CHECK_ERRC(ipc::send_fds(pair.a, nullptr, 0, small, sizeof small, 0ms), errc::timeout);
   }
 
-  PVMM_CASE("an inner operation's error keeps its own arguments; the outer operation is added as context") {
+  PVMM_CASE("an inner operation's error keeps its own arguments, the outer operation is added as context") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd export");
     auto memory = physical_allocation::create(granule(), default_properties()).value();
@@ -80,7 +80,7 @@ TEST_SUITE("sharing") {
           "pvmm::physical_allocation::properties(): backend_error: fault injected into backend call properties "
           "(in pvmm::export_buffer(chunks=1, kind=1)) [PVMM_INJECTED_FAILURE = -1]");
   }
-  PVMM_CASE("owned_fd::release closes now and reports; detach hands the fd over unclosed") {
+  PVMM_CASE("owned_fd::release closes now and reports, detach hands the fd over unclosed") {
     int pipe_fds[2];
     REQUIRE(::pipe2(pipe_fds, O_CLOEXEC) == 0);
     owned_fd read_end(pipe_fds[0]);

@@ -84,7 +84,7 @@ TEST_SUITE("hostile peer") {
     CHECK(std::string(next->payload.begin(), next->payload.end()) == "next");
   }
 
-  PVMM_CASE("stream sockets are refused (no message boundaries); datagram sockets work") {
+  PVMM_CASE("stream sockets are refused (no message boundaries), datagram sockets work") {
     socket_pair stream(SOCK_STREAM);
     PVMM_CHECK_ERRC(ipc::send_fds(stream.a, nullptr, 0, "x", 1), errc::invalid_argument);
     raw_send(stream.a, 1, "x");
@@ -108,7 +108,7 @@ TEST_SUITE("hostile peer") {
     CHECK(got->payload.size() == 5);
   }
 
-  PVMM_CASE("timeouts: negative is invalid_argument; 2^31 ms, 2^32 ms and wait_forever all wait") {
+  PVMM_CASE("timeouts: negative is invalid_argument, 2^31 ms, 2^32 ms and wait_forever all wait") {
     socket_pair s;
     PVMM_CHECK_ERRC(ipc::receive_fds(s.b, 0, 16, milliseconds(-1)), errc::invalid_argument);
     PVMM_CHECK_ERRC(ipc::send_fds(s.a, nullptr, 0, "x", 1, milliseconds(-5)), errc::invalid_argument);
@@ -169,7 +169,7 @@ TEST_SUITE("hostile peer") {
     }
   }
 
-  PVMM_CASE("import_buffer: a local failure keeps its own code; fabric where the backend lacks it is not_supported") {
+  PVMM_CASE("import_buffer: a local failure keeps its own code, fabric where the backend lacks it is not_supported") {
     PVMM_REQUIRE_DEVICE();
     // Without them export_buffer is asserted not_supported elsewhere.
     PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");

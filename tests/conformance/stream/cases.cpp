@@ -14,7 +14,7 @@ using namespace pvmm_test;
 namespace {}  // namespace
 
 TEST_SUITE("stream") {
-  PVMM_CASE("a borrowed native stream carries copies, allocations and frees; its owner outlives the borrower") {
+  PVMM_CASE("a borrowed native stream carries copies, allocations and frees, its owner outlives the borrower") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto owner = stream::create(0).value();

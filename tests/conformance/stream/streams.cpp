@@ -35,7 +35,7 @@ TEST_SUITE("stream") {
     CHECK(written.query().value());
   }
 
-  PVMM_CASE("a blocked stream is not complete; later work and its events wait; a host function runs in order") {
+  PVMM_CASE("a blocked stream is not complete, later work and its events wait, a host function runs in order") {
     PVMM_REQUIRE_DEVICE();
     auto s = stream::create(0).value();
     auto after = event::create(0).value();

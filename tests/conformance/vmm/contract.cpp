@@ -40,7 +40,7 @@ TEST_SUITE("vmm") {
     PVMM_CHECK_ERRC(range.map(g, memory), errc::overlapping_mapping);
   }
 
-  PVMM_CASE("can_access_peer: a device reaches its own memory; every pair answers; bad ordinals are refused") {
+  PVMM_CASE("can_access_peer: a device reaches its own memory, every pair answers, bad ordinals are refused") {
     PVMM_REQUIRE_DEVICE();
     const int n = device_count().value();
     for (int d = 0; d < n; ++d) {
@@ -64,7 +64,7 @@ TEST_SUITE("vmm") {
     PVMM_CHECK_OK(address_reservation::reserve((arbitrary + unit - 1) / unit * unit));
   }
 
-  PVMM_CASE("reserve accepts every power-of-two alignment, as the drivers do; the range is aligned to the unit") {
+  PVMM_CASE("reserve accepts every power-of-two alignment, as the drivers do, the range is aligned to the unit") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t unit = reservation_granularity().value();
     for (std::size_t alignment = 1; alignment <= 4 * unit; alignment *= 2) {
