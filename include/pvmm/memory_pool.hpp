@@ -39,8 +39,9 @@
 //   (the drivers return the same pointer without counting imports);
 // - exporter death: on the host backend an imported pool and its imported pointers stay readable and writable after
 //   the exporting process dies (before or after the import), with the exporter's data, and are freed and released
-//   without error (sharing/exporter_death.cpp). What CUDA and HIP do is measured by tools/probes/exporter_death (CUDA
-//   documents only that importers free before the exporter); until a backend is measured, keep the exporter alive
+//   without error (sharing/exporter_death.cpp). CUDA and HIP on NVIDIA (driver 580, H100; tools/probes/exporter_death)
+//   do the same: the imported pool and pointer, imported before or after the exporter's SIGKILL, read the
+//   exporter's data and free and release without error. HIP on AMD is not measured: there, keep the exporter alive
 //   until every importer has freed.
 //
 // Threading: one memory_pool may be used from several threads at once (allocate, free_async, usage, attributes,
