@@ -39,7 +39,7 @@ namespace {
 
 // What every rank says of itself before any multicast driver call (fixed layout; the bytes travel).
 struct capability_record {
-  static constexpr std::uint32_t magic_value = 0x4d545650 ^ 0x00000100;
+  static constexpr std::uint32_t magic_value = 0x43545650;  // "PVTC"
   std::uint32_t magic = magic_value;
   std::uint32_t step = 0;
   std::int32_t failed = 0;  // a local failure's errc (0: none)

@@ -59,7 +59,8 @@ result<multicast_object> multicast_object::import_posix_fd(int fd, std::size_t s
   auto args = [&] { return fmt::format("fd={}, size={:#x}", fd, size); };
   const detail::operation op{"pvmm::multicast_object::import_posix_fd", args};
   PVMM_TRY(detail::check_import_fd(fd, size, op));
-  PVMM_TRY_ASSIGN(h, op.step("import_posix_fd", [&] { return detail::backend::multicast_import_posix_fd(fd, size); }));
+  PVMM_TRY_ASSIGN(h,
+                  op.fd_step("import_posix_fd", [&] { return detail::backend::multicast_import_posix_fd(fd, size); }));
   return adopt(h, size);
 }
 
@@ -115,8 +116,8 @@ status multicast_object::unbind(int ordinal, std::size_t offset, std::size_t siz
 result<owned_fd> multicast_object::export_posix_fd() const {
   const detail::operation op{"pvmm::multicast_object::export_posix_fd"};
   if (!state_) return detail::released_owner(op, owner_name);
-  PVMM_TRY_ASSIGN(
-      fd, op.step("export_posix_fd", [&] { return detail::backend::multicast_export_posix_fd(state_->multicast()); }));
+  PVMM_TRY_ASSIGN(fd, op.fd_step("export_posix_fd",
+                                 [&] { return detail::backend::multicast_export_posix_fd(state_->multicast()); }));
   return owned_fd(fd);
 }
 

@@ -2,8 +2,8 @@
 // table, and compared with a checksum its writer reported through the bootstrap (an independent path).
 #include "cases.hpp"
 #include "case_support.hpp"
+#include "open_fds.hpp"
 
-#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -115,17 +115,6 @@ void window_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool per_rank_s
           where(*b) + "a grow past max_size on rank 0: " + (past ? "succeeded" : past.error().message()));
 }
 
-std::size_t entries_in(const char* directory) {
-  std::size_t n = 0;
-  if (DIR* d = ::opendir(directory)) {
-    while (::readdir(d)) ++n;
-    ::closedir(d);
-  }
-  return n;
-}
-
-std::size_t thread_count() { return entries_in("/proc/self/task"); }
-
 // Forwards every call to the bootstrap it wraps; the test wrappers below change one thing each.
 class forwarding_bootstrap : public pvmm::bootstrap {
  public:
@@ -182,8 +171,8 @@ void killed_case(verdict& v, std::shared_ptr<pvmm::bootstrap> inner, int after, 
   const int victim = killed_victim("killed-" + std::to_string(after), inner->size());
   auto b = std::make_shared<dying_bootstrap>(inner, victim, after);
   const std::string who = where(*b);
-  const auto fds = open_fd_count();
-  const auto threads = thread_count();
+  const auto fds = pvmm_test::open_fd_count();
+  const auto threads = pvmm_test::live_thread_count();
   const auto live = pvmm::query_live_objects();
   auto expect_loss = [&](const pvmm::error& e, std::chrono::steady_clock::duration took) {
     v.check(e.code == errc::peer_lost || e.code == errc::timeout,
@@ -216,10 +205,10 @@ void killed_case(verdict& v, std::shared_ptr<pvmm::bootstrap> inner, int after, 
   const auto now = pvmm::query_live_objects();
   v.check(now.allocations == live.allocations && now.reservations == live.reservations && now.mappings == live.mappings,
           who + "allocations, reservations or mappings left after the failed window");
-  v.check(thread_count() <= threads,
-          who + "threads left: " + std::to_string(threads) + " before, " + std::to_string(thread_count()) + " after");
-  v.check(open_fd_count() <= fds,
-          who + "fds: " + std::to_string(fds) + " before, " + std::to_string(open_fd_count()) + " after");
+  v.check(pvmm_test::live_thread_count() <= threads, who + "threads left: " + std::to_string(threads) + " before, " +
+                                                         std::to_string(pvmm_test::live_thread_count()) + " after");
+  v.check(pvmm_test::open_fd_count() <= fds,
+          who + "fds: " + std::to_string(fds) + " before, " + std::to_string(pvmm_test::open_fd_count()) + " after");
 }
 
 void late_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
@@ -279,7 +268,7 @@ void version_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
 void cycles_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, int cycles, bool process_wide) {
   // One cycle first: the driver's and the transport's one-time set-up are not leaks.
   window_case(v, b, false, false);
-  const auto fds = open_fd_count();
+  const auto fds = pvmm_test::open_fd_count();
   const auto live = pvmm::query_live_objects();
   for (int i = 0; i < cycles && v.failures.empty(); ++i) {
     auto t = pvmm::team::create(b, team_options_for(*b));
@@ -291,8 +280,8 @@ void cycles_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, int cycles, boo
   }
   if (!process_wide) return;  // ranks are threads: the suite checks the process once they are done
   const auto now = pvmm::query_live_objects();
-  v.check(open_fd_count() == fds,
-          where(*b) + "fds: " + std::to_string(fds) + " before, " + std::to_string(open_fd_count()) + " after");
+  v.check(pvmm_test::open_fd_count() == fds, where(*b) + "fds: " + std::to_string(fds) + " before, " +
+                                                 std::to_string(pvmm_test::open_fd_count()) + " after");
   v.check(now.allocations == live.allocations && now.reservations == live.reservations && now.mappings == live.mappings,
           where(*b) + "live allocations, reservations or mappings changed over the cycles");
 }
@@ -315,8 +304,6 @@ std::string no_device_reason() {
   if (pvmm::device_count().value_or(0) < 1) return "no device";
   return {};
 }
-
-std::size_t open_fd_count() { return entries_in("/proc/self/fd"); }
 
 const std::vector<std::string>& case_names() {
   static const std::vector<std::string> names{"window",  "sizes",  "grow",  "late",     "mismatch",

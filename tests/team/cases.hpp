@@ -41,7 +41,4 @@ const std::vector<std::string>& case_names();
 /// Why teams cannot run here (no backend or no device), or empty.
 std::string no_device_reason();
 
-/// fds this process has open (for the cycles case and the suites' leak checks).
-std::size_t open_fd_count();
-
 }  // namespace pvmm_team_test

@@ -11,6 +11,7 @@
 
 #include "case_support.hpp"
 #include "cases.hpp"
+#include "open_fds.hpp"
 
 namespace pvmm_team_test {
 
@@ -31,7 +32,7 @@ void multicast_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool process
     std::printf("[pvmm-skip] multicast over a team on real hardware: PVMM_ENABLE_MULTICAST_TESTS is not 1\n");
     return;
   }
-  const auto fds = open_fd_count();
+  const auto fds = pvmm_test::open_fd_count();
   const auto live = pvmm::query_live_objects();
   {
     auto t = pvmm::team::create(b, o);
@@ -65,8 +66,9 @@ void multicast_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool process
     }
   }
   if (!process_wide) return;
-  v.check(open_fd_count() == fds, where(*b) + "fds: " + std::to_string(fds) + " before, " +
-                                      std::to_string(open_fd_count()) + " after the multicast case");
+  v.check(pvmm_test::open_fd_count() == fds, where(*b) + "fds: " + std::to_string(fds) + " before, " +
+                                                 std::to_string(pvmm_test::open_fd_count()) +
+                                                 " after the multicast case");
   const auto now = pvmm::query_live_objects();
   v.check(now.allocations == live.allocations && now.reservations == live.reservations && now.mappings == live.mappings,
           where(*b) + "live allocations, reservations or mappings changed over the multicast case");

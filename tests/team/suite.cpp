@@ -16,6 +16,7 @@
 #include <pvmm/team.hpp>
 
 #include "cases.hpp"
+#include "open_fds.hpp"
 
 extern char** environ;
 
@@ -41,11 +42,11 @@ bool warm_up_once() {
 // Nothing a case leaves behind: fds and live pvmm objects as before.
 struct team_leak_check {
   bool warmed_up = warm_up_once();
-  std::size_t fds = pvmm_team_test::open_fd_count();
+  std::size_t fds = pvmm_test::open_fd_count();
   pvmm::live_objects live = pvmm::query_live_objects();
   ~team_leak_check() {
     const auto now = pvmm::query_live_objects();
-    CHECK_MESSAGE(pvmm_team_test::open_fd_count() == fds, "file descriptors leaked");
+    CHECK_MESSAGE(pvmm_test::open_fd_count() == fds, "file descriptors leaked");
     CHECK_MESSAGE(now.allocations == live.allocations, "allocations leaked");
     CHECK_MESSAGE(now.reservations == live.reservations, "reservations leaked");
     CHECK_MESSAGE(now.mappings == live.mappings, "mappings leaked");

@@ -20,7 +20,6 @@
 //       the limit, leaking no stream, thread or fd; then, the limit restored, that a stream works ("skip: why")
 //   netns-connect, export-and-die, pool-cycles: see child_lifecycle.cpp
 // Each answers "ok" or the error over the socket (exit status 0 or 1).
-#include <dirent.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <sys/prctl.h>
@@ -36,6 +35,7 @@
 
 #include "child_lifecycle.hpp"
 #include "data.hpp"
+#include "open_fds.hpp"
 
 namespace {
 
@@ -155,15 +155,6 @@ int pin_over_limit(int sock) {
   return answer(sock, "ok");
 }
 
-std::size_t entries(const char* dir) {
-  std::size_t n = 0;
-  if (DIR* d = ::opendir(dir)) {
-    while (::readdir(d)) ++n;
-    ::closedir(d);
-  }
-  return n;
-}
-
 int stream_without_threads(int sock) {
   // Root is exempt from RLIMIT_NPROC: become nobody (the capabilities go with root), still readable in /proc.
   if (::geteuid() == 0 &&
@@ -173,7 +164,7 @@ int stream_without_threads(int sock) {
   rlimit saved{};
   if (::getrlimit(RLIMIT_NPROC, &saved) != 0) return answer(sock, "getrlimit failed");
   const auto live = pvmm::query_live_objects();
-  const std::size_t threads = entries("/proc/self/task"), fds = entries("/proc/self/fd");
+  const std::size_t threads = pvmm_test::live_thread_count(), fds = pvmm_test::open_fd_count();
   rlimit none{0, saved.rlim_max};
   if (::setrlimit(RLIMIT_NPROC, &none) != 0) return answer(sock, "setrlimit failed");
   auto refused = pvmm::stream::create(0);
@@ -183,7 +174,8 @@ int stream_without_threads(int sock) {
   if (e.code != pvmm::errc::system_error || e.native_name != "EAGAIN" ||
       e.hint.find("RLIMIT_NPROC") == std::string::npos || e.hint.find("pids") == std::string::npos)
     return answer(sock, "expected system_error, EAGAIN and a hint naming RLIMIT_NPROC and pids: " + e.message());
-  if (!(pvmm::query_live_objects() == live) || entries("/proc/self/task") != threads || entries("/proc/self/fd") != fds)
+  if (!(pvmm::query_live_objects() == live) || pvmm_test::live_thread_count() != threads ||
+      pvmm_test::open_fd_count() != fds)
     return answer(sock, "the refused stream left a stream, thread or fd behind");
   auto s = pvmm::stream::create(0).value();
   int ran = 0;

@@ -36,17 +36,6 @@ inline bool kernel_maps(const void* address) {
   return false;
 }
 
-/// Threads of this process (/proc/self/task).
-inline std::size_t thread_count() {
-  std::size_t n = 0;
-  if (DIR* d = ::opendir("/proc/self/task")) {
-    while (dirent* e = ::readdir(d))
-      if (e->d_name[0] != '.') ++n;
-    ::closedir(d);
-  }
-  return n;
-}
-
 /// `pages` pages the program maps itself, outside pvmm, with `prot`; unmapped at scope exit (what is still mapped).
 struct program_pages {
   char* data;

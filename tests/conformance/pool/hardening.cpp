@@ -213,7 +213,7 @@ TEST_SUITE("pool") {
     PVMM_REQUIRE_POOLS();
     auto pool = sized_pool(0);
     auto keep = stream::create(0).value();
-    const std::size_t before = thread_count();
+    const std::size_t before = live_thread_count();
     std::vector<pool_allocation> live;
     for (int i = 0; i < 200; ++i) {
       auto s = stream::create(0).value();
@@ -225,10 +225,10 @@ TEST_SUITE("pool") {
         live.push_back(std::move(memory));  // a block allocated on it, still live
       }
     }
-    std::size_t after = thread_count();
+    std::size_t after = live_thread_count();
     for (int i = 0; i < 100 && after > before + 2; ++i) {  // a joined thread leaves /proc/self/task promptly
       std::this_thread::sleep_for(10ms);
-      after = thread_count();
+      after = live_thread_count();
     }
     CHECK(after <= before + 2);
     for (auto& m : live) PVMM_CHECK_OK(m.free_async(keep));

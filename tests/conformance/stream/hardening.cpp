@@ -78,16 +78,16 @@ TEST_SUITE("stream") {
   PVMM_CASE("a released stream's thread is joined once its work is done, even while an event recorded on it lives") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_HOST_STREAMS();
-    const std::size_t threads = thread_count();
+    const std::size_t threads = live_thread_count();
     auto s = stream::create(0).value();
-    CHECK(thread_count() == threads + 1);
+    CHECK(live_thread_count() == threads + 1);
     std::uint32_t from = 0xfeed, to = 0;
     PVMM_CHECK_OK(s.copy_async(&to, &from, sizeof from));
     auto e = event::create(0).value();
     PVMM_CHECK_OK(e.record(s));
     PVMM_CHECK_OK(s.release());
     CHECK(to == 0xfeed);  // release waited for the work
-    CHECK_MESSAGE(thread_count() == threads, "the released stream's worker thread still runs");
+    CHECK_MESSAGE(live_thread_count() == threads, "the released stream's worker thread still runs");
     // The event still answers, and another stream can still wait for it.
     CHECK(e.query().value());
     PVMM_CHECK_OK(e.synchronize());
