@@ -16,10 +16,12 @@
 // Either form has 1 to max_endpoint_name bytes and no NUL byte. Any process that reaches a name may connect, which
 // is why both sides check who the other is (SO_PEERCRED) and, unless told otherwise, accept only the same user.
 //
-// Threading: a listener or connection may be used by one thread at a time; different ones are independent.
+// Threading: a listener or connection may be used by one thread at a time; different ones are independent. Its
+// abort() may be called from any thread, also while another thread waits in it (a watchdog giving up on a peer).
 // runtime_directory() may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -52,25 +54,28 @@ class connection {
   connection() noexcept = default;
   /// Adopts a connected AF_UNIX socket with message boundaries.
   explicit connection(owned_fd socket) noexcept : socket_(std::move(socket)) {}
+  connection(connection&& other) noexcept;
+  connection& operator=(connection&& other) noexcept;
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+  ~connection() = default;
 
   status send(const int* fds, std::size_t count, const void* payload, std::size_t payload_size,
-              std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) const {
-    return send_fds(socket_.get(), fds, count, payload, payload_size, timeout);
-  }
+              std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) const;
   status send(const std::vector<owned_fd>& fds, const void* payload, std::size_t payload_size,
-              std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) const {
-    return send_fds(socket_.get(), fds, payload, payload_size, timeout);
-  }
+              std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) const;
   result<received> receive(std::size_t max_fds, std::size_t max_payload,
-                           std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) const {
-    return receive_fds(socket_.get(), max_fds, max_payload, timeout);
-  }
+                           std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) const;
   result<received> receive_exactly(std::size_t fd_count, std::size_t max_payload,
-                                   std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) const {
-    return ipc::receive_exactly(socket_.get(), fd_count, max_payload, timeout);
-  }
+                                   std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) const;
   /// Who is at the other end, as the kernel recorded it when the connection was made.
   result<peer_credentials> peer() const { return query_peer(socket_.get()); }
+
+  /// Ends the connection from any thread: a send or receive waiting on it returns errc::peer_lost at once
+  /// ("aborted"), every later one too, and the peer sees the connection closed (peer_lost) at once. The socket stays
+  /// open (and owned) until the connection goes, so its number is never reused under a thread still in a call.
+  void abort() noexcept;
+  bool aborted() const noexcept { return aborted_.load(std::memory_order_acquire); }
 
   int native_handle() const noexcept { return socket_.get(); }
   bool valid() const noexcept { return socket_.valid(); }
@@ -78,6 +83,7 @@ class connection {
 
  private:
   owned_fd socket_;
+  std::atomic<bool> aborted_{false};
 };
 
 /// Listens on a name; accepts connections one at a time. Owns its socket (and, for a path name, its socket file);
@@ -104,6 +110,11 @@ class listener {
   result<connection> accept(std::chrono::milliseconds timeout = std::chrono::milliseconds(10000),
                             const peer_rule& rule = peer_rule::same_user()) const;
 
+  /// Stops accepting, from any thread: an accept waiting on it returns errc::peer_lost at once ("aborted"), and every
+  /// later one too; connects to the name are refused from then on. The name stays taken until the listener goes.
+  void abort() noexcept;
+  bool aborted() const noexcept { return aborted_.load(std::memory_order_acquire); }
+
   const std::string& name() const noexcept { return name_; }
   int native_handle() const noexcept { return socket_.get(); }
   bool valid() const noexcept { return socket_.valid(); }
@@ -121,6 +132,7 @@ class listener {
   owned_fd socket_;
   std::string name_;
   bound_file file_;
+  std::atomic<bool> aborted_{false};
 };
 
 /// Connects to the listener on `name`, waiting for it to appear until `timeout` passes (peers start in any

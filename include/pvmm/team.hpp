@@ -23,12 +23,17 @@
 //
 // abort() gives up from any thread: the step in progress on this rank returns errc::peer_lost within 100 ms,
 // every later step fails at once, and the other ranks see peer_lost at their step in progress or next one (the
-// bootstrap's abort). It does not unmap: another thread may still read the window; release the windows on
-// their own thread to give the peers' memory back.
+// bootstrap's abort). Then every window and multicast object of the team unmaps the peers' memory and lets go of
+// its imports (NCCL kept them after an abort: NVIDIA/nccl#1968), so a dead peer's memory is freed once no one
+// maps it: peer(r) is nullptr for every other rank, unmapped_reason(r) says the team was aborted, and a team
+// multicast's address() is nullptr. This rank's own slot stays mapped and readable. Like every unmap, this is not
+// ordered with work in flight (design.md, invariant 4): a thread or kernel still reading a peer's slot faults, so
+// stop them first when the process goes on. abort() waits for nothing but a step in progress on this rank, which
+// ends within 100 ms; it never waits for peers.
 //
 // Threading: a team and its windows are used by one thread at a time (collectives are ordered per rank), except
-// team::abort(), which any thread may call; the accessors of a window (base, peer, mapped, ...) may be read from
-// any thread while no grow or release runs.
+// team::abort(), which any thread may call, also while another runs a step; the accessors of a window (base,
+// peer, mapped, ...) may be read from any thread while no grow or release runs, also while abort() runs.
 #pragma once
 
 #include <chrono>
@@ -79,7 +84,8 @@ class team : detail::move_only {
   /// Gives the team's local resources back now (listener, bootstrap reference); errc::already_released when empty.
   status release() noexcept;
   /// Gives up, from any thread (see above): this rank's steps fail with errc::peer_lost from now on, and so do
-  /// the other ranks'. The team stays valid until released. No effect on an empty team.
+  /// the other ranks'; the peers' memory is unmapped in every window. The team (and its windows, with their own
+  /// slots) stays valid until released. Calling it again does nothing more. No effect on an empty team.
   void abort() noexcept;
   bool valid() const noexcept { return state_ != nullptr; }
   explicit operator bool() const noexcept { return valid(); }

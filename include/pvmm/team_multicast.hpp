@@ -15,8 +15,10 @@
 // A rank that fails at a step still takes part in the step's agreement, so every rank fails at once with the
 // same errc naming it. Release is local (unmap, unbind what this rank bound, let go) and never waits for peers.
 //
+// team::abort() unmaps the multicast mapping (address() is then nullptr); the binding goes at release.
+//
 // Threading: one thread at a time per object, as for the team's other collectives; the accessors may be read
-// from any thread while no release runs.
+// from any thread while no release runs, also while team::abort() runs.
 #pragma once
 
 #include <chrono>
@@ -52,7 +54,8 @@ class team_multicast : detail::move_only {
   bool valid() const noexcept { return state_ != nullptr; }
   explicit operator bool() const noexcept { return valid(); }
 
-  /// The multicast mapping: a store here reaches offset o of the slot of every device on this rank's node.
+  /// The multicast mapping: a store here reaches offset o of the slot of every device on this rank's node
+  /// (nullptr once the team was aborted).
   void* address() const noexcept;
   std::size_t size() const noexcept;
   /// The ranks whose slots are bound (the lowest rank of each device on this rank's node), in rank order.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -63,6 +64,22 @@ error no_listener(std::string_view name, int last_error, milliseconds timeout, c
                  "path removes a stale file");
 }
 
+/// What a call on an aborted connection or listener answers (abort() from another thread).
+error aborted_error(const char* operation, const char* what) {
+  const detail::operation op{operation};
+  return op.fail(errc::peer_lost, fmt::format("this {} was aborted (its abort() was called)", what),
+                 "make a new one to talk again");
+}
+
+/// A connection's call: refused once aborted, and its failure said as the abort when an abort ended it.
+template <class Result, class Call>
+Result guarded(const std::atomic<bool>& aborted, const char* operation, Call&& call) {
+  if (aborted.load(std::memory_order_acquire)) return aborted_error(operation, "connection");
+  Result r = call();
+  if (!r && aborted.load(std::memory_order_acquire)) return aborted_error(operation, "connection");
+  return r;
+}
+
 status make_blocking(int fd, const detail::operation& op) {
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) return wait::system_failure(op, errno, "fcntl");
@@ -70,6 +87,46 @@ status make_blocking(int fd, const detail::operation& op) {
 }
 
 }  // namespace
+
+connection::connection(connection&& other) noexcept
+    : socket_(std::move(other.socket_)), aborted_(other.aborted_.exchange(false)) {}
+
+connection& connection::operator=(connection&& other) noexcept {
+  if (this != &other) {
+    socket_ = std::move(other.socket_);
+    aborted_.store(other.aborted_.exchange(false));
+  }
+  return *this;
+}
+
+status connection::send(const int* fds, std::size_t count, const void* payload, std::size_t payload_size,
+                        milliseconds timeout) const {
+  return guarded<status>(aborted_, "pvmm::ipc::connection::send",
+                         [&] { return send_fds(socket_.get(), fds, count, payload, payload_size, timeout); });
+}
+
+status connection::send(const std::vector<owned_fd>& fds, const void* payload, std::size_t payload_size,
+                        milliseconds timeout) const {
+  return guarded<status>(aborted_, "pvmm::ipc::connection::send",
+                         [&] { return send_fds(socket_.get(), fds, payload, payload_size, timeout); });
+}
+
+result<received> connection::receive(std::size_t max_fds, std::size_t max_payload, milliseconds timeout) const {
+  return guarded<result<received>>(aborted_, "pvmm::ipc::connection::receive",
+                                   [&] { return receive_fds(socket_.get(), max_fds, max_payload, timeout); });
+}
+
+result<received> connection::receive_exactly(std::size_t fd_count, std::size_t max_payload,
+                                             milliseconds timeout) const {
+  return guarded<result<received>>(aborted_, "pvmm::ipc::connection::receive_exactly",
+                                   [&] { return ipc::receive_exactly(socket_.get(), fd_count, max_payload, timeout); });
+}
+
+void connection::abort() noexcept {
+  aborted_.store(true, std::memory_order_release);
+  // Wakes a poll on it in another thread (POLLHUP), and the peer reads EOF. Closing would let the number be reused.
+  if (socket_.valid()) ::shutdown(socket_.get(), SHUT_RDWR);
+}
 
 result<listener> listener::listen(std::string_view name, int backlog) {
   auto args = [&] { return fmt::format("name='{}', backlog={}", name, backlog); };
@@ -96,7 +153,10 @@ result<listener> listener::listen(std::string_view name, int backlog) {
 }
 
 listener::listener(listener&& other) noexcept
-    : socket_(std::move(other.socket_)), name_(std::move(other.name_)), file_(std::exchange(other.file_, {})) {}
+    : socket_(std::move(other.socket_)),
+      name_(std::move(other.name_)),
+      file_(std::exchange(other.file_, {})),
+      aborted_(other.aborted_.exchange(false)) {}
 
 listener& listener::operator=(listener&& other) noexcept {
   if (this != &other) {
@@ -104,8 +164,14 @@ listener& listener::operator=(listener&& other) noexcept {
     socket_ = std::move(other.socket_);
     name_ = std::move(other.name_);
     file_ = std::exchange(other.file_, {});
+    aborted_.store(other.aborted_.exchange(false));
   }
   return *this;
+}
+
+void listener::abort() noexcept {
+  aborted_.store(true, std::memory_order_release);
+  if (socket_.valid()) ::shutdown(socket_.get(), SHUT_RDWR);  // wakes a waiting accept's poll
 }
 
 listener::~listener() { remove_file(); }
@@ -123,7 +189,10 @@ result<connection> listener::accept(milliseconds timeout, const peer_rule& rule)
   PVMM_TRY(wait::check_timeout(timeout, op));
   const auto deadline = wait::deadline_after(timeout);
   for (;;) {
-    PVMM_TRY(wait::wait_until(socket_.get(), POLLIN, deadline, timeout, op));
+    if (aborted()) return aborted_error("pvmm::ipc::listener::accept", "listener");
+    auto ready = wait::wait_until(socket_.get(), POLLIN, deadline, timeout, op);
+    if (aborted()) return aborted_error("pvmm::ipc::listener::accept", "listener");
+    PVMM_TRY(std::move(ready));
     owned_fd peer(::accept4(socket_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!peer) {
       // The waiting peer gave up between poll and accept: wait for the next one.

@@ -1,7 +1,7 @@
 // The endpoints adapter: node-local processes meet at a named pvmm endpoint. Rank 0 listens and relays: every
 // other rank sends its contribution to the root, which answers each with everything. A peer that exits closes
-// its socket, which the root sees at once (peer_lost naming the rank and its pid); the root's failure or an abort
-// reaches every rank as an abort message and then as EOF.
+// its socket, which the root sees at once (peer_lost naming the rank and its pid, from SO_PEERCRED); the root's
+// failure or an abort reaches every rank as an abort message and then as EOF.
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -281,6 +281,7 @@ result<std::shared_ptr<bootstrap>> endpoint_bootstrap::start(std::string_view na
     std::memcpy(table.data(), welcome.body.data(), welcome.body.size());
     self->nodes_.assign(table.begin(), table.begin() + size);
     self->pids_.assign(table.begin() + size, table.end());
+    if (auto root = self->peers_[0].peer()) self->pids_[0] = root->pid;  // the kernel's word, in this pid namespace
     return std::shared_ptr<bootstrap>(std::move(self));
   }
   PVMM_TRY_ASSIGN(listening, ipc::listener::listen(name));
@@ -313,7 +314,9 @@ result<std::shared_ptr<bootstrap>> endpoint_bootstrap::start(std::string_view na
     self->peers_[h.rank] = std::move(self->peers_.back());
     self->peers_.pop_back();
     nodes[h.rank] = h.node;
-    pids[h.rank] = h.pid;
+    // Errors name a rank's pid as the kernel recorded it at connect (SO_PEERCRED), not as the rank said it.
+    auto credentials = self->peers_[h.rank].peer();
+    pids[h.rank] = credentials ? credentials->pid : h.pid;
   }
   std::vector<std::int32_t> table(nodes);
   table.insert(table.end(), pids.begin(), pids.end());

@@ -1,6 +1,7 @@
 // team_multicast: the steps of pvmm/team_multicast.hpp, each ending in an agreement so a rank that fails makes
 // every rank fail at once naming it.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <optional>
 
@@ -17,13 +18,14 @@
 namespace pvmm {
 namespace detail {
 
-struct team_multicast_state {
+struct team_multicast_state final : peer_mappings {
   std::shared_ptr<window_state> window;  // the bound memory stays alive while bound
   multicast_object object;
   address_reservation range;
   std::vector<int> bound_ranks;
   std::size_t size = 0;
-  std::size_t bound = 0;  // bytes of this rank's slot bound (only the lowest rank on a device binds)
+  std::size_t bound = 0;              // bytes of this rank's slot bound (only the lowest rank on a device binds)
+  std::atomic<bool> unmapped{false};  // by abort(), from any thread; address() reads it
 
   team_multicast_state() = default;
   team_multicast_state(const team_multicast_state&) = delete;
@@ -32,6 +34,14 @@ struct team_multicast_state {
   ~team_multicast_state() {
     range = address_reservation();  // unmaps and frees
     if (bound > 0) (void)object.unbind(window->team->options.device, 0, bound);
+  }
+  // abort(): the mapping (which reaches every peer's slot) goes; the binding stays until release, in the order above.
+  void unmap_peers(const std::string&) noexcept override {
+    if (unmapped.exchange(true)) return;
+    try {
+      (void)range.unmap(0, size);
+    } catch (...) {  // the error's text could not be made: releasing unmaps what is left
+    }
   }
 };
 
@@ -219,6 +229,7 @@ result<team_multicast> team_multicast::create(const symmetric_window& window, co
       s->range = std::move(*range);
   }
   PVMM_TRY(detail::agree(t, step, failed, "multicast bound and mapped", until, op));
+  t.adopt(s);
   return team_multicast(std::move(s));
 }
 
@@ -226,7 +237,9 @@ status team_multicast::release() noexcept {
   return detail::release_local(state_, "pvmm::team_multicast::release", "multicast");
 }
 
-void* team_multicast::address() const noexcept { return state_ ? state_->range.address() : nullptr; }
+void* team_multicast::address() const noexcept {
+  return state_ && !state_->unmapped ? state_->range.address() : nullptr;
+}
 std::size_t team_multicast::size() const noexcept { return state_ ? state_->size : 0; }
 const std::vector<int>& team_multicast::bound_ranks() const noexcept {
   static const std::vector<int> none;  // an empty object's answer; immutable, so safe to share

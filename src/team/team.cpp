@@ -20,6 +20,32 @@ namespace detail {
 
 std::string team_state::endpoint_of(int r) const { return fmt::format("pvmm-team-{:016x}-{}", id, r); }
 
+void team_state::adopt(const std::shared_ptr<peer_mappings>& m) {
+  {
+    const std::lock_guard<std::mutex> hold(mappings_lock);
+    mappings.erase(std::remove_if(mappings.begin(), mappings.end(), [](const auto& w) { return w.expired(); }),
+                   mappings.end());
+    mappings.push_back(m);
+  }
+  // An abort between this object's last step and here found nothing to unmap: do it now.
+  if (aborted.load(std::memory_order_acquire)) m->unmap_peers(aborted_reason(rank()));
+}
+
+void team_state::unmap_peers() noexcept {
+  std::vector<std::shared_ptr<peer_mappings>> live;
+  std::string why;
+  try {
+    why = aborted_reason(rank());
+    const std::lock_guard<std::mutex> hold(mappings_lock);
+    for (const auto& w : mappings)
+      if (auto m = w.lock()) live.push_back(std::move(m));
+  } catch (...) {  // no memory for the list: nothing unmapped here; releasing the objects still gives it all back
+    return;
+  }
+  // Outside the lock: each object takes its own, which a step in progress holds until it sees the abort.
+  for (const auto& m : live) m->unmap_peers(why);
+}
+
 std::vector<int> team_state::node_ranks() const {
   std::vector<int> out;
   for (const auto& m : members)
@@ -171,6 +197,7 @@ void team::abort() noexcept {
   if (!state_) return;
   state_->aborted.store(true, std::memory_order_release);
   state_->ranks->abort();  // wakes a collective in progress, and tells the other ranks
+  state_->unmap_peers();
 }
 
 int team::rank() const noexcept { return state_ ? state_->rank() : -1; }

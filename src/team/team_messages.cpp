@@ -54,9 +54,11 @@ error exited_while_waiting(const team_state& t, int r, const char* what, std::ui
 }
 }  // namespace
 
+std::string aborted_reason(int rank) { return fmt::format("rank {} aborted its team (team::abort)", rank); }
+
 status check_aborted(const team_state& t, const operation& op) {
   if (!t.aborted.load(std::memory_order_acquire)) return {};
-  return op.fail(errc::peer_lost, fmt::format("rank {} aborted its team", t.rank()));
+  return op.fail(errc::peer_lost, aborted_reason(t.rank()));
 }
 
 status send_message(const team_state& t, int to, team_message m, int fd, deadline until, const operation& op) {

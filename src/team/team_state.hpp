@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,14 @@ struct member_record {
   std::uint64_t pid_namespace = 0;  // the inode of its /proc/self/ns/pid: pids mean the same where these match
 };
 
+/// What team::abort() reaches from any thread: a window or multicast object made over the team, which unmaps
+/// its peers' memory at once (not ordered with work in flight, as every unmap) and keeps its own.
+struct peer_mappings {
+  virtual ~peer_mappings() = default;
+  /// Unmaps and lets go of every peer's memory mapped here; `why` is what the accessors say of it afterwards.
+  virtual void unmap_peers(const std::string& why) noexcept = 0;
+};
+
 struct team_state {
   std::shared_ptr<bootstrap> ranks;
   team_options options;
@@ -52,6 +61,8 @@ struct team_state {
   ipc::listener listener;            // node-local peers send this rank their fds here (only with node-local peers)
   std::uint32_t next_step = 0;       // every window create/grow is one step, the same on every rank
   std::atomic<bool> aborted{false};  // team::abort() from any thread: every wait looks at it between slices
+  std::mutex mappings_lock;          // guards `mappings`: abort() reads it on any thread
+  std::vector<std::weak_ptr<peer_mappings>> mappings;  // the live windows and multicast objects of this team
 
   int rank() const noexcept { return ranks->rank(); }
   int size() const noexcept { return ranks->size(); }
@@ -64,6 +75,10 @@ struct team_state {
   /// The first of `candidates` whose process this one can see (another process, same node and pid namespace) and
   /// that has exited; -1 when none has (or none can be seen). Opens and closes at most one fd at a time.
   int first_exited(const std::vector<int>& candidates) const;
+  /// Registers a window or multicast object for abort(); one made after an abort has its peers unmapped at once.
+  void adopt(const std::shared_ptr<peer_mappings>& m);
+  /// abort(): unmaps the peers' memory in every live window and multicast object of this team.
+  void unmap_peers() noexcept;
 };
 
 /// What travels between node-local ranks over the team's endpoints, with at most one fd (fixed layout).
@@ -84,6 +99,8 @@ struct received_message {
   owned_fd fd;  // when header.has_fd
 };
 
+/// What an aborted team's steps and unmapped peers say: "rank 3 aborted its team (team::abort)".
+std::string aborted_reason(int rank);
 /// errc::peer_lost when this rank's team was aborted (team::abort), else success.
 status check_aborted(const team_state& t, const operation& op);
 /// Connects to rank `to`'s listener and sends `m` (its team, rank and fd flag filled in) with `fd` (-1: none).

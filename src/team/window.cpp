@@ -75,7 +75,8 @@ result<symmetric_window> symmetric_window::create(const team& members, const win
                                                     members.size(), requested_max));
   w->max_size = round_up(requested_max, unit);
   w->stride = w->max_size;
-  w->slots.resize(members.size());
+  w->slots = std::vector<detail::window_slot>(members.size());  // built in place: a slot's flag is atomic
+  w->team->adopt(w);
   auto range = address_reservation::reserve(w->stride * members.size());
   if (!range) {  // still take part, so the others fail at once naming this rank
     const auto e = op.wrap(std::move(range).error());
@@ -104,6 +105,31 @@ status symmetric_window::grow(std::size_t new_size, std::chrono::milliseconds ti
   if (refused) return detail::exchange_chunks(*state_, physical_allocation(), now, 0, &*refused, until, op);
   return grow_slot(*state_, rounded, until, op);
 }
+
+namespace detail {
+
+void window_state::unmap_peers(const std::string& why) noexcept {
+  const std::lock_guard<std::mutex> hold(step_lock);  // a step in progress ends within a slice once aborted
+  for (int r = 0; r < static_cast<int>(slots.size()); ++r) {
+    window_slot& slot = slots[r];
+    if (r == rank() || slot.chunks.empty()) continue;
+    try {
+      if (slot.mapped) slot.reason = why;  // written before the flag clears: a reader that sees it cleared reads it
+    } catch (...) {                        // no memory for the text: the slot is unmapped all the same
+    }
+    slot.mapped.store(false, std::memory_order_release);
+    std::size_t bytes = 0;  // chunks lie back to back from the slot's start
+    for (const auto& c : slot.chunks) bytes += c.size();
+    try {
+      (void)range.unmap(static_cast<std::size_t>(r) * stride, bytes);
+    } catch (...) {  // the error's text could not be made: releasing the window unmaps what is left
+    }
+    slot.chunks.clear();  // the imports let go: a dead peer's memory is freed once no process maps it
+    slot.given_up = true;
+  }
+}
+
+}  // namespace detail
 
 status symmetric_window::release() noexcept {
   return detail::release_local(state_, "pvmm::symmetric_window::release", "window");

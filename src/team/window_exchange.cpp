@@ -109,6 +109,7 @@ result<int> receive_chunk(window_state& w, std::uint32_t step, const std::vector
 
 status exchange_chunks(window_state& w, physical_allocation mine, std::size_t offset, std::size_t chunk_size,
                        const error* failed, deadline until, const operation& op) {
+  const std::lock_guard<std::mutex> hold(w.step_lock);
   team_state& t = *w.team;
   const int me = t.rank();
   const int n = t.size();

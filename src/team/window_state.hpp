@@ -2,7 +2,9 @@
 // allocations, or its imports of a peer's) or why the peer is not mapped.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,13 +19,14 @@ namespace pvmm::detail {
 struct window_slot {
   std::size_t size = 0;                     // bytes the rank contributes now
   std::vector<physical_allocation> chunks;  // mapped back to back from the slot's start
-  bool mapped = false;
+  std::atomic<bool> mapped{false};          // read by the accessors on any thread while abort() may clear it
   bool given_up = false;  // a chunk could not be mapped: the peer stays unmapped (no half-mapped slot)
   std::string reason;     // why not mapped
 };
 
-struct window_state {
+struct window_state final : peer_mappings {
   std::shared_ptr<team_state> team;
+  std::mutex step_lock;  // held by a collective step (create, grow) and by abort's unmapping: never both at once
   address_reservation range;
   std::size_t stride = 0;
   std::size_t max_size = 0;
@@ -33,6 +36,8 @@ struct window_state {
   std::vector<window_slot> slots;
 
   int rank() const noexcept { return team->rank(); }
+  /// abort(): every peer's slot unmapped and its imports let go; this rank's own slot stays.
+  void unmap_peers(const std::string& why) noexcept override;
 };
 
 /// One collective step of a window: every rank adds one chunk (this rank's is `mine`, maybe empty when its size

@@ -20,6 +20,11 @@ std::vector<std::uint32_t> pattern(std::size_t bytes, int rank, int generation);
 std::string where(const pvmm::bootstrap& b);
 /// This rank's team options: several ranks on one device when there are few.
 pvmm::team_options team_options_for(const pvmm::bootstrap& b);
+/// Writes this rank's slot (pattern(.., generation)), then checks every mapped peer's slot, read through the flat
+/// window and through the pointer table, against the checksum its writer sent over the bootstrap.
+void write_and_verify(verdict& v, pvmm::bootstrap& b, const pvmm::symmetric_window& w, int generation);
+/// The aborted case (abort_case.cpp).
+void aborted_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool process_wide);
 /// The multicast case: not_supported naming the ranks where the backend has none, else (only with
 /// PVMM_ENABLE_MULTICAST_TESTS=1) a store through the multicast address read back from every bound slot.
 void multicast_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool process_wide);

@@ -47,11 +47,8 @@ pvmm::team_options team_options_for(const pvmm::bootstrap& b) {
   return o;
 }
 
-namespace {
-
 using pvmm::errc;
 
-// Writes this rank's slot [from, to), then checks every mapped peer's [0, to) against its reported checksum.
 void write_and_verify(verdict& v, pvmm::bootstrap& b, const pvmm::symmetric_window& w, int generation) {
   const int me = b.rank();
   const std::size_t size = w.size_of(me);
@@ -79,6 +76,8 @@ void write_and_verify(verdict& v, pvmm::bootstrap& b, const pvmm::symmetric_wind
     v.check(flat == listed, where(b) + "rank " + std::to_string(r) + " reads differently through the table");
   }
 }
+
+namespace {
 
 void window_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool per_rank_sizes, bool grow) {
   auto t = pvmm::team::create(b, team_options_for(*b));
@@ -174,12 +173,18 @@ void killed_case(verdict& v, std::shared_ptr<pvmm::bootstrap> inner, int after, 
   const auto fds = pvmm_test::open_fd_count();
   const auto threads = pvmm_test::live_thread_count();
   const auto live = pvmm::query_live_objects();
-  auto expect_loss = [&](const pvmm::error& e, std::chrono::steady_clock::duration took) {
+  // `victim_pid` (0: unknown yet): a pid the error names is the victim's (the endpoints adapter's SO_PEERCRED).
+  auto expect_loss = [&](const pvmm::error& e, std::chrono::steady_clock::duration took, std::int64_t victim_pid = 0) {
     v.check(e.code == errc::peer_lost || e.code == errc::timeout,
             who + "expected peer_lost or timeout, got " + e.message());
     if (names_missing)
       v.check(e.message().find("rank " + std::to_string(victim)) != std::string::npos,
               who + "the error does not name rank " + std::to_string(victim) + ": " + e.message());
+    const std::string named = "rank " + std::to_string(victim) + " (pid ";
+    if (victim_pid != 0 && e.message().find(named) != std::string::npos)
+      v.check(e.message().find(named + std::to_string(victim_pid) + ")") != std::string::npos,
+              who + "the error names another pid than rank " + std::to_string(victim) + "'s " +
+                  std::to_string(victim_pid) + ": " + e.message());
     v.check(took < 8s, who + "returned long after its 3 s deadline");
   };
   {
@@ -193,11 +198,12 @@ void killed_case(verdict& v, std::shared_ptr<pvmm::bootstrap> inner, int after, 
     wo.max_size = 4u << 20;
     wo.timeout = 3000ms;
     start = std::chrono::steady_clock::now();
+    const std::int64_t victim_pid = t->members()[victim].pid;
     auto w = pvmm::symmetric_window::create(*t, wo);
-    if (!w) return expect_loss(w.error(), std::chrono::steady_clock::now() - start);
+    if (!w) return expect_loss(w.error(), std::chrono::steady_clock::now() - start, victim_pid);
     start = std::chrono::steady_clock::now();
     auto grown = w->grow(4u << 20, 3000ms);
-    if (!grown) return expect_loss(grown.error(), std::chrono::steady_clock::now() - start);
+    if (!grown) return expect_loss(grown.error(), std::chrono::steady_clock::now() - start, victim_pid);
     v.check(false, who + "every step succeeded though rank " + std::to_string(victim) + " died at step " +
                        std::to_string(after));
   }
@@ -306,8 +312,8 @@ std::string no_device_reason() {
 }
 
 const std::vector<std::string>& case_names() {
-  static const std::vector<std::string> names{"window",  "sizes",  "grow",  "late",     "mismatch",
-                                              "version", "cycles", "nodes", "multicast"};
+  static const std::vector<std::string> names{"window",  "sizes",  "grow",  "late",      "mismatch",
+                                              "version", "cycles", "nodes", "multicast", "aborted"};
   return names;
 }
 
@@ -329,6 +335,8 @@ verdict run_case(const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
     killed_case(v, std::move(ranks), std::stoi(p.name.substr(7)), p.adapter_names_missing_rank);
   else if (p.name == "multicast")
     multicast_case(v, ranks, p.one_rank_per_process);
+  else if (p.name == "aborted")
+    aborted_case(v, ranks, p.one_rank_per_process);
   else if (p.name == "cycles")
     cycles_case(v, ranks, p.cycles, p.one_rank_per_process);
   else

@@ -55,7 +55,7 @@ struct team_leak_check {
 
 bool applies(const std::string& name, int n) {
   if (name.rfind("killed-", 0) == 0) return n == 2 || n == 4;
-  return n >= 2 || (name != "late" && name != "mismatch" && name != "version");
+  return n >= 2 || (name != "late" && name != "mismatch" && name != "version" && name != "aborted");
 }
 
 // Runs `p` on `ranks`, one thread each.
@@ -198,6 +198,9 @@ void killed_at_each_step(const std::string& adapter, void (*run)(const case_para
   }                                                                                                        \
   TEST_CASE(adapter ": multicast over a team, or not_supported on every rank naming who lacks it") {       \
     for_each_size(adapter, "multicast", 0, body);                                                          \
+  }                                                                                                        \
+  TEST_CASE(adapter ": team::abort unmaps the peers' slots at once, and every peer hears peer_lost") {     \
+    for_each_size(adapter, "aborted", 0, body);                                                            \
   }
 
 TEST_SUITE("team") {

@@ -68,6 +68,48 @@ TEST_SUITE("endpoint") {
     PVMM_CHECK_ERRC(idle.accept(20ms), errc::timeout);
   }
 
+  PVMM_CASE("abort from another thread ends a waiting receive at once, the peer sees it closed, later calls fail") {
+    auto server = ipc::listener::listen(unique_name("abort")).value();
+    auto client = ipc::connect(server.name()).value();
+    auto accepted = server.accept().value();
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(100ms);
+      client.abort();
+    });
+    const auto start = std::chrono::steady_clock::now();
+    auto waited = client.receive(0, 64, 10s);
+    aborter.join();
+    CHECK(std::chrono::steady_clock::now() - start < 2s);
+    PVMM_CHECK_ERRC(waited, errc::peer_lost);
+    CHECK(waited.error().message().find("aborted") != std::string::npos);
+    CHECK(client.aborted());
+    auto peer_side = accepted.receive(0, 64, 10s);  // EOF at once, not at its deadline
+    PVMM_CHECK_ERRC(peer_side, errc::peer_lost);
+    CHECK(std::chrono::steady_clock::now() - start < 2s);
+    PVMM_CHECK_ERRC(client.send(nullptr, 0, "x", 1), errc::peer_lost);
+    PVMM_CHECK_ERRC(client.receive_exactly(0, 64, 0ms), errc::peer_lost);
+    client.abort();  // again: nothing more
+    ipc::connection moved(std::move(client));
+    CHECK(moved.aborted());
+    PVMM_CHECK_ERRC(moved.receive(0, 64, 0ms), errc::peer_lost);
+  }
+
+  PVMM_CASE("abort ends a listener's waiting accept at once; connects to its name are refused afterwards") {
+    auto server = ipc::listener::listen(unique_name("abort-listener")).value();
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(100ms);
+      server.abort();
+    });
+    const auto start = std::chrono::steady_clock::now();
+    auto waited = server.accept(10s);
+    aborter.join();
+    CHECK(std::chrono::steady_clock::now() - start < 2s);
+    PVMM_CHECK_ERRC(waited, errc::peer_lost);
+    CHECK(waited.error().message().find("aborted") != std::string::npos);
+    PVMM_CHECK_ERRC(ipc::connect(server.name(), 100ms), errc::timeout);
+    PVMM_CHECK_ERRC(server.accept(0ms), errc::peer_lost);
+  }
+
   PVMM_CASE("peer rules: either side refuses a peer that does not satisfy its rule") {
     auto server = ipc::listener::listen(unique_name("rules")).value();
     ipc::peer_rule other_user;
