@@ -2,6 +2,7 @@
 // table, and compared with a checksum its writer reported through the bootstrap (an independent path).
 #include "cases.hpp"
 #include "case_support.hpp"
+#include "device_memory.hpp"
 #include "open_fds.hpp"
 
 #include <signal.h>
@@ -274,6 +275,9 @@ void version_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
 void cycles_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, int cycles, bool process_wide) {
   // One cycle first: the driver's and the transport's one-time set-up are not leaks.
   window_case(v, b, false, false);
+  // Device memory is measured once every rank let go (ranks may share a device; an import keeps its exporter's).
+  const bool settled = b->barrier(pvmm::deadline_in(20s)).has_value();
+  const auto device_free = pvmm_test::device_free_bytes(team_options_for(*b).device);
   const auto fds = pvmm_test::open_fd_count();
   const auto live = pvmm::query_live_objects();
   for (int i = 0; i < cycles && v.failures.empty(); ++i) {
@@ -285,6 +289,11 @@ void cycles_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, int cycles, boo
     if (!w) return v.check(false, where(*b) + "cycle " + std::to_string(i) + ": " + w.error().message());
   }
   if (!process_wide) return;  // ranks are threads: the suite checks the process once they are done
+  if (settled && b->barrier(pvmm::deadline_in(20s))) {
+    const auto lost =
+        pvmm_test::device_memory_lost(device_free, pvmm_test::device_free_bytes(team_options_for(*b).device));
+    v.check(lost.empty(), where(*b) + lost);
+  }
   const auto now = pvmm::query_live_objects();
   v.check(pvmm_test::open_fd_count() == fds, where(*b) + "fds: " + std::to_string(fds) + " before, " +
                                                  std::to_string(pvmm_test::open_fd_count()) + " after");

@@ -1,6 +1,7 @@
 // Leaks across cycles of pool IPC (issue 27): 100 times a pool is created, exported to an exec'd child that imports
 // it and a pointer in it, both sides see the other's data, the importer frees first, then the exporter, and the pool
-// is destroyed. Afterwards fds, live objects and the kernel's mappings of pvmm memory are as before, on both sides.
+// is destroyed. Afterwards fds, live objects and the kernel's mappings of pvmm memory are as before, on both sides,
+// and (on a GPU) the device's free memory.
 #include <unistd.h>
 
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "device_memory.hpp"
 #include "memory_kinds.hpp"
 
 using namespace pvmm;
@@ -34,7 +36,8 @@ std::size_t mapped_pvmm_bytes() {
 }  // namespace
 
 TEST_SUITE("pool") {
-  PVMM_CASE("100 cycles of pool IPC with an exec'd importer leave fds, live objects and mapped bytes unchanged") {
+  PVMM_CASE(
+      "100 cycles of pool IPC with an exec'd importer leave fds, live objects, mapped and device memory as they were") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().pools.ipc_posix_fd, "pool sharing as POSIX fd");
     constexpr int cycles = 100;
@@ -44,6 +47,7 @@ TEST_SUITE("pool") {
     const auto live = query_live_objects();
     const std::size_t fds = open_fd_count();
     const std::size_t mapped = mapped_pvmm_bytes();
+    const auto device_free = device_free_bytes(0);
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < cycles; ++i) {
       CAPTURE(i);
@@ -71,6 +75,8 @@ TEST_SUITE("pool") {
     CHECK(open_fd_count() == fds);
     CHECK(query_live_objects() == live);
     CHECK(mapped_pvmm_bytes() == mapped);
+    const auto lost = device_memory_lost(device_free, device_free_bytes(0));
+    CHECK_MESSAGE(lost.empty(), lost);
     auto verdict = ipc::receive_fds(sock, 0, 4096, 60s).value();  // the importer's own count
     CHECK(std::string(verdict.payload.begin(), verdict.payload.end()) == "ok");
     ::close(sock);
