@@ -46,7 +46,8 @@ case "${1:-}" in
     # Open MPI: the team layer's MPI bootstrap adapter and its cases under mpirun (localhost, oversubscribed).
     install_missing "${base_packages[@]}" openmpi-bin libopenmpi-dev
     backends=(host)
-    # hip-nvidia is built (not run: no GPU here) to keep the driverless build of HIP's NVIDIA platform working.
+    # hip-nvidia is built (not run: no GPU here) to keep the driverless build of HIP's NVIDIA platform working:
+    # the library, tools and examples; tools/gpu-verify.sh builds and runs its tests where there is a GPU.
     if cuda_toolkit; then
       backends+=(cuda)
       [ -d ../shared/reference/hip-nvidia/include ] && backends+=(hip-nvidia)  # HIP's NVIDIA-platform headers
