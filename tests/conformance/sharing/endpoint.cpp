@@ -94,7 +94,7 @@ TEST_SUITE("endpoint") {
     PVMM_CHECK_ERRC(moved.receive(0, 64, 0ms), errc::peer_lost);
   }
 
-  PVMM_CASE("abort ends a listener's waiting accept at once; connects to its name are refused afterwards") {
+  PVMM_CASE("abort ends a listener's waiting accept at once, and connects to its name are refused afterwards") {
     auto server = ipc::listener::listen(unique_name("abort-listener")).value();
     std::thread aborter([&] {
       std::this_thread::sleep_for(100ms);
