@@ -54,6 +54,11 @@ class operation {
   /// reported as that, whatever the backend said (drivers may answer OUT_OF_MEMORY or INVALID_VALUE).
   template <class F>
   auto fd_step(const char* call, F&& f) const -> decltype(f()) {
+    // Refused before the backend is called when no fd is free: a driver that met a full fd table stayed broken
+    // after fds were free again (CUDA 13.0, driver 580: pool exports failed with CUDA_ERROR_OPERATING_SYSTEM, then
+    // destroying the pool crashed), so pvmm never leads it there. The blame below covers a race for the last fd.
+    if (const int err = probe_fd_exhaustion())
+      return wrap(fd_exhaustion_error(call, err, "refused before calling the backend"));
     auto r = call_backend(call, std::forward<F>(f));
     if (!r) return wrap(blame_fd_exhaustion(call, std::move(r).error()));
     return r;

@@ -52,11 +52,8 @@ TEST_SUITE("sharing") {
       "fd table full: export, import, receive, listen and connect say 'out of file descriptors', one fd "
       "freed, they work again and nothing was lost") {
     PVMM_REQUIRE_DEVICE();
-    // Measured on an H100 (driver 580): after this sequence a pool export with fds free again failed with
-    // CUDA_ERROR_OPERATING_SYSTEM and the process then aborted (SIGABRT) before the case ended. Until that is
-    // understood (issue 27), the full table is filled only under the host backend; the case below covers a
-    // driver's failure path.
-    PVMM_REQUIRE_HOST_BACKEND("filling the fd table with a GPU driver loaded aborted the process on driver 580");
+    // On an H100 (driver 580) a pool export that met the full table left the driver failing later pool exports
+    // (CUDA_ERROR_OPERATING_SYSTEM) and crashing in cuMemPoolDestroy: pvmm now refuses before calling it (fd_step).
     PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
     auto memory = exportable_memory();
     const std::size_t g = memory.size();
@@ -120,8 +117,8 @@ TEST_SUITE("sharing") {
   }
 
   PVMM_CASE(
-      "a backend failure while the process is out of fds is reported as fd exhaustion, with the backend's "
-      "words, with fds to spare it stays the backend's") {
+      "with the fd table full an export or import is refused as fd exhaustion before the backend is called, with "
+      "fds to spare a backend failure stays the backend's") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().sharing.posix_fd, "POSIX fd handles");
     auto memory = exportable_memory();
@@ -130,16 +127,22 @@ TEST_SUITE("sharing") {
     auto spare = memory.export_posix_fd();
     pvmm::testing::fail_nth_backend_call(0);
     PVMM_CHECK_ERRC(spare, errc::backend_error);
-    result<owned_fd> full_table = owned_fd{};
+    auto exported = memory.export_posix_fd().value();
+    result<owned_fd> full_export = owned_fd{};
+    result<physical_allocation> full_import = physical_allocation{};
+    std::size_t calls = 0;
     {
       full_fd_table full;
-      pvmm::testing::fail_nth_backend_call(1);
-      full_table = memory.export_posix_fd();
-      pvmm::testing::fail_nth_backend_call(0);
+      const std::size_t before = pvmm::testing::backend_call_count();
+      full_export = memory.export_posix_fd();
+      full_import = physical_allocation::import_posix_fd(exported.get(), memory.size());
+      calls = pvmm::testing::backend_call_count() - before;
     }
-    check_out_of_fds(outcome(full_table), "export failed by the backend with the table full");
-    CHECK(full_table.error().detail.find("PVMM_INJECTED_FAILURE") != std::string::npos);
-    CHECK(full_table.error().operation == "pvmm::physical_allocation::export_posix_fd");
+    check_out_of_fds(outcome(full_export), "export with the table full");
+    check_out_of_fds(outcome(full_import), "import with the table full");
+    CHECK_MESSAGE(calls == 0, "the backend was called with the fd table full");
+    CHECK(full_export.error().operation == "pvmm::physical_allocation::export_posix_fd");
+    CHECK(full_export.error().detail.find("refused before calling the backend") != std::string::npos);
   }
 
   PVMM_CASE(
