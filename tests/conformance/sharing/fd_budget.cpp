@@ -96,8 +96,10 @@ TEST_SUITE("sharing") {
       }
       exported_again = outcome(memory.export_posix_fd());
       path_again = outcome(ipc::listener::listen(path));
-      if (pools) pool_again = outcome(pool.export_posix_fd());
     }
+    // A driver's pool export opens more fds than the one it returns (CUDA 13.0: one free fd was not enough, and the
+    // failure was said as fd exhaustion): it is tried again with the table released.
+    if (pools) pool_again = outcome(pool.export_posix_fd());
     check_out_of_fds(exported_full, "export");
     if (imported_needs_fd || !imported_full) check_out_of_fds(imported_full, "import");
     if (pools) check_out_of_fds(pool_full, "pool export");
