@@ -14,7 +14,8 @@ namespace pvmm::detail {
 bool is_fd_exhaustion(int err) noexcept;
 
 /// Whether this process can open one more fd now: 0 when it can, else the errno that refused (EMFILE, ENFILE). It
-/// opens and closes one fd (eventfd), so it is for failure paths only.
+/// opens and closes one fd (eventfd, about a microsecond): before a backend call that opens fds (fd_step), and on
+/// failure paths.
 int probe_fd_exhaustion() noexcept;
 
 /// errc::system_error for `call` failing with fd exhaustion `err`: "out of file descriptors: N open, RLIMIT_NOFILE

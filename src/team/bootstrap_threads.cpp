@@ -74,10 +74,11 @@ class thread_bootstrap final : public bootstrap {
     r.arrived[rank_] = true;
     ++r.count;
     group_->changed.notify_all();
-    const bool complete =
-        wait_for(lock, group_->changed, until, [&] { return r.count == group_->size || group_->broken.is_set(); });
-    if (auto broken = group_->broken.check(); !broken) return std::move(broken).error();
-    if (!complete) {
+    (void)wait_for(lock, group_->changed, until, [&] { return r.count == group_->size || group_->broken.is_set(); });
+    // A collective every rank arrived at has completed, whatever broke the group since (a rank that left it and
+    // aborted at once): as with the endpoints and store adapters, its result is delivered.
+    if (r.count != group_->size) {
+      if (auto broken = group_->broken.check(); !broken) return std::move(broken).error();
       std::vector<int> missing;
       for (int i = 0; i < group_->size; ++i)
         if (!r.arrived[i]) missing.push_back(i);

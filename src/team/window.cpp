@@ -108,24 +108,29 @@ status symmetric_window::grow(std::size_t new_size, std::chrono::milliseconds ti
 
 namespace detail {
 
+void window_state::give_up(int owner, std::string why) noexcept {
+  window_slot& slot = slots[owner];
+  slot.reason = std::move(why);  // before the flag clears: a reader that sees it cleared reads the reason
+  slot.mapped.store(false, std::memory_order_release);
+  std::size_t bytes = 0;  // chunks lie back to back from the slot's start
+  for (const auto& c : slot.chunks) bytes += c.size();
+  try {
+    if (bytes > 0) (void)range.unmap(static_cast<std::size_t>(owner) * stride, bytes);
+  } catch (...) {  // the error's text could not be made: releasing the window unmaps what is left
+  }
+  slot.chunks.clear();  // the imports let go: a dead peer's memory is freed once no process maps it
+  slot.given_up = true;
+}
+
 void window_state::unmap_peers(const std::string& why) noexcept {
   const std::lock_guard<std::mutex> hold(step_lock);  // a step in progress ends within a slice once aborted
   for (int r = 0; r < static_cast<int>(slots.size()); ++r) {
-    window_slot& slot = slots[r];
-    if (r == rank() || slot.chunks.empty()) continue;
+    if (r == rank() || slots[r].chunks.empty()) continue;
     try {
-      if (slot.mapped) slot.reason = why;  // written before the flag clears: a reader that sees it cleared reads it
-    } catch (...) {                        // no memory for the text: the slot is unmapped all the same
+      give_up(r, why);
+    } catch (...) {  // no memory to copy the text: the slot goes all the same
+      give_up(r, std::string());
     }
-    slot.mapped.store(false, std::memory_order_release);
-    std::size_t bytes = 0;  // chunks lie back to back from the slot's start
-    for (const auto& c : slot.chunks) bytes += c.size();
-    try {
-      (void)range.unmap(static_cast<std::size_t>(r) * stride, bytes);
-    } catch (...) {  // the error's text could not be made: releasing the window unmaps what is left
-    }
-    slot.chunks.clear();  // the imports let go: a dead peer's memory is freed once no process maps it
-    slot.given_up = true;
   }
 }
 

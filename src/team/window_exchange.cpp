@@ -74,20 +74,7 @@ void map_peer_chunk(window_state& w, int owner, physical_allocation chunk, std::
     slot.mapped = true;
     return;
   }
-  if (slot.mapped) (void)w.range.unmap(owner * w.stride, offset);
-  slot.chunks.clear();
-  slot.mapped = false;
-  slot.given_up = true;
-  slot.reason = std::move(why);
-}
-
-void mark_unreachable(window_state& w, int owner, std::string why) {
-  window_slot& slot = w.slots[owner];
-  if (slot.mapped) (void)w.range.unmap(owner * w.stride, slot.size);
-  slot.chunks.clear();
-  slot.mapped = false;
-  slot.given_up = true;
-  slot.reason = std::move(why);
+  w.give_up(owner, std::move(why));
 }
 
 // Takes one node-local peer's chunk, imports and maps it; returns the rank it came from.
@@ -98,7 +85,7 @@ result<int> receive_chunk(window_state& w, std::uint32_t step, const std::vector
   if (got.fd.valid()) {
     auto imported = physical_allocation::import_posix_fd(got.fd.get(), m.size);
     if (!imported)
-      mark_unreachable(w, m.rank, imported.error().message());
+      w.give_up(m.rank, imported.error().message());
     else
       map_peer_chunk(w, m.rank, std::move(*imported), m.offset);
   }  // the received fd closes here: the import holds its own reference
@@ -192,16 +179,14 @@ status exchange_chunks(window_state& w, physical_allocation mine, std::size_t of
   for (int r = 0; r < n; ++r) {
     if (t.members[r].node == t.members[me].node || all[r].size == 0) continue;
     if (!all[r].has_fabric) {
-      mark_unreachable(
-          w, r,
-          fmt::format("rank {} is on node {} and its memory has no fabric handle ({} backend{})", r, t.members[r].node,
-                      t.records[r].backend,
-                      t.records[r].fabric ? "; its device exports none to this team" : ": no fabric handles"));
+      w.give_up(r, fmt::format("rank {} is on node {} and its memory has no fabric handle ({} backend{})", r,
+                               t.members[r].node, t.records[r].backend,
+                               t.records[r].fabric ? "; its device exports none to this team" : ": no fabric handles"));
       continue;
     }
     auto imported = physical_allocation::import_fabric(all[r].fabric, all[r].size);
     if (!imported)
-      mark_unreachable(w, r, imported.error().message());
+      w.give_up(r, imported.error().message());
     else
       map_peer_chunk(w, r, std::move(*imported), all[r].offset);
   }

@@ -36,7 +36,10 @@ struct window_state final : peer_mappings {
   std::vector<window_slot> slots;
 
   int rank() const noexcept { return team->rank(); }
-  /// abort(): every peer's slot unmapped and its imports let go; this rank's own slot stays.
+  /// Rank `owner`'s slot unmapped here and its chunks let go, for good: `why` is its unmapped_reason from now on.
+  /// The one way a peer becomes unmapped (unreachable, a chunk that would not map, abort).
+  void give_up(int owner, std::string why) noexcept;
+  /// abort(): every peer's slot given up; this rank's own slot stays.
   void unmap_peers(const std::string& why) noexcept override;
 };
 

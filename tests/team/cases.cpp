@@ -275,9 +275,10 @@ void version_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
 void cycles_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, int cycles, bool process_wide) {
   // One cycle first: the driver's and the transport's one-time set-up are not leaks.
   window_case(v, b, false, false);
-  // Device memory is measured once every rank let go (ranks may share a device; an import keeps its exporter's).
-  const bool settled = b->barrier(pvmm::deadline_in(20s)).has_value();
-  const auto device_free = pvmm_test::device_free_bytes(team_options_for(*b).device);
+  // Device memory is measured once every rank let go (ranks may share a device; an import keeps its exporter's),
+  // and only where ranks are processes: threads share the process's counters, which the suite checks afterwards.
+  const bool settled = process_wide && b->barrier(pvmm::deadline_in(20s)).has_value();
+  const auto device_free = settled ? pvmm_test::device_free_bytes(team_options_for(*b).device) : std::nullopt;
   const auto fds = pvmm_test::open_fd_count();
   const auto live = pvmm::query_live_objects();
   for (int i = 0; i < cycles && v.failures.empty(); ++i) {
@@ -289,7 +290,10 @@ void cycles_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, int cycles, boo
     if (!w) return v.check(false, where(*b) + "cycle " + std::to_string(i) + ": " + w.error().message());
   }
   if (!process_wide) return;  // ranks are threads: the suite checks the process once they are done
-  if (settled && b->barrier(pvmm::deadline_in(20s))) {
+  v.check(!process_wide || settled, where(*b) + "the barrier before the cycles failed");
+  if (settled) {
+    auto after = b->barrier(pvmm::deadline_in(20s));
+    v.check(after.has_value(), where(*b) + "the barrier after the cycles: " + (after ? "" : after.error().message()));
     const auto lost =
         pvmm_test::device_memory_lost(device_free, pvmm_test::device_free_bytes(team_options_for(*b).device));
     v.check(lost.empty(), where(*b) + lost);
