@@ -11,7 +11,7 @@ function(pvmm_add_backend name)
   target_include_directories(pvmm_${name}
     PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
     PRIVATE ${PROJECT_SOURCE_DIR}/src)
-  target_link_libraries(pvmm_${name} PRIVATE fmt::fmt-header-only)
+  target_link_libraries(pvmm_${name} PRIVATE fmt::fmt)
   target_compile_features(pvmm_${name} PUBLIC cxx_std_17)
   set_target_properties(pvmm_${name} PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
     EXPORT_NAME ${name})
