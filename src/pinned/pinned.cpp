@@ -164,6 +164,15 @@ result<pinned_allocation> pinned_allocation::create(std::size_t size, const pinn
   if (!caps.pinned)
     return op.fail(errc::not_supported, "no page-locked allocations here", "capabilities.host_memory.pinned");
   PVMM_TRY(detail::check_options(options, caps, op));
+  // Page-locked memory stays resident, so more than the machine has can never succeed. Refused here rather than by the
+  // driver: CUDA's refusal of such a size (driver 580) also gives back the driver's own reserve, which the next
+  // stream-heavy step takes again (tools/probes/device_memory_kept.cpp).
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0 && size / static_cast<std::size_t>(page) > static_cast<std::size_t>(pages))
+    return op.fail(errc::out_of_memory,
+                   fmt::format("page-locked memory stays resident, and {:#x} bytes is more than this machine's {:#x}",
+                               size, static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)));
   PVMM_TRY_ASSIGN(p, op.step("allocate_pinned", [&] { return detail::backend::allocate_pinned(size, options); }));
   // Recorded after the memory: a failure to record must not leave it ownerless.
   PVMM_TRY(detail::record_or_undo(
