@@ -26,22 +26,23 @@ bool team_state::same_device(int a, int b) const {
   return std::strncmp(x.identifier, y.identifier, sizeof x.identifier) == 0;
 }
 
-int team_state::first_exited(const std::vector<int>& candidates) const {
+std::vector<int> team_state::exited(const std::vector<int>& candidates) const {
   const member_record& me = records[rank()];
+  std::vector<int> out;
   for (int r : candidates) {
     const member_record& m = records[r];
     if (m.pid == me.pid || m.node != me.node || m.pid_namespace == 0 || m.pid_namespace != me.pid_namespace) continue;
     const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, static_cast<pid_t>(m.pid), 0));
     if (pidfd < 0) {
-      if (errno == ESRCH) return r;  // gone and reaped
-      continue;                      // no pidfds here (Linux < 5.3): the deadline decides
+      if (errno == ESRCH) out.push_back(r);  // gone and reaped
+      continue;                              // or no pidfds here (Linux < 5.3): the deadline decides
     }
     pollfd p{pidfd, POLLIN, 0};
-    const bool exited = ::poll(&p, 1, 0) == 1;  // a pidfd is readable once its process has exited
+    const bool gone = ::poll(&p, 1, 0) == 1;  // a pidfd is readable once its process has exited
     ::close(pidfd);
-    if (exited) return r;
+    if (gone) out.push_back(r);
   }
-  return -1;
+  return out;
 }
 
 namespace {
@@ -74,9 +75,10 @@ error about(const team_state& t, int r, error e, const operation& op) {
   return op.wrap(std::move(e));
 }
 
-error exited_while_waiting(const team_state& t, int r, const char* what, std::uint32_t step, const operation& op) {
-  return op.fail(errc::peer_lost,
-                 fmt::format("{} exited while this rank waited for its {} (team step {})", who(t, r), what, step));
+error exited_while_waiting(const team_state& t, const std::vector<int>& gone, const char* what, std::uint32_t step,
+                           const operation& op) {
+  return op.fail(errc::peer_lost, fmt::format("{} exited while this rank waited for {} {} (team step {})", who(t, gone),
+                                              gone.size() == 1 ? "its" : "their", what, step));
 }
 
 // What a stranger's connection was, for the error should the step still fail.
@@ -185,7 +187,7 @@ status send_message(const team_state& t, int to, team_message m, int fd, deadlin
     }
     if (c.code() != errc::timeout) return about(t, to, std::move(c).error(), op);
     PVMM_TRY(check_aborted(t, op));
-    if (t.first_exited({to}) == to) return exited_while_waiting(t, to, "connection", m.step, op);
+    if (!t.exited({to}).empty()) return exited_while_waiting(t, {to}, "connection", m.step, op);
     if (time_left(until).count() == 0)
       return op.fail(errc::timeout, fmt::format("{}'s team endpoint accepted no connection for team step {} before "
                                                 "the deadline",
@@ -212,7 +214,7 @@ result<received_message> receive_message(team_state& t, std::uint32_t step, cons
     }
     if (accepted.code() != errc::timeout) return op.wrap(std::move(accepted).error());
     PVMM_TRY(check_aborted(t, op));
-    if (const int gone = t.first_exited(waiting); gone >= 0) return exited_while_waiting(t, gone, what, step, op);
+    if (const auto gone = t.exited(waiting); !gone.empty()) return exited_while_waiting(t, gone, what, step, op);
     if (time_left(until).count() == 0)
       return op.fail(errc::timeout, fmt::format("{} sent no {} for team step {} before the deadline{}", who(t, waiting),
                                                 what, step, strangers.text()));

@@ -73,9 +73,10 @@ struct team_state {
   std::vector<int> node_ranks() const;
   /// Whether ranks `a` and `b` use the same physical device (on one node).
   bool same_device(int a, int b) const;
-  /// The first of `candidates` whose process this one can see (another process, same node and pid namespace) and
-  /// that has exited; -1 when none has (or none can be seen). Opens and closes at most one fd at a time.
-  int first_exited(const std::vector<int>& candidates) const;
+  /// Those of `candidates` whose process this one can see (another process, same node and pid namespace) and
+  /// that have exited (all of them: a rank that failed and left is named beside the one that died first); empty
+  /// when none has (or none can be seen). Opens and closes at most one fd at a time.
+  std::vector<int> exited(const std::vector<int>& candidates) const;
   /// Registers a window or multicast object for abort(); one made after an abort has its peers unmapped at once.
   void adopt(const std::shared_ptr<peer_mappings>& m);
   /// abort(): unmaps the peers' memory in every live window and multicast object of this team.

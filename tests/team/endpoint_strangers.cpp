@@ -1,6 +1,6 @@
 // The team's endpoints against strangers, ranks in different pid namespaces, and one device shared by processes
 // (issue 34: items 5, 6, 10, 14, 17). The suite, or one rank of the processes it starts:
-//   pvmm_team_endpoints --rank <meeting endpoint> <rank> <size>
+//   pvmm_team_endpoints --rank <meeting endpoint> <rank> <size> <pause before the window, ms>
 #include <fcntl.h>
 #include <grp.h>
 #include <sched.h>
@@ -39,10 +39,12 @@ using namespace std::chrono_literals;
 
 // One rank's team and window: every member on this node shares its device (one device here), the window forms
 // within its timeout and maps every peer. What failed, one line each (empty: passed).
-std::string team_and_window(const std::shared_ptr<pvmm::bootstrap>& b, std::chrono::milliseconds timeout) {
+std::string team_and_window(const std::shared_ptr<pvmm::bootstrap>& b, std::chrono::milliseconds timeout,
+                            std::chrono::milliseconds pause = {}) {
   const std::string me = "rank " + std::to_string(b->rank()) + ": ";
   auto t = pvmm::team::create(b);
   if (!t) return me + "team: " + t.error().message() + "\n";
+  std::this_thread::sleep_for(pause);  // strangers connect meanwhile
   std::string failures;
   for (const auto& m : t->members())
     if (!m.same_device)
@@ -58,13 +60,13 @@ std::string team_and_window(const std::shared_ptr<pvmm::bootstrap>& b, std::chro
   return failures;
 }
 
-int rank_process(const std::string& meeting, int rank, int size) {
+int rank_process(const std::string& meeting, int rank, int size, std::chrono::milliseconds pause) {
   auto b = pvmm::make_endpoint_bootstrap(meeting, rank, size, 20s);
   if (!b) {
     std::fprintf(stderr, "rank %d: bootstrap: %s\n", rank, b.error().message().c_str());
     return 1;
   }
-  const std::string failures = team_and_window(*b, 10s);
+  const std::string failures = team_and_window(*b, 10s, pause);
   std::fprintf(stderr, "%s", failures.c_str());
   b->reset();
   return failures.empty() ? 0 : 1;
@@ -94,13 +96,13 @@ std::string unique_name(const std::string& what) {
   return "pvmm-test-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
 }
 
-// The team endpoints this process listens on, found as a stranger finds them: abstract names in /proc/net/unix
-// ("@pvmm-team-<id>-<rank>"), here only those whose socket is one of this process's fds. Sorted (by rank).
-std::vector<std::string> own_team_endpoints() {
-  std::set<std::string> mine;  // "socket:[inode]" of this process's fds
+// The team endpoints process `pid` listens on, found as a stranger finds them: abstract names in /proc/net/unix
+// ("@pvmm-team-<id>-<rank>"), here only those whose socket is one of that process's fds. Sorted (by rank).
+std::vector<std::string> team_endpoints_of(const std::string& pid = "self") {
+  std::set<std::string> mine;  // "socket:[inode]" of the process's fds
   for (int fd = 0; fd < 4096; ++fd) {
     char link[64] = {};
-    const std::string path = "/proc/self/fd/" + std::to_string(fd);
+    const std::string path = "/proc/" + pid + "/fd/" + std::to_string(fd);
     if (::readlink(path.c_str(), link, sizeof link - 1) > 0) mine.insert(link);
   }
   std::set<std::string> out;  // a set: an accepted connection's socket carries its listener's name too
@@ -174,7 +176,7 @@ void window_with_strangers(stranger kind) {
   threads.clear();
   REQUIRE(teams[0].valid());
   REQUIRE(teams[1].valid());
-  const auto names = own_team_endpoints();
+  const auto names = team_endpoints_of();
   REQUIRE(names.size() == 2);
   std::vector<pid_t> strangers;
   for (const auto& name : names) strangers.push_back(start_stranger(name, kind));
@@ -207,8 +209,9 @@ std::string self_path() {
   return path;
 }
 
-std::vector<std::string> rank_arguments(const std::string& meeting, int rank, int size) {
-  return {self_path(), "--rank", meeting, std::to_string(rank), std::to_string(size)};
+std::vector<std::string> rank_arguments(const std::string& meeting, int rank, int size,
+                                        std::chrono::milliseconds pause) {
+  return {self_path(), "--rank", meeting, std::to_string(rank), std::to_string(size), std::to_string(pause.count())};
 }
 
 std::vector<char*> argv_of(std::vector<std::string>& args) {
@@ -218,8 +221,8 @@ std::vector<char*> argv_of(std::vector<std::string>& args) {
   return argv;
 }
 
-pid_t spawn_rank(const std::string& meeting, int rank, int size) {
-  auto args = rank_arguments(meeting, rank, size);
+pid_t spawn_rank(const std::string& meeting, int rank, int size, std::chrono::milliseconds pause = {}) {
+  auto args = rank_arguments(meeting, rank, size, pause);
   auto argv = argv_of(args);
   pid_t pid = 0;
   REQUIRE(::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
@@ -245,8 +248,9 @@ void expect_ranks_pass(const std::vector<pid_t>& pids) {
 
 // Starts rank `rank` as pid 1 of a new pid namespace (one network namespace still): the pid of the process that
 // waits for it, or -1 with `why` set where this process may not make pid namespaces.
-pid_t spawn_rank_in_pid_namespace(const std::string& meeting, int rank, int size, std::string& why) {
-  auto args = rank_arguments(meeting, rank, size);
+pid_t spawn_rank_in_pid_namespace(const std::string& meeting, int rank, int size, std::chrono::milliseconds pause,
+                                  std::string& why) {
+  auto args = rank_arguments(meeting, rank, size, pause);
   auto argv = argv_of(args);
   int report[2];
   REQUIRE(::pipe2(report, O_CLOEXEC) == 0);
@@ -315,18 +319,42 @@ TEST_SUITE("team endpoints") {
     if (skipped()) return;
     const auto meeting = unique_name("pid-namespace");
     std::string why;
-    const pid_t apart = spawn_rank_in_pid_namespace(meeting, 1, 2, why);
+    const pid_t apart = spawn_rank_in_pid_namespace(meeting, 1, 2, {}, why);
     if (apart < 0) {
       std::printf("[pvmm-skip] %s\n", why.c_str());
       return;
     }
     expect_ranks_pass({spawn_rank(meeting, 0, 2), apart});
   }
+  TEST_CASE(
+      "with a rank in another pid namespace, strangers at a team endpoint are dropped (the rank's secret tells)") {
+    if (skipped()) return;
+    const auto meeting = unique_name("pid-namespace-strangers");
+    std::string why;
+    const auto pause = 2000ms;  // between the team and the window: the strangers connect meanwhile
+    const pid_t apart = spawn_rank_in_pid_namespace(meeting, 1, 2, pause, why);
+    if (apart < 0) {
+      std::printf("[pvmm-skip] %s\n", why.c_str());
+      return;
+    }
+    const pid_t rank0 = spawn_rank(meeting, 0, 2, pause);
+    std::vector<std::string> names;
+    for (int tries = 0; tries < 1000 && names.empty(); ++tries, std::this_thread::sleep_for(5ms))
+      names = team_endpoints_of(std::to_string(rank0));
+    std::vector<pid_t> strangers;
+    if (names.size() == 1)  // a pid from no rank: rank 0 cannot tell it from rank 1's but by its message
+      for (auto kind : {stranger::garbage, stranger::silent}) strangers.push_back(start_stranger(names[0], kind));
+    expect_ranks_pass({rank0, apart});
+    for (pid_t s : strangers)
+      if (s > 0) stop(s);
+    CHECK_MESSAGE(names.size() == 1, "rank 0's team endpoint was not found");
+    CHECK(std::count(strangers.begin(), strangers.end(), -1) == 0);
+  }
 }
 
 int main(int argc, char** argv) {
-  if (argc == 5 && std::string(argv[1]) == "--rank")
-    return rank_process(argv[2], std::stoi(argv[3]), std::stoi(argv[4]));
+  if (argc == 6 && std::string(argv[1]) == "--rank")
+    return rank_process(argv[2], std::stoi(argv[3]), std::stoi(argv[4]), std::chrono::milliseconds(std::stoi(argv[5])));
   doctest::Context context(argc, argv);
   return context.run();
 }
