@@ -62,7 +62,7 @@ struct team_member {
   int local_rank = 0;  ///< index among the ranks of its node
   std::int64_t pid = 0;
   int device = 0;            ///< its device ordinal, in its own process's numbering
-  bool same_device = false;  ///< on this node and the same physical device as this rank
+  bool same_device = false;  ///< on this node and the same physical device as this rank (threads or processes)
 };
 
 struct team_options {
