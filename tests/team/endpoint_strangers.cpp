@@ -3,6 +3,7 @@
 //   pvmm_team_endpoints --rank <meeting endpoint> <rank> <size> <pause before the window, ms>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -18,7 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <set>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -97,26 +98,29 @@ std::string unique_name(const std::string& what) {
 }
 
 // The team endpoints process `pid` listens on, found as a stranger finds them: abstract names in /proc/net/unix
-// ("@pvmm-team-<id>-<rank>"), here only those whose socket is one of that process's fds. Sorted (by rank).
-std::vector<std::string> team_endpoints_of(const std::string& pid = "self") {
-  std::set<std::string> mine;  // "socket:[inode]" of the process's fds
+// ("@pvmm-team-<id>-<rank>"), here only those whose socket is one of that process's fds: name -> that fd.
+std::map<std::string, int> team_endpoints_of(const std::string& pid = "self") {
+  std::map<std::string, int> sockets;  // "socket:[inode]" -> the fd of the process that holds it
   for (int fd = 0; fd < 4096; ++fd) {
     char link[64] = {};
     const std::string path = "/proc/" + pid + "/fd/" + std::to_string(fd);
-    if (::readlink(path.c_str(), link, sizeof link - 1) > 0) mine.insert(link);
+    if (::readlink(path.c_str(), link, sizeof link - 1) > 0) sockets.emplace(link, fd);
   }
-  std::set<std::string> out;  // a set: an accepted connection's socket carries its listener's name too
+  std::map<std::string, int> out;
   std::ifstream table("/proc/net/unix");
   for (std::string line; std::getline(table, line);) {
     const auto at = line.find("@pvmm-team-");
     if (at == std::string::npos) continue;
-    // Num RefCount Protocol Flags Type St Inode Path: the inode is the seventh field.
+    // Num RefCount Protocol Flags Type St Inode Path: the inode is the seventh field. An accepted connection's
+    // socket carries its listener's name too: only a listening one (St 01, unconnected) counts.
     std::size_t pos = 0;
-    for (int field = 0; field < 6; ++field) pos = line.find_first_not_of(' ', line.find(' ', pos));
-    const std::string inode = line.substr(pos, line.find(' ', pos) - pos);
-    if (mine.count("socket:[" + inode + "]")) out.insert(line.substr(at + 1));
+    std::vector<std::string> fields;
+    for (int field = 0; field < 7; ++field, pos = line.find_first_not_of(' ', line.find(' ', pos)))
+      fields.push_back(line.substr(pos, line.find(' ', pos) - pos));
+    const auto held = sockets.find("socket:[" + fields[6] + "]");
+    if (held != sockets.end() && fields[5] == "01") out.emplace(line.substr(at + 1), held->second);
   }
-  return {out.begin(), out.end()};
+  return out;
 }
 
 enum class stranger { other_user, silent, garbage };
@@ -179,7 +183,7 @@ void window_with_strangers(stranger kind) {
   const auto names = team_endpoints_of();
   REQUIRE(names.size() == 2);
   std::vector<pid_t> strangers;
-  for (const auto& name : names) strangers.push_back(start_stranger(name, kind));
+  for (const auto& name : names) strangers.push_back(start_stranger(name.first, kind));
   for (pid_t s : strangers) REQUIRE(s > 0);
   std::vector<std::string> outcome(2);
   const auto start = std::chrono::steady_clock::now();
@@ -200,6 +204,75 @@ void window_with_strangers(stranger kind) {
   for (int r = 0; r < 2; ++r) CHECK_MESSAGE(outcome[r].empty(), "rank " << r << ": " << outcome[r]);
   CHECK_MESSAGE(took < 3s,
                 "the window took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+  for (auto& t : teams) CHECK(t.release().has_value());
+}
+
+// Two thread ranks make a team, then a same-user process takes rank 1's endpoint name (its listener closed under
+// it, as when a rank's process is gone and another took the name): rank 0 sends it nothing and fails naming rank 1.
+void window_with_squatter() {
+  leak_check leaks;
+  auto ranks = pvmm::make_thread_bootstraps(2);
+  REQUIRE(ranks);
+  std::vector<pvmm::team> teams(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      if (auto t = pvmm::team::create((*ranks)[r])) teams[r] = std::move(*t);
+    });
+  for (auto& t : threads) t.join();
+  threads.clear();
+  REQUIRE(teams[0].valid());
+  REQUIRE(teams[1].valid());
+  const auto names = team_endpoints_of();
+  REQUIRE(names.size() == 2);
+  const auto& [name, listener_fd] = *names.rbegin();  // rank 1's
+  // Its listener goes (the fd number stays the team's, now a socket that listens on nothing): the name is free.
+  const int unbound = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  REQUIRE(unbound >= 0);
+  REQUIRE(::dup2(unbound, listener_fd) == listener_fd);
+  ::close(unbound);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path + 1, name.data(), name.size());
+  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  int report[2];
+  REQUIRE(::pipe2(report, O_CLOEXEC) == 0);
+  const pid_t squatter = ::fork();
+  REQUIRE(squatter >= 0);
+  if (squatter == 0) {  // listens on the name; reports the bytes the first connection brought (-1: it failed)
+    ::close(report[0]);
+    long got = -1;
+    const int s = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    if (s >= 0 && ::bind(s, reinterpret_cast<const sockaddr*>(&address), length) == 0 && ::listen(s, 8) == 0 &&
+        ::write(report[1], &got, sizeof got) == sizeof got) {
+      const int c = ::accept(s, nullptr, nullptr);
+      char buffer[4096];
+      pollfd p{c, POLLIN, 0};
+      got = c >= 0 && ::poll(&p, 1, 3000) == 1 ? static_cast<long>(::recv(c, buffer, sizeof buffer, 0)) : -1;
+    }
+    if (::write(report[1], &got, sizeof got) != sizeof got) ::_exit(2);
+    for (;;) ::pause();
+  }
+  ::close(report[1]);
+  long listening = 0, got = -1;
+  REQUIRE(::read(report[0], &listening, sizeof listening) == sizeof listening);
+  std::vector<pvmm::error> errors(2);
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      pvmm::window_options o;
+      o.size = 2u << 20;
+      o.timeout = 3s;
+      if (auto w = pvmm::symmetric_window::create(teams[r], o); !w) errors[r] = w.error();
+    });
+  for (auto& t : threads) t.join();
+  pollfd p{report[0], POLLIN, 0};
+  const bool told = ::poll(&p, 1, 5000) == 1 && ::read(report[0], &got, sizeof got) == sizeof got;
+  ::close(report[0]);
+  stop(squatter);
+  CHECK_MESSAGE((told && got <= 0), "the process on rank 1's endpoint name received " << got << " bytes");
+  CHECK_MESSAGE(errors[0].code == pvmm::errc::peer_rejected, errors[0].message());
+  CHECK_MESSAGE(errors[0].message().find("rank 1 (pid " + std::to_string(::getpid()) + ")") != std::string::npos,
+                errors[0].message());
   for (auto& t : teams) CHECK(t.release().has_value());
 }
 
@@ -299,6 +372,10 @@ TEST_SUITE("team endpoints") {
     if (skipped()) return;
     window_with_strangers(stranger::garbage);
   }
+  TEST_CASE("a same-user process on a rank's endpoint name is sent nothing: the sender fails naming that rank") {
+    if (skipped()) return;
+    window_with_squatter();
+  }
   TEST_CASE("threads of one process: every member is same_device and the window forms") {
     if (skipped()) return;
     leak_check leaks;
@@ -338,12 +415,13 @@ TEST_SUITE("team endpoints") {
       return;
     }
     const pid_t rank0 = spawn_rank(meeting, 0, 2, pause);
-    std::vector<std::string> names;
+    std::map<std::string, int> names;
     for (int tries = 0; tries < 1000 && names.empty(); ++tries, std::this_thread::sleep_for(5ms))
       names = team_endpoints_of(std::to_string(rank0));
     std::vector<pid_t> strangers;
     if (names.size() == 1)  // a pid from no rank: rank 0 cannot tell it from rank 1's but by its message
-      for (auto kind : {stranger::garbage, stranger::silent}) strangers.push_back(start_stranger(names[0], kind));
+      for (auto kind : {stranger::garbage, stranger::silent})
+        strangers.push_back(start_stranger(names.begin()->first, kind));
     expect_ranks_pass({rank0, apart});
     for (pid_t s : strangers)
       if (s > 0) stop(s);
