@@ -205,14 +205,13 @@ result<received_message> receive_message(team_state& t, std::uint32_t step, cons
     if (accepted) {
       PVMM_TRY_ASSIGN(v, judge(t, *accepted, step, waiting, what, until, op));
       if (v.message) return std::move(*v.message);
-      strangers.add(std::move(v.stranger));
-      continue;  // the connection closes here
-    }
-    if (accepted.code() == errc::peer_rejected) {
+      strangers.add(std::move(v.stranger));  // its connection closes here
+    } else if (accepted.code() == errc::peer_rejected) {
       strangers.add(accepted.error().detail);
-      continue;
+    } else if (accepted.code() != errc::timeout) {
+      return op.wrap(std::move(accepted).error());
     }
-    if (accepted.code() != errc::timeout) return op.wrap(std::move(accepted).error());
+    // Also after a stranger: a stream of them never holds the step past its deadline or an abort.
     PVMM_TRY(check_aborted(t, op));
     if (const auto gone = t.exited(waiting); !gone.empty()) return exited_while_waiting(t, gone, what, step, op);
     if (time_left(until).count() == 0)
