@@ -27,10 +27,23 @@ backend_info info() {
 
 result<int> device_count() { return 1; }
 
+namespace {
+// The host device's identity, the same in every process of one boot (as a GPU's PCI id is the same in every
+// process of one machine), so team members on one node know they share it: "host-<boot id>-<ordinal>". Empty
+// where the boot id is unreadable (then only ranks of one process count as one device).
+std::string host_identifier(int ordinal) {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  if (!std::getline(in, boot) || boot.empty()) return {};
+  return fmt::format("host-{}-{}", boot, ordinal);
+}
+}  // namespace
+
 result<device_info> device(int ordinal) {
   device_info d;
   d.ordinal = ordinal;
   d.name = "host CPU";
+  d.identifier = host_identifier(ordinal);
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);) {
     if (line.rfind("model name", 0) == 0) {

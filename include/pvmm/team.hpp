@@ -14,6 +14,9 @@
 // - a peer that cannot be reached (another node without fabric handles, a grant the driver refuses) is reported
 //   per peer (mapped(r) is false, unmapped_reason(r) says why); the window still serves the others.
 // Several ranks on one device are first-class: each maps the others' memory like any peer's.
+// A node's ranks may live in different pid namespaces (containers of one pod): a rank's team endpoint serves only
+// its peers (known by pid within one pid namespace, else by a secret shared at create); another process's
+// connection to it is dropped and costs the step nothing.
 //
 // Every collective step (create, grow) is bounded by the caller's timeout; a rank that does not arrive makes
 // the others fail with errc::timeout naming it, a rank that failed locally makes them fail with the error it
@@ -62,7 +65,7 @@ struct team_member {
   int local_rank = 0;  ///< index among the ranks of its node
   std::int64_t pid = 0;
   int device = 0;            ///< its device ordinal, in its own process's numbering
-  bool same_device = false;  ///< on this node and the same physical device as this rank
+  bool same_device = false;  ///< on this node and the same physical device as this rank (threads or processes)
 };
 
 struct team_options {

@@ -85,6 +85,8 @@ member_record my_record(const bootstrap& b, const team_options& o, const device_
   struct stat ns {};
   if (::stat("/proc/self/ns/pid", &ns) == 0) m.pid_namespace = ns.st_ino;
   m.team_id = random_id();
+  m.secret[0] = random_id();  // names this rank to peers whose pid namespace is not its own
+  m.secret[1] = random_id();
   copy_text(m.backend, sizeof m.backend, query_backend().name);
   copy_text(m.identifier, sizeof m.identifier, device.identifier);
   const bool other_nodes = b.local_size() < b.size();

@@ -20,7 +20,7 @@ namespace pvmm::detail {
 /// Every rank's identity as allgathered at team creation (fixed layout; the bytes travel between processes).
 struct member_record {
   static constexpr std::uint32_t magic_value = 0x4d545650;  // "PVTM"
-  static constexpr std::uint32_t version_value = 2;
+  static constexpr std::uint32_t version_value = 3;
   std::uint32_t magic = magic_value;
   std::uint32_t version = version_value;
   std::int32_t rank = 0;
@@ -30,7 +30,7 @@ struct member_record {
   std::int64_t pid = 0;
   std::uint64_t team_id = 0;  // rank 0's is the team's
   char backend[16] = {};
-  char identifier[64] = {};                   // the device's PCI id (empty on the host backend)
+  char identifier[64] = {};                   // the device's PCI id (host backend: boot id and ordinal)
   std::uint64_t granularity = 0;              // of its window memory (device memory, exportable)
   std::uint64_t reservation_granularity = 0;  // of its address reservations
   std::uint8_t posix_fd = 0;
@@ -39,6 +39,7 @@ struct member_record {
   std::int32_t failed = 0;  // the errc of this rank's local failure (0: none); its other fields are then unset
   std::int32_t reserved2 = 0;
   std::uint64_t pid_namespace = 0;  // the inode of its /proc/self/ns/pid: pids mean the same where these match
+  std::uint64_t secret[2] = {};     // random; its ring messages carry it (known where its pid means nothing here)
 };
 
 /// What team::abort() reaches from any thread: a window or multicast object made over the team, which unmaps
@@ -72,9 +73,10 @@ struct team_state {
   std::vector<int> node_ranks() const;
   /// Whether ranks `a` and `b` use the same physical device (on one node).
   bool same_device(int a, int b) const;
-  /// The first of `candidates` whose process this one can see (another process, same node and pid namespace) and
-  /// that has exited; -1 when none has (or none can be seen). Opens and closes at most one fd at a time.
-  int first_exited(const std::vector<int>& candidates) const;
+  /// Those of `candidates` whose process this one can see (another process, same node and pid namespace) and
+  /// that have exited (all of them: a rank that failed and left is named beside the one that died first); empty
+  /// when none has (or none can be seen). Opens and closes at most one fd at a time.
+  std::vector<int> exited(const std::vector<int>& candidates) const;
   /// Registers a window or multicast object for abort(); one made after an abort has its peers unmapped at once.
   void adopt(const std::shared_ptr<peer_mappings>& m);
   /// abort(): unmaps the peers' memory in every live window and multicast object of this team.
@@ -93,6 +95,7 @@ struct team_message {
   std::int32_t reserved = 0;
   std::uint64_t offset = 0;
   std::uint64_t size = 0;
+  std::uint64_t secret[2] = {};  // the sender's member_record::secret
 };
 struct received_message {
   team_message header;
@@ -103,10 +106,13 @@ struct received_message {
 std::string aborted_reason(int rank);
 /// errc::peer_lost when this rank's team was aborted (team::abort), else success.
 status check_aborted(const team_state& t, const operation& op);
-/// Connects to rank `to`'s listener and sends `m` (its team, rank and fd flag filled in) with `fd` (-1: none).
+/// Connects to rank `to`'s listener (its pid checked where it means the same here) and sends `m` (its team, rank,
+/// secret and fd flag filled in) with `fd` (-1: none). Errors name rank `to` and its pid.
 status send_message(const team_state& t, int to, team_message m, int fd, deadline until, const operation& op);
 /// Takes the next message of step `step` from one of `waiting` (`what` names it in errors), checked: the team
-/// and step, a rank still awaited, the sender's pid, the fd it announced.
+/// and step, a rank still awaited, the sender's pid (in this pid namespace) and secret, the fd it announced. A
+/// connection that is no rank's (another user's, another process's, silent, or without the sender's secret) is
+/// dropped and the wait goes on; a timeout then also says how many were dropped.
 result<received_message> receive_message(team_state& t, std::uint32_t step, const std::vector<int>& waiting,
                                          const char* what, deadline until, const operation& op);
 /// Ends a collective step: every rank's local outcome (`mine`, empty when it succeeded) allgathered, so every

@@ -1,0 +1,438 @@
+// The team's endpoints against strangers, ranks in different pid namespaces, and one device shared by processes
+// (issue 34: items 5, 6, 10, 14, 17). The suite, or one rank of the processes it starts:
+//   pvmm_team_endpoints --rank <meeting endpoint> <rank> <size> <pause before the window, ms>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+#include <pvmm/diagnostics.hpp>
+#include <pvmm/team.hpp>
+
+#include "cases.hpp"
+#include "open_fds.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// One rank's team and window: every member on this node shares its device (one device here), the window forms
+// within its timeout and maps every peer. What failed, one line each (empty: passed).
+std::string team_and_window(const std::shared_ptr<pvmm::bootstrap>& b, std::chrono::milliseconds timeout,
+                            std::chrono::milliseconds pause = {}) {
+  const std::string me = "rank " + std::to_string(b->rank()) + ": ";
+  auto t = pvmm::team::create(b);
+  if (!t) return me + "team: " + t.error().message() + "\n";
+  std::this_thread::sleep_for(pause);  // strangers connect meanwhile
+  std::string failures;
+  for (const auto& m : t->members())
+    if (!m.same_device)
+      failures += me + "rank " + std::to_string(m.rank) + " (pid " + std::to_string(m.pid) +
+                  ") on this node and device is not same_device\n";
+  pvmm::window_options o;
+  o.size = 2u << 20;
+  o.timeout = timeout;
+  auto w = pvmm::symmetric_window::create(*t, o);
+  if (!w) return failures + me + "window: " + w.error().message() + "\n";
+  for (int r = 0; r < w->size(); ++r)
+    if (!w->mapped(r)) failures += me + "rank " + std::to_string(r) + " unmapped: " + w->unmapped_reason(r) + "\n";
+  return failures;
+}
+
+int rank_process(const std::string& meeting, int rank, int size, std::chrono::milliseconds pause) {
+  auto b = pvmm::make_endpoint_bootstrap(meeting, rank, size, 20s);
+  if (!b) {
+    std::fprintf(stderr, "rank %d: bootstrap: %s\n", rank, b.error().message().c_str());
+    return 1;
+  }
+  const std::string failures = team_and_window(*b, 10s, pause);
+  std::fprintf(stderr, "%s", failures.c_str());
+  b->reset();
+  return failures.empty() ? 0 : 1;
+}
+
+// Nothing a case leaves behind: fds and live pvmm objects as before.
+struct leak_check {
+  std::size_t fds = pvmm_test::open_fd_count();
+  pvmm::live_objects live = pvmm::query_live_objects();
+  ~leak_check() {
+    const auto now = pvmm::query_live_objects();
+    CHECK_MESSAGE(pvmm_test::open_fd_count() == fds, "file descriptors leaked");
+    CHECK_MESSAGE(now.allocations == live.allocations, "allocations leaked");
+    CHECK_MESSAGE(now.mappings == live.mappings, "mappings leaked");
+  }
+};
+
+bool skipped() {
+  const auto why = pvmm_team_test::no_device_reason();
+  if (why.empty()) return false;
+  std::printf("[pvmm-skip] %s\n", why.c_str());
+  return true;
+}
+
+std::string unique_name(const std::string& what) {
+  static int serial = 0;
+  return "pvmm-test-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
+}
+
+// The team endpoints process `pid` listens on, found as a stranger finds them: abstract names in /proc/net/unix
+// ("@pvmm-team-<id>-<rank>"), here only those whose socket is one of that process's fds: name -> that fd.
+std::map<std::string, int> team_endpoints_of(const std::string& pid = "self") {
+  std::map<std::string, int> sockets;  // "socket:[inode]" -> the fd of the process that holds it
+  for (int fd = 0; fd < 4096; ++fd) {
+    char link[64] = {};
+    const std::string path = "/proc/" + pid + "/fd/" + std::to_string(fd);
+    if (::readlink(path.c_str(), link, sizeof link - 1) > 0) sockets.emplace(link, fd);
+  }
+  std::map<std::string, int> out;
+  std::ifstream table("/proc/net/unix");
+  for (std::string line; std::getline(table, line);) {
+    const auto at = line.find("@pvmm-team-");
+    if (at == std::string::npos) continue;
+    // Num RefCount Protocol Flags Type St Inode Path: the inode is the seventh field. An accepted connection's
+    // socket carries its listener's name too: only a listening one (St 01, unconnected) counts.
+    std::size_t pos = 0;
+    std::vector<std::string> fields;
+    for (int field = 0; field < 7; ++field, pos = line.find_first_not_of(' ', line.find(' ', pos)))
+      fields.push_back(line.substr(pos, line.find(' ', pos) - pos));
+    const auto held = sockets.find("socket:[" + fields[6] + "]");
+    if (held != sockets.end() && fields[5] == "01") out.emplace(line.substr(at + 1), held->second);
+  }
+  return out;
+}
+
+enum class stranger { other_user, silent, garbage };
+
+// A process that connects to abstract endpoint `name` as `kind` says and stays until killed; its pid, once it
+// is connected (-1 when it could not connect).
+pid_t start_stranger(const std::string& name, stranger kind) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path + 1, name.data(), name.size());
+  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  int ready[2];
+  REQUIRE(::pipe2(ready, O_CLOEXEC) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(ready[0]);
+    if (kind == stranger::other_user && (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+                                         ::setresuid(65534, 65534, 65534) != 0))
+      ::_exit(3);
+    const int s = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    if (s < 0 || ::connect(s, reinterpret_cast<const sockaddr*>(&address), length) != 0) ::_exit(4);
+    const char junk[24] = "no team message at all";
+    if (kind == stranger::garbage && ::send(s, junk, sizeof junk, MSG_NOSIGNAL) != sizeof junk) ::_exit(5);
+    const char one = 1;
+    if (::write(ready[1], &one, 1) != 1) ::_exit(6);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char one = 0;
+  const bool connected = ::read(ready[0], &one, 1) == 1;
+  ::close(ready[0]);
+  if (connected) return pid;
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
+
+void stop(pid_t pid) {
+  int status = 0;
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+}
+
+// Two thread ranks make a team; a stranger of `kind` connects to each rank's endpoint first; then the window.
+void window_with_strangers(stranger kind) {
+  leak_check leaks;
+  auto ranks = pvmm::make_thread_bootstraps(2);
+  REQUIRE(ranks);
+  std::vector<pvmm::team> teams(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      if (auto t = pvmm::team::create((*ranks)[r])) teams[r] = std::move(*t);
+    });
+  for (auto& t : threads) t.join();
+  threads.clear();
+  REQUIRE(teams[0].valid());
+  REQUIRE(teams[1].valid());
+  const auto names = team_endpoints_of();
+  REQUIRE(names.size() == 2);
+  std::vector<pid_t> strangers;
+  for (const auto& name : names) strangers.push_back(start_stranger(name.first, kind));
+  for (pid_t s : strangers) REQUIRE(s > 0);
+  std::vector<std::string> outcome(2);
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      pvmm::window_options o;
+      o.size = 2u << 20;
+      o.timeout = 5s;  // a silent stranger served until the deadline shows as a timeout
+      auto w = pvmm::symmetric_window::create(teams[r], o);
+      if (!w)
+        outcome[r] = w.error().message();
+      else if (!w->mapped(1 - r))
+        outcome[r] = "peer unmapped: " + w->unmapped_reason(1 - r);
+    });
+  for (auto& t : threads) t.join();
+  const auto took = std::chrono::steady_clock::now() - start;
+  for (pid_t s : strangers) stop(s);
+  for (int r = 0; r < 2; ++r) CHECK_MESSAGE(outcome[r].empty(), "rank " << r << ": " << outcome[r]);
+  CHECK_MESSAGE(took < 3s,
+                "the window took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
+  for (auto& t : teams) CHECK(t.release().has_value());
+}
+
+// Two thread ranks make a team, then a same-user process takes rank 1's endpoint name (its listener closed under
+// it, as when a rank's process is gone and another took the name): rank 0 sends it nothing and fails naming rank 1.
+void window_with_squatter() {
+  leak_check leaks;
+  auto ranks = pvmm::make_thread_bootstraps(2);
+  REQUIRE(ranks);
+  std::vector<pvmm::team> teams(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      if (auto t = pvmm::team::create((*ranks)[r])) teams[r] = std::move(*t);
+    });
+  for (auto& t : threads) t.join();
+  threads.clear();
+  REQUIRE(teams[0].valid());
+  REQUIRE(teams[1].valid());
+  const auto names = team_endpoints_of();
+  REQUIRE(names.size() == 2);
+  const auto& [name, listener_fd] = *names.rbegin();  // rank 1's
+  // Its listener goes (the fd number stays the team's, now a socket that listens on nothing): the name is free.
+  const int unbound = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  REQUIRE(unbound >= 0);
+  REQUIRE(::dup2(unbound, listener_fd) == listener_fd);
+  ::close(unbound);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path + 1, name.data(), name.size());
+  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  int report[2];
+  REQUIRE(::pipe2(report, O_CLOEXEC) == 0);
+  const pid_t squatter = ::fork();
+  REQUIRE(squatter >= 0);
+  if (squatter == 0) {  // listens on the name; reports the bytes the first connection brought (-1: it failed)
+    ::close(report[0]);
+    long got = -1;
+    const int s = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    if (s >= 0 && ::bind(s, reinterpret_cast<const sockaddr*>(&address), length) == 0 && ::listen(s, 8) == 0 &&
+        ::write(report[1], &got, sizeof got) == sizeof got) {
+      const int c = ::accept(s, nullptr, nullptr);
+      char buffer[4096];
+      pollfd p{c, POLLIN, 0};
+      got = c >= 0 && ::poll(&p, 1, 3000) == 1 ? static_cast<long>(::recv(c, buffer, sizeof buffer, 0)) : -1;
+    }
+    if (::write(report[1], &got, sizeof got) != sizeof got) ::_exit(2);
+    for (;;) ::pause();
+  }
+  ::close(report[1]);
+  long listening = 0, got = -1;
+  REQUIRE(::read(report[0], &listening, sizeof listening) == sizeof listening);
+  std::vector<pvmm::error> errors(2);
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      pvmm::window_options o;
+      o.size = 2u << 20;
+      o.timeout = 3s;
+      if (auto w = pvmm::symmetric_window::create(teams[r], o); !w) errors[r] = w.error();
+    });
+  for (auto& t : threads) t.join();
+  pollfd p{report[0], POLLIN, 0};
+  const bool told = ::poll(&p, 1, 5000) == 1 && ::read(report[0], &got, sizeof got) == sizeof got;
+  ::close(report[0]);
+  stop(squatter);
+  CHECK_MESSAGE((told && got <= 0), "the process on rank 1's endpoint name received " << got << " bytes");
+  CHECK_MESSAGE(errors[0].code == pvmm::errc::peer_rejected, errors[0].message());
+  CHECK_MESSAGE(errors[0].message().find("rank 1 (pid " + std::to_string(::getpid()) + ")") != std::string::npos,
+                errors[0].message());
+  for (auto& t : teams) CHECK(t.release().has_value());
+}
+
+std::string self_path() {
+  char path[4096] = {};
+  REQUIRE(::readlink("/proc/self/exe", path, sizeof path - 1) > 0);
+  return path;
+}
+
+std::vector<std::string> rank_arguments(const std::string& meeting, int rank, int size,
+                                        std::chrono::milliseconds pause) {
+  return {self_path(), "--rank", meeting, std::to_string(rank), std::to_string(size), std::to_string(pause.count())};
+}
+
+std::vector<char*> argv_of(std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return argv;
+}
+
+pid_t spawn_rank(const std::string& meeting, int rank, int size, std::chrono::milliseconds pause = {}) {
+  auto args = rank_arguments(meeting, rank, size, pause);
+  auto argv = argv_of(args);
+  pid_t pid = 0;
+  REQUIRE(::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) == 0);
+  return pid;
+}
+
+// Waits for every rank process (60 s at most, then kills them all); each must exit 0.
+void expect_ranks_pass(const std::vector<pid_t>& pids) {
+  const auto limit = std::chrono::steady_clock::now() + 60s;
+  for (std::size_t r = 0; r < pids.size(); ++r) {
+    int status = 0;
+    while (::waitpid(pids[r], &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > limit) {
+        for (pid_t q : pids) ::kill(q, SIGKILL);
+        ::waitpid(pids[r], &status, 0);
+        FAIL("rank " << r << " did not finish within 60 s");
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    CHECK_MESSAGE((WIFEXITED(status) && WEXITSTATUS(status) == 0), "rank " << r << " failed (its stderr above)");
+  }
+}
+
+// Starts rank `rank` as pid 1 of a new pid namespace (one network namespace still): the pid of the process that
+// waits for it, or -1 with `why` set where this process may not make pid namespaces.
+pid_t spawn_rank_in_pid_namespace(const std::string& meeting, int rank, int size, std::chrono::milliseconds pause,
+                                  std::string& why) {
+  auto args = rank_arguments(meeting, rank, size, pause);
+  auto argv = argv_of(args);
+  int report[2];
+  REQUIRE(::pipe2(report, O_CLOEXEC) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(report[0]);
+    int err = ::unshare(CLONE_NEWPID) == 0 ? 0 : errno;
+    const pid_t child = err == 0 ? ::fork() : -1;
+    if (child == 0) ::execv(argv[0], argv.data());
+    if (child == 0) ::_exit(127);
+    if (err == 0 && child < 0) err = errno;
+    if (::write(report[1], &err, sizeof err) != sizeof err) ::_exit(126);
+    ::close(report[1]);
+    int status = 0;
+    if (child < 0 || ::waitpid(child, &status, 0) != child) ::_exit(125);
+    ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 124);
+  }
+  ::close(report[1]);
+  int err = 0;
+  const bool told = ::read(report[0], &err, sizeof err) == sizeof err;
+  ::close(report[0]);
+  if (told && err == 0) return pid;
+  why = std::string("unshare(CLONE_NEWPID) or the fork after it failed: ") + (told ? std::strerror(err) : "no word");
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
+
+}  // namespace
+
+TEST_SUITE("team endpoints") {
+  TEST_CASE("another user's connection to a team endpoint is dropped: the window forms at once") {
+    if (skipped()) return;
+    if (::geteuid() != 0) {
+      std::printf("[pvmm-skip] only root can make a process of another user (uid 65534) here\n");
+      return;
+    }
+    window_with_strangers(stranger::other_user);
+  }
+  TEST_CASE("a silent same-user connection from no rank's process is dropped: the window forms at once") {
+    if (skipped()) return;
+    window_with_strangers(stranger::silent);
+  }
+  TEST_CASE("a same-user process that is no rank sending bytes to a team endpoint is dropped") {
+    if (skipped()) return;
+    window_with_strangers(stranger::garbage);
+  }
+  TEST_CASE("a same-user process on a rank's endpoint name is sent nothing: the sender fails naming that rank") {
+    if (skipped()) return;
+    window_with_squatter();
+  }
+  TEST_CASE("threads of one process: every member is same_device and the window forms") {
+    if (skipped()) return;
+    leak_check leaks;
+    auto ranks = pvmm::make_thread_bootstraps(2);
+    REQUIRE(ranks);
+    std::vector<std::string> failures(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) threads.emplace_back([&, r] { failures[r] = team_and_window((*ranks)[r], 10s); });
+    for (auto& t : threads) t.join();
+    for (const auto& f : failures) CHECK_MESSAGE(f.empty(), f);
+  }
+  TEST_CASE("processes on one device: every member is same_device and the window forms") {
+    if (skipped()) return;
+    const auto meeting = unique_name("same-device");
+    expect_ranks_pass({spawn_rank(meeting, 0, 2), spawn_rank(meeting, 1, 2)});
+  }
+  TEST_CASE("a rank in another pid namespace (one network namespace) makes a window with this one") {
+    if (skipped()) return;
+    const auto meeting = unique_name("pid-namespace");
+    std::string why;
+    const pid_t apart = spawn_rank_in_pid_namespace(meeting, 1, 2, {}, why);
+    if (apart < 0) {
+      std::printf("[pvmm-skip] %s\n", why.c_str());
+      return;
+    }
+    expect_ranks_pass({spawn_rank(meeting, 0, 2), apart});
+  }
+  TEST_CASE(
+      "with a rank in another pid namespace, strangers at a team endpoint are dropped (the rank's secret tells)") {
+    if (skipped()) return;
+    const auto meeting = unique_name("pid-namespace-strangers");
+    std::string why;
+    const auto pause = 2000ms;  // between the team and the window: the strangers connect meanwhile
+    const pid_t apart = spawn_rank_in_pid_namespace(meeting, 1, 2, pause, why);
+    if (apart < 0) {
+      std::printf("[pvmm-skip] %s\n", why.c_str());
+      return;
+    }
+    const pid_t rank0 = spawn_rank(meeting, 0, 2, pause);
+    std::map<std::string, int> names;
+    for (int tries = 0; tries < 1000 && names.empty(); ++tries, std::this_thread::sleep_for(5ms))
+      names = team_endpoints_of(std::to_string(rank0));
+    std::vector<pid_t> strangers;
+    if (names.size() == 1)  // a pid from no rank: rank 0 cannot tell it from rank 1's but by its message
+      for (auto kind : {stranger::garbage, stranger::silent})
+        strangers.push_back(start_stranger(names.begin()->first, kind));
+    expect_ranks_pass({rank0, apart});
+    for (pid_t s : strangers)
+      if (s > 0) stop(s);
+    CHECK_MESSAGE(names.size() == 1, "rank 0's team endpoint was not found");
+    CHECK(std::count(strangers.begin(), strangers.end(), -1) == 0);
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc == 6 && std::string(argv[1]) == "--rank")
+    return rank_process(argv[2], std::stoi(argv[3]), std::stoi(argv[4]), std::chrono::milliseconds(std::stoi(argv[5])));
+  doctest::Context context(argc, argv);
+  return context.run();
+}
