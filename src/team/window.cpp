@@ -53,12 +53,6 @@ status grow_slot(detail::window_state& w, std::size_t new_size, deadline until, 
 
 namespace detail {
 namespace {
-// What each rank asks of a new window: its own size, and the max_size it passed (0: none).
-struct window_request {
-  std::uint64_t size = 0;
-  std::uint64_t max_size = 0;
-};
-
 // The stride every rank's window agrees on, from every rank's request (the same checks on every rank).
 result<std::size_t> stride_of(const std::vector<window_request>& all, std::size_t unit, const operation& op) {
   std::uint64_t largest = 0;

@@ -27,16 +27,6 @@ namespace pvmm::detail {
 
 namespace {
 
-// What each rank says of its new chunk (fixed layout; travels in the step's all_gather).
-struct chunk_record {
-  std::uint64_t offset = 0;  // where the chunk goes in the rank's slot
-  std::uint64_t size = 0;    // 0: the rank adds nothing this step
-  std::int32_t has_fabric = 0;
-  std::int32_t reserved = 0;
-  fabric_handle fabric;
-  char no_fabric[192] = {};  // why the rank's chunk has no fabric handle (empty: it has one, or never had)
-};
-
 // The local ordinal of `owner`'s device, when this process sees it (-1: unknown here).
 int local_ordinal_of(const team_state& t, int owner) {
   const member_record& m = t.records[owner];

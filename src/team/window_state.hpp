@@ -16,6 +16,22 @@
 
 namespace pvmm::detail {
 
+// What each rank asks of a new window: its own size, and the max_size it passed (0: none).
+struct window_request {
+  std::uint64_t size = 0;
+  std::uint64_t max_size = 0;
+};
+
+// What each rank says of its new chunk (fixed layout; travels in the step's all_gather).
+struct chunk_record {
+  std::uint64_t offset = 0;  // where the chunk goes in the rank's slot
+  std::uint64_t size = 0;    // 0: the rank adds nothing this step
+  std::int32_t has_fabric = 0;
+  std::int32_t reserved = 0;
+  fabric_handle fabric;
+  char no_fabric[192] = {};  // why the rank's chunk has no fabric handle (empty: it has one, or never had)
+};
+
 struct window_slot {
   std::size_t size = 0;                     // bytes the rank contributes now
   std::vector<physical_allocation> chunks;  // mapped back to back from the slot's start

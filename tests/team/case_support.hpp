@@ -16,6 +16,26 @@ namespace pvmm_team_test {
 
 /// The words rank `rank` writes into its slot at `generation`.
 std::vector<std::uint32_t> pattern(std::size_t bytes, int rank, int generation);
+/// Forwards every call to the bootstrap it wraps; the test wrappers (cases.cpp, hostile_suite.cpp) change one
+/// thing each.
+class forwarding_bootstrap : public pvmm::bootstrap {
+ public:
+  explicit forwarding_bootstrap(std::shared_ptr<pvmm::bootstrap> inner) : inner_(std::move(inner)) {}
+  int rank() const noexcept override { return inner_->rank(); }
+  int size() const noexcept override { return inner_->size(); }
+  int node() const noexcept override { return inner_->node(); }
+  int local_rank() const noexcept override { return inner_->local_rank(); }
+  int local_size() const noexcept override { return inner_->local_size(); }
+  pvmm::status allgather(const void* mine, std::size_t bytes, void* all, pvmm::deadline until) override {
+    return inner_->allgather(mine, bytes, all, until);
+  }
+  pvmm::status barrier(pvmm::deadline until) override { return inner_->barrier(until); }
+  void abort() noexcept override { inner_->abort(); }
+
+ private:
+  std::shared_ptr<pvmm::bootstrap> inner_;
+};
+
 /// "rank 3: " for failure lines.
 std::string where(const pvmm::bootstrap& b);
 /// This rank's team options: several ranks on one device when there are few.
