@@ -127,7 +127,7 @@ result<symmetric_window> symmetric_window::create(const team& members, const win
 }
 
 status symmetric_window::grow(std::size_t new_size, std::chrono::milliseconds timeout) {
-  auto args = [&] { return fmt::format("new_size={:#x}, timeout={}ms", new_size, timeout.count()); };
+  auto args = [&] { return fmt::format("rank={}, new_size={:#x}, timeout={}ms", rank(), new_size, timeout.count()); };
   const detail::operation op{"pvmm::symmetric_window::grow", args};
   if (!state_) return op.fail(errc::already_released, "this window is empty (released or moved from)");
   const deadline until = deadline_in(timeout.count() < 0 ? std::chrono::milliseconds(0) : timeout);

@@ -10,9 +10,11 @@
 // import against the record its rank allgathered. A rank that fails anywhere still runs the whole ring (its
 // messages carry the failure and no fd) and the step ends in an agreement, so every rank returns the same
 // outcome at once. A failed step is undone (this step's chunks unmapped), so the window stays as it was.
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include <pvmm/device.hpp>
@@ -207,6 +209,25 @@ chunk_record prepare_mine(window_state& w, physical_allocation& mine, std::size_
   return record;
 }
 
+// The fds the ring needs at once (exported fd, outgoing connection, accepted connection, received fd, its import),
+// found free before the step's allgather: a rank that cannot send would leave its peers waiting for its message
+// until their deadline, so its shortage travels in its record instead and every rank fails at once naming it.
+constexpr int ring_fds = 5;
+std::optional<error> probe_ring_fds(const team_state& t, const operation& op) {
+  if (t.node_ranks().size() < 2) return std::nullopt;
+  int fds[ring_fds];
+  int opened = 0, err = 0;
+  for (; opened < ring_fds; ++opened)
+    if ((fds[opened] = ::eventfd(0, EFD_CLOEXEC)) < 0) {
+      err = errno;
+      break;
+    }
+  for (int i = 0; i < opened; ++i) ::close(fds[i]);
+  if (opened == ring_fds || !is_fd_exhaustion(err)) return std::nullopt;
+  return op.wrap(fd_exhaustion_error(
+      "eventfd", err, fmt::format("rank {} needs {} free fds for the window's fd ring", t.rank(), ring_fds)));
+}
+
 // Connections a failed step left on the listener (a rank that stopped taking messages): every peer sent what it
 // would before the agreement, so none is still on its way.
 void drain_listener(team_state& t) {
@@ -228,6 +249,7 @@ status exchange_chunks(window_state& w, physical_allocation mine, std::size_t of
   const std::uint32_t step = t.next_step++;
   std::optional<error> failed;
   if (failed_before) failed = *failed_before;
+  if (!failed) failed = probe_ring_fds(t, op);
   const std::vector<std::size_t> kept = w.chunk_counts();
   const chunk_record record = prepare_mine(w, mine, offset, chunk_size, failed);
   auto outcome = [&]() -> status {

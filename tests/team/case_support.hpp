@@ -43,6 +43,8 @@ pvmm::team_options team_options_for(const pvmm::bootstrap& b);
 /// Writes this rank's slot (pattern(.., generation)), then checks every mapped peer's slot, read through the flat
 /// window and through the pointer table, against the checksum its writer sent over the bootstrap.
 void write_and_verify(verdict& v, pvmm::bootstrap& b, const pvmm::symmetric_window& w, int generation);
+/// The fd-short case (fd_short_case.cpp): rank 1 runs out of fds at window create; process ranks only.
+void fd_short_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b);
 /// The aborted case (abort_case.cpp).
 void aborted_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool process_wide);
 /// The multicast case: not_supported naming the ranks where the backend has none, else (only with

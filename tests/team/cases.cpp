@@ -329,6 +329,8 @@ verdict run_case(const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
     killed_case(v, std::move(ranks), std::stoi(p.name.substr(7)), p.adapter_names_missing_rank);
   else if (p.name == "multicast")
     multicast_case(v, ranks, p.one_rank_per_process);
+  else if (p.name == "fd-short")
+    fd_short_case(v, ranks);
   else if (p.name == "aborted")
     aborted_case(v, ranks, p.one_rank_per_process);
   else if (p.name == "cycles")
