@@ -10,6 +10,7 @@
 #include <pvmm/pvmm.hpp>
 #include <pvmm/team.hpp>
 
+#include "../team/case_support.hpp"
 #include "common.hpp"
 #include "team/team_exchange.hpp"
 #include "team/window_state.hpp"
@@ -34,25 +35,15 @@ std::uint64_t edge_value(pvmm_fuzz::input& in) {
 }
 
 // Rank 1's bootstrap during team::create: keeps rank 0's identity record (its team id names the endpoints).
-class capturing_bootstrap : public pvmm::bootstrap {
+class capturing_bootstrap : public pvmm_team_test::forwarding_bootstrap {
  public:
-  explicit capturing_bootstrap(std::shared_ptr<pvmm::bootstrap> inner) : inner_(std::move(inner)) {}
-  int rank() const noexcept override { return inner_->rank(); }
-  int size() const noexcept override { return inner_->size(); }
-  int node() const noexcept override { return inner_->node(); }
-  int local_rank() const noexcept override { return inner_->local_rank(); }
-  int local_size() const noexcept override { return inner_->local_size(); }
+  using forwarding_bootstrap::forwarding_bootstrap;
   pvmm::status allgather(const void* mine, std::size_t bytes, void* all, pvmm::deadline until) override {
-    auto done = inner_->allgather(mine, bytes, all, until);
+    auto done = forwarding_bootstrap::allgather(mine, bytes, all, until);
     if (done && bytes == sizeof(detail::enveloped<detail::member_record>)) std::memcpy(&root, all, sizeof root);
     return done;
   }
-  pvmm::status barrier(pvmm::deadline until) override { return inner_->barrier(until); }
-  void abort() noexcept override { inner_->abort(); }
   detail::enveloped<detail::member_record> root{};
-
- private:
-  std::shared_ptr<pvmm::bootstrap> inner_;
 };
 
 template <class T>
