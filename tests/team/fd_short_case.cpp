@@ -18,8 +18,9 @@ namespace pvmm_team_test {
 
 using namespace std::chrono_literals;
 
-// Rank 1 leaves itself two free fds (a memfd and its export: its allocation succeeds, its ring would not), then every rank makes a window: rank 1 fails with its fd
-// shortage and every other rank fails at once naming rank 1 (before: they waited for their whole deadline).
+// Rank 1 leaves itself two free fds (a memfd and its export: its allocation succeeds, its ring would not), then
+// every rank makes a window: rank 1 fails with its fd shortage and every other rank fails at once naming rank 1
+// (before: they waited for their whole deadline, and some blamed rank 0).
 void fd_short_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
   auto t = pvmm::team::create(b, team_options_for(*b));
   if (!t) return v.check(false, where(*b) + "team::create: " + t.error().message());
