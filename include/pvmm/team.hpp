@@ -108,8 +108,10 @@ class team : detail::move_only {
 };
 
 struct window_options {
-  std::size_t size = 0;      ///< bytes this rank contributes (> 0; rounded up to the granularity; may differ per rank)
-  std::size_t max_size = 0;  ///< room each slot keeps for grow() (0: size); the same on every rank
+  std::size_t size = 0;  ///< bytes this rank contributes (> 0; rounded up to the granularity; may differ per rank)
+  /// Room each slot keeps for grow(): the same on every rank that passes one; 0 means the largest size any rank
+  /// asks for (agreed in create, so per-rank sizes alone work; a rank above another's max_size is team_mismatch).
+  std::size_t max_size = 0;
   std::chrono::milliseconds timeout{30000};  ///< bounds the collective create
 };
 

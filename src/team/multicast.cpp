@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "team/bootstrap_common.hpp"
+#include "team/team_exchange.hpp"
 #include "team/window_state.hpp"
 
 namespace pvmm {
@@ -47,17 +48,14 @@ struct team_multicast_state final : peer_mappings {
 
 namespace {
 
-// What every rank says of itself before any multicast driver call (fixed layout; the bytes travel).
+// What every rank says of itself before any multicast driver call (fixed layout; travels in an all_gather, whose
+// envelope carries a local failure).
 struct capability_record {
-  static constexpr std::uint32_t magic_value = 0x43545650;  // "PVTC"
-  std::uint32_t magic = magic_value;
-  std::uint32_t step = 0;
-  std::int32_t failed = 0;  // a local failure's errc (0: none)
   std::uint8_t supported = 0;
-  std::uint8_t reserved[3] = {};
+  std::uint8_t reserved[7] = {};
   std::uint64_t size = 0;         // this rank's slot
   std::uint64_t granularity = 0;  // the multicast granularity its device needs
-  char why[160] = {};             // why not supported, or the failure
+  char why[160] = {};             // why not supported
 };
 
 // The ranks of this node whose slots are bound: the lowest of each device.
@@ -68,19 +66,18 @@ std::vector<int> device_leaders(const team_state& t) {
   return out;
 }
 
-capability_record my_capability(const window_state& w, unsigned devices, std::uint32_t step) {
+capability_record my_capability(const window_state& w, unsigned devices, std::optional<error>& failed,
+                                const operation& op) {
   capability_record c;
-  c.step = step;
   c.size = w.slots[w.rank()].size;
-  auto say = [&](const std::string& s) { std::strncpy(c.why, s.c_str(), sizeof c.why - 1); };
   auto device = query_device(w.team->options.device);
   if (!device) {
-    c.failed = static_cast<std::int32_t>(device.code());
-    say(device.error().message());
+    failed = op.wrap(std::move(device).error());
     return c;
   }
   if (!device->capabilities.multicast.supported) {
-    say(fmt::format("{} backend, device {}: no multicast", query_backend().name, w.team->options.device));
+    const auto why = fmt::format("{} backend, device {}: no multicast", query_backend().name, w.team->options.device);
+    std::strncpy(c.why, why.c_str(), sizeof c.why - 1);
     return c;
   }
   c.supported = 1;
@@ -90,26 +87,16 @@ capability_record my_capability(const window_state& w, unsigned devices, std::ui
   p.exportable = handle_types::posix_fd;
   if (auto g = multicast_granularity(p))
     c.granularity = g->minimum;
-  else {
-    c.failed = static_cast<std::int32_t>(g.code());
-    say(g.error().message());
-  }
+  else
+    failed = op.wrap(std::move(g).error());
   return c;
 }
 
 // Every rank's capability record checked alike, so every rank fails with the same error.
-status check_capabilities(const team_state& t, const std::vector<capability_record>& all, std::uint32_t step,
-                          const operation& op) {
+status check_capabilities(const team_state& t, const std::vector<capability_record>& all, const operation& op) {
   std::vector<int> lacking;
-  for (int r = 0; r < t.size(); ++r) {
-    const capability_record& c = all[r];
-    if (c.magic != capability_record::magic_value || c.step != step)
-      return op.fail(errc::team_mismatch, fmt::format("rank {} is at team step {}, this rank at {}", r, c.step, step));
-    if (c.failed != 0)
-      return op.fail(peer_errc(c.failed),
-                     fmt::format("rank {} failed: {}", r, std::string(c.why, strnlen(c.why, 160))));
-    if (!c.supported) lacking.push_back(r);
-  }
+  for (int r = 0; r < t.size(); ++r)
+    if (!all[r].supported) lacking.push_back(r);
   if (!lacking.empty())
     return op.fail(errc::not_supported,
                    fmt::format("multicast is not supported on {} ({}){}", rank_list(lacking),
@@ -194,14 +181,13 @@ result<team_multicast> team_multicast::create(const symmetric_window& window, co
   s->size = w.slots[t.rank()].size;
 
   // 1. Capabilities, sizes and granularities of every rank, before any multicast driver call.
-  const detail::capability_record mine = detail::my_capability(w, devices, step);
-  std::vector<detail::capability_record> all(t.size());
-  PVMM_TRY(op.step("allgather multicast capabilities",
-                   [&] { return t.ranks->allgather(&mine, sizeof mine, all.data(), until); }));
-  PVMM_TRY(detail::check_capabilities(t, all, step, op));
+  std::optional<error> failed;
+  const detail::capability_record mine = detail::my_capability(w, devices, failed, op);
+  PVMM_TRY(detail::check_aborted(t, op));
+  PVMM_TRY_ASSIGN(all, detail::all_gather(*t.ranks, step, mine, failed, "allgather multicast capabilities", until, op));
+  PVMM_TRY(detail::check_capabilities(t, all, op));
 
   // 2. Created on the node's lowest rank, imported on the others.
-  std::optional<error> failed;
   if (auto object = detail::create_or_receive(t, devices, s->size, step, until, op))
     s->object = std::move(*object);
   else

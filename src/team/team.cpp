@@ -13,6 +13,7 @@
 
 #include "core/operation.hpp"
 #include "team/bootstrap_common.hpp"
+#include "team/team_exchange.hpp"
 #include "team/team_state.hpp"
 
 namespace pvmm {
@@ -97,21 +98,43 @@ member_record my_record(const bootstrap& b, const team_options& o, const device_
   return m;
 }
 
+// A record's text field, to its terminating nul (a record without one is refused first).
+std::string text_of(const char* field, std::size_t capacity) { return std::string(field, strnlen(field, capacity)); }
+
+// Granularities are powers of two within what any backend uses (CUDA's largest is 2 MiB): anything else is a
+// forged or corrupted record, which would fail later as unaligned memory or a stride that wraps.
+constexpr std::uint64_t largest_granularity = std::uint64_t{1} << 30;
+bool plausible_granularity(std::uint64_t g) { return g != 0 && (g & (g - 1)) == 0 && g <= largest_granularity; }
+
+// Rank `r`'s record on its own: every field a later step trusts is checked here, naming the rank.
+status check_member(const member_record& m, std::size_t r, std::size_t n, const operation& op) {
+  if (m.magic != member_record::magic_value || m.version != member_record::version_value)
+    return op.fail(errc::team_mismatch, fmt::format("rank {} runs team protocol version {} (this is {})", r, m.version,
+                                                    member_record::version_value));
+  if (m.rank != static_cast<std::int32_t>(r) || m.size != static_cast<std::int32_t>(n))
+    return op.fail(errc::team_mismatch, fmt::format("the record in slot {} says rank {} of {}", r, m.rank, m.size));
+  std::string bad;
+  if (!std::memchr(m.backend, 0, sizeof m.backend) || !std::memchr(m.identifier, 0, sizeof m.identifier))
+    bad = "a backend name or device identifier without its terminating nul";
+  else if (m.node < 0 || m.device < 0 || m.pid <= 0)
+    bad = fmt::format("node {}, device {}, pid {}", m.node, m.device, m.pid);
+  else if (!plausible_granularity(m.granularity) || !plausible_granularity(m.reservation_granularity))
+    bad = fmt::format("granularities {:#x} and {:#x} (powers of two up to {:#x} expected)", m.granularity,
+                      m.reservation_granularity, largest_granularity);
+  if (!bad.empty()) return op.fail(errc::protocol_error, fmt::format("rank {}'s identity record has {}", r, bad));
+  return {};
+}
+
 // Every rank checks every record, so all see the same mismatch and fail alike.
 status check_agreement(const std::vector<member_record>& all, const operation& op) {
   const member_record& root = all[0];
   for (std::size_t r = 0; r < all.size(); ++r) {
     const member_record& m = all[r];
-    if (m.magic != member_record::magic_value || m.version != member_record::version_value)
-      return op.fail(errc::team_mismatch, fmt::format("rank {} runs team protocol version {} (this is {})", r,
-                                                      m.version, member_record::version_value));
-    if (m.rank != static_cast<std::int32_t>(r) || m.size != static_cast<std::int32_t>(all.size()))
-      return op.fail(errc::team_mismatch, fmt::format("the record in slot {} says rank {} of {}", r, m.rank, m.size));
+    PVMM_TRY(check_member(m, r, all.size(), op));
     if (std::strncmp(m.backend, root.backend, sizeof m.backend) != 0)
       return op.fail(errc::team_mismatch,
                      fmt::format("rank {} runs the {} backend and rank 0 the {} backend", r,
-                                 std::string(m.backend, strnlen(m.backend, sizeof m.backend)),
-                                 std::string(root.backend, strnlen(root.backend, sizeof root.backend))),
+                                 text_of(m.backend, sizeof m.backend), text_of(root.backend, sizeof root.backend)),
                      "build every rank with the same PVMM_BACKEND");
   }
   return {};
@@ -140,19 +163,7 @@ result<team> team::create(std::shared_ptr<bootstrap> ranks, const team_options& 
     failed = op.wrap(std::move(device).error());
   else if (mine = detail::my_record(*ranks, options, *device); !mine.granularity || !mine.reservation_granularity)
     failed = op.fail(errc::backend_error, fmt::format("device {} answered no granularity", options.device));
-  if (failed) {
-    mine = detail::member_record{};
-    mine.rank = ranks->rank();
-    mine.size = ranks->size();
-    mine.failed = static_cast<std::int32_t>(failed->code);
-  }
-  std::vector<detail::member_record> all(ranks->size());
-  PVMM_TRY(op.step("allgather identities", [&] { return ranks->allgather(&mine, sizeof mine, all.data(), until); }));
-  if (failed) return *failed;
-  for (std::size_t r = 0; r < all.size(); ++r)
-    if (all[r].failed != 0)
-      return op.fail(detail::peer_errc(all[r].failed),
-                     fmt::format("rank {} could not open its device or query its granularities", r));
+  PVMM_TRY_ASSIGN(all, detail::all_gather(*ranks, 0, mine, failed, "allgather identities", until, op));
   PVMM_TRY(detail::check_agreement(all, op));
 
   auto state = std::make_shared<detail::team_state>();

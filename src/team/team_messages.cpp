@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "team/bootstrap_common.hpp"
+#include "team/team_exchange.hpp"
 #include "team/team_state.hpp"
 
 namespace pvmm::detail {
@@ -220,37 +221,46 @@ result<received_message> receive_message(team_state& t, std::uint32_t step, cons
   }
 }
 
-namespace {
-struct agreement_record {
-  static constexpr std::uint32_t magic_value = 0x41545650;  // "PVTA"
-  std::uint32_t magic = magic_value;
-  std::uint32_t step = 0;
-  std::int32_t failed = 0;  // the errc of this rank's failure, 0 when none
-  char failure[196] = {};
-};
-}  // namespace
+step_envelope make_envelope(std::uint32_t step, const std::optional<error>& failed) {
+  step_envelope e;
+  e.step = step;
+  if (failed) {
+    e.failed = static_cast<std::int32_t>(failed->code);
+    std::strncpy(e.failure, failed->message().c_str(), sizeof e.failure - 1);
+  }
+  return e;
+}
+
+status check_envelope(const step_envelope& e, int r, std::uint32_t step, const char* what, const operation& op) {
+  if (e.magic != step_envelope::magic_value)
+    return op.fail(errc::team_mismatch,
+                   fmt::format("rank {} sent no team record ({}): another pvmm version?", r, what));
+  if (e.step != step)
+    return op.fail(errc::team_mismatch,
+                   fmt::format("rank {} is at team step {}, this rank at {} ({})", r, e.step, step, what));
+  return {};
+}
+
+status step_outcome(const std::vector<const step_envelope*>& all, int me, const std::optional<error>& mine,
+                    const char* what, const operation& op) {
+  if (mine) return *mine;  // this rank's own failure, as it happened here
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    const step_envelope& e = *all[r];
+    if (e.failed == 0) continue;
+    if (r == me)  // an envelope this rank did not send (a forged or corrupted record)
+      return op.fail(errc::protocol_error, fmt::format("rank {}'s own record came back failed ({})", r, what));
+    return op.fail(peer_errc(e.failed), fmt::format("rank {} failed ({}): {}", r, what,
+                                                    std::string(e.failure, strnlen(e.failure, sizeof e.failure))));
+  }
+  return {};
+}
 
 status agree(team_state& t, std::uint32_t step, const std::optional<error>& mine, const char* what, deadline until,
              const operation& op) {
   PVMM_TRY(check_aborted(t, op));
-  agreement_record record;
-  record.step = step;
-  if (mine) {
-    record.failed = static_cast<std::int32_t>(mine->code);
-    std::strncpy(record.failure, mine->message().c_str(), sizeof record.failure - 1);
-  }
-  std::vector<agreement_record> all(t.size());
-  PVMM_TRY(op.step(what, [&] { return t.ranks->allgather(&record, sizeof record, all.data(), until); }));
-  for (int r = 0; r < t.size(); ++r) {
-    if (all[r].magic != agreement_record::magic_value || all[r].step != step)
-      return op.fail(errc::team_mismatch,
-                     fmt::format("rank {} is at team step {}, this rank at {} ({})", r, all[r].step, step, what));
-    if (all[r].failed == 0) continue;
-    if (r == t.rank()) return *mine;
-    return op.fail(peer_errc(all[r].failed),
-                   fmt::format("rank {} failed ({}): {}", r, what,
-                               std::string(all[r].failure, strnlen(all[r].failure, sizeof all[r].failure))));
-  }
+  const std::uint8_t nothing = 0;  // the outcome travels in the envelope alone
+  auto all = all_gather(*t.ranks, step, nothing, mine, what, until, op);
+  if (!all) return std::move(all).error();
   return {};
 }
 

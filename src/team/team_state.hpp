@@ -20,7 +20,7 @@ namespace pvmm::detail {
 /// Every rank's identity as allgathered at team creation (fixed layout; the bytes travel between processes).
 struct member_record {
   static constexpr std::uint32_t magic_value = 0x4d545650;  // "PVTM"
-  static constexpr std::uint32_t version_value = 3;
+  static constexpr std::uint32_t version_value = 3;  // 3: the failure travels in the step envelope; a secret
   std::uint32_t magic = magic_value;
   std::uint32_t version = version_value;
   std::int32_t rank = 0;
@@ -35,9 +35,7 @@ struct member_record {
   std::uint64_t reservation_granularity = 0;  // of its address reservations
   std::uint8_t posix_fd = 0;
   std::uint8_t fabric = 0;
-  std::uint8_t reserved[2] = {};
-  std::int32_t failed = 0;  // the errc of this rank's local failure (0: none); its other fields are then unset
-  std::int32_t reserved2 = 0;
+  std::uint8_t reserved[6] = {};
   std::uint64_t pid_namespace = 0;  // the inode of its /proc/self/ns/pid: pids mean the same where these match
   std::uint64_t secret[2] = {};     // random; its ring messages carry it (known where its pid means nothing here)
 };
@@ -60,7 +58,7 @@ struct team_state {
   std::size_t slot_unit = 0;                  // the largest granularity of any rank: strides are multiples of it
   handle_types handles = handle_types::none;  // what this rank's window memory is exportable as
   ipc::listener listener;            // node-local peers send this rank their fds here (only with node-local peers)
-  std::uint32_t next_step = 0;       // every window create/grow is one step, the same on every rank
+  std::uint32_t next_step = 1;       // every collective step after creation (step 0), the same on every rank
   std::atomic<bool> aborted{false};  // team::abort() from any thread: every wait looks at it between slices
   std::mutex mappings_lock;          // guards `mappings`: abort() reads it on any thread
   std::vector<std::weak_ptr<peer_mappings>> mappings;  // the live windows and multicast objects of this team

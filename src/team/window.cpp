@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "team/bootstrap_common.hpp"
+#include "team/team_exchange.hpp"
 #include "team/window_state.hpp"
 
 namespace pvmm {
@@ -50,6 +51,51 @@ status grow_slot(detail::window_state& w, std::size_t new_size, deadline until, 
 
 }  // namespace
 
+namespace detail {
+namespace {
+// The stride every rank's window agrees on, from every rank's request (the same checks on every rank).
+result<std::size_t> stride_of(const std::vector<window_request>& all, std::size_t unit, const operation& op) {
+  std::uint64_t largest = 0;
+  int explicit_rank = -1;  // the lowest rank that passed a max_size: every other that passed one must match it
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    largest = std::max(largest, all[r].size);
+    if (all[r].max_size == 0) continue;
+    if (explicit_rank < 0) explicit_rank = r;
+    if (all[r].max_size != all[explicit_rank].max_size)
+      return op.fail(errc::team_mismatch,
+                     fmt::format("rank {} asked for max_size {:#x}, rank {} for {:#x}", r, all[r].max_size,
+                                 explicit_rank, all[explicit_rank].max_size),
+                     "pass the same max_size on every rank, or 0 (the largest size any rank asks for)");
+  }
+  const std::uint64_t max = explicit_rank >= 0 ? all[explicit_rank].max_size : largest;
+  for (int r = 0; r < static_cast<int>(all.size()); ++r)
+    if (all[r].size == 0 || all[r].size > max)
+      return op.fail(errc::team_mismatch,
+                     fmt::format("rank {} asked for size {:#x} with max_size {:#x}", r, all[r].size, max));
+  if (max > (std::uint64_t{1} << 46) / all.size())
+    return op.fail(errc::out_of_memory,
+                   fmt::format("{} slots of {:#x} bytes exceed the address space pvmm reserves", all.size(), max));
+  return round_up(static_cast<std::size_t>(max), unit);
+}
+}  // namespace
+
+result<std::size_t> agree_max_size(window_state& w, const window_options& options, deadline until,
+                                   const operation& op) {
+  std::optional<error> refused;  // still taking part, so every rank fails at once naming this one
+  if (options.size == 0)
+    refused = op.fail(errc::invalid_size, fmt::format("rank {}: a window slot holds at least one byte", w.rank()));
+  else if (options.max_size != 0 && options.max_size < options.size)
+    refused = op.fail(errc::invalid_argument, fmt::format("rank {}: max_size {:#x} is below size {:#x}", w.rank(),
+                                                          options.max_size, options.size));
+  PVMM_TRY(check_aborted(*w.team, op));
+  const window_request mine{options.size, options.max_size};
+  PVMM_TRY_ASSIGN(all,
+                  all_gather(*w.team->ranks, w.team->next_step++, mine, refused, "allgather window sizes", until, op));
+  return stride_of(all, w.team->slot_unit, op);
+}
+
+}  // namespace detail
+
 symmetric_window::symmetric_window(std::shared_ptr<detail::window_state> state) noexcept : state_(std::move(state)) {}
 
 result<symmetric_window> symmetric_window::create(const team& members, const window_options& options) {
@@ -59,37 +105,29 @@ result<symmetric_window> symmetric_window::create(const team& members, const win
   };
   const detail::operation op{"pvmm::symmetric_window::create", args};
   if (!members.valid()) return op.fail(errc::invalid_argument, "the team is empty (released or moved from)");
-  if (options.size == 0) return op.fail(errc::invalid_size, "a window slot holds at least one byte");
-  if (options.max_size != 0 && options.max_size < options.size)
-    return op.fail(errc::invalid_argument,
-                   fmt::format("max_size {:#x} is below size {:#x}", options.max_size, options.size));
   if (options.timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
   const deadline until = deadline_in(options.timeout);
   auto w = std::make_shared<detail::window_state>();
   w->team = members.state_;
   w->handles = w->team->handles;
-  const std::size_t unit = w->team->slot_unit;
-  const std::size_t requested_max = options.max_size ? options.max_size : options.size;
-  if (requested_max > (std::size_t{1} << 46) / static_cast<std::size_t>(members.size()))
-    return op.fail(errc::out_of_memory, fmt::format("{} slots of {:#x} bytes exceed the address space pvmm reserves",
-                                                    members.size(), requested_max));
-  w->max_size = round_up(requested_max, unit);
-  w->stride = w->max_size;
   w->slots = std::vector<detail::window_slot>(members.size());  // built in place: a slot's flag is atomic
   w->team->adopt(w);
-  auto range = address_reservation::reserve(w->stride * members.size());
+  PVMM_TRY_ASSIGN(max_size, detail::agree_max_size(*w, options, until, op));
+  w->max_size = max_size;
+  w->stride = max_size;
+  auto range = address_reservation::reserve(w->stride * static_cast<std::size_t>(members.size()));
   if (!range) {  // still take part, so the others fail at once naming this rank
     const auto e = op.wrap(std::move(range).error());
     auto announced = detail::exchange_chunks(*w, physical_allocation(), 0, 0, &e, until, op);
     return std::move(announced).error();  // this rank's own error (or the step's, if it failed earlier)
   }
   w->range = std::move(*range);
-  PVMM_TRY(grow_slot(*w, round_up(options.size, unit), until, op));
+  PVMM_TRY(grow_slot(*w, round_up(options.size, w->team->slot_unit), until, op));
   return symmetric_window(std::move(w));
 }
 
 status symmetric_window::grow(std::size_t new_size, std::chrono::milliseconds timeout) {
-  auto args = [&] { return fmt::format("new_size={:#x}, timeout={}ms", new_size, timeout.count()); };
+  auto args = [&] { return fmt::format("rank={}, new_size={:#x}, timeout={}ms", rank(), new_size, timeout.count()); };
   const detail::operation op{"pvmm::symmetric_window::grow", args};
   if (!state_) return op.fail(errc::already_released, "this window is empty (released or moved from)");
   const deadline until = deadline_in(timeout.count() < 0 ? std::chrono::milliseconds(0) : timeout);
@@ -109,6 +147,11 @@ status symmetric_window::grow(std::size_t new_size, std::chrono::milliseconds ti
 namespace detail {
 
 void window_state::give_up(int owner, std::string why) noexcept {
+  const std::lock_guard<std::mutex> hold(map_lock);
+  give_up_locked(owner, std::move(why));
+}
+
+void window_state::give_up_locked(int owner, std::string why) noexcept {
   window_slot& slot = slots[owner];
   slot.reason = std::move(why);  // before the flag clears: a reader that sees it cleared reads the reason
   slot.mapped.store(false, std::memory_order_release);
@@ -122,14 +165,40 @@ void window_state::give_up(int owner, std::string why) noexcept {
   slot.given_up = true;
 }
 
-void window_state::unmap_peers(const std::string& why) noexcept {
-  const std::lock_guard<std::mutex> hold(step_lock);  // a step in progress ends within a slice once aborted
-  for (int r = 0; r < static_cast<int>(slots.size()); ++r) {
-    if (r == rank() || slots[r].chunks.empty()) continue;
+std::vector<std::size_t> window_state::chunk_counts() {
+  const std::lock_guard<std::mutex> hold(map_lock);
+  std::vector<std::size_t> out;
+  for (const auto& s : slots) out.push_back(s.chunks.size());
+  return out;
+}
+
+void window_state::undo_step(const std::vector<std::size_t>& kept) noexcept {
+  const std::lock_guard<std::mutex> hold(map_lock);
+  for (std::size_t r = 0; r < slots.size(); ++r) {
+    window_slot& slot = slots[r];
+    if (slot.chunks.size() <= kept[r]) continue;
+    std::size_t from = 0, bytes = 0;
+    for (std::size_t i = 0; i < slot.chunks.size(); ++i) (i < kept[r] ? from : bytes) += slot.chunks[i].size();
     try {
-      give_up(r, why);
+      (void)range.unmap(r * stride + from, bytes);
+    } catch (...) {  // as in give_up: releasing the window unmaps what is left
+    }
+    slot.chunks.erase(slot.chunks.begin() + static_cast<std::ptrdiff_t>(kept[r]), slot.chunks.end());
+    if (slot.chunks.empty()) slot.mapped.store(false, std::memory_order_release);
+  }
+}
+
+void window_state::unmap_peers(const std::string& why) noexcept {
+  // Only map_lock, held around each unmap: a step in progress may be inside the user's bootstrap, and abort()
+  // never waits on it (the step sees the abort within a slice, or maps nothing more: map_peer_chunk).
+  for (int r = 0; r < static_cast<int>(slots.size()); ++r) {
+    if (r == rank()) continue;
+    const std::lock_guard<std::mutex> hold(map_lock);
+    if (slots[r].chunks.empty()) continue;
+    try {
+      give_up_locked(r, why);
     } catch (...) {  // no memory to copy the text: the slot goes all the same
-      give_up(r, std::string());
+      give_up_locked(r, std::string());
     }
   }
 }

@@ -5,9 +5,16 @@
 // the connection, then takes the next connection that arrives, imports and maps it and closes the fd. So a process
 // holds the team's listener, its own exported fd, one connection and one received fd at a time, whatever N is
 // (issue 26: the fd count per process stays bounded as N grows; NCCL exports lazily for the same reason).
+//
+// Nothing a peer sends is trusted: every record is checked against the slot it grows, every message and every
+// import against the record its rank allgathered. A rank that fails anywhere still runs the whole ring (its
+// messages carry the failure and no fd) and the step ends in an agreement, so every rank returns the same
+// outcome at once. A failed step is undone (this step's chunks unmapped), so the window stays as it was.
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include <pvmm/device.hpp>
@@ -15,24 +22,12 @@
 #include <fmt/format.h>
 
 #include "team/bootstrap_common.hpp"
+#include "team/team_exchange.hpp"
 #include "team/window_state.hpp"
 
 namespace pvmm::detail {
-namespace {
 
-struct chunk_record {
-  static constexpr std::uint32_t magic_value = 0x43575650;  // "PVWC"
-  std::uint32_t magic = magic_value;
-  std::uint32_t step = 0;
-  std::int32_t failed = 0;  // the errc of this rank's local failure, 0 when none
-  std::int32_t has_fabric = 0;
-  std::uint64_t offset = 0;  // where the chunk goes in the rank's slot
-  std::uint64_t size = 0;    // 0: the rank adds nothing this step
-  std::uint64_t max_size = 0;
-  fabric_handle fabric;
-  char failure[192] = {};
-  char no_fabric[192] = {};  // why the rank's chunk has no fabric handle (empty: it has one, or never had)
-};
+namespace {
 
 // The local ordinal of `owner`'s device, when this process sees it (-1: unknown here).
 int local_ordinal_of(const team_state& t, int owner) {
@@ -59,13 +54,16 @@ std::vector<access_descriptor> grants_for(const team_state& t, int owner) {
 }
 
 // Maps `chunk` for rank `owner` at `offset` in its slot; a failure marks the peer unmapped (its earlier chunks
-// unmapped too) rather than failing the window.
+// unmapped too) rather than failing the window. After an abort nothing new is mapped.
 void map_peer_chunk(window_state& w, int owner, physical_allocation chunk, std::size_t offset) {
+  const auto grants = grants_for(*w.team, owner);
+  const std::lock_guard<std::mutex> hold(w.map_lock);
   window_slot& slot = w.slots[owner];
   if (slot.given_up) return;
-  const auto grants = grants_for(*w.team, owner);
   std::string why;
-  if (grants.empty())
+  if (w.team->aborted.load(std::memory_order_acquire))
+    why = aborted_reason(w.rank());
+  else if (grants.empty())
     why = fmt::format("no local device can reach rank {}'s device", owner);
   else if (auto ok = w.range.map_and_grant(owner * w.stride + offset, chunk, grants); !ok)
     why = ok.error().message();
@@ -74,109 +72,101 @@ void map_peer_chunk(window_state& w, int owner, physical_allocation chunk, std::
     slot.mapped = true;
     return;
   }
-  w.give_up(owner, std::move(why));
+  w.give_up_locked(owner, std::move(why));
 }
 
-// Takes one node-local peer's chunk, imports and maps it; returns the rank it came from.
-result<int> receive_chunk(window_state& w, std::uint32_t step, const std::vector<int>& waiting, deadline until,
+// Rank `r`'s record against its slot here: it grows the slot from where it ends, by whole units, within the
+// stride. Checked on every rank alike, so every rank fails alike.
+status check_record(const window_state& w, int r, const chunk_record& c, const operation& op) {
+  if (c.offset != w.slots[r].size)
+    return op.fail(errc::team_mismatch,
+                   fmt::format("rank {} grows from {:#x}, its slot here holds {:#x}", r, c.offset, w.slots[r].size));
+  if (c.size > w.stride - c.offset || c.size % w.team->slot_unit != 0 || (c.has_fabric != 0 && c.size == 0) ||
+      !std::memchr(c.no_fabric, 0, sizeof c.no_fabric))
+    return op.fail(errc::protocol_error,
+                   fmt::format("rank {}'s chunk record is malformed: {:#x} bytes at {:#x} in a slot of {:#x} bytes "
+                               "(unit {:#x}), fabric handle {}",
+                               r, c.size, c.offset, w.stride, w.team->slot_unit, c.has_fabric));
+  return {};
+}
+
+// Imports one node-local peer's fd, checked against its record: its real size is what the record says.
+void import_peer_fd(window_state& w, int r, const chunk_record& c, int fd, std::optional<error>& failed,
+                    const operation& op) {
+  auto imported = physical_allocation::import_posix_fd(fd, c.size);
+  if (imported && imported->size() == c.size) return map_peer_chunk(w, r, std::move(*imported), c.offset);
+  if (imported || imported.code() == errc::invalid_argument)  // not the memory its record describes
+    failed = op.fail(errc::protocol_error, fmt::format("rank {}'s memory is not the {:#x} bytes its record says: {}", r,
+                                                       c.size, imported ? "another size" : imported.error().message()));
+  else
+    w.give_up(r, imported.error().message());
+}
+
+// Takes one node-local peer's message and checks it against that rank's record; imports and maps its chunk
+// unless this rank already failed (then the message is only drained). Returns the rank it came from, or the
+// transport's failure (no more messages can be taken then).
+result<int> receive_chunk(window_state& w, std::uint32_t step, const std::vector<int>& waiting,
+                          const std::vector<chunk_record>& all, std::optional<error>& failed, deadline until,
                           const operation& op) {
   PVMM_TRY_ASSIGN(got, receive_message(*w.team, step, waiting, "memory", until, op));
   const team_message& m = got.header;
-  if (got.fd.valid()) {
-    auto imported = physical_allocation::import_posix_fd(got.fd.get(), m.size);
-    if (!imported)
-      w.give_up(m.rank, imported.error().message());
-    else
-      map_peer_chunk(w, m.rank, std::move(*imported), m.offset);
-  }  // the received fd closes here: the import holds its own reference
-  return m.rank;
+  const chunk_record& c = all[m.rank];
+  if (m.failed != 0 || failed) return m.rank;  // the sender's failure travels in the agreement
+  if (m.offset != c.offset || m.size != c.size || got.fd.valid() != (c.size > 0))
+    failed = op.fail(errc::protocol_error,
+                     fmt::format("rank {} sent {:#x} bytes at {:#x} ({}), its record says {:#x} bytes at {:#x}", m.rank,
+                                 m.size, m.offset, got.fd.valid() ? "with an fd" : "no fd", c.size, c.offset));
+  else if (got.fd.valid())
+    import_peer_fd(w, m.rank, c, got.fd.get(), failed, op);
+  return m.rank;  // the received fd closes here: the import holds its own reference
 }
 
-}  // namespace
-
-status exchange_chunks(window_state& w, physical_allocation mine, std::size_t offset, std::size_t chunk_size,
-                       const error* failed, deadline until, const operation& op) {
-  const std::lock_guard<std::mutex> hold(w.step_lock);
+// The fd ring among this node's ranks. A rank that fails (here or before) still sends every peer its message,
+// carrying its errc and no fd, and drains what it is sent: no peer waits for it until the deadline.
+void run_fd_ring(window_state& w, std::uint32_t step, const std::vector<chunk_record>& all,
+                 std::optional<error>& failed, deadline until, const operation& op) {
   team_state& t = *w.team;
   const int me = t.rank();
-  const int n = t.size();
-  const std::uint32_t step = t.next_step++;
-  PVMM_TRY(check_aborted(t, op));
-  chunk_record record;
-  record.step = step;
-  record.offset = offset;
-  record.max_size = w.max_size;
-  auto fail_locally = [&](const error& e) {
-    record.failed = static_cast<std::int32_t>(e.code);
-    std::strncpy(record.failure, e.message().c_str(), sizeof record.failure - 1);
-  };
-  if (failed) {
-    fail_locally(*failed);
-    chunk_size = 0;
-  }
-  record.size = chunk_size;
-  if (chunk_size > 0 && (w.handles & handle_types::fabric) != handle_types::none) {
-    if (auto f = mine.export_fabric()) {
-      record.fabric = *f;
-      record.has_fabric = 1;
-    } else
-      w.fabric_refused = f.error().message();
-  }
-  std::strncpy(record.no_fabric, w.fabric_refused.c_str(), sizeof record.no_fabric - 1);
-  if (chunk_size > 0) {
-    const auto grants = grants_for(t, me);
-    if (auto ok = w.range.map_and_grant(me * w.stride + offset, mine, grants); !ok) fail_locally(ok.error());
-  }
-  std::vector<chunk_record> all(n);
-  PVMM_TRY(op.step("allgather chunks", [&] { return t.ranks->allgather(&record, sizeof record, all.data(), until); }));
-  for (int r = 0; r < n; ++r) {
-    if (all[r].magic != chunk_record::magic_value || all[r].step != step)
-      return op.fail(errc::team_mismatch,
-                     fmt::format("rank {} is at window step {}, this rank at {}", r, all[r].step, step));
-    if (all[r].failed != 0 && r == me) return failed ? *failed : op.fail(peer_errc(all[r].failed), record.failure);
-    if (all[r].failed != 0)
-      return op.fail(peer_errc(all[r].failed),
-                     fmt::format("rank {} failed: {}", r,
-                                 std::string(all[r].failure, strnlen(all[r].failure, sizeof all[r].failure))));
-    if (all[r].max_size != w.max_size)
-      return op.fail(
-          errc::team_mismatch,
-          fmt::format("rank {} asked for max_size {:#x}, rank {} for {:#x}", r, all[r].max_size, me, w.max_size),
-          "every rank passes the same max_size (the slots' stride)");
-    if (all[r].offset != w.slots[r].size)
-      return op.fail(errc::team_mismatch, fmt::format("rank {} grows from {:#x}, its slot here holds {:#x}", r,
-                                                      all[r].offset, w.slots[r].size));
-  }
-  if (chunk_size > 0) {
-    w.slots[me].chunks.push_back(std::move(mine));
-    w.slots[me].mapped = true;
-  }
-  // Node-local peers: the fd ring.
   const std::vector<int> node = t.node_ranks();
   const int count = static_cast<int>(node.size());
   const int index = static_cast<int>(std::find(node.begin(), node.end(), me) - node.begin());
-  if (count > 1) {
-    owned_fd exported;
-    if (chunk_size > 0) {
-      auto fd = w.slots[me].chunks.back().export_posix_fd();
-      if (!fd) return op.wrap(std::move(fd).error());
+  if (count < 2) return;
+  owned_fd exported;
+  if (!failed && all[me].size > 0) {
+    if (auto fd = w.slots[me].chunks.back().export_posix_fd())
       exported = std::move(*fd);
-    }
-    std::vector<int> waiting;
-    for (int r : node)
-      if (r != me) waiting.push_back(r);
+    else
+      failed = op.wrap(std::move(fd).error());
+  }
+  std::vector<int> waiting;
+  for (int r : node)
+    if (r != me) waiting.push_back(r);
+  bool receiving = true;
+  for (int k = 1; k < count; ++k) {
     team_message m;
     m.step = step;
-    m.offset = offset;
-    m.size = chunk_size;
-    for (int k = 1; k < count; ++k) {
-      PVMM_TRY(send_message(t, node[(index + k) % count], m, exported.valid() ? exported.get() : -1, until, op));
-      PVMM_TRY_ASSIGN(from, receive_chunk(w, step, waiting, until, op));
-      waiting.erase(std::find(waiting.begin(), waiting.end(), from));
+    m.offset = all[me].offset;
+    m.size = failed ? 0 : all[me].size;
+    m.failed = failed ? static_cast<std::int32_t>(failed->code) : 0;
+    const int fd = !failed && exported.valid() ? exported.get() : -1;
+    if (auto sent = send_message(t, node[(index + k) % count], m, fd, until, op); !sent && !failed)
+      failed = std::move(sent).error();
+    if (!receiving) continue;
+    auto from = receive_chunk(w, step, waiting, all, failed, until, op);
+    if (from) {
+      waiting.erase(std::find(waiting.begin(), waiting.end(), *from));
+      continue;
     }
-  }  // this rank's exported fd closes here: every node-local peer holds its import
-  // Peers on other nodes: fabric handles, where both sides have them.
-  for (int r = 0; r < n; ++r) {
+    if (!failed) failed = std::move(from).error();
+    receiving = false;  // the transport failed: the agreement ends the step
+  }
+}  // this rank's exported fd closes here: every node-local peer holds its import
+
+// Peers on other nodes: fabric handles, where both sides have them.
+void import_remote(window_state& w, const std::vector<chunk_record>& all) {
+  const team_state& t = *w.team;
+  const int me = t.rank();
+  for (int r = 0; r < t.size(); ++r) {
     if (t.members[r].node == t.members[me].node || all[r].size == 0) continue;
     if (!all[r].has_fabric) {
       w.give_up(r, fmt::format("rank {} is on node {} and its memory has no fabric handle ({} backend{})", r,
@@ -190,9 +180,94 @@ status exchange_chunks(window_state& w, physical_allocation mine, std::size_t of
     else
       map_peer_chunk(w, r, std::move(*imported), all[r].offset);
   }
-  for (int r = 0; r < n; ++r) w.slots[r].size = all[r].offset + all[r].size;
-  // Every rank has imported before any returns: an exporter may then drop what it no longer needs.
-  return op.step("barrier after mapping", [&] { return t.ranks->barrier(until); });
+}
+
+// This rank's record, its own chunk exported as a fabric handle where it can be and mapped in its own slot.
+chunk_record prepare_mine(window_state& w, physical_allocation& mine, std::size_t offset, std::size_t size,
+                          std::optional<error>& failed) {
+  chunk_record record;
+  record.offset = offset;
+  record.size = failed ? 0 : size;
+  if (record.size > 0 && (w.handles & handle_types::fabric) != handle_types::none) {
+    if (auto f = mine.export_fabric()) {
+      record.fabric = *f;
+      record.has_fabric = 1;
+    } else
+      w.fabric_refused = f.error().message();
+  }
+  std::strncpy(record.no_fabric, w.fabric_refused.c_str(), sizeof record.no_fabric - 1);
+  if (record.size > 0) {
+    const auto grants = grants_for(*w.team, w.rank());
+    const std::lock_guard<std::mutex> hold(w.map_lock);
+    if (auto ok = w.range.map_and_grant(w.rank() * w.stride + offset, mine, grants); !ok)
+      failed = ok.error();
+    else {
+      w.slots[w.rank()].chunks.push_back(std::move(mine));
+      w.slots[w.rank()].mapped = true;
+    }
+  }
+  return record;
+}
+
+// The fds the ring needs at once (exported fd, outgoing connection, accepted connection, received fd, its import),
+// found free before the step's allgather: a rank that cannot send would leave its peers waiting for its message
+// until their deadline, so its shortage travels in its record instead and every rank fails at once naming it.
+constexpr int ring_fds = 5;
+std::optional<error> probe_ring_fds(const team_state& t, const operation& op) {
+  if (t.node_ranks().size() < 2) return std::nullopt;
+  int fds[ring_fds];
+  int opened = 0, err = 0;
+  for (; opened < ring_fds; ++opened)
+    if ((fds[opened] = ::eventfd(0, EFD_CLOEXEC)) < 0) {
+      err = errno;
+      break;
+    }
+  for (int i = 0; i < opened; ++i) ::close(fds[i]);
+  if (opened == ring_fds || !is_fd_exhaustion(err)) return std::nullopt;
+  return op.wrap(fd_exhaustion_error(
+      "eventfd", err, fmt::format("rank {} needs {} free fds for the window's fd ring", t.rank(), ring_fds)));
+}
+
+// Connections a failed step left on the listener (a rank that stopped taking messages): every peer sent what it
+// would before the agreement, so none is still on its way.
+void drain_listener(team_state& t) {
+  if (!t.listener.valid()) return;
+  while (t.listener.accept(std::chrono::milliseconds(0))) {
+  }
+}
+
+}  // namespace
+
+status exchange_chunks(window_state& w, physical_allocation mine, std::size_t offset, std::size_t chunk_size,
+                       const error* failed_before, deadline until, const operation& op) {
+  team_state& t = *w.team;
+  const int me = t.rank();
+  const step_guard one_at_a_time(w);
+  if (!one_at_a_time.entered())
+    return op.fail(errc::busy, fmt::format("rank {}: a step of this window is in progress on another thread", me));
+  PVMM_TRY(check_aborted(t, op));
+  const std::uint32_t step = t.next_step++;
+  std::optional<error> failed;
+  if (failed_before) failed = *failed_before;
+  if (!failed) failed = probe_ring_fds(t, op);
+  const std::vector<std::size_t> kept = w.chunk_counts();
+  const chunk_record record = prepare_mine(w, mine, offset, chunk_size, failed);
+  auto outcome = [&]() -> status {
+    PVMM_TRY_ASSIGN(all, all_gather(*t.ranks, step, record, failed, "allgather chunks", until, op));
+    for (int r = 0; r < t.size(); ++r) PVMM_TRY(check_record(w, r, all[r], op));
+    run_fd_ring(w, step, all, failed, until, op);
+    if (!failed) import_remote(w, all);
+    // Every rank has imported before any returns (an exporter may then drop what it no longer needs), and every
+    // rank returns the same outcome.
+    if (auto agreed = agree(t, step, failed, "chunks mapped", until, op); !agreed) {
+      drain_listener(t);
+      return agreed;
+    }
+    for (int r = 0; r < t.size(); ++r) w.slots[r].size = all[r].offset + all[r].size;
+    return {};
+  }();
+  if (!outcome) w.undo_step(kept);
+  return outcome;
 }
 
 }  // namespace pvmm::detail

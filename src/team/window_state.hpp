@@ -16,6 +16,22 @@
 
 namespace pvmm::detail {
 
+// What each rank asks of a new window: its own size, and the max_size it passed (0: none).
+struct window_request {
+  std::uint64_t size = 0;
+  std::uint64_t max_size = 0;
+};
+
+// What each rank says of its new chunk (fixed layout; travels in the step's all_gather).
+struct chunk_record {
+  std::uint64_t offset = 0;  // where the chunk goes in the rank's slot
+  std::uint64_t size = 0;    // 0: the rank adds nothing this step
+  std::int32_t has_fabric = 0;
+  std::int32_t reserved = 0;
+  fabric_handle fabric;
+  char no_fabric[192] = {};  // why the rank's chunk has no fabric handle (empty: it has one, or never had)
+};
+
 struct window_slot {
   std::size_t size = 0;                     // bytes the rank contributes now
   std::vector<physical_allocation> chunks;  // mapped back to back from the slot's start
@@ -26,7 +42,11 @@ struct window_slot {
 
 struct window_state final : peer_mappings {
   std::shared_ptr<team_state> team;
-  std::mutex step_lock;  // held by a collective step (create, grow) and by abort's unmapping: never both at once
+  // Locks (pvmm never calls user code while holding one): map_lock guards the slots' chunk lists and mappings,
+  // held only around one map or unmap, by a step and by abort's unmapping. A step is never a lock: `in_step` marks
+  // one in progress (a second at once is busy), so abort() never waits on a bootstrap call.
+  std::mutex map_lock;
+  std::atomic<bool> in_step{false};
   address_reservation range;
   std::size_t stride = 0;
   std::size_t max_size = 0;
@@ -39,9 +59,34 @@ struct window_state final : peer_mappings {
   /// Rank `owner`'s slot unmapped here and its chunks let go, for good: `why` is its unmapped_reason from now on.
   /// The one way a peer becomes unmapped (unreachable, a chunk that would not map, abort).
   void give_up(int owner, std::string why) noexcept;
+  void give_up_locked(int owner, std::string why) noexcept;  ///< give_up with map_lock held
+  /// How many chunks each slot holds now (what a failed step returns to).
+  std::vector<std::size_t> chunk_counts();
+  /// A failed step undone: every slot's chunks past `kept` unmapped and let go (a slot left empty is unmapped).
+  void undo_step(const std::vector<std::size_t>& kept) noexcept;
   /// abort(): every peer's slot given up; this rank's own slot stays.
   void unmap_peers(const std::string& why) noexcept override;
 };
+
+/// Marks one step of `w` in progress for its lifetime; entered() is false when another thread's step is.
+class step_guard {
+ public:
+  explicit step_guard(window_state& w) noexcept : w_(w), entered_(!w.in_step.exchange(true)) {}
+  ~step_guard() {
+    if (entered_) w_.in_step.store(false);
+  }
+  step_guard(const step_guard&) = delete;
+  step_guard& operator=(const step_guard&) = delete;
+  bool entered() const noexcept { return entered_; }
+
+ private:
+  window_state& w_;
+  bool entered_;
+};
+
+/// The first step of window create: every rank's size and max_size allgathered; the stride they agree on (the
+/// max_size every rank passed, or the largest size any rank asked for where none passed one), rounded up.
+result<std::size_t> agree_max_size(window_state& w, const window_options& options, deadline until, const operation& op);
 
 /// One collective step of a window: every rank adds one chunk (this rank's is `mine`, maybe empty when its size
 /// does not change) at `offset` in its slot, and every rank maps every reachable peer's new chunk. Peers that

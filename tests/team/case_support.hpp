@@ -16,6 +16,26 @@ namespace pvmm_team_test {
 
 /// The words rank `rank` writes into its slot at `generation`.
 std::vector<std::uint32_t> pattern(std::size_t bytes, int rank, int generation);
+/// Forwards every call to the bootstrap it wraps; the test wrappers (cases.cpp, hostile_suite.cpp) change one
+/// thing each.
+class forwarding_bootstrap : public pvmm::bootstrap {
+ public:
+  explicit forwarding_bootstrap(std::shared_ptr<pvmm::bootstrap> inner) : inner_(std::move(inner)) {}
+  int rank() const noexcept override { return inner_->rank(); }
+  int size() const noexcept override { return inner_->size(); }
+  int node() const noexcept override { return inner_->node(); }
+  int local_rank() const noexcept override { return inner_->local_rank(); }
+  int local_size() const noexcept override { return inner_->local_size(); }
+  pvmm::status allgather(const void* mine, std::size_t bytes, void* all, pvmm::deadline until) override {
+    return inner_->allgather(mine, bytes, all, until);
+  }
+  pvmm::status barrier(pvmm::deadline until) override { return inner_->barrier(until); }
+  void abort() noexcept override { inner_->abort(); }
+
+ private:
+  std::shared_ptr<pvmm::bootstrap> inner_;
+};
+
 /// "rank 3: " for failure lines.
 std::string where(const pvmm::bootstrap& b);
 /// This rank's team options: several ranks on one device when there are few.
@@ -23,6 +43,8 @@ pvmm::team_options team_options_for(const pvmm::bootstrap& b);
 /// Writes this rank's slot (pattern(.., generation)), then checks every mapped peer's slot, read through the flat
 /// window and through the pointer table, against the checksum its writer sent over the bootstrap.
 void write_and_verify(verdict& v, pvmm::bootstrap& b, const pvmm::symmetric_window& w, int generation);
+/// The fd-short case (fd_short_case.cpp): rank 1 runs out of fds at window create; process ranks only.
+void fd_short_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b);
 /// The aborted case (abort_case.cpp).
 void aborted_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool process_wide);
 /// The multicast case: not_supported naming the ranks where the backend has none, else (only with

@@ -115,25 +115,6 @@ void window_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool per_rank_s
           where(*b) + "a grow past max_size on rank 0: " + (past ? "succeeded" : past.error().message()));
 }
 
-// Forwards every call to the bootstrap it wraps; the test wrappers below change one thing each.
-class forwarding_bootstrap : public pvmm::bootstrap {
- public:
-  explicit forwarding_bootstrap(std::shared_ptr<pvmm::bootstrap> inner) : inner_(std::move(inner)) {}
-  int rank() const noexcept override { return inner_->rank(); }
-  int size() const noexcept override { return inner_->size(); }
-  int node() const noexcept override { return inner_->node(); }
-  int local_rank() const noexcept override { return inner_->local_rank(); }
-  int local_size() const noexcept override { return inner_->local_size(); }
-  pvmm::status allgather(const void* mine, std::size_t bytes, void* all, pvmm::deadline until) override {
-    return inner_->allgather(mine, bytes, all, until);
-  }
-  pvmm::status barrier(pvmm::deadline until) override { return inner_->barrier(until); }
-  void abort() noexcept override { inner_->abort(); }
-
- private:
-  std::shared_ptr<pvmm::bootstrap> inner_;
-};
-
 // A bootstrap whose rank `victim` dies by SIGKILL once `after` of its collectives (allgathers and barriers) have
 // returned: 0 before the team's identities, 1 and 2 inside team::create, 3 in the window's fd ring, 4 before the
 // grow, 5 in the grow's fd ring.
@@ -348,6 +329,8 @@ verdict run_case(const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
     killed_case(v, std::move(ranks), std::stoi(p.name.substr(7)), p.adapter_names_missing_rank);
   else if (p.name == "multicast")
     multicast_case(v, ranks, p.one_rank_per_process);
+  else if (p.name == "fd-short")
+    fd_short_case(v, ranks);
   else if (p.name == "aborted")
     aborted_case(v, ranks, p.one_rank_per_process);
   else if (p.name == "cycles")

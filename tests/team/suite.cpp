@@ -55,6 +55,7 @@ struct team_leak_check {
 
 bool applies(const std::string& name, int n) {
   if (name.rfind("killed-", 0) == 0) return n == 2 || n == 4;
+  if (name == "fd-short") return n >= 2;
   return n >= 2 || (name != "late" && name != "mismatch" && name != "version" && name != "aborted");
 }
 
@@ -210,6 +211,9 @@ TEST_SUITE("team") {
   PVMM_TEAM_CASES("store (directory)", directory_store_processes)
   TEST_CASE("endpoints: a rank killed at each team step: every survivor returns within its deadline naming it") {
     killed_at_each_step("endpoints", endpoint_processes);
+  }
+  TEST_CASE("endpoints: a rank out of fds at window create: every rank fails at once naming it") {
+    for_each_size("endpoints", "fd-short", 0, endpoint_processes);
   }
   TEST_CASE("store (directory): a rank killed at each team step: every survivor returns within its deadline") {
     killed_at_each_step("store (directory)", directory_store_processes);
