@@ -25,7 +25,10 @@ backend_info info() {
       fmt::format("{} runtime on {} (HIP headers {}.{})", r.version ? version_text(r.version) : "unknown", platform,
                   HIP_VERSION_MAJOR, HIP_VERSION_MINOR);
   int driver = 0;
-  if (hipDriverGetVersion(&driver) == hipSuccess && driver) b.driver_version = version_text(driver);
+  if (hipDriverGetVersion(&driver) != hipSuccess)
+    forget_last_error();  // no driver: an answer here, not the caller's error
+  else if (driver)
+    b.driver_version = version_text(driver);
   b.available = r.available;
   b.unavailable_reason = r.reason;
   b.unavailable_code = r.code;

@@ -66,13 +66,21 @@ struct runtime_state {
   int refused_devices = 0;  // devices the runtime sees that the backend will not use
 };
 
+/// Clears the runtime's last error once pvmm consumed a failed call (reported it, or read it as an answer): left
+/// set, the caller's next hipGetLastError (cudaGetLastError on NVIDIA) would blame their own next launch for it.
+/// PyTorch's caching allocator does the same after a refused allocation.
+inline void forget_last_error() noexcept { (void)hipGetLastError(); }
+
 // The runtime is process-wide; its version and usability are learnt once.
 inline const runtime_state& runtime() {
   static const runtime_state state = [] {
     runtime_state s;
     int n = 0;
     const hipError_t count_rc = hipGetDeviceCount(&n);
-    if (hipRuntimeGetVersion(&s.version) != hipSuccess) {
+    const hipError_t version_rc = hipRuntimeGetVersion(&s.version);
+    if (count_rc != hipSuccess || version_rc != hipSuccess)
+      forget_last_error();  // answers read here (hipErrorNoDevice where no GPU is), not the caller's errors
+    if (version_rc != hipSuccess) {
       s.reason = fmt::format("the HIP runtime ({}) did not report its version", platform);
       s.refused_devices = count_rc == hipSuccess ? n : 0;
       return s;
@@ -111,7 +119,9 @@ inline errc portable(hipError_t rc) {
   return found != std::end(named) ? found->second : errc::backend_error;
 }
 
+/// The one place a runtime error becomes pvmm's (every failed call pvmm reports comes here).
 inline error failure(hipError_t rc, const char* call, errc code = errc{}, std::string hint = {}) {
+  forget_last_error();
   error e;
   e.code = code == errc{} ? portable(rc) : code;
   e.detail = fmt::format("{} failed: {}", call, hipGetErrorString(rc));
@@ -170,7 +180,9 @@ void* from_hip_address(A a) {
 /// A device attribute, 0 where the runtime does not know it (an absent capability).
 inline int device_attribute(hipDeviceAttribute_t which, int ordinal) {
   int v = 0;
-  return hipDeviceGetAttribute(&v, which, ordinal) == hipSuccess ? v : 0;
+  if (hipDeviceGetAttribute(&v, which, ordinal) == hipSuccess) return v;
+  forget_last_error();
+  return 0;
 }
 
 /// Device `id` as a memory location (the only kind this backend places memory at or grants access to).

@@ -19,7 +19,10 @@ result<Handle> create_on(int device, hipError_t (*create)(Native*, unsigned), un
 /// A stream's or event's query answer: true once its work is done, false while it is pending, else the failure.
 result<bool> completion(hipError_t rc, const char* call) {
   if (rc == hipSuccess) return true;
-  if (rc == hipErrorNotReady) return false;
+  if (rc == hipErrorNotReady) {
+    forget_last_error();  // an answer, not a failure (some runtimes record it)
+    return false;
+  }
   return failure(rc, call);
 }
 }  // namespace

@@ -1,4 +1,8 @@
 // The bootstrap interface's defaults and the helpers the adapters share.
+#include <unistd.h>
+
+#include <fstream>
+
 #include <pvmm/bootstrap.hpp>
 #include <pvmm/ipc.hpp>
 
@@ -42,6 +46,30 @@ std::chrono::milliseconds time_left(deadline until) noexcept {
   const auto now = std::chrono::steady_clock::now();
   if (until <= now) return std::chrono::milliseconds(0);
   return std::chrono::ceil<std::chrono::milliseconds>(until - now);
+}
+
+std::uint64_t node_key(int node) {
+  if (node >= 0) return static_cast<std::uint64_t>(node);
+  // This machine: its boot id and host name, hashed (FNV-1a: the same in every process, unlike std::hash's promise).
+  std::string text;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> text;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  text += host;
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::vector<int> number_nodes(const std::vector<std::uint64_t>& key_of_rank) {
+  std::vector<int> nodes(key_of_rank.size());
+  for (std::size_t r = 0; r < key_of_rank.size(); ++r)  // a node is numbered by its lowest rank
+    for (std::size_t q = 0; q <= r; ++q)
+      if (key_of_rank[q] == key_of_rank[r]) {
+        nodes[r] = static_cast<int>(q);
+        break;
+      }
+  return nodes;
 }
 
 node_position position_in_node(const std::vector<int>& node_of_rank, int rank) {

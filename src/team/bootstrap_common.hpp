@@ -66,6 +66,12 @@ std::string rank_list(const std::vector<int>& ranks);
 /// Milliseconds left until `until` (0 once passed; wait_forever for deadline::max()).
 std::chrono::milliseconds time_left(deadline until) noexcept;
 
+/// What a rank reports to find its node: `node` when set (>= 0, tests simulating nodes), else this machine's
+/// boot id and host name, hashed. Ranks with equal keys share a node.
+std::uint64_t node_key(int node);
+/// Every rank's node from every rank's key: numbered by the node's lowest rank.
+std::vector<int> number_nodes(const std::vector<std::uint64_t>& key_of_rank);
+
 /// Local rank and size from every rank's node, for adapters that know the nodes.
 struct node_position {
   int local_rank = 0;

@@ -1,11 +1,8 @@
 // The store adapter: ranks meet through a key-value store the caller provides (torch's c10d Store, etcd-like).
 // Collective n publishes "<prefix>/<n>/<rank>" and reads every other rank's key. Waits are sliced so an abort
 // published under "<prefix>/abort" is seen within a slice, not at the deadline.
-#include <unistd.h>
-
 #include <condition_variable>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 
@@ -18,18 +15,6 @@ namespace pvmm {
 namespace {
 
 constexpr auto slice = std::chrono::milliseconds(50);
-
-// This machine: its boot id and host name, hashed (FNV-1a: the same in every process, unlike std::hash's promise).
-std::uint64_t host_key() {
-  std::string text;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> text;
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  text += host;
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 class store_bootstrap final : public bootstrap {
  public:
@@ -44,15 +29,9 @@ class store_bootstrap final : public bootstrap {
 
   status find_nodes(int node, deadline until) {
     std::vector<std::uint64_t> keys(size_);
-    const std::uint64_t mine = node >= 0 ? static_cast<std::uint64_t>(node) : host_key();
+    const std::uint64_t mine = detail::node_key(node);
     PVMM_TRY(allgather(&mine, sizeof mine, keys.data(), until));
-    nodes_.resize(size_);
-    for (int r = 0; r < size_; ++r)  // a node is numbered by its lowest rank
-      for (int q = 0; q <= r; ++q)
-        if (keys[q] == keys[r]) {
-          nodes_[r] = q;
-          break;
-        }
+    nodes_ = detail::number_nodes(keys);
     return {};
   }
 
