@@ -34,6 +34,7 @@ class mpi_bootstrap final : public bootstrap {
   int node() const noexcept override { return node_; }
   int local_rank() const noexcept override { return local_rank_; }
   int local_size() const noexcept override { return local_size_; }
+  const char* adapter() const noexcept override { return "mpi"; }
 
   static result<std::shared_ptr<bootstrap>> start(MPI_Comm comm, const bootstrap_options& options,
                                                   const detail::operation& op) {
@@ -54,7 +55,7 @@ class mpi_bootstrap final : public bootstrap {
     return std::shared_ptr<bootstrap>(std::move(self));
   }
 
-  status allgather(const void* mine, std::size_t bytes, void* all, deadline until) override {
+  status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t, deadline until) override {
     auto args = [&] { return fmt::format("rank={}, bytes={}", rank_, bytes); };
     const detail::operation op{"pvmm::bootstrap::allgather (mpi)", args};
     PVMM_TRY(broken_.check());
@@ -75,7 +76,7 @@ class mpi_bootstrap final : public bootstrap {
     return wait(r2, until, "MPI_Iallgather", op);
   }
 
-  status barrier(deadline until) override {
+  status do_barrier(std::uint64_t, deadline until) override {
     const detail::operation op{"pvmm::bootstrap::barrier (mpi)"};
     PVMM_TRY(broken_.check());
     MPI_Request r;
@@ -83,7 +84,7 @@ class mpi_bootstrap final : public bootstrap {
     return wait(r, until, "MPI_Ibarrier", op);
   }
 
-  status send(int peer, const void* data, std::size_t bytes, deadline until) override {
+  status do_send(int peer, int tag, const void* data, std::size_t bytes, deadline until) override {
     const detail::operation op{"pvmm::bootstrap::send (mpi)"};
     PVMM_TRY(broken_.check());
     MPI_Request r;
@@ -91,7 +92,7 @@ class mpi_bootstrap final : public bootstrap {
     return wait(r, until, "MPI_Isend", op);
   }
 
-  status receive(int peer, void* data, std::size_t bytes, deadline until) override {
+  status do_receive(int peer, int tag, void* data, std::size_t bytes, deadline until) override {
     const detail::operation op{"pvmm::bootstrap::receive (mpi)"};
     PVMM_TRY(broken_.check());
     MPI_Request r;
@@ -99,7 +100,7 @@ class mpi_bootstrap final : public bootstrap {
     return wait(r, until, "MPI_Irecv", op);
   }
 
-  void abort() noexcept override {
+  void do_abort() noexcept override {
     try {
       const detail::operation op{"pvmm::bootstrap::abort (mpi)"};
       broken_.set(op.fail(errc::peer_lost, fmt::format("rank {} aborted its bootstrap", rank_)));
@@ -108,8 +109,6 @@ class mpi_bootstrap final : public bootstrap {
   }
 
  private:
-  static constexpr int tag = 0x5056;
-
   static error failure(const detail::operation& op, const char* call, int code) {
     error e = op.fail(errc::backend_error, fmt::format("{} failed: {}", call, mpi_error_text(code)));
     e.native_name = call;
