@@ -9,10 +9,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 
 #include <pvmm/endpoint.hpp>
@@ -71,8 +73,18 @@ class endpoint_bootstrap final : public bootstrap {
 
  private:
   status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t id, deadline until) override;
-  status do_send(int peer, int tag, const void* data, std::size_t bytes, deadline until) override;
-  status do_receive(int peer, int tag, void* data, std::size_t bytes, deadline until) override;
+  // A failed send or receive fails the group, as a collective does: told to the peers (an abort heard here reaches
+  // the ranks this one relays to).
+  status do_send(int peer, int tag, const void* data, std::size_t bytes, deadline until) override {
+    if (auto ok = send_to(peer, tag, data, bytes, until); !ok) return fail(std::move(ok).error());
+    return {};
+  }
+  status do_receive(int peer, int tag, void* data, std::size_t bytes, deadline until) override {
+    if (auto ok = receive_from(peer, tag, data, bytes, until); !ok) return fail(std::move(ok).error());
+    return {};
+  }
+  status send_to(int peer, int tag, const void* data, std::size_t bytes, deadline until);
+  status receive_from(int peer, int tag, void* data, std::size_t bytes, deadline until);
   void do_abort() noexcept override;
 
   status gather_at_root(std::uint8_t* out, std::size_t bytes, std::uint64_t id, deadline until,
@@ -83,6 +95,11 @@ class endpoint_bootstrap final : public bootstrap {
                       const detail::operation& op);
   status welcome_ranks(deadline until, const detail::operation& op);
   result<const ipc::connection*> incoming(int peer, deadline until, const detail::operation& op);
+  ipc::connection& link(std::map<int, ipc::connection>& links, int r);
+  // Waits until `fd` is readable or `until` passes (false), watching the group's connections meanwhile: an abort
+  // told there ends the wait with it, so a rank waiting for a message hears of an abort at once.
+  result<bool> wait_watching(int fd, deadline until, const detail::operation& op);
+  void adopt(std::map<int, ipc::connection>& links, int r, ipc::connection c);
 
   status send_message(const ipc::connection& c, int to, const header& h, const void* body, deadline until,
                       const detail::operation& op) const;
@@ -107,14 +124,18 @@ class endpoint_bootstrap final : public bootstrap {
   std::vector<int> nodes_;
   std::vector<detail::node_position> positions_;
   std::vector<std::int32_t> pids_;
-  std::vector<ipc::connection> peers_;  // root: one per rank (its own empty); others: [0] is the root
-  mutable int aborted_rank_ = -1;       // the rank whose abort this rank heard of (-1: none)
-  mutable bool told_ = false;           // a peer's abort message was read (its account of a failure)
+  std::vector<ipc::connection> peers_;         // root: one per rank (its own empty); others: [0] is the root
+  mutable std::atomic<int> aborted_rank_{-1};  // the rank whose abort this rank heard of (-1: none)
+  mutable std::atomic<bool> told_{false};      // a peer's abort message was read (its account of a failure)
   // Point to point: this rank's listener, the connections it opened to each peer, those each peer opened to it,
   // and messages that came for another tag than the one a receive waited for.
   ipc::listener p2p_;
   std::optional<error> p2p_unavailable_;
+  // Guarded by links_: abort() walks them from another thread while this rank's thread adds to them (an entry, once
+  // valid, is never replaced, and std::map never moves one, so a reference taken under the lock stays good).
   std::map<int, ipc::connection> out_, in_;
+  mutable std::mutex links_;
+  bool links_closed_ = false;  // abort() ran: a link made after it is ended at once
   std::map<std::pair<int, int>, std::deque<std::vector<std::uint8_t>>> kept_;  // (peer, tag) -> messages
   std::uint64_t kept_bytes_ = 0;
 };
@@ -224,14 +245,32 @@ error endpoint_bootstrap::fail(error e) {
   if (text.size() > max_abort_text) text.resize(max_abort_text);
   header h;
   h.what = kind::abort;
-  h.rank = aborted_rank_ >= 0 ? aborted_rank_ : rank_;
-  h.aborted = aborted_rank_ >= 0 ? 1 : 0;
+  const int aborted = aborted_rank_;
+  h.rank = aborted >= 0 ? aborted : rank_;
+  h.aborted = aborted >= 0 ? 1 : 0;
   h.code = static_cast<std::int32_t>(e.code);
   h.total = text.size();
   for (int r = 0; r < static_cast<int>(peers_.size()); ++r)
     if (r != rank_) tell(peers_[r], r, h, text);
-  for (const auto& [r, c] : out_) tell(c, r, h, text);
+  std::vector<std::pair<int, const ipc::connection*>> out;
+  {
+    std::lock_guard<std::mutex> lock(links_);
+    for (const auto& [r, c] : out_)
+      if (c.valid()) out.emplace_back(r, &c);
+  }
+  for (const auto& [r, c] : out) tell(*c, r, h, text);
   return e;
+}
+
+ipc::connection& endpoint_bootstrap::link(std::map<int, ipc::connection>& links, int r) {
+  std::lock_guard<std::mutex> lock(links_);
+  return links[r];
+}
+
+void endpoint_bootstrap::adopt(std::map<int, ipc::connection>& links, int r, ipc::connection c) {
+  std::lock_guard<std::mutex> lock(links_);
+  links[r] = std::move(c);
+  if (links_closed_) links[r].abort();
 }
 
 status endpoint_bootstrap::do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t id,
@@ -313,9 +352,39 @@ status endpoint_bootstrap::gather_at_root(std::uint8_t* out, std::size_t bytes, 
   return {};
 }
 
+result<bool> endpoint_bootstrap::wait_watching(int fd, deadline until, const detail::operation& op) {
+  std::vector<int> watched;  // ranks whose group connection may carry an abort: every rank for the root, else the root
+  for (int r = 0; r < static_cast<int>(peers_.size()); ++r)
+    if (r != rank_ && peers_[r].valid()) watched.push_back(r);
+  for (;;) {
+    std::vector<pollfd> fds{{fd, POLLIN, 0}};
+    for (int r : watched) fds.push_back({peers_[r].native_handle(), POLLIN, 0});
+    const auto wait = detail::time_left(until);
+    const int ms = wait == ipc::wait_forever ? -1 : static_cast<int>(std::min<long long>(wait.count(), 1 << 30));
+    const int n = ::poll(fds.data(), fds.size(), ms);
+    if (n < 0 && errno != EINTR)
+      return op.fail(errc::system_error, fmt::format("poll failed: {}", std::strerror(errno)));
+    if (fds[0].revents) return true;
+    if (n == 0 && (until != deadline::max() && std::chrono::steady_clock::now() >= until)) return false;
+    for (std::size_t i = fds.size(); i-- > 1;) {
+      if (!fds[i].revents) continue;
+      const int r = watched[i - 1];
+      header h;
+      const auto got = ::recv(fds[i].fd, &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+      if (got == static_cast<ssize_t>(sizeof h) && h.magic == header_magic && h.what == kind::abort)
+        if (auto told = receive_chunk(peers_[r], r, until, op); !told) return std::move(told).error();
+      // Anything else (the next collective's message, EOF) is not this wait's concern: stop watching it.
+      watched.erase(watched.begin() + static_cast<std::ptrdiff_t>(i - 1));
+    }
+  }
+}
+
 result<const ipc::connection*> endpoint_bootstrap::incoming(int peer, deadline until, const detail::operation& op) {
-  while (!in_[peer].valid()) {
-    auto c = p2p_.accept(detail::time_left(until));
+  const ipc::connection& wanted = link(in_, peer);
+  while (!wanted.valid()) {
+    PVMM_TRY_ASSIGN(ready, wait_watching(p2p_.native_handle(), until, op));
+    (void)ready;  // past the deadline, accept finds nothing and says so
+    auto c = p2p_.accept(std::chrono::milliseconds(0));
     if (!c && c.code() == errc::peer_rejected) continue;  // another user's process: not one of the ranks
     if (!c) {
       auto e = std::move(c).error();
@@ -326,20 +395,20 @@ result<const ipc::connection*> endpoint_bootstrap::incoming(int peer, deadline u
     if (!hello) continue;  // silent, or gone: a stranger
     const header& h = hello->head;
     if (h.what != kind::hello || h.total != 0 || h.rank < 0 || h.rank >= size_ || h.rank == rank_ ||
-        in_[h.rank].valid())
+        link(in_, h.rank).valid())
       continue;  // garbage: a stranger, not a rank
-    in_[h.rank] = std::move(*c);
+    adopt(in_, h.rank, std::move(*c));
   }
-  return &in_[peer];
+  return &wanted;
 }
 
-status endpoint_bootstrap::do_send(int peer, int tag, const void* data, std::size_t bytes, deadline until) {
+status endpoint_bootstrap::send_to(int peer, int tag, const void* data, std::size_t bytes, deadline until) {
   const detail::operation op{"pvmm::bootstrap::send"};
   if (p2p_unavailable_) return *p2p_unavailable_;
-  ipc::connection& c = out_[peer];
+  const ipc::connection& c = link(out_, peer);
   if (!c.valid()) {
     PVMM_TRY_ASSIGN(opened, ipc::connect(p2p_name(name_, peer), detail::time_left(until)));
-    c = std::move(opened);
+    adopt(out_, peer, std::move(opened));
     header hello;
     hello.rank = rank_;
     hello.size = size_;
@@ -354,7 +423,7 @@ status endpoint_bootstrap::do_send(int peer, int tag, const void* data, std::siz
   return send_message(c, peer, h, data, until, op);
 }
 
-status endpoint_bootstrap::do_receive(int peer, int tag, void* data, std::size_t bytes, deadline until) {
+status endpoint_bootstrap::receive_from(int peer, int tag, void* data, std::size_t bytes, deadline until) {
   const detail::operation op{"pvmm::bootstrap::receive"};
   if (p2p_unavailable_) return *p2p_unavailable_;
   auto mismatch = [&](std::uint64_t sent) {
@@ -371,6 +440,9 @@ status endpoint_bootstrap::do_receive(int peer, int tag, void* data, std::size_t
   }
   PVMM_TRY_ASSIGN(c, incoming(peer, until, op));
   for (;;) {
+    PVMM_TRY_ASSIGN(ready, wait_watching(c->native_handle(), until, op));
+    if (!ready)
+      return op.fail(errc::timeout, fmt::format("{} sent nothing with tag {} before the deadline", who(peer), tag));
     auto expect = [&](const header& h) -> status {
       if (h.what != kind::message || h.sequence > static_cast<std::uint64_t>(INT32_MAX))
         return op.fail(errc::protocol_error, fmt::format("{} sent a message of kind {} with tag {}", who(peer),
@@ -420,6 +492,8 @@ void endpoint_bootstrap::do_abort() noexcept {
   } catch (...) {  // formatting failed: still end the connections below
   }
   for (auto& c : peers_) c.abort();  // wakes this rank's waits; peers see EOF
+  std::lock_guard<std::mutex> lock(links_);
+  links_closed_ = true;
   for (auto& [r, c] : out_) c.abort();
   for (auto& [r, c] : in_) c.abort();
 }

@@ -275,6 +275,32 @@ TEST_CASE("contract: a rank that aborts inside a collective fails it on every ra
   }
 }
 
+TEST_CASE("contract: an abort reaches the ranks waiting in receive, within a slice") {
+  for (const char* a : adapters) {
+    CAPTURE(a);
+    auto g = make_group(a, 3);
+    std::vector<pvmm::status> got(3);
+    std::vector<std::chrono::steady_clock::duration> took(3);
+    on_every_rank(3, [&](int r) {
+      const auto start = std::chrono::steady_clock::now();
+      char x = 0;
+      if (r == 2) {
+        std::this_thread::sleep_for(300ms);
+        g[2]->abort();
+      } else {
+        got[r] = g[r]->receive(1 - r, 0, &x, 1, pvmm::deadline_in(20s));  // 0 and 1 wait for each other
+      }
+      took[r] = std::chrono::steady_clock::now() - start;
+    });
+    for (int r = 0; r < 2; ++r) {
+      CAPTURE(r);
+      CHECK_MESSAGE(got[r].code() == errc::peer_lost, text(got[r]));
+      CHECK_MESSAGE(names(got[r], "rank 2 aborted"), text(got[r]));
+      CHECK(took[r] < 3s);
+    }
+  }
+}
+
 TEST_CASE("contract: a group can be made again, and runs many rounds") {
   for (const char* a : adapters) {
     CAPTURE(a);
