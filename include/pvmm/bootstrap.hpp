@@ -138,8 +138,10 @@ struct bootstrap_options {
 result<std::vector<std::shared_ptr<bootstrap>>> make_thread_bootstraps(int size, std::vector<int> node_of_rank = {});
 
 /// Node-local processes meeting at endpoint `name` (pvmm/endpoint.hpp): rank 0 listens, the others connect, all
-/// within `timeout`. Rank 0 holds size - 1 connections; every other rank holds one. Peers must run as the same
-/// user. A rank that exits is errc::peer_lost on the others at their next call (its socket closes).
+/// within `timeout`. Rank 0 holds size - 1 connections; every other rank holds one. Every rank also listens at
+/// "<name>#p2p-<rank>" for send/receive, which go direct (one connection per peer and direction, made on first use).
+/// Peers must run as the same user; a connection from another user, or one that sends no hello within 1 s, is
+/// dropped. A rank that exits is errc::peer_lost on the others at their next call (its socket closes).
 result<std::shared_ptr<bootstrap>> make_endpoint_bootstrap(std::string_view name, int rank, int size,
                                                            std::chrono::milliseconds timeout,
                                                            const bootstrap_options& options = {});

@@ -116,11 +116,13 @@ void on_every_rank(int n, const std::function<void(int)>& f) {
   for (auto& t : threads) t.join();
 }
 
-group make_group(const std::string& adapter, int n) {
+// A group of `n` ranks; endpoints meet at `name` (a fresh one when empty); the stores are fresh (keys are never
+// reused).
+group make_group(const std::string& adapter, int n, std::string name = {}) {
   if (adapter == "threads") return pvmm::make_thread_bootstraps(n).value();
   group g(n);
   std::mutex m;
-  const std::string name = unique_name("group");
+  if (name.empty()) name = unique_name("group");
   auto store = pvmm::make_memory_store();
   on_every_rank(n, [&](int r) {
     std::shared_ptr<pvmm::bootstrap> b;
@@ -195,7 +197,6 @@ TEST_CASE("contract: mismatched sizes are team_mismatch naming the rank, and the
     });
     for (int r = 0; r < 3; ++r) {
       CAPTURE(r);
-      if (std::string(a) == "user" && r == 1) continue;  // a user's adapter sees only what it reads
       CHECK_MESSAGE(first[r].code() == errc::team_mismatch, text(first[r]));
       CHECK_MESSAGE(names(first[r], "rank 1 gave 5"), text(first[r]));
       CHECK_MESSAGE(later[r].code() == first[r].code(), text(later[r]));
@@ -304,8 +305,9 @@ TEST_CASE("contract: an abort reaches the ranks waiting in receive, within a sli
 TEST_CASE("contract: a group can be made again, and runs many rounds") {
   for (const char* a : adapters) {
     CAPTURE(a);
+    const std::string name = unique_name("again");  // the same endpoint name both times
     for (int again = 0; again < 2; ++again) {
-      auto g = make_group(a, 3);
+      auto g = make_group(a, 3, name);
       std::vector<std::string> bad(3);
       on_every_rank(3, [&](int r) {
         for (std::uint64_t round = 0; round < 200 && bad[r].empty(); ++round) {
@@ -483,13 +485,25 @@ TEST_CASE("endpoints: errors name the rank they concern, with its pid") {
   }
 }
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PVMM_TEST_ASAN 1
+// Sanitizers' allocators report running out of memory themselves (and stop the process) instead of throwing.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PVMM_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define PVMM_TEST_SANITIZED 1
 #endif
 #endif
-#if !defined(__SANITIZE_ADDRESS__) && !defined(PVMM_TEST_ASAN)
+#ifdef PVMM_TEST_SANITIZED
+constexpr bool sanitized = true;
+#else
+constexpr bool sanitized = false;
+#endif
+
 TEST_CASE("memory running out in a bootstrap call is out_of_memory, not an exception (under RLIMIT_AS)") {
+  if (sanitized) {
+    MESSAGE("[pvmm-skip] a sanitizer's allocator stops the process when memory runs out");
+    return;
+  }
   const pid_t child = ::fork();
   if (child == 0) {
     constexpr std::size_t bytes = 512u << 20;
@@ -510,7 +524,5 @@ TEST_CASE("memory running out in a bootstrap call is out_of_memory, not an excep
   int wstatus = 0;
   REQUIRE(::waitpid(child, &wstatus, 0) == child);
   CHECK_MESSAGE(WIFEXITED(wstatus), "the child died by signal " << WTERMSIG(wstatus));
-  CHECK(WIFEXITED(wstatus));
   if (WIFEXITED(wstatus)) CHECK(WEXITSTATUS(wstatus) == 0);
 }
-#endif
