@@ -1,31 +1,44 @@
 // pvmm/bootstrap.hpp - how the ranks of a team find each other: a small versioned interface (rank, size, node,
-// allgather, barrier, optional send/receive, abort), every call bounded by a deadline, and its adapters:
+// allgather, barrier, send/receive with tags, abort), every call bounded by a deadline, and its adapters:
 // - threads:   ranks are threads of one process (tests, single-process multi-GPU programs);
 // - endpoints: node-local processes meeting at a named pvmm endpoint, rank 0 as the root;
 // - store:     a key-value store the caller provides (set, get-with-deadline: torch's c10d Store, etcd-like);
 // - mpi:       an MPI communicator (pvmm/bootstrap_mpi.hpp, library pvmm::mpi, built where MPI is found).
 // The interface is what MSCCL++'s Bootstrap and NVSHMEM's bootstrap plugins share (reference/teams.md §2);
-// a C caller or a Python launcher implements the same five calls.
+// a C caller or a Python launcher implements the same calls.
 //
-// Contract of every adapter (pinned by tests/team/bootstrap.cpp under each one):
+// The contract lives in this class, not in each adapter: the public calls are non-virtual (as RMM's
+// device_memory_resource: allocate calls do_allocate). They check the arguments, number the collectives, keep the
+// broken state, turn std::bad_alloc into errc::out_of_memory, name the operation, and call the private do_*
+// virtuals an adapter implements. An adapter reports what only it can see with the texts below (did_not_arrive,
+// gave_bytes, aborted_by), so every adapter says the same thing for the same failure.
+//
+// Contract of every adapter (pinned by tests/team/bootstrap.cpp under each one, and under an adapter written there
+// as a user would):
 // - collectives are called by every rank in the same order; allgather takes the same byte count on every rank
 //   (a different count is errc::team_mismatch on the ranks that can see it);
 // - a rank that does not arrive by the deadline makes the others fail with errc::timeout naming the missing
 //   ranks (where the adapter can know them) and the call; a rank known to be gone (its process exited, it
 //   aborted) makes them fail with errc::peer_lost at once, not at the deadline;
-// - after a collective failed, the bootstrap is broken: every later call fails at once with the first error
+// - after any call failed, the bootstrap is broken: every later call fails at once with the first error
 //   (a collective half done cannot be resumed in step);
 // - abort() may be called from any thread; calls in progress and later calls on every rank the adapter can
-//   reach fail with errc::peer_lost naming the aborting rank.
+//   reach fail with errc::peer_lost naming the aborting rank. A collective every rank had completed before the
+//   abort was seen stays completed.
+// - send/receive: messages from one rank to another with the same tag arrive in order; a message with another tag
+//   waits for the receive of its tag (never lost, never delivered to another tag).
 //
 // Threading: one rank's bootstrap is used by one thread at a time, except abort(), which any thread may call.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,15 +49,22 @@ namespace pvmm {
 
 /// The moment a wait gives up. Every collective takes one, so a caller bounds a sequence of steps by one clock.
 using deadline = std::chrono::steady_clock::time_point;
+/// Now plus `timeout`, saturated: ipc::wait_forever, or any timeout past the clock's range, is deadline::max()
+/// (never waits out); a negative one is now.
 inline deadline deadline_in(std::chrono::milliseconds timeout) noexcept {
   const auto now = std::chrono::steady_clock::now();
-  return timeout >= deadline::max() - now ? deadline::max() : now + timeout;
+  if (timeout.count() <= 0) return now;
+  // Compared in milliseconds: converting timeout to the clock's nanoseconds would overflow.
+  if (timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(deadline::max() - now)) return deadline::max();
+  return now + timeout;
 }
 
-/// The ranks of one job. Version 1: the members below.
+/// The ranks of one job. Version 2: the members below (1 had virtual public collectives and untagged send/receive).
 class bootstrap {
  public:
-  static constexpr std::uint32_t interface_version = 1;
+  static constexpr std::uint32_t interface_version = 2;
+  /// The most ranks a group may have: every adapter refuses more with errc::invalid_argument.
+  static constexpr int max_ranks = 65536;
   virtual ~bootstrap() = default;
 
   virtual int rank() const noexcept = 0;
@@ -55,17 +75,55 @@ class bootstrap {
   /// This rank's index among the ranks of its node, and their count.
   virtual int local_rank() const noexcept = 0;
   virtual int local_size() const noexcept = 0;
+  /// The adapter's name in errors ("threads").
+  virtual const char* adapter() const noexcept { return "user"; }
 
   /// Every rank contributes `bytes` bytes at `mine`; `all` (size() * bytes) receives them in rank order.
-  virtual status allgather(const void* mine, std::size_t bytes, void* all, deadline until) = 0;
+  status allgather(const void* mine, std::size_t bytes, void* all, deadline until);
   /// Returns once every rank has called it.
-  virtual status barrier(deadline until) = 0;
-  /// Point-to-point bytes, where the adapter has them (errc::not_supported otherwise): `bytes` must match the
-  /// sender's count (errc::team_mismatch otherwise).
-  virtual status send(int peer, const void* data, std::size_t bytes, deadline until);
-  virtual status receive(int peer, void* data, std::size_t bytes, deadline until);
-  /// Gives up: this rank's calls in progress and later ones fail, and the other ranks see errc::peer_lost.
-  virtual void abort() noexcept = 0;
+  status barrier(deadline until);
+  /// Point-to-point bytes, where the adapter has them (errc::not_supported otherwise). `tag` >= 0 matches a send
+  /// to its receive; `bytes` must match the sender's count (errc::team_mismatch otherwise).
+  status send(int peer, int tag, const void* data, std::size_t bytes, deadline until);
+  status receive(int peer, int tag, void* data, std::size_t bytes, deadline until);
+  /// Gives up: this rank's calls in progress and later ones fail, and the other ranks see errc::peer_lost naming
+  /// this rank.
+  void abort() noexcept;
+
+  /// The first failure, once a call failed or abort() was called (any thread).
+  bool broken() const noexcept;
+
+ protected:
+  /// The standard texts, for adapters: "ranks 2, 3 did not arrive at collective 7 before the deadline"
+  /// (errc::timeout), "rank 1 gave 8 bytes to collective 7, rank 0 gave 4" (errc::team_mismatch), "rank 1 aborted"
+  /// (errc::peer_lost). The public call adds its name and arguments.
+  static error did_not_arrive(const std::vector<int>& ranks, std::uint64_t collective);
+  static error gave_bytes(int theirs, std::size_t their_bytes, std::uint64_t collective, int mine,
+                          std::size_t my_bytes);
+  static error aborted_by(int rank);
+  /// How many collectives this rank completed (any thread): the first collective an abort interrupts.
+  std::uint64_t collectives_completed() const noexcept { return completed_.load(); }
+
+ private:
+  /// Collective number `collective` (0, 1, ... on every rank in step); arguments checked, not broken.
+  virtual status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t collective,
+                              deadline until) = 0;
+  /// Default: an allgather of one byte.
+  virtual status do_barrier(std::uint64_t collective, deadline until);
+  /// Default: errc::not_supported.
+  virtual status do_send(int peer, int tag, const void* data, std::size_t bytes, deadline until);
+  virtual status do_receive(int peer, int tag, void* data, std::size_t bytes, deadline until);
+  /// Tells the peers this rank gave up and wakes this rank's waits; called once, after broken() is set.
+  virtual void do_abort() noexcept = 0;
+
+  /// Breaks this bootstrap with `e` unless it is broken already; returns the first failure.
+  status record(error e);
+
+  mutable std::mutex mutex_;
+  std::optional<error> broken_;
+  std::uint64_t started_ = 0;
+  std::atomic<std::uint64_t> completed_{0};
+  std::atomic<bool> aborted_{false};
 };
 
 /// Options every adapter understands.
@@ -80,8 +138,10 @@ struct bootstrap_options {
 result<std::vector<std::shared_ptr<bootstrap>>> make_thread_bootstraps(int size, std::vector<int> node_of_rank = {});
 
 /// Node-local processes meeting at endpoint `name` (pvmm/endpoint.hpp): rank 0 listens, the others connect, all
-/// within `timeout`. Rank 0 holds size - 1 connections; every other rank holds one. Peers must run as the same
-/// user. A rank that exits is errc::peer_lost on the others at their next call (its socket closes).
+/// within `timeout`. Rank 0 holds size - 1 connections; every other rank holds one. Every rank also listens at
+/// "<name>#p2p-<rank>" for send/receive, which go direct (one connection per peer and direction, made on first use).
+/// Peers must run as the same user; a connection from another user, or one that sends no hello within 1 s, is
+/// dropped. A rank that exits is errc::peer_lost on the others at their next call (its socket closes).
 result<std::shared_ptr<bootstrap>> make_endpoint_bootstrap(std::string_view name, int rank, int size,
                                                            std::chrono::milliseconds timeout,
                                                            const bootstrap_options& options = {});

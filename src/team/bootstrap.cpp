@@ -1,10 +1,13 @@
-// The bootstrap interface's defaults and the helpers the adapters share.
+// The bootstrap contract (the public calls around the adapters' do_* virtuals) and the helpers the adapters share.
 #include <unistd.h>
 
 #include <fstream>
 
 #include <pvmm/bootstrap.hpp>
 #include <pvmm/ipc.hpp>
+
+#include <map>
+#include <new>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,25 +16,191 @@
 #include "team/bootstrap_common.hpp"
 
 namespace pvmm {
+namespace {
 
-status bootstrap::send(int peer, const void*, std::size_t bytes, deadline) {
-  auto args = [&] { return fmt::format("peer={}, bytes={}", peer, bytes); };
-  const detail::operation op{"pvmm::bootstrap::send", args};
-  return op.fail(errc::not_supported, "this bootstrap adapter has no point-to-point messages",
-                 "use allgather, or an adapter that has send/receive (threads, mpi)");
+// Runs an adapter's call: no exception leaves the library (bad_alloc is out_of_memory; anything else an adapter
+// written by a user throws is backend_error).
+template <class Call>
+status guard(const detail::operation& op, Call&& call) noexcept {
+  try {
+    try {
+      return call();
+    } catch (const std::bad_alloc&) {
+      return op.fail(errc::out_of_memory, "memory ran out in the bootstrap");
+    } catch (const std::exception& e) {
+      return op.fail(errc::backend_error, fmt::format("the bootstrap adapter threw: {}", e.what()));
+    } catch (...) {
+      return op.fail(errc::backend_error, "the bootstrap adapter threw");
+    }
+  } catch (...) {  // formatting the error ran out of memory too
+    error e;
+    e.code = errc::out_of_memory;
+    return e;
+  }
 }
 
-status bootstrap::receive(int peer, void*, std::size_t bytes, deadline) {
-  auto args = [&] { return fmt::format("peer={}, bytes={}", peer, bytes); };
+}  // namespace
+
+error bootstrap::did_not_arrive(const std::vector<int>& ranks, std::uint64_t collective) {
+  error e;
+  e.code = errc::timeout;
+  e.detail =
+      fmt::format("{} did not arrive at collective {} before the deadline", detail::rank_list(ranks), collective);
+  return e;
+}
+
+error bootstrap::gave_bytes(int theirs, std::size_t their_bytes, std::uint64_t collective, int mine,
+                            std::size_t my_bytes) {
+  error e;
+  e.code = errc::team_mismatch;
+  e.detail = fmt::format("rank {} gave {} bytes to collective {}, rank {} gave {}", theirs, their_bytes, collective,
+                         mine, my_bytes);
+  return e;
+}
+
+error bootstrap::aborted_by(int r) {
+  error e;
+  e.code = errc::peer_lost;
+  e.detail = fmt::format("rank {} aborted", r);
+  return e;
+}
+
+bool bootstrap::broken() const noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return broken_.has_value();
+}
+
+status bootstrap::record(error e) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!broken_) broken_ = std::move(e);
+  return *broken_;
+}
+
+status bootstrap::allgather(const void* mine, std::size_t bytes, void* all, deadline until) {
+  const std::uint64_t id = started_;
+  auto args = [&] { return fmt::format("adapter={}, rank={}, bytes={}, collective={}", adapter(), rank(), bytes, id); };
+  const detail::operation op{"pvmm::bootstrap::allgather", args};
+  return guard(op, [&]() -> status {
+    if (bytes > 0 && (!mine || !all)) return op.fail(errc::invalid_argument, "mine and all must not be null");
+    if (size() > 0 && bytes > SIZE_MAX / static_cast<std::size_t>(size()))
+      return op.fail(errc::invalid_argument, "size() * bytes does not fit in memory");
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (broken_) return *broken_;
+    }
+    ++started_;
+    auto done = do_allgather(mine, bytes, all, id, until);
+    if (!done) return record(op.wrap(std::move(done).error()));
+    ++completed_;
+    return {};
+  });
+}
+
+status bootstrap::barrier(deadline until) {
+  const std::uint64_t id = started_;
+  auto args = [&] { return fmt::format("adapter={}, rank={}, collective={}", adapter(), rank(), id); };
+  const detail::operation op{"pvmm::bootstrap::barrier", args};
+  return guard(op, [&]() -> status {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (broken_) return *broken_;
+    }
+    ++started_;
+    auto done = do_barrier(id, until);
+    if (!done) return record(op.wrap(std::move(done).error()));
+    ++completed_;
+    return {};
+  });
+}
+
+status bootstrap::do_barrier(std::uint64_t collective, deadline until) {
+  std::uint8_t one = 1;
+  std::vector<std::uint8_t> all(static_cast<std::size_t>(size()));
+  return do_allgather(&one, 1, all.data(), collective, until);
+}
+
+namespace {
+
+status check_point_to_point(const bootstrap& b, int peer, int tag, const void* data, std::size_t bytes,
+                            const detail::operation& op) {
+  if (peer < 0 || peer >= b.size())
+    return op.fail(errc::invalid_argument, fmt::format("rank {} is not one of {} ranks", peer, b.size()));
+  if (peer == b.rank()) return op.fail(errc::invalid_argument, "a rank does not send to itself");
+  if (tag < 0) return op.fail(errc::invalid_argument, "the tag is negative");
+  if (bytes > 0 && !data) return op.fail(errc::invalid_argument, "data must not be null");
+  return {};
+}
+
+}  // namespace
+
+status bootstrap::send(int peer, int tag, const void* data, std::size_t bytes, deadline until) {
+  auto args = [&] {
+    return fmt::format("adapter={}, rank={}, peer={}, tag={}, bytes={}", adapter(), rank(), peer, tag, bytes);
+  };
+  const detail::operation op{"pvmm::bootstrap::send", args};
+  return guard(op, [&]() -> status {
+    PVMM_TRY(check_point_to_point(*this, peer, tag, data, bytes, op));
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (broken_) return *broken_;
+    }
+    auto done = do_send(peer, tag, data, bytes, until);
+    if (!done) return record(op.wrap(std::move(done).error()));
+    return {};
+  });
+}
+
+status bootstrap::receive(int peer, int tag, void* data, std::size_t bytes, deadline until) {
+  auto args = [&] {
+    return fmt::format("adapter={}, rank={}, peer={}, tag={}, bytes={}", adapter(), rank(), peer, tag, bytes);
+  };
   const detail::operation op{"pvmm::bootstrap::receive", args};
+  return guard(op, [&]() -> status {
+    PVMM_TRY(check_point_to_point(*this, peer, tag, data, bytes, op));
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (broken_) return *broken_;
+    }
+    auto done = do_receive(peer, tag, data, bytes, until);
+    if (!done) return record(op.wrap(std::move(done).error()));
+    return {};
+  });
+}
+
+status bootstrap::do_send(int, int, const void*, std::size_t, deadline) {
+  const detail::operation op{"pvmm::bootstrap::send"};
   return op.fail(errc::not_supported, "this bootstrap adapter has no point-to-point messages",
-                 "use allgather, or an adapter that has send/receive (threads, mpi)");
+                 "use allgather, or an adapter that has send/receive (threads, endpoints, store, mpi)");
+}
+
+status bootstrap::do_receive(int, int, void*, std::size_t, deadline) {
+  const detail::operation op{"pvmm::bootstrap::receive"};
+  return op.fail(errc::not_supported, "this bootstrap adapter has no point-to-point messages",
+                 "use allgather, or an adapter that has send/receive (threads, endpoints, store, mpi)");
+}
+
+void bootstrap::abort() noexcept {
+  if (aborted_.exchange(true)) return;
+  try {
+    auto args = [&] { return fmt::format("adapter={}, rank={}", adapter(), rank()); };
+    const detail::operation op{"pvmm::bootstrap::abort", args};
+    (void)record(op.wrap(aborted_by(rank())));
+  } catch (...) {  // memory ran out for the text: still broken
+    error e;
+    e.code = errc::peer_lost;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!broken_) broken_ = std::move(e);
+  }
+  do_abort();
 }
 
 namespace detail {
 
 status check_rank_arguments(int rank, int size, std::chrono::milliseconds timeout, const operation& op) {
-  if (size <= 0 || rank < 0 || rank >= size)
+  if (size <= 0 || size > bootstrap::max_ranks)
+    return op.fail(errc::invalid_argument,
+                   fmt::format("a group has 1 to {} ranks, not {}", bootstrap::max_ranks, size));
+  if (rank < 0 || rank >= size)
     return op.fail(errc::invalid_argument, fmt::format("rank {} is not one of {} ranks", rank, size));
   if (timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
   return {};
@@ -39,6 +208,11 @@ status check_rank_arguments(int rank, int size, std::chrono::milliseconds timeou
 
 std::string rank_list(const std::vector<int>& ranks) {
   return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "));
+}
+
+deadline later(deadline until, std::chrono::milliseconds by) noexcept {
+  if (until >= deadline::max() - std::chrono::duration_cast<deadline::duration>(by)) return deadline::max();
+  return until + by;
 }
 
 std::chrono::milliseconds time_left(deadline until) noexcept {
@@ -62,23 +236,18 @@ std::uint64_t node_key(int node) {
 }
 
 std::vector<int> number_nodes(const std::vector<std::uint64_t>& key_of_rank) {
+  std::map<std::uint64_t, int> lowest;  // a node is numbered by its lowest rank
   std::vector<int> nodes(key_of_rank.size());
-  for (std::size_t r = 0; r < key_of_rank.size(); ++r)  // a node is numbered by its lowest rank
-    for (std::size_t q = 0; q <= r; ++q)
-      if (key_of_rank[q] == key_of_rank[r]) {
-        nodes[r] = static_cast<int>(q);
-        break;
-      }
+  for (std::size_t r = 0; r < key_of_rank.size(); ++r)
+    nodes[r] = lowest.emplace(key_of_rank[r], static_cast<int>(r)).first->second;
   return nodes;
 }
 
-node_position position_in_node(const std::vector<int>& node_of_rank, int rank) {
-  node_position p;
-  for (int r = 0; r < static_cast<int>(node_of_rank.size()); ++r) {
-    if (node_of_rank[r] != node_of_rank[rank]) continue;
-    if (r < rank) ++p.local_rank;
-    ++p.local_size;
-  }
+std::vector<node_position> positions_in_nodes(const std::vector<int>& node_of_rank) {
+  std::map<int, int> seen;  // node -> ranks of it so far
+  std::vector<node_position> p(node_of_rank.size());
+  for (std::size_t r = 0; r < node_of_rank.size(); ++r) p[r].local_rank = seen[node_of_rank[r]]++;
+  for (std::size_t r = 0; r < node_of_rank.size(); ++r) p[r].local_size = seen[node_of_rank[r]];
   return p;
 }
 

@@ -1,5 +1,5 @@
-// What every bootstrap adapter shares: the "broken after a failed collective" rule, deadline arithmetic, and
-// the lists of ranks that errors name.
+// What the bootstrap adapters share beyond the contract in pvmm::bootstrap: a group-wide broken state (threads),
+// deadline arithmetic, and the lists of ranks that errors name.
 #pragma once
 
 #include <chrono>
@@ -65,6 +65,8 @@ std::string rank_list(const std::vector<int>& ranks);
 
 /// Milliseconds left until `until` (0 once passed; wait_forever for deadline::max()).
 std::chrono::milliseconds time_left(deadline until) noexcept;
+/// `until` plus `by`, saturated at deadline::max() (a deadline near the clock's end must not wrap into the past).
+deadline later(deadline until, std::chrono::milliseconds by) noexcept;
 
 /// What a rank reports to find its node: `node` when set (>= 0, tests simulating nodes), else this machine's
 /// boot id and host name, hashed. Ranks with equal keys share a node.
@@ -77,6 +79,7 @@ struct node_position {
   int local_rank = 0;
   int local_size = 0;
 };
-node_position position_in_node(const std::vector<int>& node_of_rank, int rank);
+/// Every rank's position, in one pass (a rank-by-rank scan is O(n^2) for n ranks).
+std::vector<node_position> positions_in_nodes(const std::vector<int>& node_of_rank);
 
 }  // namespace pvmm::detail

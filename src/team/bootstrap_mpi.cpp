@@ -82,22 +82,25 @@ class mpi_bootstrap final : public bootstrap {
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
   int node() const noexcept override { return nodes_[rank_]; }
-  int local_rank() const noexcept override { return detail::position_in_node(nodes_, rank_).local_rank; }
-  int local_size() const noexcept override { return detail::position_in_node(nodes_, rank_).local_size; }
+  int local_rank() const noexcept override { return positions_[static_cast<std::size_t>(rank_)].local_rank; }
+  int local_size() const noexcept override { return positions_[static_cast<std::size_t>(rank_)].local_size; }
+  const char* adapter() const noexcept override { return "mpi"; }
 
-  // The overrides only forward, so the interface's names can change without touching the bodies.
-  status allgather(const void* mine, std::size_t bytes, void* all, deadline until) override {
+ private:
+  // The contract's checks, numbering and broken state are the base's (pvmm::bootstrap); these only forward.
+  status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t, deadline until) override {
     return gather_all(mine, bytes, all, until);
   }
-  status barrier(deadline until) override { return wait_for_all(until); }
-  status send(int peer, const void* data, std::size_t bytes, deadline until) override {
-    return send_to(peer, data, bytes, until);
+  status do_barrier(std::uint64_t, deadline until) override { return wait_for_all(until); }
+  status do_send(int peer, int tag, const void* data, std::size_t bytes, deadline until) override {
+    return send_to(peer, tag, data, bytes, until);
   }
-  status receive(int peer, void* data, std::size_t bytes, deadline until) override {
-    return receive_from(peer, data, bytes, until);
+  status do_receive(int peer, int tag, void* data, std::size_t bytes, deadline until) override {
+    return receive_from(peer, tag, data, bytes, until);
   }
-  void abort() noexcept override { give_up(); }
+  void do_abort() noexcept override { give_up(); }
 
+ public:
   /// Duplicates `comm` (MPI_Comm_idup), then finds the nodes (one allgather), all by `until`.
   status start(MPI_Comm comm, const bootstrap_options& options, deadline until, const detail::operation& op) {
     MPI_Comm_size(comm, &size_);
@@ -112,12 +115,11 @@ class mpi_bootstrap final : public bootstrap {
     const std::uint64_t mine = detail::node_key(options.node);
     if (auto found = gather_all(&mine, sizeof mine, keys.data(), until); !found) return op.wrap(found.error());
     nodes_ = detail::number_nodes(keys);
+    positions_ = detail::positions_in_nodes(nodes_);
     return {};
   }
 
  private:
-  static constexpr int tag = 0x5056;
-
   status gather_all(const void* mine, std::size_t bytes, void* all, deadline until) {
     const std::uint64_t call = calls_;
     auto args = [&] { return fmt::format("rank={}, bytes={}, call={}", rank_, bytes, call); };
@@ -177,11 +179,11 @@ class mpi_bootstrap final : public bootstrap {
     });
   }
 
-  status send_to(int peer, const void* data, std::size_t bytes, deadline until) {
+  status send_to(int peer, int tag, const void* data, std::size_t bytes, deadline until) {
     auto args = [&] { return fmt::format("rank={}, peer={}, bytes={}", rank_, peer, bytes); };
     const detail::operation op{"pvmm::bootstrap::send (mpi)", args};
     return no_throw<status>(op, [&]() -> status {
-      PVMM_TRY(check_message(peer, data, bytes, op));
+      PVMM_TRY(check_message(peer, tag, data, bytes, op));
       auto f = std::make_unique<in_flight>();
       f->out.assign(static_cast<const std::uint8_t*>(data), static_cast<const std::uint8_t*>(data) + bytes);
       PVMM_TRY(post(MPI_Isend(f->out.data(), static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &f->request),
@@ -190,11 +192,11 @@ class mpi_bootstrap final : public bootstrap {
     });
   }
 
-  status receive_from(int peer, void* data, std::size_t bytes, deadline until) {
+  status receive_from(int peer, int tag, void* data, std::size_t bytes, deadline until) {
     auto args = [&] { return fmt::format("rank={}, peer={}, bytes={}", rank_, peer, bytes); };
     const detail::operation op{"pvmm::bootstrap::receive (mpi)", args};
     return no_throw<status>(op, [&]() -> status {
-      PVMM_TRY(check_message(peer, data, bytes, op));
+      PVMM_TRY(check_message(peer, tag, data, bytes, op));
       auto f = std::make_unique<in_flight>();
       f->in.resize(bytes);
       PVMM_TRY(post(MPI_Irecv(f->in.data(), static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &f->request),
@@ -210,8 +212,14 @@ class mpi_bootstrap final : public bootstrap {
     });
   }
 
-  status check_message(int peer, const void* data, std::size_t bytes, const detail::operation& op) const {
+  status check_message(int peer, int tag, const void* data, std::size_t bytes, const detail::operation& op) const {
     PVMM_TRY(broken_.check());
+    int* tag_bound = nullptr;  // MPI guarantees at least 32767; the library may allow more
+    int found = 0;
+    MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_bound, &found);
+    const int largest = found && tag_bound ? *tag_bound : 32767;
+    if (tag > largest)
+      return op.fail(errc::invalid_argument, fmt::format("tag {} is above this MPI's MPI_TAG_UB ({})", tag, largest));
     if (peer < 0 || peer >= size_ || peer == rank_)
       return op.fail(errc::invalid_argument, fmt::format("peer {} is not another of {} ranks", peer, size_));
     if (bytes > 0 && !data) return op.fail(errc::invalid_argument, "data must not be null");
@@ -275,6 +283,7 @@ class mpi_bootstrap final : public bootstrap {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 0;
   std::vector<int> nodes_;
+  std::vector<detail::node_position> positions_;
   std::uint64_t calls_ = 0;    // calls posted, so ranks can compare where each stopped
   bool left_pending_ = false;  // a call missed its deadline or was aborted: MPI may still use comm_
   detail::broken_state broken_;

@@ -1,6 +1,7 @@
 // The store adapter: ranks meet through a key-value store the caller provides (torch's c10d Store, etcd-like).
-// Collective n publishes "<prefix>/<n>/<rank>" and reads every other rank's key. Waits are sliced so an abort
-// published under "<prefix>/abort" is seen within a slice, not at the deadline.
+// Collective n publishes "<prefix>/<n>/<rank>" and reads every other rank's key; message n from rank a to rank b
+// with tag t is "<prefix>/p2p/<a>/<b>/<t>/<n>". Waits are sliced so an abort published under "<prefix>/abort" is
+// seen within a slice, not at the deadline.
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -16,6 +17,14 @@ namespace {
 
 constexpr auto slice = std::chrono::milliseconds(50);
 
+// The abort key's value: who aborted and the first collective it had not completed (collectives before it stay
+// completed on every rank, as in the other adapters).
+struct abort_record {
+  std::int32_t rank = 0;
+  std::int32_t reserved = 0;
+  std::uint64_t collective = 0;
+};
+
 class store_bootstrap final : public bootstrap {
  public:
   store_bootstrap(key_value_store store, std::string prefix, int rank, int size)
@@ -24,76 +33,105 @@ class store_bootstrap final : public bootstrap {
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
   int node() const noexcept override { return nodes_[rank_]; }
-  int local_rank() const noexcept override { return detail::position_in_node(nodes_, rank_).local_rank; }
-  int local_size() const noexcept override { return detail::position_in_node(nodes_, rank_).local_size; }
+  int local_rank() const noexcept override { return positions_[rank_].local_rank; }
+  int local_size() const noexcept override { return positions_[rank_].local_size; }
+  const char* adapter() const noexcept override { return "store"; }
 
   status find_nodes(int node, deadline until) {
     std::vector<std::uint64_t> keys(size_);
     const std::uint64_t mine = detail::node_key(node);
     PVMM_TRY(allgather(&mine, sizeof mine, keys.data(), until));
     nodes_ = detail::number_nodes(keys);
+    positions_ = detail::positions_in_nodes(nodes_);
     return {};
   }
 
-  status allgather(const void* mine, std::size_t bytes, void* all, deadline until) override {
-    const std::uint64_t id = sequence_;  // this collective's number
-    auto args = [&] {
-      return fmt::format("prefix=\"{}\", rank={}, bytes={}, collective={}", prefix_, rank_, bytes, id);
-    };
-    const detail::operation op{"pvmm::bootstrap::allgather (store)", args};
-    if (bytes > 0 && (!mine || !all)) return op.fail(errc::invalid_argument, "mine and all must not be null");
-    PVMM_TRY(broken_.check());
-    ++sequence_;
+ private:
+  status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t id, deadline until) override {
     const auto* in = static_cast<const std::uint8_t*>(mine);
-    if (auto ok = store_.set(key(id, rank_), std::vector<std::uint8_t>(in, in + bytes)); !ok)
-      return broken_.set(op.wrap(std::move(ok).error()));
+    PVMM_TRY(store_.set(key(id, rank_), std::vector<std::uint8_t>(in, in + bytes)));
     auto* out = static_cast<std::uint8_t*>(all);
     for (int r = 0; r < size_; ++r) {
-      auto value = wait_for_key(key(id, r), until, op);
+      auto value = wait_for_key(key(id, r), until);
       if (!value) {
-        if (value.code() != errc::timeout) return broken_.set(std::move(value).error());
+        if (value.code() != errc::timeout) return std::move(value).error();
         std::vector<int> missing{r};  // name every rank still missing, not only the first
         for (int q = r + 1; q < size_; ++q)
           if (!store_.get(key(id, q), std::chrono::steady_clock::now())) missing.push_back(q);
-        return broken_.set(op.fail(errc::timeout, fmt::format("{} did not arrive at collective {} before the deadline",
-                                                              detail::rank_list(missing), id)));
+        return did_not_arrive(missing, id);
       }
-      if (value->size() != bytes)
-        return broken_.set(op.fail(errc::team_mismatch, fmt::format("rank {} gave {} bytes to collective {}, rank {} "
-                                                                    "gave {}",
-                                                                    r, value->size(), id, rank_, bytes)));
+      if (value->size() != bytes) return gave_bytes(r, value->size(), id, rank_, bytes);
       if (bytes > 0) std::memcpy(out + r * bytes, value->data(), bytes);
     }
+    // A rank that aborted inside this collective fails it on every rank that looks after, even where every key
+    // arrived (it published its own before it gave up).
+    return check_abort(id);
+  }
+
+  status do_send(int peer, int tag, const void* data, std::size_t bytes, deadline) override {
+    const auto* in = static_cast<const std::uint8_t*>(data);
+    const std::uint64_t n = sent_[{peer, tag}]++;
+    return store_.set(p2p_key(rank_, peer, tag, n), std::vector<std::uint8_t>(in, in + bytes));
+  }
+
+  status do_receive(int peer, int tag, void* data, std::size_t bytes, deadline until) override {
+    const detail::operation op{"pvmm::bootstrap::receive"};
+    std::uint64_t& n = received_[{peer, tag}];
+    auto value = wait_for_key(p2p_key(peer, rank_, tag, n), until);
+    if (!value) {
+      if (value.code() != errc::timeout) return std::move(value).error();
+      return op.fail(errc::timeout, fmt::format("rank {} sent nothing with tag {} before the deadline", peer, tag));
+    }
+    if (value->size() != bytes)
+      return op.fail(errc::team_mismatch, fmt::format("rank {} sent {} bytes with tag {}, rank {} expected {}", peer,
+                                                      value->size(), tag, rank_, bytes));
+    if (bytes > 0) std::memcpy(data, value->data(), bytes);
+    ++n;
     return {};
   }
 
-  status barrier(deadline until) override {
-    std::uint8_t one = 1;
-    std::vector<std::uint8_t> all(size_);
-    return allgather(&one, 1, all.data(), until);
-  }
-
-  void abort() noexcept override {
+  void do_abort() noexcept override {
     try {
-      const detail::operation op{"pvmm::bootstrap::abort (store)"};
-      const std::string text = fmt::format("rank {} aborted", rank_);
-      broken_.set(op.fail(errc::peer_lost, text));
-      (void)store_.set(prefix_ + "/abort", std::vector<std::uint8_t>(text.begin(), text.end()));
+      abort_record a;
+      a.rank = rank_;
+      a.collective = collectives_completed();
+      const auto* p = reinterpret_cast<const std::uint8_t*>(&a);
+      (void)store_.set(abort_key(), std::vector<std::uint8_t>(p, p + sizeof a));
     } catch (...) {  // the store threw or memory ran out: this rank is aborted already
     }
   }
 
- private:
   std::string key(std::uint64_t id, int r) const { return fmt::format("{}/{}/{}", prefix_, id, r); }
+  std::string p2p_key(int from, int to, int tag, std::uint64_t n) const {
+    return fmt::format("{}/p2p/{}/{}/{}/{}", prefix_, from, to, tag, n);
+  }
+  std::string abort_key() const { return prefix_ + "/abort"; }
 
-  result<std::vector<std::uint8_t>> wait_for_key(const std::string& k, deadline until, const detail::operation& op) {
+  // peer_lost naming the aborting rank when one aborted before completing collective `before` (every collective
+  // when `before` is the largest number).
+  status check_abort(std::uint64_t before = UINT64_MAX) {
+    auto value = store_.get(abort_key(), std::chrono::steady_clock::now());
+    if (!value) return {};
+    const detail::operation op{"pvmm::bootstrap (store)"};
+    abort_record a;
+    if (value->size() != sizeof a)
+      return op.fail(errc::protocol_error,
+                     fmt::format("the abort key holds {} bytes, not {}", value->size(), sizeof a));
+    std::memcpy(&a, value->data(), sizeof a);
+    if (a.rank < 0 || a.rank >= size_)
+      return op.fail(errc::protocol_error, fmt::format("the abort key names rank {} of {}", a.rank, size_));
+    if (a.collective > before) return {};
+    return aborted_by(a.rank);
+  }
+
+  // Waits in slices, so an abort is seen within one slice, not at the deadline.
+  result<std::vector<std::uint8_t>> wait_for_key(const std::string& k, deadline until) {
     for (;;) {
       const auto now = std::chrono::steady_clock::now();
       const deadline step = until - now > slice ? now + slice : until;
       auto value = store_.get(k, step);
       if (value || value.code() != errc::timeout) return value;
-      if (auto aborted = store_.get(prefix_ + "/abort", std::chrono::steady_clock::now()))
-        return op.fail(errc::peer_lost, std::string(aborted->begin(), aborted->end()));
+      PVMM_TRY(check_abort());
       if (step == until) return value;
     }
   }
@@ -103,8 +141,8 @@ class store_bootstrap final : public bootstrap {
   int rank_;
   int size_;
   std::vector<int> nodes_;
-  std::uint64_t sequence_ = 0;
-  detail::broken_state broken_;
+  std::vector<detail::node_position> positions_;
+  std::map<std::pair<int, int>, std::uint64_t> sent_, received_;  // (peer, tag) -> messages so far
 };
 
 struct memory_store_state {
@@ -124,9 +162,13 @@ result<std::shared_ptr<bootstrap>> make_store_bootstrap(key_value_store store, s
   const detail::operation op{"pvmm::make_store_bootstrap", args};
   PVMM_TRY(detail::check_rank_arguments(rank, size, timeout, op));
   if (!store.set || !store.get) return op.fail(errc::invalid_argument, "the store needs both set and get");
-  auto self = std::make_shared<store_bootstrap>(std::move(store), std::move(prefix), rank, size);
-  PVMM_TRY(self->find_nodes(options.node, deadline_in(timeout)));
-  return std::shared_ptr<bootstrap>(std::move(self));
+  try {
+    auto self = std::make_shared<store_bootstrap>(std::move(store), std::move(prefix), rank, size);
+    PVMM_TRY(self->find_nodes(options.node, deadline_in(timeout)));
+    return std::shared_ptr<bootstrap>(std::move(self));
+  } catch (const std::bad_alloc&) {
+    return op.fail(errc::out_of_memory, "memory ran out for the bootstrap");
+  }
 }
 
 key_value_store make_memory_store() {

@@ -38,8 +38,9 @@ std::uint64_t edge_value(pvmm_fuzz::input& in) {
 class capturing_bootstrap : public pvmm_team_test::forwarding_bootstrap {
  public:
   using forwarding_bootstrap::forwarding_bootstrap;
-  pvmm::status allgather(const void* mine, std::size_t bytes, void* all, pvmm::deadline until) override {
-    auto done = forwarding_bootstrap::allgather(mine, bytes, all, until);
+  pvmm::status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t collective,
+                            pvmm::deadline until) override {
+    auto done = forwarding_bootstrap::do_allgather(mine, bytes, all, collective, until);
     if (done && bytes == sizeof(detail::enveloped<detail::member_record>)) std::memcpy(&root, all, sizeof root);
     return done;
   }

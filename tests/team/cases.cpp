@@ -122,22 +122,23 @@ class dying_bootstrap : public forwarding_bootstrap {
  public:
   dying_bootstrap(std::shared_ptr<pvmm::bootstrap> inner, int victim, int after)
       : forwarding_bootstrap(std::move(inner)), victim_(victim), after_(after) {}
-  pvmm::status allgather(const void* mine, std::size_t bytes, void* all, pvmm::deadline until) override {
-    die_if_due();
-    auto done = forwarding_bootstrap::allgather(mine, bytes, all, until);
-    ++calls_;
-    die_if_due();
-    return done;
-  }
-  pvmm::status barrier(pvmm::deadline until) override {
-    die_if_due();
-    auto done = forwarding_bootstrap::barrier(until);
-    ++calls_;
-    die_if_due();
-    return done;
-  }
 
  private:
+  pvmm::status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t collective,
+                            pvmm::deadline until) override {
+    die_if_due();
+    auto done = forwarding_bootstrap::do_allgather(mine, bytes, all, collective, until);
+    ++calls_;
+    die_if_due();
+    return done;
+  }
+  pvmm::status do_barrier(std::uint64_t collective, pvmm::deadline until) override {
+    die_if_due();
+    auto done = forwarding_bootstrap::do_barrier(collective, until);
+    ++calls_;
+    die_if_due();
+    return done;
+  }
   void die_if_due() const {
     if (rank() == victim_ && calls_ == after_) ::kill(::getpid(), SIGKILL);
   }
@@ -235,15 +236,17 @@ void mismatch_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
 class longer_identity : public forwarding_bootstrap {
  public:
   explicit longer_identity(std::shared_ptr<pvmm::bootstrap> inner) : forwarding_bootstrap(std::move(inner)) {}
-  pvmm::status allgather(const void* mine, std::size_t bytes, void* all, pvmm::deadline until) override {
-    if (!first_ || rank() != 1) return forwarding_bootstrap::allgather(mine, bytes, all, until);
+
+ private:
+  pvmm::status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t collective,
+                            pvmm::deadline until) override {
+    if (!first_ || rank() != 1) return forwarding_bootstrap::do_allgather(mine, bytes, all, collective, until);
     first_ = false;
     std::vector<unsigned char> longer(bytes + 1), gathered((bytes + 1) * size());
     std::memcpy(longer.data(), mine, bytes);
-    return forwarding_bootstrap::allgather(longer.data(), bytes + 1, gathered.data(), until);
+    return forwarding_bootstrap::do_allgather(longer.data(), bytes + 1, gathered.data(), collective, until);
   }
 
- private:
   bool first_ = true;
 };
 

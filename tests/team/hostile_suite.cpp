@@ -52,13 +52,14 @@ class forging_bootstrap : public forwarding_bootstrap {
  public:
   forging_bootstrap(std::shared_ptr<pvmm::bootstrap> inner, std::function<void(T&)> forge, bool both)
       : forwarding_bootstrap(std::move(inner)), forge_(std::move(forge)), both_(both) {}
-  pvmm::status allgather(const void* mine, std::size_t bytes, void* all, pvmm::deadline until) override {
-    if (bytes != sizeof(enveloped<T>)) return forwarding_bootstrap::allgather(mine, bytes, all, until);
+  pvmm::status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t collective,
+                            pvmm::deadline until) override {
+    if (bytes != sizeof(enveloped<T>)) return forwarding_bootstrap::do_allgather(mine, bytes, all, collective, until);
     enveloped<T> sent;
     std::memcpy(&sent, mine, sizeof sent);
     const enveloped<T> real = sent;
     forge_(sent.body);
-    auto done = forwarding_bootstrap::allgather(&sent, bytes, all, until);
+    auto done = forwarding_bootstrap::do_allgather(&sent, bytes, all, collective, until);
     if (!both_) std::memcpy(static_cast<unsigned char*>(all) + rank() * bytes, &real, bytes);
     return done;
   }
@@ -209,12 +210,13 @@ TEST_SUITE("team") {
       std::mutex m;
       std::condition_variable changed;
       bool armed = false, released = false;
-      pvmm::status allgather(const void* mine, std::size_t bytes, void* all, pvmm::deadline until) override {
+      pvmm::status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t collective,
+                                pvmm::deadline until) override {
         {
           std::unique_lock<std::mutex> hold(m);
           if (armed) changed.wait_for(hold, 5s, [&] { return released; });
         }
-        return forwarding_bootstrap::allgather(mine, bytes, all, until);
+        return forwarding_bootstrap::do_allgather(mine, bytes, all, collective, until);
       }
     };
     auto ranks = pvmm::make_thread_bootstraps(2);
