@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -331,9 +332,15 @@ pid_t spawn_rank_in_pid_namespace(const std::string& meeting, int rank, int size
   REQUIRE(pid >= 0);
   if (pid == 0) {
     ::close(report[0]);
-    int err = ::unshare(CLONE_NEWPID) == 0 ? 0 : errno;
+    // A mount namespace too, with its own /proc, as a container has: in a pid namespace that still sees the
+    // parent's /proc, CUDA's cuInit fails (CUDA_ERROR_OPERATING_SYSTEM, measured on an H100, driver 580).
+    int err = ::unshare(CLONE_NEWPID | CLONE_NEWNS) == 0 ? 0 : errno;
     const pid_t child = err == 0 ? ::fork() : -1;
-    if (child == 0) ::execv(argv[0], argv.data());
+    if (child == 0) {
+      (void)::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr);  // nothing leaks to the parent's mounts
+      (void)::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+      ::execv(argv[0], argv.data());
+    }
     if (child == 0) ::_exit(127);
     if (err == 0 && child < 0) err = errno;
     if (::write(report[1], &err, sizeof err) != sizeof err) ::_exit(126);
@@ -347,7 +354,8 @@ pid_t spawn_rank_in_pid_namespace(const std::string& meeting, int rank, int size
   const bool told = ::read(report[0], &err, sizeof err) == sizeof err;
   ::close(report[0]);
   if (told && err == 0) return pid;
-  why = std::string("unshare(CLONE_NEWPID) or the fork after it failed: ") + (told ? std::strerror(err) : "no word");
+  why = std::string("unshare(CLONE_NEWPID | CLONE_NEWNS) or the fork after it failed: ") +
+        (told ? std::strerror(err) : "no word");
   int status = 0;
   ::waitpid(pid, &status, 0);
   return -1;

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <doctest/doctest.h>
+#include <pvmm/device.hpp>
 #include <pvmm/diagnostics.hpp>
 #include <pvmm/team.hpp>
 
@@ -139,8 +140,20 @@ TEST_SUITE("team") {
   TEST_CASE("threads: a chunk record whose memory is smaller than it says is protocol_error on every rank") {
     if (skipped()) return;
     leak_check leaks;
-    // Record and message agree on 2 units; the memfd holds 1: the import's real size gives it away.
-    expect_named(run_window(3, chunk_forger([](auto& c) { c.size *= 2; }, true)), errc::protocol_error);
+    // Record and message agree on 2 units; the memory holds 1. The host backend reads an import's real size (fstat)
+    // and every rank fails naming rank 1. The GPU drivers have no call that gives an imported handle's size, but
+    // refuse to map more than it holds (measured: cuda and hip-nvidia, H100): every importer then leaves rank 1
+    // unmapped, so no reader can fault on its missing half.
+    const auto out = run_window(3, chunk_forger([](auto& c) { c.size *= 2; }, true));
+    if (pvmm::query_backend().name == std::string("host")) {
+      expect_named(out, errc::protocol_error);
+      return;
+    }
+    for (int r : {0, 2}) {
+      CAPTURE(r);
+      CHECK_MESSAGE(out[r].ok, out[r].text);
+      CHECK_MESSAGE(out[r].text.find("rank 1 unmapped") != std::string::npos, out[r].text);
+    }
   }
   TEST_CASE("threads: chunk records past the slot are protocol_error on every rank") {
     if (skipped()) return;
