@@ -28,3 +28,12 @@ endfunction()
 function(pvmm_bind_locally target)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fno-semantic-interposition>)
 endfunction()
+
+# Unity build (PVMM_UNITY_BUILD): a target's sources compiled PVMM_UNITY_BATCH at a time, so the headers they
+# share (doctest, pvmm, the standard library) and the inline and template code they instantiate alike are
+# compiled once per batch instead of once per file.
+function(pvmm_unity_build target)
+  if(PVMM_UNITY_BUILD)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${PVMM_UNITY_BATCH})
+  endif()
+endfunction()
