@@ -17,6 +17,7 @@ function(pvmm_add_backend name)
     EXPORT_NAME ${name})
   pvmm_set_warnings(pvmm_${name})
   pvmm_bind_locally(pvmm_${name})
+  pvmm_unity_build(pvmm_${name})
   # Calls from one of pvmm's functions to another bind inside the library at link time: no PLT stub and GOT
   # entry on the way, each a cache line and a page that a real driver call has evicted in between
   # (pvmm-own-cost, cold caches). pvmm's functions are not meant to be interposed.
