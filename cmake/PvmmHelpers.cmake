@@ -17,6 +17,7 @@ function(pvmm_add_backend name)
     EXPORT_NAME ${name})
   pvmm_set_warnings(pvmm_${name})
   pvmm_bind_locally(pvmm_${name})
+  pvmm_unity_build(pvmm_${name})
   # Calls from one of pvmm's functions to another bind inside the library at link time: no PLT stub and GOT
   # entry on the way, each a cache line and a page that a real driver call has evicted in between
   # (pvmm-own-cost, cold caches). pvmm's functions are not meant to be interposed.
@@ -27,4 +28,13 @@ endfunction()
 # other definition interposes it): see pvmm_add_backend.
 function(pvmm_bind_locally target)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fno-semantic-interposition>)
+endfunction()
+
+# Unity build (PVMM_UNITY_BUILD): a target's sources compiled PVMM_UNITY_BATCH at a time, so the headers they
+# share (doctest, pvmm, the standard library) and the inline and template code they instantiate alike are
+# compiled once per batch instead of once per file.
+function(pvmm_unity_build target)
+  if(PVMM_UNITY_BUILD)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${PVMM_UNITY_BATCH})
+  endif()
 endfunction()

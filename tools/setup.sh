@@ -54,7 +54,8 @@ case "${1:-}" in
     else echo "note: no CUDA toolkit here; the cuda and hip-nvidia backends are not compiled"; fi
     # hip: Debian's ROCm runtime and headers, plus a compile check against the newest headers Debian has.
     install_missing libamdhip64-dev hipcc
-    bash tools/fetch-rocm-headers.sh build/rocm-unstable >/dev/null
+    TIMEFORMAT="time: fetch-rocm-headers: %0R s wall"
+    time bash tools/fetch-rocm-headers.sh build/rocm-unstable >/dev/null
     backends+=(hip)
     # Reliability: sanitizers and fuzzing need clang and its runtimes (libFuzzer, ASan, UBSan, TSan).
     install_missing clang libclang-rt-14-dev
@@ -63,6 +64,7 @@ case "${1:-}" in
     total=0 failed=0 skipped=0
     # Formatting: every C++ source as .clang-format says (Debian's clang-format), or the run fails naming the files.
     install_missing clang-format
+    echo "time: packages and setup: ${SECONDS} s wall"
     echo "=== clang-format ==="
     mapfile -t sources < <(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' 2>/dev/null || find include src backends tests tools examples -name '*.[ch]pp' -o -name '*.cu')
     unformatted=$( (clang-format --dry-run --Werror "${sources[@]}" 2>&1 || true) | sed -n 's/^\([^ :]*\):[0-9]*:[0-9]*: error:.*/\1/p' | sort -u)
@@ -75,7 +77,9 @@ case "${1:-}" in
       echo "=== backend: $b ==="
       rm -f "build/$b/junit.xml"
       status=0
-      cmake --workflow --preset "$b" || status=$?
+      # Each stage's time (wall, and CPU of all its processes): where CI's time goes, read from its log.
+      TIMEFORMAT="time: backend $b: %0R s wall, %0U s user, %0S s sys"
+      time { cmake --workflow --preset "$b" || status=$?; }
       if [ -f "build/$b/junit.xml" ]; then
         t=$(junit_count "build/$b/junit.xml" tests)
         f=$(junit_count "build/$b/junit.xml" failures)
@@ -84,6 +88,7 @@ case "${1:-}" in
       fi
       if [ $status -ne 0 ]; then failed=$((failed + 1)); echo "backend $b: workflow failed (status $status)"; fi
     done
+    echo "time: total ${SECONDS} s wall"
     echo "pvmm: $((total - failed - skipped)) passed, $failed failed, $skipped skipped"
     [ $failed -eq 0 ]
     ;;
