@@ -59,10 +59,10 @@ inline deadline deadline_in(std::chrono::milliseconds timeout) noexcept {
   return now + timeout;
 }
 
-/// The ranks of one job. Version 2: the members below (1 had virtual public collectives and untagged send/receive).
+/// The ranks of one job. No version number: nothing could read one, since a C++ adapter is checked by the compiler
+/// against this class (the C interface's bootstrap struct, where callers are not compiled against it, carries one).
 class bootstrap {
  public:
-  static constexpr std::uint32_t interface_version = 2;
   /// The most ranks a group may have: every adapter refuses more with errc::invalid_argument.
   static constexpr int max_ranks = 65536;
   virtual ~bootstrap() = default;

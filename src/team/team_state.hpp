@@ -20,7 +20,7 @@ namespace pvmm::detail {
 /// Every rank's identity as allgathered at team creation (fixed layout; the bytes travel between processes).
 struct member_record {
   static constexpr std::uint32_t magic_value = 0x4d545650;  // "PVTM"
-  static constexpr std::uint32_t version_value = 3;  // 3: the failure travels in the step envelope; a secret
+  static constexpr std::uint32_t version_value = 3;         // 3: the failure travels in the step envelope; a secret
   std::uint32_t magic = magic_value;
   std::uint32_t version = version_value;
   std::int32_t rank = 0;
