@@ -323,6 +323,8 @@ status endpoint_bootstrap::gather_at_root(std::uint8_t* out, std::size_t bytes, 
     const int ms = wait == ipc::wait_forever ? -1 : static_cast<int>(std::min<long long>(wait.count(), 1 << 30));
     const int n = ::poll(fds.data(), fds.size(), ms);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0)  // no revents to read and no deadline seen: without this the loop would spin forever
+      return fail(op.fail(errc::system_error, fmt::format("poll failed: {}", std::strerror(errno))));
     if (n == 0) {
       if (until != deadline::max() && std::chrono::steady_clock::now() < until) continue;  // a slice of a long wait
       return fail(did_not_arrive(ranks, id));
@@ -492,6 +494,7 @@ void endpoint_bootstrap::do_abort() noexcept {
   } catch (...) {  // formatting failed: still end the connections below
   }
   for (auto& c : peers_) c.abort();  // wakes this rank's waits; peers see EOF
+  p2p_.abort();                      // wakes a receive waiting for a peer's first point-to-point connection
   std::lock_guard<std::mutex> lock(links_);
   links_closed_ = true;
   for (auto& [r, c] : out_) c.abort();

@@ -105,6 +105,9 @@ class mpi_bootstrap final : public bootstrap {
   status start(MPI_Comm comm, const bootstrap_options& options, deadline until, const detail::operation& op) {
     MPI_Comm_size(comm, &size_);
     MPI_Comm_rank(comm, &rank_);
+    if (size_ > max_ranks)  // every rank sees the same size, so every rank refuses alike
+      return op.fail(errc::invalid_argument,
+                     fmt::format("the communicator has {} ranks; a bootstrap has at most {}", size_, max_ranks));
     auto dup = std::make_unique<in_flight>();
     PVMM_TRY(post(MPI_Comm_idup(comm, &dup->made, &dup->request), "MPI_Comm_idup", op));
     PVMM_TRY(wait(dup, until, "MPI_Comm_idup", op));

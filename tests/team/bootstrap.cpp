@@ -302,6 +302,27 @@ TEST_CASE("contract: an abort reaches the ranks waiting in receive, within a sli
   }
 }
 
+TEST_CASE("contract: an abort from another thread ends this rank's receive at once, before any message came") {
+  // Rank 0 waits for a message rank 1 never sends; another thread of rank 0 aborts. On endpoints the receive waited
+  // for rank 1's first point-to-point connection on a listener abort() did not wake: the whole deadline.
+  for (const char* a : adapters) {
+    CAPTURE(a);
+    auto g = make_group(a, 2);
+    std::uint32_t value = 0;
+    const auto start = std::chrono::steady_clock::now();
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(200ms);
+      g[0]->abort();
+    });
+    auto got = g[0]->receive(1, 7, &value, sizeof value, pvmm::deadline_in(20s));
+    aborter.join();
+    CHECK_MESSAGE(got.code() == errc::peer_lost, text(got));
+    CHECK_MESSAGE(names(got, "rank 0 aborted"), text(got));
+    CHECK(std::chrono::steady_clock::now() - start < 5s);
+    g[1]->abort();
+  }
+}
+
 TEST_CASE("contract: a group can be made again, and runs many rounds") {
   for (const char* a : adapters) {
     CAPTURE(a);
