@@ -98,7 +98,9 @@ class mpi_bootstrap final : public bootstrap {
   status do_receive(int peer, int tag, void* data, std::size_t bytes, deadline until) override {
     return receive_from(peer, tag, data, bytes, until);
   }
-  void do_abort() noexcept override { give_up(); }
+  // The base marked this bootstrap broken before calling this; a wait in progress sees it within a slice (MPI
+  // cannot cancel a collective, so the request is left pending with its buffers).
+  void do_abort() noexcept override {}
 
  public:
   /// Duplicates `comm` (MPI_Comm_idup), then finds the nodes (one allgather), all by `until`.
@@ -127,23 +129,20 @@ class mpi_bootstrap final : public bootstrap {
     const std::uint64_t call = calls_;
     auto args = [&] { return fmt::format("rank={}, bytes={}, call={}", rank_, bytes, call); };
     const detail::operation op{"pvmm::bootstrap::allgather (mpi)", args};
-    return no_throw<status>(op, [&]() -> status {
-      PVMM_TRY(broken_.check());
-      if (bytes > 0 && (!mine || !all)) return op.fail(errc::invalid_argument, "mine and all must not be null");
-      if (bytes > static_cast<std::size_t>(INT_MAX)) return op.fail(errc::invalid_argument, "over 2 GiB per rank");
-      // The counts first: MPI does not check them, and a mismatch would be undefined behaviour.
-      PVMM_TRY(check_counts(bytes, until, op));
-      if (bytes == 0) return {};
-      auto f = std::make_unique<in_flight>();
-      f->out.assign(static_cast<const std::uint8_t*>(mine), static_cast<const std::uint8_t*>(mine) + bytes);
-      f->in.resize(bytes * static_cast<std::size_t>(size_));
-      const int n = static_cast<int>(bytes);
-      PVMM_TRY(post(MPI_Iallgather(f->out.data(), n, MPI_BYTE, f->in.data(), n, MPI_BYTE, comm_, &f->request),
-                    "MPI_Iallgather", op));
-      PVMM_TRY(wait(f, until, "MPI_Iallgather", op));
-      std::memcpy(all, f->in.data(), f->in.size());
-      return {};
-    });
+    // Null pointers, the broken state and exceptions are the base's (pvmm::bootstrap); only MPI's int counts here.
+    if (bytes > static_cast<std::size_t>(INT_MAX)) return op.fail(errc::invalid_argument, "over 2 GiB per rank");
+    // The counts first: MPI does not check them, and a mismatch would be undefined behaviour.
+    PVMM_TRY(check_counts(bytes, until, op));
+    if (bytes == 0) return {};
+    auto f = std::make_unique<in_flight>();
+    f->out.assign(static_cast<const std::uint8_t*>(mine), static_cast<const std::uint8_t*>(mine) + bytes);
+    f->in.resize(bytes * static_cast<std::size_t>(size_));
+    const int n = static_cast<int>(bytes);
+    PVMM_TRY(post(MPI_Iallgather(f->out.data(), n, MPI_BYTE, f->in.data(), n, MPI_BYTE, comm_, &f->request),
+                  "MPI_Iallgather", op));
+    PVMM_TRY(wait(f, until, "MPI_Iallgather", op));
+    std::memcpy(all, f->in.data(), f->in.size());
+    return {};
   }
 
   status check_counts(std::size_t bytes, deadline until, const detail::operation& op) {
@@ -166,85 +165,64 @@ class mpi_bootstrap final : public bootstrap {
       theirs = c;
     }
     if (differ.empty()) return {};
-    return broken_.set(op.fail(errc::team_mismatch, fmt::format("{} gave {} bytes (the last of them), rank {} gave {}",
-                                                                detail::rank_list(differ), theirs, rank_, bytes)));
+    return op.fail(errc::team_mismatch, fmt::format("{} gave {} bytes (the last of them), rank {} gave {}",
+                                                    detail::rank_list(differ), theirs, rank_, bytes));
   }
 
   status wait_for_all(deadline until) {
     const std::uint64_t call = calls_;
     auto args = [&] { return fmt::format("rank={}, call={}", rank_, call); };
     const detail::operation op{"pvmm::bootstrap::barrier (mpi)", args};
-    return no_throw<status>(op, [&]() -> status {
-      PVMM_TRY(broken_.check());
-      auto f = std::make_unique<in_flight>();
-      PVMM_TRY(post(MPI_Ibarrier(comm_, &f->request), "MPI_Ibarrier", op));
-      return wait(f, until, "MPI_Ibarrier", op);
-    });
+    auto f = std::make_unique<in_flight>();
+    PVMM_TRY(post(MPI_Ibarrier(comm_, &f->request), "MPI_Ibarrier", op));
+    return wait(f, until, "MPI_Ibarrier", op);
   }
 
   status send_to(int peer, int tag, const void* data, std::size_t bytes, deadline until) {
     auto args = [&] { return fmt::format("rank={}, peer={}, bytes={}", rank_, peer, bytes); };
     const detail::operation op{"pvmm::bootstrap::send (mpi)", args};
-    return no_throw<status>(op, [&]() -> status {
-      PVMM_TRY(check_message(peer, tag, data, bytes, op));
-      auto f = std::make_unique<in_flight>();
-      f->out.assign(static_cast<const std::uint8_t*>(data), static_cast<const std::uint8_t*>(data) + bytes);
-      PVMM_TRY(post(MPI_Isend(f->out.data(), static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &f->request),
-                    "MPI_Isend", op));
-      return wait(f, until, fmt::format("MPI_Isend to rank {}", peer), op);
-    });
+    PVMM_TRY(check_mpi_limits(tag, bytes, op));
+    auto f = std::make_unique<in_flight>();
+    f->out.assign(static_cast<const std::uint8_t*>(data), static_cast<const std::uint8_t*>(data) + bytes);
+    PVMM_TRY(post(MPI_Isend(f->out.data(), static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &f->request),
+                  "MPI_Isend", op));
+    return wait(f, until, fmt::format("MPI_Isend to rank {}", peer), op);
   }
 
   status receive_from(int peer, int tag, void* data, std::size_t bytes, deadline until) {
     auto args = [&] { return fmt::format("rank={}, peer={}, bytes={}", rank_, peer, bytes); };
     const detail::operation op{"pvmm::bootstrap::receive (mpi)", args};
-    return no_throw<status>(op, [&]() -> status {
-      PVMM_TRY(check_message(peer, tag, data, bytes, op));
-      auto f = std::make_unique<in_flight>();
-      f->in.resize(bytes);
-      PVMM_TRY(post(MPI_Irecv(f->in.data(), static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &f->request),
-                    "MPI_Irecv", op));
-      PVMM_TRY(wait(f, until, fmt::format("MPI_Irecv from rank {}", peer), op));
-      int got = 0;
-      MPI_Get_count(&f->status, MPI_BYTE, &got);
-      if (got != static_cast<int>(bytes))
-        return broken_.set(op.fail(errc::team_mismatch,
-                                   fmt::format("rank {} sent {} bytes, rank {} expected {}", peer, got, rank_, bytes)));
-      std::memcpy(data, f->in.data(), bytes);
-      return {};
-    });
+    PVMM_TRY(check_mpi_limits(tag, bytes, op));
+    auto f = std::make_unique<in_flight>();
+    f->in.resize(bytes);
+    PVMM_TRY(post(MPI_Irecv(f->in.data(), static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &f->request),
+                  "MPI_Irecv", op));
+    PVMM_TRY(wait(f, until, fmt::format("MPI_Irecv from rank {}", peer), op));
+    int got = 0;
+    MPI_Get_count(&f->status, MPI_BYTE, &got);
+    if (got != static_cast<int>(bytes))
+      return op.fail(errc::team_mismatch,
+                     fmt::format("rank {} sent {} bytes, rank {} expected {}", peer, got, rank_, bytes));
+    std::memcpy(data, f->in.data(), bytes);
+    return {};
   }
 
-  status check_message(int peer, int tag, const void* data, std::size_t bytes, const detail::operation& op) const {
-    PVMM_TRY(broken_.check());
+  /// What MPI limits beyond the base's checks (peer, null data): its tag bound and int counts.
+  status check_mpi_limits(int tag, std::size_t bytes, const detail::operation& op) const {
     int* tag_bound = nullptr;  // MPI guarantees at least 32767; the library may allow more
     int found = 0;
     MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_bound, &found);
     const int largest = found && tag_bound ? *tag_bound : 32767;
     if (tag > largest)
       return op.fail(errc::invalid_argument, fmt::format("tag {} is above this MPI's MPI_TAG_UB ({})", tag, largest));
-    if (peer < 0 || peer >= size_ || peer == rank_)
-      return op.fail(errc::invalid_argument, fmt::format("peer {} is not another of {} ranks", peer, size_));
-    if (bytes > 0 && !data) return op.fail(errc::invalid_argument, "data must not be null");
     if (bytes > static_cast<std::size_t>(INT_MAX)) return op.fail(errc::invalid_argument, "over 2 GiB");
     return {};
-  }
-
-  void give_up() noexcept {
-    try {
-      const detail::operation op{"pvmm::bootstrap::abort (mpi)"};
-      broken_.set(op.fail(errc::peer_lost, fmt::format("rank {} aborted its bootstrap", rank_)));
-    } catch (...) {  // no memory for the message: still broken, with a bare error
-      error e;
-      e.code = errc::peer_lost;
-      broken_.set(std::move(e));
-    }
   }
 
   /// A posting call's return code: a failure breaks the bootstrap (the ranks are out of step).
   status post(int rc, const char* call, const detail::operation& op) {
     ++calls_;
-    if (rc != MPI_SUCCESS) return broken_.set(mpi_failure(op, call, rc));
+    if (rc != MPI_SUCCESS) return mpi_failure(op, call, rc);
     return {};
   }
 
@@ -254,16 +232,15 @@ class mpi_bootstrap final : public bootstrap {
     auto pause = std::chrono::microseconds(1);
     for (;;) {
       int done = 0;
-      if (int rc = MPI_Test(&f->request, &done, &f->status); rc != MPI_SUCCESS)
-        return broken_.set(mpi_failure(op, call, rc));
+      if (int rc = MPI_Test(&f->request, &done, &f->status); rc != MPI_SUCCESS) return mpi_failure(op, call, rc);
       if (done) return {};
-      if (broken_.is_set()) {  // abort() from another thread
+      if (broken()) {  // abort() from another thread (the base marked it first): its error is the one returned
         leave_pending(std::move(f));
-        return broken_.check();
+        return op.fail(errc::peer_lost, "this rank aborted while waiting");
       }
       if (std::chrono::steady_clock::now() >= until) {
         leave_pending(std::move(f));
-        return broken_.set(op.fail(errc::timeout, late_text(call)));
+        return op.fail(errc::timeout, late_text(call));
       }
       std::this_thread::sleep_for(pause);
       pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(1));
@@ -289,7 +266,6 @@ class mpi_bootstrap final : public bootstrap {
   std::vector<detail::node_position> positions_;
   std::uint64_t calls_ = 0;    // calls posted, so ranks can compare where each stopped
   bool left_pending_ = false;  // a call missed its deadline or was aborted: MPI may still use comm_
-  detail::broken_state broken_;
 };
 
 /// MPI_COMM_NULL, an intercommunicator, an MPI not (or no longer) initialised: each would raise an error on a

@@ -140,6 +140,17 @@ bool names(const pvmm::status& s, const std::string& what) {
   return !s && s.error().message().find(what) != std::string::npos;
 }
 
+// Ranks 0 .. count - 1 failed with `code`, naming `named`; each within 3 s where `took` is given.
+void expect_failed(const std::vector<pvmm::status>& got, int count, errc code, const std::string& named,
+                   const std::vector<std::chrono::steady_clock::duration>& took = {}) {
+  for (int r = 0; r < count; ++r) {
+    CAPTURE(r);
+    CHECK_MESSAGE(got[r].code() == code, text(got[r]));
+    CHECK_MESSAGE(names(got[r], named), text(got[r]));
+    if (!took.empty()) CHECK(took[r] < 3s);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("contract: allgather delivers in rank order, for odd sizes") {
@@ -215,12 +226,7 @@ TEST_CASE("contract: a missing rank is timeout naming it, within the deadline") 
       got[r] = g[r]->barrier(pvmm::deadline_in(500ms));
       took[r] = std::chrono::steady_clock::now() - start;
     });
-    for (int r = 0; r < 2; ++r) {
-      CAPTURE(r);
-      CHECK_MESSAGE(got[r].code() == errc::timeout, text(got[r]));
-      CHECK_MESSAGE(names(got[r], "rank 2"), text(got[r]));
-      CHECK(took[r] < 3s);
-    }
+    expect_failed(got, 2, errc::timeout, "rank 2", took);
   }
 }
 
@@ -241,12 +247,7 @@ TEST_CASE("contract: an abort is peer_lost naming the aborting rank on every wai
       }
       took[r] = std::chrono::steady_clock::now() - start;
     });
-    for (int r = 0; r < 3; ++r) {
-      CAPTURE(r);
-      CHECK_MESSAGE(got[r].code() == errc::peer_lost, text(got[r]));
-      CHECK_MESSAGE(names(got[r], "rank 1 aborted"), text(got[r]));
-      CHECK(took[r] < 3s);
-    }
+    expect_failed(got, 3, errc::peer_lost, "rank 1 aborted", took);
   }
 }
 
@@ -268,11 +269,7 @@ TEST_CASE("contract: a rank that aborts inside a collective fails it on every ra
         got[r] = g[r]->barrier(pvmm::deadline_in(20s));
       }
     });
-    for (int r = 0; r < 2; ++r) {
-      CAPTURE(r);
-      CHECK_MESSAGE(got[r].code() == errc::peer_lost, text(got[r]));
-      CHECK_MESSAGE(names(got[r], "rank 1 aborted"), text(got[r]));
-    }
+    expect_failed(got, 2, errc::peer_lost, "rank 1 aborted");
   }
 }
 
@@ -293,12 +290,7 @@ TEST_CASE("contract: an abort reaches the ranks waiting in receive, within a sli
       }
       took[r] = std::chrono::steady_clock::now() - start;
     });
-    for (int r = 0; r < 2; ++r) {
-      CAPTURE(r);
-      CHECK_MESSAGE(got[r].code() == errc::peer_lost, text(got[r]));
-      CHECK_MESSAGE(names(got[r], "rank 2 aborted"), text(got[r]));
-      CHECK(took[r] < 3s);
-    }
+    expect_failed(got, 2, errc::peer_lost, "rank 2 aborted", took);
   }
 }
 

@@ -166,9 +166,8 @@ void stop(pid_t pid) {
   ::waitpid(pid, &status, 0);
 }
 
-// Two thread ranks make a team; a stranger of `kind` connects to each rank's endpoint first; then the window.
-void window_with_strangers(stranger kind) {
-  leak_check leaks;
+// A team of two thread ranks (both made, or the case stops).
+std::vector<pvmm::team> thread_team_of_two() {
   auto ranks = pvmm::make_thread_bootstraps(2);
   REQUIRE(ranks);
   std::vector<pvmm::team> teams(2);
@@ -178,9 +177,16 @@ void window_with_strangers(stranger kind) {
       if (auto t = pvmm::team::create((*ranks)[r])) teams[r] = std::move(*t);
     });
   for (auto& t : threads) t.join();
-  threads.clear();
   REQUIRE(teams[0].valid());
   REQUIRE(teams[1].valid());
+  return teams;
+}
+
+// Two thread ranks make a team; a stranger of `kind` connects to each rank's endpoint first; then the window.
+void window_with_strangers(stranger kind) {
+  leak_check leaks;
+  auto teams = thread_team_of_two();
+  std::vector<std::thread> threads;
   const auto names = team_endpoints_of();
   REQUIRE(names.size() == 2);
   std::vector<pid_t> strangers;
@@ -212,18 +218,8 @@ void window_with_strangers(stranger kind) {
 // it, as when a rank's process is gone and another took the name): rank 0 sends it nothing and fails naming rank 1.
 void window_with_squatter() {
   leak_check leaks;
-  auto ranks = pvmm::make_thread_bootstraps(2);
-  REQUIRE(ranks);
-  std::vector<pvmm::team> teams(2);
+  auto teams = thread_team_of_two();
   std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      if (auto t = pvmm::team::create((*ranks)[r])) teams[r] = std::move(*t);
-    });
-  for (auto& t : threads) t.join();
-  threads.clear();
-  REQUIRE(teams[0].valid());
-  REQUIRE(teams[1].valid());
   const auto names = team_endpoints_of();
   REQUIRE(names.size() == 2);
   const auto& [name, listener_fd] = *names.rbegin();  // rank 1's
