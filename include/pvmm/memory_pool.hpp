@@ -141,11 +141,13 @@ struct pool_usage {
 class memory_pool;
 
 /// Owns one allocation from a pool. Move-only. free_async(stream) frees it in that stream's order. The
-/// destructor of an allocation not freed explicitly frees it on the stream it was allocated on (which must still
-/// exist, as for cuMemFreeAsync); free explicitly to choose the stream.
+/// destructor of an allocation not freed explicitly never touches the stream it was allocated on (borrowed: it may
+/// be gone, e.g. when Python destroys the stream first): it frees on the pool's own stream, which the allocation
+/// keeps alive with its pool. As for every owner's destructor, work still using the memory must have completed
+/// (or been ordered before the free: free_async on that stream does both).
 namespace detail {
-/// What a pool allocation keeps besides its region: its pool (alive while the allocation is) and the stream the
-/// destructor frees on.
+/// What a pool allocation keeps besides its region: its pool (alive while the allocation is, with the pool's own
+/// stream the destructor frees on) and the stream it was allocated on (release() frees there).
 struct pool_tie {
   std::shared_ptr<pool_state> pool_;
   stream_ref stream_;
@@ -160,7 +162,8 @@ class pool_allocation
   /// Frees in `on`'s order (work enqueued on `on` before this call may still use the memory). On failure the
   /// allocation stays owned here, so the call may be retried. errc::already_released when empty.
   status free_async(stream_ref on) noexcept;
-  /// free_async on the stream it was allocated on: pvmm's "give it back now, reporting errors" for every owner.
+  /// free_async on the stream it was allocated on (which must still exist for this call, unlike the destructor):
+  /// pvmm's "give it back now, reporting errors" for every owner.
   status release() noexcept;
 
   /// The record another process imports this allocation with (its pool must be exportable; synchronize first,

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "backend/pool.hpp"
+#include "backend/stream.hpp"
 #include "core/describe.hpp"
 #include "core/device.hpp"
 #include "core/operation.hpp"
@@ -116,7 +117,13 @@ result<pool_pointer_export> export_pointer(const pool_state& pool, const void* p
 // ---- pool_allocation ----
 
 void pool_allocation::teardown(holder& region) noexcept {
-  (void)free_in_order(region, region.stream_, true, "pvmm::pool_allocation::~pool_allocation");
+  // Never the stream it was allocated on: that one is borrowed and may be gone (Python picks destruction order).
+  // The pool's own stream lives as long as the pool state this allocation keeps alive.
+  // Synchronized after: the memory is back in the pool for every stream (rule 1) once the destructor returns.
+  const std::shared_ptr<detail::pool_state> pool = region.pool_;
+  const stream_ref own = pool->teardown_stream();
+  if (free_in_order(region, own, true, "pvmm::pool_allocation::~pool_allocation"))
+    (void)detail::backend::synchronize_stream(own.native_handle(), own.device());
 }
 
 status pool_allocation::free_async(stream_ref on) noexcept {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/pool.hpp"
+#include "backend/stream.hpp"
 #include "core/ownership.hpp"
 #include "core/range_registry.hpp"
 
@@ -35,8 +36,24 @@ pool_state::~pool_state() {
     auto& all = directory();
     all.erase(std::find(all.begin(), all.end(), this));
   }
+  if (own_stream.value) {  // the destructors' frees complete before the pool goes
+    (void)backend::synchronize_stream(own_stream, stream_device());
+    (void)backend::destroy_stream(own_stream);
+  }
   if (owned) (void)backend::destroy_pool(handle);  // teardown: never fault-injected
   --live_pools;
+}
+
+int pool_state::stream_device() const noexcept { return device >= 0 ? device : 0; }
+
+stream_ref pool_state::teardown_stream() noexcept {
+  std::lock_guard<std::mutex> guard(stream_lock);
+  if (!own_stream.value) {
+    auto created = backend::create_stream(stream_device());
+    if (!created) return {};
+    own_stream = *created;
+  }
+  return stream_ref(own_stream, stream_device());
 }
 
 pool_state::recorded pool_state::add_live(void* p, std::size_t size, holder by) {

@@ -45,6 +45,11 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   static void owner_gone(std::shared_ptr<pool_state> state) noexcept;
   /// After a raw free: the self-reference an orphaned pool held once none is left (drop it outside any lock).
   std::shared_ptr<pool_state> take_orphan_if_done() noexcept;
+  /// The stream an owner's destructor frees on: the pool's own, created on first use and destroyed (after a
+  /// synchronize) with the pool state, which every pool_allocation keeps alive. An empty stream_ref when it could
+  /// not be created.
+  stream_ref teardown_stream() noexcept;
+  int stream_device() const noexcept;  // the device of teardown_stream (device 0 for a host-located pool)
 
   const pool_handle handle;
   const int device;
@@ -57,6 +62,8 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   mutable spin_lock lock;                // guards raw_live and orphaned
   std::size_t raw_live = 0;              // raw allocations in the range registry
   std::shared_ptr<pool_state> orphaned;  // set while the owner is gone and raw allocations remain
+  std::mutex stream_lock;                // guards own_stream (held across its creation only: no user code runs)
+  stream_handle own_stream{};            // teardown_stream(), zero until first used
 };
 
 /// errc::already_released for an operation on an empty memory_pool owner.

@@ -86,4 +86,25 @@ TEST_SUITE("pool") {
     PVMM_CHECK_OK(b.free_async(s));
     PVMM_CHECK_OK(s.synchronize());
   }
+
+  PVMM_CASE("a pool_allocation outliving the stream it was allocated on is freed by its destructor (issue 36)") {
+    // Python decides destruction order: the stream may go first. The destructor used to free on that stream.
+    PVMM_REQUIRE_DEVICE();
+    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    auto pool = memory_pool::create({}).value();
+    const auto before = query_live_objects();
+    {
+      auto s = stream::create(0).value();
+      auto a = pool.allocate(64 * 1024, s).value();
+      PVMM_CHECK_OK(s.copy_async(a.data(), pattern(64 * 1024, 5).data(), 64 * 1024));
+      PVMM_CHECK_OK(s.release());  // waits for the copy, then the stream is gone; `a` still owns its memory
+      CHECK(a.valid());
+    }  // a's destructor: frees on the pool's own stream
+    CHECK(query_live_objects().pool_allocations == before.pool_allocations);
+    CHECK(pool.usage().value().used_current == 0);
+    auto s2 = stream::create(0).value();
+    auto b = pool.allocate(64 * 1024, s2).value();  // the memory is reusable on another stream at once
+    PVMM_CHECK_OK(b.free_async(s2));
+    PVMM_CHECK_OK(s2.synchronize());
+  }
 }
