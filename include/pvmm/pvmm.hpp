@@ -8,6 +8,14 @@
 // map/unmap/set_access on different mappings; memory_pool allows concurrent allocate/free; stream and event calls
 // (stream_ref included) may come from several threads at once. Concurrent misuse of one object is reported
 // (errc::busy) where pvmm can see it, never a corrupted process.
+//
+// Calls that block (wait for a device, a peer, a socket or a deadline; bindings release the GIL around exactly
+// these, docs/design.md "Bindings"): stream_ref/stream synchronize, stream::release and its destructor, event
+// synchronize, pool_allocation's destructor (it synchronizes the pool's own stream), growable_buffer::resize and
+// create (many driver calls), send_fds/receive_fds/receive_exactly/check_peer (ipc.hpp), every endpoint call
+// (endpoint.hpp), import_buffer, memory_pool import/export over a socket, every bootstrap call (bootstrap.hpp,
+// bootstrap_mpi.hpp), team::create and every team/window collective (team.hpp, team_multicast.hpp). The rest return
+// after driver calls that do not wait for other work.
 #pragma once
 
 #include <pvmm/allocation.hpp>
