@@ -55,7 +55,10 @@ std::string class_name(const char* errc_name) {
 }
 
 void register_errors(nb::module_& m) {
-  base_error = PyErr_NewExceptionWithDoc("pvmm._pvmm.PvmmError",
+  // Named after the module as imported ("pvmm._pvmm"; "_pvmm" when stubgen imports it alone), so that stubgen
+  // lists the classes in the stub.
+  const std::string module = nb::cast<std::string>(m.attr("__name__"));
+  base_error = PyErr_NewExceptionWithDoc((module + ".PvmmError").c_str(),
                                          "Base of every pvmm error. Fields: code (errc name), value (errc value), "
                                          "operation, arguments, detail, native_name, native_code, hint.",
                                          PyExc_RuntimeError, nullptr);
@@ -65,7 +68,7 @@ void register_errors(nb::module_& m) {
   {                                                                                                 \
     const std::string cls = class_name(#name);                                                      \
     PyObject* type =                                                                                \
-        PyErr_NewExceptionWithDoc(("pvmm._pvmm." + cls).c_str(), meaning, base_error, nullptr);     \
+        PyErr_NewExceptionWithDoc((module + "." + cls).c_str(), meaning, base_error, nullptr);     \
     m.attr(cls.c_str()) = nb::handle(type);                                                         \
     error_classes[value] = type;                                                                    \
     errc[#name] = nb::make_tuple(value, meaning, nb::handle(type));                                 \

@@ -1,0 +1,58 @@
+"""Two processes share a buffer and a pool: the exported objects pickle through multiprocessing (fds by DupFd)."""
+
+import multiprocessing as mp
+
+import numpy as np
+import pytest
+
+import pvmm
+
+MIB = 1 << 20
+pytestmark = pytest.mark.skipif(pvmm.BACKEND != "host", reason="reads memory through NumPy (host backend)")
+
+
+def child_buffer(exported, q):
+    with exported.open() as mapped:  # two lines: the parent's buffer, mapped here
+        a = np.from_dlpack(mapped.view("uint32"))
+        q.put(int(a[:1000].sum()))
+        a[:] = 7  # written here, read back by the parent
+
+
+def test_two_processes_share_a_growable_buffer():
+    g = pvmm.GrowableBuffer.create(chunk_size=2 * MIB, reserve_size=8 * MIB, exportable=True)
+    g.resize(4 * MIB)
+    a = np.from_dlpack(g.view("uint32"))
+    a[:] = np.arange(a.size, dtype=np.uint32)
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    with pvmm.export_buffer(g) as exported:
+        p = ctx.Process(target=child_buffer, args=(exported, q))
+        p.start()
+        assert q.get(timeout=30) == sum(range(1000))
+        p.join(30)
+    assert p.exitcode == 0
+    assert (a == 7).all()
+
+
+def child_pool(exported, record, q):
+    with exported.open() as pool, pvmm.Stream.create() as s:
+        with pool.import_pointer(record, s) as alloc:
+            q.put(bytes(np.from_dlpack(alloc)[:8]))
+
+
+def test_two_processes_share_a_pool():
+    with pvmm.MemoryPool.create(exportable=True) as pool, pvmm.Stream.create() as s:
+        exported = pvmm.export_pool(pool)
+        a = pool.allocate(MIB, s)
+        np.from_dlpack(a)[:8] = np.frombuffer(b"pvmmpool", dtype=np.uint8)
+        s.synchronize()
+        record = pool.export_pointer(a.address)
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        p = ctx.Process(target=child_pool, args=(exported, record, q))
+        p.start()
+        assert q.get(timeout=30) == b"pvmmpool"
+        p.join(30)
+        assert p.exitcode == 0
+        exported.close()
+        a.free(s)
