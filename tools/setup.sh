@@ -88,6 +88,18 @@ case "${1:-}" in
       fi
       if [ $status -ne 0 ]; then failed=$((failed + 1)); echo "backend $b: workflow failed (status $status)"; fi
     done
+    # Python: the package (host backend, the host preset's unity build) and its pytest suite (tools/python-test.sh).
+    echo "=== python ==="
+    TIMEFORMAT="time: python: %0R s wall, %0U s user, %0S s sys"
+    pystatus=0
+    time { bash tools/python-test.sh >build/python-test.log 2>&1 || pystatus=$?; }
+    tail -n 25 build/python-test.log
+    if [ $pystatus -ne 0 ]; then
+      failed=$((failed + 1)); echo "python: failed (status $pystatus, log build/python-test.log)"
+    else
+      p=$(sed -n 's/^=* \([0-9]*\) passed.*/\1/p' build/python-test.log | tail -n 1)
+      total=$((total + ${p:-0}))
+    fi
     echo "time: total ${SECONDS} s wall"
     echo "pvmm: $((total - failed - skipped)) passed, $failed failed, $skipped skipped"
     [ $failed -eq 0 ]

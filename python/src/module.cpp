@@ -10,9 +10,9 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <unistd.h>
 #include <cstdint>
 #include <cstring>
-#include <unistd.h>
 #include <map>
 #include <memory>
 #include <optional>
@@ -64,14 +64,13 @@ void register_errors(nb::module_& m) {
                                          PyExc_RuntimeError, nullptr);
   m.attr("PvmmError") = nb::handle(base_error);
   nb::dict errc;
-#define PVMM_PY_ERROR(name, value, meaning)                                                         \
-  {                                                                                                 \
-    const std::string cls = class_name(#name);                                                      \
-    PyObject* type =                                                                                \
-        PyErr_NewExceptionWithDoc((module + "." + cls).c_str(), meaning, base_error, nullptr);     \
-    m.attr(cls.c_str()) = nb::handle(type);                                                         \
-    error_classes[value] = type;                                                                    \
-    errc[#name] = nb::make_tuple(value, meaning, nb::handle(type));                                 \
+#define PVMM_PY_ERROR(name, value, meaning)                                                                 \
+  {                                                                                                         \
+    const std::string cls = class_name(#name);                                                              \
+    PyObject* type = PyErr_NewExceptionWithDoc((module + "." + cls).c_str(), meaning, base_error, nullptr); \
+    m.attr(cls.c_str()) = nb::handle(type);                                                                 \
+    error_classes[value] = type;                                                                            \
+    errc[#name] = nb::make_tuple(value, meaning, nb::handle(type));                                         \
   }
   PVMM_ERRC_LIST(PVMM_PY_ERROR)
 #undef PVMM_PY_ERROR
@@ -105,11 +104,16 @@ using array = nb::ndarray<nb::array_api>;
 
 nb::dlpack::dtype parse_dtype(const std::string& name) {
   static const std::map<std::string, nb::dlpack::dtype> known = {
-      {"uint8", nb::dtype<std::uint8_t>()},   {"int8", nb::dtype<std::int8_t>()},
-      {"uint16", nb::dtype<std::uint16_t>()}, {"int16", nb::dtype<std::int16_t>()},
-      {"uint32", nb::dtype<std::uint32_t>()}, {"int32", nb::dtype<std::int32_t>()},
-      {"uint64", nb::dtype<std::uint64_t>()}, {"int64", nb::dtype<std::int64_t>()},
-      {"float32", nb::dtype<float>()},        {"float64", nb::dtype<double>()},
+      {"uint8", nb::dtype<std::uint8_t>()},
+      {"int8", nb::dtype<std::int8_t>()},
+      {"uint16", nb::dtype<std::uint16_t>()},
+      {"int16", nb::dtype<std::int16_t>()},
+      {"uint32", nb::dtype<std::uint32_t>()},
+      {"int32", nb::dtype<std::int32_t>()},
+      {"uint64", nb::dtype<std::uint64_t>()},
+      {"int64", nb::dtype<std::int64_t>()},
+      {"float32", nb::dtype<float>()},
+      {"float64", nb::dtype<double>()},
       {"float16", {static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float), 16, 1}},
       {"bfloat16", {static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1}},
       {"bool", {static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bool), 8, 1}},
@@ -187,13 +191,17 @@ struct owner {
 
 template <class W, class Data, class Size>
 void bind_memory(nb::class_<W>& cls, const char* name, Data data, Size size) {
-  cls.def_prop_ro("address", [data](const W& w) { return reinterpret_cast<std::uintptr_t>(data(w.get("address"))); },
-                  "The address as an int.")
+  cls.def_prop_ro(
+         "address", [data](const W& w) { return reinterpret_cast<std::uintptr_t>(data(w.get("address"))); },
+         "The address as an int.")
       .def_prop_ro("size", [size](const W& w) { return size(w.get("size")); })
       .def_prop_ro("closed", [](const W& w) { return !w.ptr; })
       .def_prop_ro("device", [](const W& w) { return w.device; })
-      .def("close", [](W& w) { w.close(); }, "Drops this owner's hold: the memory goes when no view remains. Closing twice is fine.")
-      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def(
+          "close", [](W& w) { w.close(); },
+          "Drops this owner's hold: the memory goes when no view remains. Closing twice is fine.")
+      .def(
+          "__enter__", [](W& self) -> W& { return self; }, nb::rv_policy::reference)
       .def("__exit__", [](W& w, nb::args) { w.close(); })
       .def(
           "view",
@@ -365,6 +373,13 @@ __attribute__((visibility("default"))) void pvmm_torch_free(void* pointer, std::
   }
   if (c_pool) (void)c_pool->free_async(pointer, foreign_stream(stream, device));
 }
+// CuPy's CFunctionAllocator: `param` is the stream handle the allocator was made for.
+__attribute__((visibility("default"))) void* pvmm_cupy_malloc(void* param, std::size_t size, int device) {
+  return c_pool ? pvmm_torch_alloc(size, device, param) : nullptr;
+}
+__attribute__((visibility("default"))) void pvmm_cupy_free(void* param, void* pointer, int device) {
+  if (c_pool) pvmm_torch_free(pointer, 0, device, param);
+}
 }
 
 NB_MODULE(_pvmm, m) {
@@ -433,9 +448,11 @@ NB_MODULE(_pvmm, m) {
           "(.cuda_stream) or a CuPy stream (.ptr). The object is kept alive while this refers to it.")
       .def_prop_ro("handle", [](const py_stream& s) { return s.ref.native_handle().value; })
       .def_prop_ro("device", [](const py_stream& s) { return s.ref.device(); })
-      .def("__cuda_stream__", [](const py_stream& s) { return nb::make_tuple(0, s.get("__cuda_stream__").native_handle().value); })
-      .def("synchronize", [](const py_stream& s) { unwrap(s.get("synchronize").synchronize()); },
-           nb::call_guard<nb::gil_scoped_release>())
+      .def("__cuda_stream__",
+           [](const py_stream& s) { return nb::make_tuple(0, s.get("__cuda_stream__").native_handle().value); })
+      .def(
+          "synchronize", [](const py_stream& s) { unwrap(s.get("synchronize").synchronize()); },
+          nb::call_guard<nb::gil_scoped_release>())
       .def(
           "copy",
           [](const py_stream& s, std::uintptr_t dst, std::uintptr_t src, std::size_t size) {
@@ -443,7 +460,8 @@ NB_MODULE(_pvmm, m) {
           },
           "destination"_a, "source"_a, "size"_a, "Copies in stream order (addresses as ints).")
       .def("close", &py_stream::close, "Waits for an owned stream's work and destroys it; a borrowed one is let go.")
-      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def(
+          "__enter__", [](py_stream& self) -> py_stream& { return self; }, nb::rv_policy::reference)
       .def("__exit__", [](py_stream& s, nb::args) { s.close(); })
       .def("__repr__", [](const py_stream& s) {
         return std::string("<pvmm.Stream ") + (s.owned ? "owned" : "borrowed") +
@@ -464,7 +482,8 @@ NB_MODULE(_pvmm, m) {
           "size"_a, "device"_a = 0, "exportable"_a = false)
       .def_prop_ro("size", [](const py_physical& p) { return p.get("size").size(); })
       .def("close", [](py_physical& p) { p.close(); })
-      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def(
+          "__enter__", [](py_physical& self) -> py_physical& { return self; }, nb::rv_policy::reference)
       .def("__exit__", [](py_physical& p, nb::args) { p.close(); })
       .def("__repr__", [](const py_physical& p) {
         return p.ptr ? "<pvmm.PhysicalAllocation size=" + std::to_string(p.ptr->size()) + ">"
@@ -492,12 +511,14 @@ NB_MODULE(_pvmm, m) {
             return reinterpret_cast<std::uintptr_t>(p);
           },
           "offset"_a, "memory"_a, "grant"_a = true, "Maps all of `memory` at `offset` (granting read-write access).")
-      .def("unmap", [](py_reservation& r, std::size_t offset, std::size_t size) { unwrap(r.get("unmap").unmap(offset, size)); },
-           "offset"_a, "size"_a)
+      .def(
+          "unmap",
+          [](py_reservation& r, std::size_t offset, std::size_t size) { unwrap(r.get("unmap").unmap(offset, size)); },
+          "offset"_a, "size"_a)
       .def(
           "set_access",
           [](py_reservation& r, std::size_t offset, std::size_t size, const std::string& mode) {
-            const pvmm::access a = mode == "none" ? pvmm::access::none
+            const pvmm::access a = mode == "none"   ? pvmm::access::none
                                    : mode == "read" ? pvmm::access::read
                                                     : pvmm::access::read_write;
             const pvmm::access_descriptor d{pvmm::location::device(r.device), a};
@@ -505,8 +526,9 @@ NB_MODULE(_pvmm, m) {
           },
           "offset"_a, "size"_a, "access"_a = "read_write")
       .def_prop_ro("mapping_count", [](const py_reservation& r) { return r.get("mapping_count").mapping_count(); });
-  bind_memory(reservation, "Reservation", [](const pvmm::address_reservation& r) { return r.address(); },
-              [](const pvmm::address_reservation& r) { return r.size(); });
+  bind_memory(
+      reservation, "Reservation", [](const pvmm::address_reservation& r) { return r.address(); },
+      [](const pvmm::address_reservation& r) { return r.size(); });
 
   // ---- growable buffers ----
   auto growable = nb::class_<py_growable>(m, "GrowableBuffer", "A buffer that grows in place (VMM chunks).");
@@ -557,8 +579,9 @@ NB_MODULE(_pvmm, m) {
             return nb::make_tuple(nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size()), fds);
           },
           "(descriptor bytes, fds): the caller owns the fds (pvmm.ExportedBuffer wraps and pickles them).");
-  bind_memory(growable, "GrowableBuffer", [](const pvmm::growable_buffer& b) { return b.data(); },
-              [](const pvmm::growable_buffer& b) { return b.size(); });
+  bind_memory(
+      growable, "GrowableBuffer", [](const pvmm::growable_buffer& b) { return b.data(); },
+      [](const pvmm::growable_buffer& b) { return b.size(); });
 
   auto imported = nb::class_<py_imported>(m, "ImportedBuffer", "Another process's exported buffer, mapped here.");
   imported.def_static(
@@ -569,12 +592,14 @@ NB_MODULE(_pvmm, m) {
         const pvmm::access_descriptor access{pvmm::location::device(device), pvmm::access::read_write};
         py_imported i;
         i.device = device;
-        i.ptr = std::make_shared<pvmm::imported_buffer>(unwrap(pvmm::import_buffer(d, fds.data(), fds.size(), {access})));
+        i.ptr =
+            std::make_shared<pvmm::imported_buffer>(unwrap(pvmm::import_buffer(d, fds.data(), fds.size(), {access})));
         return i;
       },
       "descriptor"_a, "fds"_a, "device"_a = 0, "Imports (the fds stay the caller's).");
-  bind_memory(imported, "ImportedBuffer", [](const pvmm::imported_buffer& b) { return b.data(); },
-              [](const pvmm::imported_buffer& b) { return b.size(); });
+  bind_memory(
+      imported, "ImportedBuffer", [](const pvmm::imported_buffer& b) { return b.data(); },
+      [](const pvmm::imported_buffer& b) { return b.size(); });
 
   // ---- pinned and managed ----
   auto pinned = nb::class_<py_pinned>(m, "PinnedAllocation", "Page-locked host memory.");
@@ -587,8 +612,9 @@ NB_MODULE(_pvmm, m) {
         return p;
       },
       "size"_a);
-  bind_memory(pinned, "PinnedAllocation", [](const pvmm::pinned_allocation& b) { return b.data(); },
-              [](const pvmm::pinned_allocation& b) { return b.size(); });
+  bind_memory(
+      pinned, "PinnedAllocation", [](const pvmm::pinned_allocation& b) { return b.data(); },
+      [](const pvmm::pinned_allocation& b) { return b.size(); });
 
   auto managed = nb::class_<py_managed>(m, "ManagedAllocation", "Managed (unified) memory.");
   managed.def_static(
@@ -600,8 +626,9 @@ NB_MODULE(_pvmm, m) {
         return p;
       },
       "size"_a);
-  bind_memory(managed, "ManagedAllocation", [](const pvmm::managed_allocation& b) { return b.data(); },
-              [](const pvmm::managed_allocation& b) { return b.size(); });
+  bind_memory(
+      managed, "ManagedAllocation", [](const pvmm::managed_allocation& b) { return b.data(); },
+      [](const pvmm::managed_allocation& b) { return b.size(); });
 
   // ---- pools ----
   auto pool_allocation = nb::class_<py_pool_allocation>(m, "PoolAllocation", "One allocation from a MemoryPool.");
@@ -617,8 +644,9 @@ NB_MODULE(_pvmm, m) {
         a.close();
       },
       "stream"_a = nb::none(), "Frees in `stream`'s order (default: the stream it was allocated on).");
-  bind_memory(pool_allocation, "PoolAllocation", [](const pvmm::pool_allocation& b) { return b.data(); },
-              [](const pvmm::pool_allocation& b) { return b.size(); });
+  bind_memory(
+      pool_allocation, "PoolAllocation", [](const pvmm::pool_allocation& b) { return b.data(); },
+      [](const pvmm::pool_allocation& b) { return b.size(); });
 
   nb::class_<py_pool>(m, "MemoryPool", "A stream-ordered memory pool.")
       .def_static(
@@ -648,7 +676,8 @@ NB_MODULE(_pvmm, m) {
       .def(
           "allocate_async",
           [](const py_pool& p, std::size_t size, const py_stream& s) {
-            return reinterpret_cast<std::uintptr_t>(unwrap(p.get("allocate_async").allocate_async(size, stream_arg(s))));
+            return reinterpret_cast<std::uintptr_t>(
+                unwrap(p.get("allocate_async").allocate_async(size, stream_arg(s))));
           },
           "size"_a, "stream"_a, "A raw pointer (int) to give back with free_async.")
       .def(
@@ -667,12 +696,13 @@ NB_MODULE(_pvmm, m) {
              d["used_high"] = u.used_high;
              return d;
            })
-      .def("export_fd",
-           [](const py_pool& p) {
-             auto e = unwrap(p.get("export_fd").export_posix_fd());
-             return nb::make_tuple(e.fd.detach(), nb::bytes(reinterpret_cast<const char*>(e.id.bytes.data()), 16));
-           },
-           "(fd, pool id bytes): the caller owns the fd.")
+      .def(
+          "export_fd",
+          [](const py_pool& p) {
+            auto e = unwrap(p.get("export_fd").export_posix_fd());
+            return nb::make_tuple(e.fd.detach(), nb::bytes(reinterpret_cast<const char*>(e.id.bytes.data()), 16));
+          },
+          "(fd, pool id bytes): the caller owns the fd.")
       .def_static(
           "import_fd",
           [](int fd, nb::bytes id, int device) {
@@ -707,28 +737,37 @@ NB_MODULE(_pvmm, m) {
             const auto& s = nb::cast<const py_stream&>(stream);
             py_pool_allocation a;
             a.device = p.device;
-            a.ptr = std::make_shared<pvmm::pool_allocation>(unwrap(p.get("import_pointer").import_pointer(e, stream_arg(s))));
+            a.ptr = std::make_shared<pvmm::pool_allocation>(
+                unwrap(p.get("import_pointer").import_pointer(e, stream_arg(s))));
             a.stream = nb::borrow(stream);
             return a;
           },
           "record"_a, "stream"_a)
       .def("close", [](py_pool& p) { p.ptr.reset(); })
       .def_prop_ro("closed", [](const py_pool& p) { return !p.ptr; })
-      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def(
+          "__enter__", [](py_pool& self) -> py_pool& { return self; }, nb::rv_policy::reference)
       .def("__exit__", [](py_pool& p, nb::args) { p.ptr.reset(); })
-      .def("__repr__", [](const py_pool& p) {
-        return std::string("<pvmm.MemoryPool device=") + std::to_string(p.device) + (p.ptr ? "" : " closed") + ">";
-      })
-      .def("_install_c_allocator", [](const py_pool& p) { c_pool = p.ptr; c_sleeping = nullptr; },
-           "Makes the C entry points (pvmm_torch_alloc/free) allocate from this pool.");
+      .def("__repr__",
+           [](const py_pool& p) {
+             return std::string("<pvmm.MemoryPool device=") + std::to_string(p.device) + (p.ptr ? "" : " closed") + ">";
+           })
+      .def(
+          "_install_c_allocator",
+          [](const py_pool& p) {
+            c_pool = p.ptr;
+            c_sleeping = nullptr;
+          },
+          "Makes the C entry points (pvmm_torch_alloc/free) allocate from this pool.");
 
   // ---- the sleeping allocator ----
   nb::class_<py_sleeping>(m, "SleepingAllocator",
                           "Tagged allocations whose physical memory sleep() gives back, keeping their addresses.")
       .def(
-          "__init__", [](py_sleeping* self, int device) {
-            new (self) py_sleeping{std::shared_ptr<pvmm_py::sleeping_allocator>(
-                unwrap(pvmm_py::sleeping_allocator::create(device)))};
+          "__init__",
+          [](py_sleeping* self, int device) {
+            new (self) py_sleeping{
+                std::shared_ptr<pvmm_py::sleeping_allocator>(unwrap(pvmm_py::sleeping_allocator::create(device)))};
           },
           "device"_a = 0)
       .def(
@@ -737,8 +776,10 @@ NB_MODULE(_pvmm, m) {
             return reinterpret_cast<std::uintptr_t>(unwrap(s.get("allocate").allocate(size, tag)));
           },
           "size"_a, "tag"_a = "default", "An address (int) that stays the same across sleep and wake.")
-      .def("free", [](const py_sleeping& s, std::uintptr_t p) { unwrap(s.get("free").free(reinterpret_cast<void*>(p))); },
-           "address"_a)
+      .def(
+          "free",
+          [](const py_sleeping& s, std::uintptr_t p) { unwrap(s.get("free").free(reinterpret_cast<void*>(p))); },
+          "address"_a)
       .def(
           "sleep",
           [](const py_sleeping& s, const std::vector<std::string>& tags, bool offload) {
@@ -779,19 +820,27 @@ NB_MODULE(_pvmm, m) {
             return make_view(s.ptr, p, size, memory_label::device, a.device(), dtype, std::move(shape), 0);
           },
           "address"_a, "dtype"_a = "uint8", "shape"_a = nb::none())
-      .def("use_tag", [](const py_sleeping&, const std::string& tag) { c_tag = tag; },
-           "The tag the C entry points (PyTorch's MemPool) give new allocations.")
-      .def("_install_c_allocator", [](const py_sleeping& s) { c_sleeping = &s.get("install"); c_pool.reset(); })
-      .def("close", [](py_sleeping& s) {
-        if (c_sleeping == s.ptr.get()) c_sleeping = nullptr;
-        nb::gil_scoped_release release;
-        s.ptr.reset();
-      })
-      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
-      .def("__exit__", [](py_sleeping& s, nb::args) {
-        if (c_sleeping == s.ptr.get()) c_sleeping = nullptr;
-        s.ptr.reset();
-      })
+      .def(
+          "use_tag", [](const py_sleeping&, const std::string& tag) { c_tag = tag; },
+          "The tag the C entry points (PyTorch's MemPool) give new allocations.")
+      .def("_install_c_allocator",
+           [](const py_sleeping& s) {
+             c_sleeping = &s.get("install");
+             c_pool.reset();
+           })
+      .def("close",
+           [](py_sleeping& s) {
+             if (c_sleeping == s.ptr.get()) c_sleeping = nullptr;
+             nb::gil_scoped_release release;
+             s.ptr.reset();
+           })
+      .def(
+          "__enter__", [](py_sleeping& self) -> py_sleeping& { return self; }, nb::rv_policy::reference)
+      .def("__exit__",
+           [](py_sleeping& s, nb::args) {
+             if (c_sleeping == s.ptr.get()) c_sleeping = nullptr;
+             s.ptr.reset();
+           })
       .def("__repr__", [](const py_sleeping& s) {
         if (!s.ptr) return std::string("<pvmm.SleepingAllocator closed>");
         auto st = s.ptr->statistics(std::nullopt);

@@ -1,0 +1,67 @@
+"""Allocator plug-ins: pvmm memory behind PyTorch and CuPy (both optional imports).
+
+- PyTorch: ``torch_mem_pool(source)`` gives a ``torch.cuda.MemPool`` whose allocations come from ``source`` (a
+  ``pvmm.MemoryPool`` or a ``pvmm.SleepingAllocator``) through ``torch.cuda.memory.CUDAPluggableAllocator``; the C
+  entry points ``pvmm_torch_alloc`` / ``pvmm_torch_free`` live in the extension module itself.
+- CuPy: ``cupy_set_allocator(pool)`` routes ``cupy.cuda.set_allocator`` through ``CFunctionAllocator`` to the pool.
+- Tags: ``with tag(sleeping, "weights"):`` makes the allocations PyTorch asks for inside the block carry the tag
+  that ``sleeping.sleep(["weights"])`` selects (vLLM's sleep mode).
+
+One source serves the C entry points at a time (the last one installed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from typing import Any, Iterator, Union
+
+from . import _pvmm
+
+Source = Union[_pvmm.MemoryPool, _pvmm.SleepingAllocator]
+
+
+def library_path() -> str:
+    """The shared library holding the C entry points (the extension module)."""
+    path: str = _pvmm.__file__
+    return path
+
+
+def torch_allocator(source: Source) -> Any:
+    """A ``torch.cuda.memory.CUDAPluggableAllocator`` allocating from ``source``."""
+    import torch  # optional
+
+    source._install_c_allocator()
+    return torch.cuda.memory.CUDAPluggableAllocator(library_path(), "pvmm_torch_alloc", "pvmm_torch_free")
+
+
+def torch_mem_pool(source: Source) -> Any:
+    """A ``torch.cuda.MemPool`` backed by ``source``: ``with torch.cuda.use_mem_pool(pool): ...``."""
+    import torch  # optional
+
+    return torch.cuda.MemPool(torch_allocator(source).allocator())
+
+
+@contextlib.contextmanager
+def tag(sleeping: _pvmm.SleepingAllocator, name: str) -> Iterator[None]:
+    """Allocations made through the C entry points inside the block are tagged ``name``."""
+    sleeping.use_tag(name)
+    try:
+        yield
+    finally:
+        sleeping.use_tag("default")
+
+
+def cupy_set_allocator(pool: _pvmm.MemoryPool, stream: Any = None) -> Any:
+    """Makes CuPy allocate from ``pool`` in ``stream``'s order (default: CuPy's current stream at this call).
+    Returns the ``CFunctionAllocator`` (keep it; ``cupy.cuda.set_allocator(None)`` undoes)."""
+    import cupy  # optional
+
+    pool._install_c_allocator()
+    lib = ctypes.CDLL(library_path())
+    handle = int(stream.ptr if stream is not None else cupy.cuda.get_current_stream().ptr)
+    malloc = ctypes.cast(lib.pvmm_cupy_malloc, ctypes.c_void_p).value
+    free = ctypes.cast(lib.pvmm_cupy_free, ctypes.c_void_p).value
+    allocator = cupy.cuda.memory.CFunctionAllocator(handle, malloc, free, pool)
+    cupy.cuda.set_allocator(allocator.malloc)
+    return allocator

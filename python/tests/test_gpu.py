@@ -1,0 +1,126 @@
+"""GPU tests (run by tools/gpu-verify.sh on a lent GPU with the GPU machine's torch and cupy). Skipped, saying why,
+where the package was built for the host backend or torch/cupy or a GPU is missing."""
+
+import multiprocessing as mp
+
+import pytest
+
+import pvmm
+from pvmm import allocators
+
+MIB = 1 << 20
+if pvmm.BACKEND == "host":
+    pytest.skip("the package was built for the host backend (pip install ./python -Ccmake.define.PVMM_BACKEND=cuda)",
+                allow_module_level=True)
+torch = pytest.importorskip("torch", reason="torch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip("no GPU visible to torch", allow_module_level=True)
+KDLCUDA, KDLCUDAHOST, KDLCUDAMANAGED = 2, 3, 13
+
+
+def test_torch_and_cupy_from_dlpack_on_device_memory():
+    g = pvmm.GrowableBuffer.create(chunk_size=2 * MIB, reserve_size=16 * MIB)
+    g.resize(4 * MIB)
+    assert g.__dlpack_device__() == (KDLCUDA, 0)
+    t = torch.from_dlpack(g.view("float32"))
+    assert t.is_cuda and t.data_ptr() == g.address
+    t.fill_(3.0)
+    torch.cuda.synchronize()
+    g.close()  # the tensor keeps the memory
+    assert float(t.sum()) == 3.0 * t.numel()
+    cupy = pytest.importorskip("cupy")
+    c = cupy.from_dlpack(pvmm.GrowableBuffer.create(chunk_size=2 * MIB, reserve_size=4 * MIB))
+    assert c.size == 0 or c.data.ptr != 0
+
+
+def test_pinned_and_managed_labels():
+    p = pvmm.PinnedAllocation.create(MIB)
+    m = pvmm.ManagedAllocation.create(MIB)
+    assert p.__dlpack_device__() == (KDLCUDAHOST, 0)
+    assert m.__dlpack_device__() == (KDLCUDAMANAGED, 0)
+    import numpy as np
+
+    a = np.from_dlpack(m.view("int32"))  # NumPy accepts managed and pinned (reference §4.2)
+    a[:] = 5
+    assert int(np.from_dlpack(p.view("uint8"))[:1].size) == 1 and int(a.sum()) == 5 * a.size
+
+
+def test_torch_mem_pool_backed_by_pvmm_runs_a_matmul():
+    pool = pvmm.MemoryPool.create()
+    mem_pool = allocators.torch_mem_pool(pool)
+    with torch.cuda.use_mem_pool(mem_pool):
+        a = torch.ones(512, 512, device="cuda")
+        b = torch.full((512, 512), 2.0, device="cuda")
+        c = a @ b
+    torch.cuda.synchronize()
+    assert pvmm.query_pointer(c.data_ptr())["kind"] == "pool"
+    assert float(c[0, 0]) == 1024.0
+    assert pool.usage()["used_current"] > 0
+
+
+def test_cuda_graph_captured_before_sleep_replays_after_wake():
+    sleeping = pvmm.SleepingAllocator()
+    mem_pool = allocators.torch_mem_pool(sleeping)
+    with torch.cuda.use_mem_pool(mem_pool), allocators.tag(sleeping, "weights"):
+        w = torch.arange(1024, device="cuda", dtype=torch.float32)
+        out = torch.zeros(1024, device="cuda")
+    torch.cuda.synchronize()
+    address = w.data_ptr()
+    graph = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        with torch.cuda.graph(graph):
+            out.copy_(w * 2)
+    graph.replay()
+    torch.cuda.synchronize()
+    expected = out.clone()
+    sleeping.sleep(["weights"], offload=True)
+    assert sleeping.statistics("weights")["resident_bytes"] == 0
+    sleeping.wake(["weights"])
+    assert w.data_ptr() == address
+    out.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, expected)
+
+
+def test_cupy_array_on_pvmm_allocator():
+    cupy = pytest.importorskip("cupy")
+    pool = pvmm.MemoryPool.create()
+    allocator = allocators.cupy_set_allocator(pool)
+    try:
+        x = cupy.arange(1 << 20, dtype=cupy.float32)
+        assert pvmm.query_pointer(int(x.data.ptr))["kind"] == "pool"
+        assert float(x.sum()) == float((1 << 20) * ((1 << 20) - 1) / 2)
+        del x
+    finally:
+        cupy.cuda.set_allocator(None)
+        del allocator
+
+
+def _rank(rank, exported, q):
+    import torch as t
+
+    with exported.open() as buf:
+        view = t.from_dlpack(buf.view("float32"))
+        view[rank * 256:(rank + 1) * 256].fill_(rank + 1)
+        t.cuda.synchronize()
+        q.put(rank)
+
+
+def test_four_processes_exchange_torch_tensors_through_one_buffer():
+    # Teams are not bound yet: four processes map one exported buffer and each writes its slot.
+    g = pvmm.GrowableBuffer.create(chunk_size=2 * MIB, reserve_size=4 * MIB, exportable=True)
+    g.resize(2 * MIB)
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    with pvmm.export_buffer(g) as exported:
+        procs = [ctx.Process(target=_rank, args=(r, exported, q)) for r in range(4)]
+        for p in procs:
+            p.start()
+        assert sorted(q.get(timeout=120) for _ in procs) == [0, 1, 2, 3]
+        for p in procs:
+            p.join(60)
+    t = torch.from_dlpack(g.view("float32"))
+    for r in range(4):
+        assert float(t[r * 256:(r + 1) * 256].sum()) == 256.0 * (r + 1)
