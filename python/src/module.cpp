@@ -174,6 +174,19 @@ array make_view(std::shared_ptr<void> keep, void* data, std::size_t size, memory
   return array(static_cast<unsigned char*>(data) + offset, dims.size(), dims.data(), owner, nullptr, dtype, type, id);
 }
 
+}  // namespace
+
+namespace pvmm_py {
+nb::ndarray<nb::array_api> make_array(std::shared_ptr<void> keep, void* data, std::size_t size, int device,
+                                      const std::string& dtype, std::optional<std::vector<std::size_t>> shape,
+                                      std::size_t offset) {
+  return make_view(std::move(keep), data, size, memory_label::device, device, dtype, std::move(shape), offset);
+}
+void bind_team(nb::module_& m);  // team.cpp
+}  // namespace pvmm_py
+
+namespace {
+
 // ---- owners ------------------------------------------------------------------------------------------------------
 
 /// A Python owner of pvmm memory: the C++ owner in a shared pointer (null once closed).
@@ -386,6 +399,7 @@ NB_MODULE(_pvmm, m) {
   m.doc() = "pvmm: portable GPU virtual memory management (the compiled part; import pvmm)";
   m.attr("BACKEND") = PVMM_PY_BACKEND;
   register_errors(m);
+  pvmm_py::bind_team(m);
 
   // ---- devices ----
   m.def("backend", [] {

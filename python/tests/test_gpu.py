@@ -98,29 +98,30 @@ def test_cupy_array_on_pvmm_allocator():
         del allocator
 
 
-def _rank(rank, exported, q):
+def _rank(rank, path, q):
     import torch as t
+    import torch.distributed as dist
 
-    with exported.open() as buf:
-        view = t.from_dlpack(buf.view("float32"))
-        view[rank * 256:(rank + 1) * 256].fill_(rank + 1)
+    store = dist.FileStore(path, 4)  # any torch.distributed Store: set/get/check
+    with pvmm.Team.over_store(store, rank, 4, prefix="gpu") as team, pvmm.Window.create(team, 1 << 20) as window:
+        mine = t.from_dlpack(window.get_buffer(rank, "float32", (256,)))
+        mine.fill_(rank + 1)
         t.cuda.synchronize()
-        q.put(rank)
+        team.barrier()
+        sums = [float(t.from_dlpack(window.get_buffer(r, "float32", (256,))).sum()) for r in range(4)]
+        team.barrier()
+        q.put((rank, sums))
 
 
-def test_four_processes_exchange_torch_tensors_through_one_buffer():
-    # Teams are not bound yet: four processes map one exported buffer and each writes its slot.
-    g = pvmm.GrowableBuffer.create(chunk_size=2 * MIB, reserve_size=4 * MIB, exportable=True)
-    g.resize(2 * MIB)
+def test_four_process_team_exchanges_torch_tensors(tmp_path):
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    with pvmm.export_buffer(g) as exported:
-        procs = [ctx.Process(target=_rank, args=(r, exported, q)) for r in range(4)]
-        for p in procs:
-            p.start()
-        assert sorted(q.get(timeout=120) for _ in procs) == [0, 1, 2, 3]
-        for p in procs:
-            p.join(60)
-    t = torch.from_dlpack(g.view("float32"))
-    for r in range(4):
-        assert float(t[r * 256:(r + 1) * 256].sum()) == 256.0 * (r + 1)
+    procs = [ctx.Process(target=_rank, args=(r, str(tmp_path / "store"), q)) for r in range(4)]
+    for p in procs:
+        p.start()
+    results = sorted(q.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(60)
+    assert [r for r, _ in results] == [0, 1, 2, 3]
+    for _, sums in results:
+        assert sums == [256.0 * (r + 1) for r in range(4)]

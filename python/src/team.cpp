@@ -1,0 +1,270 @@
+// Teams and symmetric windows from Python: a team over any store object (set/get, optionally wait: a
+// torch.distributed Store works) or over pvmm's endpoints; a window's slot of any rank as an array.
+//
+// Lock rule (docs/design.md "Bindings"): team creation releases the GIL; the store callbacks take it back. pvmm
+// holds none of its locks while it calls them, so the GIL stays the outermost lock.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <pvmm/bootstrap.hpp>
+#include <pvmm/team.hpp>
+
+#include "common.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace pvmm_py {
+// module.cpp
+nb::ndarray<nb::array_api> make_array(std::shared_ptr<void> keep, void* data, std::size_t size, int device,
+                                      const std::string& dtype, std::optional<std::vector<std::size_t>> shape,
+                                      std::size_t offset);
+}  // namespace pvmm_py
+
+namespace {
+
+using pvmm_py::unwrap;
+
+pvmm::error store_error(const char* what, const std::string& key, nb::python_error& e) {
+  pvmm::error err;
+  err.code = pvmm::errc::timeout;
+  err.operation = what;
+  err.arguments = "key=" + key;
+  err.detail = std::string("the store raised: ") + e.what();
+  err.hint = "a store's get must block until the key exists (bounded by its own timeout)";
+  return err;
+}
+
+/// pvmm's key_value_store over a Python object with set(key, bytes) and get(key), and check(keys) -> bool (polled
+/// until the deadline, GIL released in between) or else wait(keys, timedelta): torch.distributed.Store has all.
+pvmm::key_value_store python_store(nb::object store) {
+  auto holder = std::shared_ptr<nb::object>(new nb::object(std::move(store)), [](nb::object* o) {
+    nb::gil_scoped_acquire gil;
+    delete o;
+  });
+  pvmm::key_value_store kv;
+  kv.set = [holder](const std::string& key, const std::vector<std::uint8_t>& value) -> pvmm::status {
+    nb::gil_scoped_acquire gil;
+    try {
+      holder->attr("set")(key, nb::bytes(reinterpret_cast<const char*>(value.data()), value.size()));
+    } catch (nb::python_error& e) {
+      return store_error("store.set", key, e);
+    }
+    return {};
+  };
+  kv.get = [holder](const std::string& key, pvmm::deadline until) -> pvmm::result<std::vector<std::uint8_t>> {
+    nb::gil_scoped_acquire gil;
+    try {
+      nb::list keys;
+      keys.append(key);
+      if (nb::hasattr(*holder, "check")) {
+        // Polls without blocking (torch.distributed.Store.check) until the key exists or the deadline passes.
+        auto pause = std::chrono::microseconds(200);
+        while (!nb::cast<bool>(holder->attr("check")(keys))) {
+          if (std::chrono::steady_clock::now() >= until) {
+            pvmm::error err;
+            err.code = pvmm::errc::timeout;
+            err.operation = "store.get";
+            err.arguments = "key=" + key;
+            err.detail = "the key did not appear before the deadline";
+            return err;
+          }
+          {
+            nb::gil_scoped_release release;
+            std::this_thread::sleep_for(pause);
+          }
+          pause = std::min(pause * 2, std::chrono::microseconds(10000));
+        }
+      } else if (nb::hasattr(*holder, "wait")) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        nb::module_ datetime = nb::module_::import_("datetime");
+        holder->attr("wait")(keys, datetime.attr("timedelta")("milliseconds"_a = std::max<long long>(left.count(), 0)));
+      }
+      nb::object v = holder->attr("get")(key);
+      if (nb::isinstance<nb::str>(v)) v = v.attr("encode")();
+      auto b = nb::cast<nb::bytes>(v);
+      const auto* p = reinterpret_cast<const std::uint8_t*>(b.c_str());
+      return std::vector<std::uint8_t>(p, p + b.size());
+    } catch (nb::python_error& e) {
+      return store_error("store.get", key, e);
+    }
+  };
+  return kv;
+}
+
+struct py_team {
+  std::shared_ptr<pvmm::team> ptr;
+  pvmm::team& get(const char* op) const {
+    if (!ptr) pvmm_py::throw_closed(op);
+    return *ptr;
+  }
+};
+
+struct window_share {
+  std::shared_ptr<pvmm::team> team;  // the window's team lives while the window does
+  pvmm::symmetric_window window;
+  ~window_share() {
+    nb::gil_scoped_release release;  // release() may wait for peers
+    (void)window.release();
+  }
+};
+
+struct py_window {
+  std::shared_ptr<window_share> ptr;
+  pvmm::symmetric_window& get(const char* op) const {
+    if (!ptr) pvmm_py::throw_closed(op);
+    return ptr->window;
+  }
+};
+
+py_team make_team(std::shared_ptr<pvmm::bootstrap> b, int device, int timeout_ms) {
+  pvmm::team_options o;
+  o.device = device;
+  o.timeout = std::chrono::milliseconds(timeout_ms);
+  py_team t;
+  {
+    nb::gil_scoped_release release;
+    t.ptr = std::make_shared<pvmm::team>(unwrap(pvmm::team::create(std::move(b), o)));
+  }
+  return t;
+}
+
+}  // namespace
+
+namespace pvmm_py {
+
+void bind_team(nb::module_& m) {
+  nb::class_<py_team>(m, "Team", "N ranks, each mapping every peer's window memory.")
+      .def_static(
+          "over_store",
+          [](nb::object store, int rank, int size, const std::string& prefix, int device, int timeout_ms) {
+            std::shared_ptr<pvmm::bootstrap> b;
+            {
+              pvmm::key_value_store kv = python_store(std::move(store));
+              nb::gil_scoped_release release;
+              b = unwrap(
+                  pvmm::make_store_bootstrap(std::move(kv), prefix, rank, size, std::chrono::milliseconds(timeout_ms)));
+            }
+            return make_team(std::move(b), device, timeout_ms);
+          },
+          "store"_a, "rank"_a, "size"_a, "prefix"_a = "pvmm", "device"_a = 0, "timeout_ms"_a = 30000,
+          "A team over any object with set(key, bytes) and a blocking get(key) (wait(keys) used where present): a "
+          "torch.distributed Store works.")
+      .def_static(
+          "over_endpoints",
+          [](const std::string& name, int rank, int size, int device, int timeout_ms) {
+            std::shared_ptr<pvmm::bootstrap> b;
+            {
+              nb::gil_scoped_release release;
+              b = unwrap(pvmm::make_endpoint_bootstrap(name, rank, size, std::chrono::milliseconds(timeout_ms)));
+            }
+            return make_team(std::move(b), device, timeout_ms);
+          },
+          "name"_a, "rank"_a, "size"_a, "device"_a = 0, "timeout_ms"_a = 30000, "A team over pvmm's named endpoints.")
+      .def_prop_ro("rank", [](const py_team& t) { return t.get("rank").rank(); })
+      .def_prop_ro("size", [](const py_team& t) { return t.get("size").size(); })
+      .def_prop_ro("device", [](const py_team& t) { return t.get("device").device(); })
+      .def_prop_ro("node_count", [](const py_team& t) { return t.get("node_count").node_count(); })
+      .def(
+          "barrier",
+          [](const py_team& t, int timeout_ms) {
+            auto& team = t.get("barrier");
+            nb::gil_scoped_release release;
+            unwrap(team.ranks().barrier(pvmm::deadline_in(std::chrono::milliseconds(timeout_ms))));
+          },
+          "timeout_ms"_a = 30000)
+      .def("close",
+           [](py_team& t) {
+             nb::gil_scoped_release release;
+             t.ptr.reset();
+           })
+      .def(
+          "__enter__", [](py_team& self) -> py_team& { return self; }, nb::rv_policy::reference)
+      .def("__exit__",
+           [](py_team& t, nb::args) {
+             nb::gil_scoped_release release;
+             t.ptr.reset();
+           })
+      .def("__repr__", [](const py_team& t) {
+        if (!t.ptr) return std::string("<pvmm.Team closed>");
+        return "<pvmm.Team rank=" + std::to_string(t.ptr->rank()) + " size=" + std::to_string(t.ptr->size()) + ">";
+      });
+
+  nb::class_<py_window>(m, "Window", "A symmetric window: every rank's slot mapped in every rank.")
+      .def_static(
+          "create",
+          [](const py_team& t, std::size_t size, std::size_t max_size, int timeout_ms) {
+            pvmm::window_options o;
+            o.size = size;
+            o.max_size = max_size;
+            o.timeout = std::chrono::milliseconds(timeout_ms);
+            auto share = std::make_shared<window_share>();
+            share->team = t.ptr;
+            auto& team = t.get("Window.create");
+            {
+              nb::gil_scoped_release release;
+              share->window = unwrap(pvmm::symmetric_window::create(team, o));
+            }
+            return py_window{share};
+          },
+          "team"_a, "size"_a, "max_size"_a = 0, "timeout_ms"_a = 30000, "Collective: every rank calls it.")
+      .def_prop_ro("rank", [](const py_window& w) { return w.get("rank").rank(); })
+      .def_prop_ro("size", [](const py_window& w) { return w.get("size").size(); })
+      .def_prop_ro("stride", [](const py_window& w) { return w.get("stride").stride(); })
+      .def(
+          "size_of", [](const py_window& w, int rank) { return w.get("size_of").size_of(rank); }, "rank"_a)
+      .def(
+          "address",
+          [](const py_window& w, int rank) { return reinterpret_cast<std::uintptr_t>(w.get("address").peer(rank)); },
+          "rank"_a)
+      .def(
+          "get_buffer",
+          [](const py_window& w, int rank, const std::string& dtype, std::optional<std::vector<std::size_t>> shape,
+             std::size_t offset) {
+            auto& win = w.get("get_buffer");
+            void* p = win.peer(rank);
+            if (!p) {
+              pvmm::error e;
+              e.code = pvmm::errc::not_mapped;
+              e.operation = "pvmm.Window.get_buffer";
+              e.arguments = "rank=" + std::to_string(rank);
+              e.detail = rank < 0 || rank >= win.size() ? "no such rank" : win.unmapped_reason(rank);
+              throw pvmm::exception(e);
+            }
+            return make_array(w.ptr, p, win.size_of(rank), w.ptr->team->device(), dtype, std::move(shape), offset);
+          },
+          "rank"_a, "dtype"_a = "uint8", "shape"_a = nb::none(), "offset"_a = 0,
+          "Rank `rank`'s slot as an array of `dtype` and `shape` (PyTorch SymmetricMemory's get_buffer); the array "
+          "keeps the window alive.")
+      .def(
+          "grow",
+          [](const py_window& w, std::size_t new_size, int timeout_ms) {
+            auto& win = w.get("grow");
+            nb::gil_scoped_release release;
+            unwrap(win.grow(new_size, std::chrono::milliseconds(timeout_ms)));
+          },
+          "new_size"_a, "timeout_ms"_a = 30000)
+      .def("close", [](py_window& w) { w.ptr.reset(); })
+      .def(
+          "__enter__", [](py_window& self) -> py_window& { return self; }, nb::rv_policy::reference)
+      .def("__exit__", [](py_window& w, nb::args) { w.ptr.reset(); })
+      .def("__repr__", [](const py_window& w) {
+        if (!w.ptr) return std::string("<pvmm.Window closed>");
+        return "<pvmm.Window rank=" + std::to_string(w.ptr->window.rank()) +
+               " ranks=" + std::to_string(w.ptr->window.size()) + ">";
+      });
+}
+
+}  // namespace pvmm_py

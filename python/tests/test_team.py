@@ -1,0 +1,82 @@
+"""A team of 4 processes over a store (any object with set/get): each writes its window slot, reads every peer's."""
+
+import multiprocessing as mp
+import os
+import time
+
+import numpy as np
+import pytest
+
+import pvmm
+
+pytestmark = pytest.mark.skipif(pvmm.BACKEND != "host", reason="reads window memory through NumPy (host backend)")
+RANKS = 4
+
+
+class FileStore:
+    """A minimal store as torch.distributed.Store: set writes a file atomically, check says whether keys exist,
+    get waits (bounded) until the key exists."""
+
+    def __init__(self, path, timeout=30.0):
+        self.path, self.timeout = path, timeout
+
+    def set(self, key, value):
+        name = os.path.join(self.path, key.replace("/", "_"))
+        with open(name + ".tmp", "wb") as f:
+            f.write(value)
+        os.rename(name + ".tmp", name)
+
+    def check(self, keys):
+        return all(os.path.exists(os.path.join(self.path, k.replace("/", "_"))) for k in keys)
+
+    def get(self, key):
+        name = os.path.join(self.path, key.replace("/", "_"))
+        until = time.monotonic() + self.timeout
+        while not os.path.exists(name):
+            if time.monotonic() > until:
+                raise TimeoutError(f"key {key} did not arrive")
+            time.sleep(0.002)
+        with open(name, "rb") as f:
+            return f.read()
+
+
+def rank_main(rank, path, q):
+    try:
+        with pvmm.Team.over_store(FileStore(path), rank, RANKS, prefix="t", timeout_ms=30000) as team:
+            with pvmm.Window.create(team, 1 << 20) as window:
+                mine = np.from_dlpack(window.get_buffer(rank, "int64", (1024,)))
+                mine[:] = rank * 1000 + np.arange(1024)
+                team.barrier()
+                seen = [int(np.from_dlpack(window.get_buffer(r, "int64", (1024,)))[7]) for r in range(RANKS)]
+                team.barrier()  # nobody unmaps before everyone has read
+                q.put((rank, seen, repr(team)))
+    except Exception as e:  # report, so the parent's assertion names it
+        q.put((rank, repr(e), ""))
+
+
+def test_team_of_four_processes_over_a_store(tmp_path):
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=rank_main, args=(r, str(tmp_path), q)) for r in range(RANKS)]
+    for p in procs:
+        p.start()
+    results = sorted(q.get(timeout=60) for _ in procs)
+    for p in procs:
+        p.join(30)
+    for rank, seen, text in results:
+        assert seen == [r * 1000 + 7 for r in range(RANKS)], (rank, seen)
+        assert text == f"<pvmm.Team rank={rank} size={RANKS}>"
+    assert [p.exitcode for p in procs] == [0] * RANKS
+
+
+def test_team_errors():
+    class Broken:
+        def set(self, key, value):
+            raise OSError("store is down")
+
+        def get(self, key):
+            raise OSError("store is down")
+
+    with pytest.raises(pvmm.PvmmError) as e:
+        pvmm.Team.over_store(Broken(), 0, 2, timeout_ms=2000)
+    assert e.value.code in ("timeout", "peer_lost") and e.value.operation
