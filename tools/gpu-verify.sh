@@ -4,6 +4,8 @@
 #   cuda          the CUDA driver backend
 #   hip-nvidia    the hip backend on HIP's NVIDIA platform (HIP's CUDA mapping), when .deps/hip-nvidia has the headers
 #   host          the host backend (not a GPU run: CI's suite, built where there are cores to spare)
+#   python        the Python package built for cuda with the machine's Python (torch, cupy, nanobind and
+#                 scikit-build-core there; nothing downloaded) and python/tests, test_gpu.py included
 # The GPU machines have no package manager: fmt and doctest come unpacked in .deps/root, and the HIP headers in
 # .deps/hip-nvidia (tools/fetch-deps.sh; carry ".deps").
 # Usage: [PVMM_VERIFY="cuda hip-nvidia"] tools/gpu-verify.sh [build-root]     (writes logs to $OUT when set)
@@ -61,6 +63,16 @@ for backend in ${PVMM_VERIFY:-cuda hip-nvidia}; do
   case $backend in
     cuda) verify cuda -DPVMM_BACKEND=cuda ;;
     host) verify host -DPVMM_BACKEND=host ;;  # the CI suite on a machine with cores to spare
+    python)
+      echo "=== python (cuda) ==="
+      mkdir -p "$out/python"
+      CMAKE_PREFIX_PATH="$PWD/.deps/root/usr" LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu:$PWD/.deps/root/usr/lib:${LD_LIBRARY_PATH:-}" \
+        PVMM_BACKEND=cuda PVMM_PY_VENV=0 CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" bash tools/python-test.sh >"$out/python/python.log" 2>&1
+      rc=$?
+      tail -30 "$out/python/python.log"
+      echo "python: rc=$rc"
+      [ $rc -eq 0 ] || overall=1
+      ;;
     hip-nvidia)
       if [ -f .deps/hip-nvidia/include/hip/nvidia_detail/nvidia_hip_runtime_api.h ]; then
         verify hip-nvidia -DPVMM_BACKEND=hip -DPVMM_HIP_PLATFORM=nvidia -DPVMM_HIP_ROOT="$PWD/.deps/hip-nvidia"

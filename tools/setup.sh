@@ -90,6 +90,7 @@ case "${1:-}" in
     done
     # Python: the package (host backend, the host preset's unity build) and its pytest suite (tools/python-test.sh).
     echo "=== python ==="
+    install_missing python3-venv python3-dev  # the venv and Python's headers; the rest comes from PyPI
     TIMEFORMAT="time: python: %0R s wall, %0U s user, %0S s sys"
     pystatus=0
     time { bash tools/python-test.sh >build/python-test.log 2>&1 || pystatus=$?; }
@@ -97,7 +98,7 @@ case "${1:-}" in
     if [ $pystatus -ne 0 ]; then
       failed=$((failed + 1)); echo "python: failed (status $pystatus, log build/python-test.log)"
     else
-      p=$(sed -n 's/^=* \([0-9]*\) passed.*/\1/p' build/python-test.log | tail -n 1)
+      p=$(sed -n 's/^=* *\([0-9][0-9]*\) passed.*/\1/p' build/python-test.log | tail -n 1)
       total=$((total + ${p:-0}))
     fi
     echo "time: total ${SECONDS} s wall"
