@@ -495,6 +495,19 @@ NB_MODULE(_pvmm, m) {
           },
           "size"_a, "device"_a = 0, "exportable"_a = false)
       .def_prop_ro("size", [](const py_physical& p) { return p.get("size").size(); })
+      .def(
+          "export_fd", [](const py_physical& p) { return unwrap(p.get("export_fd").export_posix_fd()).detach(); },
+          "A POSIX fd for another process (created with exportable=True); the caller owns it.")
+      .def_static(
+          "import_fd",
+          [](int fd, std::size_t size, int device) {
+            py_physical p;
+            p.device = device;
+            p.ptr = std::make_shared<pvmm::physical_allocation>(
+                unwrap(pvmm::physical_allocation::import_posix_fd(fd, size)));
+            return p;
+          },
+          "fd"_a, "size"_a, "device"_a = 0, "Imports an exported allocation (the fd stays the caller's).")
       .def("close", [](py_physical& p) { p.close(); })
       .def(
           "__enter__", [](py_physical& self) -> py_physical& { return self; }, nb::rv_policy::reference)

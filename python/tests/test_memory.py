@@ -160,3 +160,29 @@ def test_pool_allocation_outlives_its_stream():
     a.close()
     del a
     assert pool.usage()["used_current"] == 0
+
+
+@pytest.mark.skipif(pvmm.BACKEND != "host", reason="reads memory through NumPy (host backend)")
+def test_physical_allocation_exported_and_mapped_twice():
+    import os
+
+    size = pvmm.granularity()[0]
+    phys = pvmm.PhysicalAllocation.create(size, exportable=True)
+    first = pvmm.Reservation.reserve(size)
+    first.map(0, phys)
+    fd = phys.export_fd()
+    try:
+        theirs = pvmm.PhysicalAllocation.import_fd(fd, size)
+    finally:
+        os.close(fd)
+    second = pvmm.Reservation.reserve(size)
+    second.map(0, theirs)
+    assert first.mapping_count == 1 and first.address != second.address
+    np.from_dlpack(first.view("uint64"))[:8] = 0xC0FFEE
+    assert (np.from_dlpack(second.view("uint64"))[:8] == 0xC0FFEE).all()  # the same memory, another address
+    second.unmap(0, size)
+    with pytest.raises(pvmm.NotMappedError) as e:
+        second.unmap(0, size)
+    assert e.value.operation == "pvmm::address_reservation::unmap"
+    with pytest.raises(pvmm.HandleTypeNotRequestedError):
+        pvmm.PhysicalAllocation.create(size).export_fd()
