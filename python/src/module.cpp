@@ -323,7 +323,7 @@ struct py_sleeping {
 };
 // The allocator the C entry points below serve (set from Python by pvmm.allocators).
 std::shared_ptr<pvmm::memory_pool> c_pool;
-pvmm_py::sleeping_allocator* c_sleeping = nullptr;
+std::shared_ptr<pvmm_py::sleeping_allocator> c_sleeping;  // held while installed, as c_pool
 std::string c_tag = "default";
 
 pvmm::stream_ref foreign_stream(void* s, int device) {
@@ -852,12 +852,13 @@ NB_MODULE(_pvmm, m) {
           "The tag the C entry points (PyTorch's MemPool) give new allocations.")
       .def("_install_c_allocator",
            [](const py_sleeping& s) {
-             c_sleeping = &s.get("install");
+             (void)s.get("install");
+             c_sleeping = s.ptr;
              c_pool.reset();
            })
       .def("close",
            [](py_sleeping& s) {
-             if (c_sleeping == s.ptr.get()) c_sleeping = nullptr;
+             if (c_sleeping == s.ptr) c_sleeping.reset();
              nb::gil_scoped_release release;
              s.ptr.reset();
            })
@@ -865,7 +866,7 @@ NB_MODULE(_pvmm, m) {
           "__enter__", [](py_sleeping& self) -> py_sleeping& { return self; }, nb::rv_policy::reference)
       .def("__exit__",
            [](py_sleeping& s, nb::args) {
-             if (c_sleeping == s.ptr.get()) c_sleeping = nullptr;
+             if (c_sleeping == s.ptr) c_sleeping.reset();
              s.ptr.reset();
            })
       .def("__repr__", [](const py_sleeping& s) {
