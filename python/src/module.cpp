@@ -51,7 +51,7 @@ std::string class_name(const char* errc_name) {
     out += upper ? static_cast<char>(*c - 'a' + 'A') : *c;
     upper = false;
   }
-  return out + "Error";
+  return out.size() > 5 && out.compare(out.size() - 5, 5, "Error") == 0 ? out : out + "Error";  // no ErrorError
 }
 
 void register_errors(nb::module_& m) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,6 +105,80 @@ pvmm::key_value_store python_store(nb::object store) {
   return kv;
 }
 
+/// A bootstrap whose allgather is a Python callable: fn(bytes) -> list of `size` bytes objects (or their
+/// concatenation), every rank calling it in the same order. mpi4py: `lambda b: comm.allgather(b)`. What the
+/// callable returns is checked (a peer's bytes are not trusted): a wrong count or length is errc::protocol_error.
+class python_bootstrap final : public pvmm::bootstrap {
+ public:
+  python_bootstrap(nb::object fn, int rank, int size, int node, int local_rank, int local_size)
+      : fn_(new nb::object(std::move(fn)),
+            [](nb::object* o) {
+              nb::gil_scoped_acquire gil;
+              delete o;
+            }),
+        rank_(rank),
+        size_(size),
+        node_(node),
+        local_rank_(local_rank),
+        local_size_(local_size) {}
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  int node() const noexcept override { return node_; }
+  int local_rank() const noexcept override { return local_rank_; }
+  int local_size() const noexcept override { return local_size_; }
+  const char* adapter() const noexcept override { return "python"; }
+
+ private:
+  pvmm::status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t, pvmm::deadline) override {
+    nb::gil_scoped_acquire gil;
+    pvmm::error err;
+    err.operation = "pvmm.Team.over_allgather";
+    err.arguments = "bytes=" + std::to_string(bytes);
+    try {
+      nb::object out = (*fn_)(nb::bytes(static_cast<const char*>(mine), bytes));
+      auto* dst = static_cast<unsigned char*>(all);
+      if (nb::isinstance<nb::bytes>(out)) {
+        auto b = nb::cast<nb::bytes>(out);
+        if (b.size() != bytes * static_cast<std::size_t>(size_)) {
+          err.code = pvmm::errc::protocol_error;
+          err.detail = "the allgather returned " + std::to_string(b.size()) + " bytes";
+          return err;
+        }
+        std::memcpy(dst, b.c_str(), b.size());
+        return {};
+      }
+      auto parts = nb::cast<std::vector<nb::bytes>>(out);
+      if (parts.size() != static_cast<std::size_t>(size_)) {
+        err.code = pvmm::errc::protocol_error;
+        err.detail =
+            "the allgather returned " + std::to_string(parts.size()) + " parts for " + std::to_string(size_) + " ranks";
+        return err;
+      }
+      for (std::size_t r = 0; r < parts.size(); ++r) {
+        if (parts[r].size() != bytes) {
+          err.code = pvmm::errc::protocol_error;
+          err.detail = "rank " + std::to_string(r) + " gave " + std::to_string(parts[r].size()) + " bytes";
+          return err;
+        }
+        std::memcpy(dst + r * bytes, parts[r].c_str(), bytes);
+      }
+      return {};
+    } catch (nb::python_error& e) {
+      err.code = pvmm::errc::peer_lost;
+      err.detail = std::string("the allgather raised: ") + e.what();
+      return err;
+    } catch (nb::cast_error&) {
+      err.code = pvmm::errc::protocol_error;
+      err.detail = "the allgather returned neither bytes nor a list of bytes";
+      return err;
+    }
+  }
+  void do_abort() noexcept override {}
+
+  std::shared_ptr<nb::object> fn_;
+  int rank_, size_, node_, local_rank_, local_size_;
+};
+
 struct py_team {
   std::shared_ptr<pvmm::team> ptr;
   pvmm::team& get(const char* op) const {
@@ -162,6 +237,27 @@ void bind_team(nb::module_& m) {
           "store"_a, "rank"_a, "size"_a, "prefix"_a = "pvmm", "device"_a = 0, "timeout_ms"_a = 30000,
           "A team over any object with set(key, bytes) and a blocking get(key) (wait(keys) used where present): a "
           "torch.distributed Store works.")
+      .def_static(
+          "over_allgather",
+          [](nb::object allgather, int rank, int size, int node, int local_rank, int local_size, int device,
+             int timeout_ms) {
+            if (rank < 0 || size <= 0 || rank >= size || size > pvmm::bootstrap::max_ranks) {
+              pvmm::error e;
+              e.code = pvmm::errc::invalid_argument;
+              e.operation = "pvmm.Team.over_allgather";
+              e.arguments = "rank=" + std::to_string(rank) + ", size=" + std::to_string(size);
+              e.detail = "rank must be in [0, size) and size in [1, 65536]";
+              throw pvmm::exception(e);
+            }
+            auto b = std::make_shared<python_bootstrap>(std::move(allgather), rank, size, node,
+                                                        local_rank < 0 ? rank : local_rank,
+                                                        local_size < 0 ? size : local_size);
+            return make_team(std::move(b), device, timeout_ms);
+          },
+          "allgather"_a, "rank"_a, "size"_a, "node"_a = 0, "local_rank"_a = -1, "local_size"_a = -1, "device"_a = 0,
+          "timeout_ms"_a = 30000,
+          "A team over a Python allgather: fn(bytes) -> list of every rank's bytes (mpi4py: comm.allgather; "
+          "pvmm.team_over_mpi wraps it). node/local_rank/local_size default to one node.")
       .def_static(
           "over_endpoints",
           [](const std::string& name, int rank, int size, int device, int timeout_ms) {

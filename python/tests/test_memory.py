@@ -105,7 +105,8 @@ def test_errors_are_generated_from_the_errc_list_and_carry_the_record(stream):
     assert listed and {n: int(v) for n, v in listed} == {n: t[0] for n, t in pvmm.ERRC.items()}
     for name, (value, meaning, cls) in pvmm.ERRC.items():
         assert issubclass(cls, pvmm.PvmmError) and cls is pvmm.error_class(name)
-        assert cls.__name__ == "".join(w.capitalize() for w in name.split("_")) + "Error"
+        camel = "".join(w.capitalize() for w in name.split("_"))
+        assert cls.__name__ == (camel if camel.endswith("Error") else camel + "Error")  # protocol_error: ProtocolError
     with pytest.raises(pvmm.InvalidSizeError) as e:
         pvmm.PinnedAllocation.create(0)
     err = e.value

@@ -80,3 +80,47 @@ def test_team_errors():
     with pytest.raises(pvmm.PvmmError) as e:
         pvmm.Team.over_store(Broken(), 0, 2, timeout_ms=2000)
     assert e.value.code in ("timeout", "peer_lost") and e.value.operation
+
+
+def test_team_of_threads_over_a_python_allgather():
+    """Team.over_allgather (what pvmm.mpi.team_over_mpi uses with comm.allgather): ranks are threads here, their
+    allgather a Barrier; the GIL is released while pvmm waits and taken back for each callback."""
+    import threading
+
+    size = 3
+    barrier = threading.Barrier(size, timeout=30)
+    slots: dict = {}
+    results: dict = {}
+
+    def allgather_for(rank):
+        def allgather(data):
+            slots[rank] = data
+            barrier.wait()
+            out = [slots[r] for r in range(size)]
+            barrier.wait()
+            return out
+
+        return allgather
+
+    def run(rank):
+        try:
+            with pvmm.Team.over_allgather(allgather_for(rank), rank, size) as team:
+                with pvmm.Window.create(team, 1 << 16) as window:
+                    np.from_dlpack(window.get_buffer(rank, "int32"))[:] = rank + 10
+                    team.barrier()
+                    results[rank] = [int(np.from_dlpack(window.get_buffer(r, "int32"))[5]) for r in range(size)]
+                    team.barrier()
+        except Exception as e:
+            results[rank] = repr(e)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert results == {r: [10, 11, 12] for r in range(size)}
+
+    with pytest.raises(pvmm.ProtocolError):  # a peer's bytes are not trusted: a wrong count is refused
+        pvmm.Team.over_allgather(lambda data: [data], 0, 2, timeout_ms=2000)
+    with pytest.raises(pvmm.InvalidArgumentError):
+        pvmm.Team.over_allgather(lambda data: [data], 2, 2)
