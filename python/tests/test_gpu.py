@@ -29,8 +29,12 @@ def test_torch_and_cupy_from_dlpack_on_device_memory():
     g.close()  # the tensor keeps the memory
     assert float(t.sum()) == 3.0 * t.numel()
     cupy = pytest.importorskip("cupy")
-    c = cupy.from_dlpack(pvmm.GrowableBuffer.create(chunk_size=2 * MIB, reserve_size=4 * MIB))
-    assert c.size == 0 or c.data.ptr != 0
+    h = pvmm.GrowableBuffer.create(chunk_size=2 * MIB, reserve_size=4 * MIB)
+    h.resize(2 * MIB)
+    c = cupy.from_dlpack(h.view("int32"))
+    c[:] = 9
+    assert int(c.data.ptr) == h.address and int(c.sum()) == 9 * c.size
+    assert t.__class__ is torch.Tensor and torch.from_dlpack(h).numel() == 2 * MIB  # __dlpack__ on the owner
 
 
 def test_pinned_and_managed_labels():
