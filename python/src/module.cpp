@@ -294,6 +294,14 @@ std::uint64_t stream_handle_of(nb::handle obj) {
 
 pvmm::stream_ref stream_arg(const py_stream& s) { return s.get("stream"); }
 
+struct py_event {
+  std::shared_ptr<pvmm::event> ptr;
+  pvmm::event& get(const char* op) const {
+    if (!ptr) pvmm_py::throw_closed(op);
+    return *ptr;
+  }
+};
+
 struct py_pool {
   std::shared_ptr<pvmm::memory_pool> ptr;
   int device = 0;
@@ -439,7 +447,8 @@ NB_MODULE(_pvmm, m) {
       "address"_a);
 
   // ---- streams ----
-  nb::class_<py_stream>(m, "Stream", "A stream: created (owned) or borrowed from a native handle.")
+  auto stream_class = nb::class_<py_stream>(m, "Stream", "A stream: created (owned) or borrowed from a native handle.");
+  stream_class
       .def_static(
           "create",
           [](int device) {
@@ -481,6 +490,30 @@ NB_MODULE(_pvmm, m) {
         return std::string("<pvmm.Stream ") + (s.owned ? "owned" : "borrowed") +
                " handle=" + std::to_string(s.ref.native_handle().value) + ">";
       });
+
+  nb::class_<py_event>(m, "Event", "A point in a stream's work that others can wait for.")
+      .def_static(
+          "create",
+          [](int device) { return py_event{std::make_shared<pvmm::event>(unwrap(pvmm::event::create(device)))}; },
+          "device"_a = 0)
+      .def(
+          "record", [](const py_event& e, const py_stream& s) { unwrap(e.get("record").record(stream_arg(s))); },
+          "stream"_a)
+      .def("synchronize",
+           [](const py_event& e) {
+             auto& ev = e.get("synchronize");
+             nb::gil_scoped_release release;
+             unwrap(ev.synchronize());
+           })
+      .def("query", [](const py_event& e) { return unwrap(e.get("query").query()); })
+      .def("close", [](py_event& e) { e.ptr.reset(); })
+      .def(
+          "__enter__", [](py_event& self) -> py_event& { return self; }, nb::rv_policy::reference)
+      .def("__exit__", [](py_event& e, nb::args) { e.ptr.reset(); })
+      .def("__repr__", [](const py_event& e) { return std::string(e.ptr ? "<pvmm.Event>" : "<pvmm.Event closed>"); });
+  stream_class.def(
+      "wait", [](const py_stream& s, const py_event& e) { unwrap(s.get("wait").wait(e.get("wait"))); }, "event"_a,
+      "Work enqueued after this waits for the work the event recorded.");
 
   // ---- physical allocations and reservations ----
   nb::class_<py_physical>(m, "PhysicalAllocation", "Physical memory (no address until mapped in a Reservation).")

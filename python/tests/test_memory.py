@@ -151,6 +151,13 @@ def test_streams_copy_and_borrow(stream):
         assert (np.from_dlpack(dst) == 42).all()
     borrowed.close()
     borrowed.close()
+    with pvmm.Event.create() as ev, pvmm.Stream.create() as other:
+        ev.record(stream)
+        other.wait(ev)
+        ev.synchronize()
+        assert ev.query() is True and "Event" in repr(ev)
+    with pytest.raises(pvmm.AlreadyReleasedError):
+        ev.record(stream)
 
 
 def test_pool_allocation_outlives_its_stream():
