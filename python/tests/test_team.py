@@ -124,3 +124,29 @@ def test_team_of_threads_over_a_python_allgather():
         pvmm.Team.over_allgather(lambda data: [data], 0, 2, timeout_ms=2000)
     with pytest.raises(pvmm.InvalidArgumentError):
         pvmm.Team.over_allgather(lambda data: [data], 2, 2)
+
+
+def test_team_over_pvmm_endpoints():
+    """Team.over_endpoints: ranks meet at a named endpoint (threads of this process here)."""
+    import threading
+
+    name = f"pvmm-pytest-{os.getpid()}"
+    results: dict = {}
+
+    def run(rank):
+        try:
+            with pvmm.Team.over_endpoints(name, rank, 2, timeout_ms=10000) as team:
+                with pvmm.Window.create(team, 1 << 16) as window:
+                    np.from_dlpack(window.get_buffer(rank, "int32"))[:] = rank + 1
+                    team.barrier()
+                    results[rank] = [int(np.from_dlpack(window.get_buffer(r, "int32"))[0]) for r in range(2)]
+                    team.barrier()
+        except Exception as e:
+            results[rank] = repr(e)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert results == {0: [1, 2], 1: [1, 2]}
