@@ -768,7 +768,15 @@ NB_MODULE(_pvmm, m) {
           [](int fd, nb::bytes id, int device) {
             pvmm::pool_export e;
             e.fd = pvmm::owned_fd(::dup(fd));
-            if (id.size() == 16) std::memcpy(e.id.bytes.data(), id.c_str(), 16);
+            if (id.size() != e.id.bytes.size()) {
+              pvmm::error err;
+              err.code = pvmm::errc::invalid_argument;
+              err.operation = "pvmm.MemoryPool.import_fd";
+              err.arguments = "pool_id of " + std::to_string(id.size()) + " bytes";
+              err.detail = "a pool id is 16 bytes (MemoryPool.export_fd's second value)";
+              throw pvmm::exception(err);
+            }
+            std::memcpy(e.id.bytes.data(), id.c_str(), e.id.bytes.size());
             py_pool pool;
             pool.device = device;
             pool.ptr = std::make_shared<pvmm::memory_pool>(unwrap(pvmm::memory_pool::import_posix_fd(e, device)));

@@ -56,3 +56,11 @@ def test_two_processes_share_a_pool():
         assert p.exitcode == 0
         exported.close()
         a.free(s)
+
+
+def test_pool_import_refuses_a_bad_id():
+    with pvmm.MemoryPool.create(exportable=True) as pool:
+        with pvmm.export_pool(pool) as exported:
+            with pytest.raises(pvmm.InvalidArgumentError) as e:
+                pvmm.MemoryPool.import_fd(exported.fd, b"short")
+            assert "16 bytes" in e.value.detail
