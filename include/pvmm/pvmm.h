@@ -71,9 +71,20 @@ PVMM_C_API long long pvmm_last_error_native_code(void) PVMM_C_NOEXCEPT;
 PVMM_C_API const char* pvmm_last_error_hint(void) PVMM_C_NOEXCEPT;
 PVMM_C_API void pvmm_clear_last_error(void) PVMM_C_NOEXCEPT;
 
-/** Sets struct_size of an options struct: `pvmm_window_options o = PVMM_INIT(pvmm_window_options);`. */
+/** Sets struct_size of an options struct, the other fields zero: `pvmm_window_options o =
+ * PVMM_INIT(pvmm_window_options);`. (A designated initializer in C, which -Wmissing-field-initializers accepts; a value
+ * in C++.) */
+#ifdef __cplusplus
+#define PVMM_INIT(type)               \
+  ([] {                               \
+    type init_{};                     \
+    init_.struct_size = sizeof(type); \
+    return init_;                     \
+  }())
+#else
 #define PVMM_INIT(type) \
-  { sizeof(type) }
+  { .struct_size = sizeof(type) }
+#endif
 
 /* ---- handles --------------------------------------------------------------------------------------------------- */
 

@@ -1,0 +1,248 @@
+/* pvmm's C interface doing real work on the configured backend: data written through one mapping read back through
+ * an import of the same memory, the pointer query, a growable buffer, pinned and managed memory, a team of threads
+ * over a bootstrap written in C (thread_bootstrap.h) with a symmetric window, and a C bootstrap whose callback
+ * fails. No fd is leaked. Plain C11. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "thread_bootstrap.h"
+
+static int open_fds(void) {
+  int n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  if (d == NULL) return -1;
+  while (readdir(d) != NULL) ++n;
+  closedir(d);
+  return n;
+}
+
+static void memory_round_trip(void) {
+  pvmm_allocation_properties props = PVMM_INIT(pvmm_allocation_properties);
+  pvmm_access_descriptor rw = {{pvmm_location_device, 0}, pvmm_access_read_write};
+  pvmm_pointer_attributes attrs = PVMM_INIT(pvmm_pointer_attributes);
+  pvmm_allocation alloc, imported, retained;
+  pvmm_reservation first, second;
+  size_t gran = 0, size = 0;
+  unsigned char *a = NULL, *b = NULL;
+  int fd = -1, access = -1, value = 0;
+
+  props.exportable = pvmm_handle_posix_fd;
+  CHECK_OK(pvmm_reservation_granularity(&gran));
+  CHECK_OK(pvmm_allocation_create(gran, &props, &alloc));
+  CHECK_OK(pvmm_allocation_size(alloc, &size));
+  CHECK(size == gran);
+  CHECK_OK(pvmm_reservation_create(gran, 0, NULL, &first));
+  CHECK_OK(pvmm_reservation_map(first, 0, alloc, 0, gran, (void**)&a));
+  CHECK_OK(pvmm_reservation_set_access(first, 0, gran, &rw, 1));
+  CHECK_OK(pvmm_query_access(rw.location, a, &access));
+  CHECK(access == pvmm_access_read_write);
+  memset(a, 0x5a, gran);
+
+  CHECK_OK(pvmm_query_pointer(a + 100, &attrs));
+  CHECK(attrs.kind == pvmm_memory_device && attrs.base == a && attrs.size == gran && attrs.mapped == 1);
+  CHECK_OK(pvmm_query_pointer(&value, &attrs));
+  CHECK(attrs.kind == pvmm_memory_none && attrs.base == NULL && attrs.device == -1);
+
+  /* export, import, map the import elsewhere: the bytes written through `a` read back through `b` */
+  CHECK_OK(pvmm_allocation_export_posix_fd(alloc, &fd));
+  CHECK(fd >= 0);
+  CHECK_OK(pvmm_allocation_import_posix_fd(fd, gran, &imported));
+  close(fd);
+  CHECK_OK(pvmm_reservation_create(gran, 0, NULL, &second));
+  CHECK_OK(pvmm_reservation_map(second, 0, imported, 0, gran, (void**)&b));
+  CHECK_OK(pvmm_reservation_set_access(second, 0, gran, &rw, 1));
+  CHECK(b != a && b[0] == 0x5a && b[gran - 1] == 0x5a);
+  b[7] = 0x11;
+  CHECK(a[7] == 0x11);
+  CHECK_OK(pvmm_allocation_retain(b + 8, &retained));
+  CHECK_OK(pvmm_allocation_size(retained, &size));
+  CHECK(size == gran);
+
+  CHECK_OK(pvmm_reservation_unmap(second, 0, gran));
+  CHECK_OK(pvmm_reservation_release(second));
+  CHECK_OK(pvmm_allocation_release(retained));
+  CHECK_OK(pvmm_allocation_release(imported));
+  CHECK_OK(pvmm_allocation_release(alloc)); /* the mapping keeps the memory */
+  CHECK(a[7] == 0x11);
+  CHECK_OK(pvmm_reservation_unmap(first, 0, gran));
+  CHECK_OK(pvmm_reservation_release(first));
+  CHECK_STATUS(pvmm_reservation_size(first, &size), pvmm_status_already_released, "released already");
+}
+
+static void host_memory(void) {
+  pvmm_growable_options g = PVMM_INIT(pvmm_growable_options);
+  pvmm_pointer_attributes attrs = PVMM_INIT(pvmm_pointer_attributes);
+  pvmm_access_descriptor rw = {{pvmm_location_device, 0}, pvmm_access_read_write};
+  pvmm_allocation_properties props = PVMM_INIT(pvmm_allocation_properties);
+  pvmm_growable buffer;
+  pvmm_pinned pinned;
+  pvmm_managed managed;
+  unsigned char* data = NULL;
+  size_t size = 0, gran = 0;
+  int moved = -1;
+
+  CHECK_OK(pvmm_query_granularity(&props, &gran, NULL));
+  g.properties = props;
+  g.access = &rw;
+  g.access_count = 1;
+  g.chunk_size = gran;
+  g.reserve_size = 4 * gran;
+  CHECK_OK(pvmm_growable_create(&g, &buffer));
+  CHECK_OK(pvmm_growable_resize(buffer, 2 * gran, &moved));
+  CHECK_OK(pvmm_growable_data(buffer, (void**)&data, &size));
+  CHECK(data != NULL && size == 2 * gran);
+  memset(data, 3, size);
+  CHECK_OK(pvmm_growable_resize(buffer, 3 * gran, &moved));
+  CHECK_OK(pvmm_growable_data(buffer, (void**)&data, &size));
+  CHECK(size == 3 * gran && data[2 * gran - 1] == 3);
+  CHECK_OK(pvmm_growable_release(buffer));
+
+  CHECK_OK(pvmm_pinned_create(8192, NULL, &pinned));
+  CHECK_OK(pvmm_pinned_data(pinned, (void**)&data, &size));
+  CHECK(size >= 8192);
+  data[0] = 1;
+  CHECK_OK(pvmm_query_pointer(data, &attrs));
+  CHECK(attrs.kind == pvmm_memory_pinned && attrs.device_accessible_from_host == 1);
+  CHECK_OK(pvmm_pinned_release(pinned));
+  CHECK_STATUS(pvmm_pinned_release(pinned), pvmm_status_already_released, "released already");
+
+  CHECK_OK(pvmm_managed_create(8192, pvmm_attach_global, &managed));
+  CHECK_OK(pvmm_managed_data(managed, (void**)&data, &size));
+  data[size - 1] = 2;
+  CHECK_OK(pvmm_query_pointer(data, &attrs));
+  CHECK(attrs.kind == pvmm_memory_managed);
+  CHECK_OK(pvmm_managed_release(managed));
+}
+
+/* ---- a team of 3 threads over the C bootstrap ---- */
+enum { ranks = 3 };
+typedef struct rank_job {
+  tb_rank self;
+  int ok;
+} rank_job;
+
+static void* run_rank(void* argument) {
+  rank_job* job = (rank_job*)argument;
+  pvmm_bootstrap_ops ops = tb_ops(&job->self);
+  pvmm_team_options topts = PVMM_INIT(pvmm_team_options);
+  pvmm_window_options wopts = PVMM_INIT(pvmm_window_options);
+  pvmm_bootstrap boot;
+  pvmm_team team;
+  pvmm_window window;
+  int rank = -1, size = 0, peer;
+  void* local = NULL;
+  size_t bytes = 0;
+  job->ok = 0;
+  topts.timeout_ms = 20000;
+  wopts.size = 4096;
+  wopts.timeout_ms = 20000;
+  if (pvmm_bootstrap_create(&ops, &boot) != pvmm_status_ok) return NULL;
+  if (pvmm_team_create(boot, &topts, &team) != pvmm_status_ok) {
+    fprintf(stderr, "rank %d: %s\n", job->self.rank, pvmm_last_error_message());
+    pvmm_bootstrap_release(boot);
+    return NULL;
+  }
+  if (pvmm_team_info(team, &rank, &size, NULL, NULL) == pvmm_status_ok && rank == job->self.rank &&
+      size == ranks && pvmm_window_create(team, &wopts, &window) == pvmm_status_ok) {
+    int good = pvmm_window_peer(window, rank, &local, &bytes) == pvmm_status_ok && bytes >= 4096;
+    if (good) memset(local, 0x40 + rank, bytes);
+    good = good && pvmm_bootstrap_barrier(boot, pvmm_monotonic_ns() + 20000000000LL) == pvmm_status_ok;
+    for (peer = 0; good && peer < ranks; ++peer) {
+      unsigned char* theirs = NULL;
+      good = pvmm_window_peer(window, peer, (void**)&theirs, &bytes) == pvmm_status_ok && theirs[0] == 0x40 + peer &&
+             theirs[bytes - 1] == 0x40 + peer;
+    }
+    good = good && pvmm_bootstrap_barrier(boot, pvmm_monotonic_ns() + 20000000000LL) == pvmm_status_ok;
+    if (!good) fprintf(stderr, "rank %d: %s\n", rank, pvmm_last_error_message());
+    job->ok = good && pvmm_window_release(window) == pvmm_status_ok;
+  } else {
+    fprintf(stderr, "rank %d: %s\n", job->self.rank, pvmm_last_error_message());
+  }
+  pvmm_team_release(team);
+  pvmm_bootstrap_release(boot);
+  return NULL;
+}
+
+static void team_over_c_bootstrap(void) {
+  tb_group group;
+  rank_job jobs[ranks];
+  pthread_t threads[ranks];
+  int r;
+  tb_group_init(&group, ranks);
+  for (r = 0; r < ranks; ++r) {
+    jobs[r].self.group = &group;
+    jobs[r].self.rank = r;
+    pthread_create(&threads[r], NULL, run_rank, &jobs[r]);
+  }
+  for (r = 0; r < ranks; ++r) {
+    pthread_join(threads[r], NULL);
+    CHECK(jobs[r].ok);
+  }
+  CHECK(group.destroyed == ranks); /* every rank's destroy ran once its last reference went */
+  tb_group_destroy(&group);
+}
+
+/* A callback that fails: its status and detail come back, and the bootstrap stays broken (the base's contract). */
+static int failing_allgather(void* c, const void* m, size_t b, void* a, uint64_t n, int64_t d) {
+  (void)c, (void)m, (void)b, (void)a, (void)n, (void)d;
+  pvmm_bootstrap_fail_detail("the runtime's allgather lost rank 1");
+  return pvmm_status_peer_lost;
+}
+static int strange_allgather(void* c, const void* m, size_t b, void* a, uint64_t n, int64_t d) {
+  (void)c, (void)m, (void)b, (void)a, (void)n, (void)d;
+  return 777;
+}
+static void abort_nothing(void* c) { (void)c; }
+
+static void failing_callbacks(void) {
+  tb_group group;
+  tb_rank self;
+  pvmm_bootstrap_ops ops;
+  pvmm_bootstrap boot;
+  int mine = 1, all[2];
+  tb_group_init(&group, 2);
+  self.group = &group;
+  self.rank = 0;
+  ops = tb_ops(&self);
+  ops.allgather = failing_allgather;
+  ops.abort = abort_nothing;
+  CHECK_OK(pvmm_bootstrap_create(&ops, &boot));
+  CHECK_STATUS(pvmm_bootstrap_allgather(boot, &mine, sizeof mine, all, INT64_MAX), pvmm_status_peer_lost,
+               "the runtime's allgather lost rank 1");
+  CHECK_STATUS(pvmm_bootstrap_barrier(boot, INT64_MAX), pvmm_status_peer_lost, "lost rank 1"); /* broken */
+  CHECK_OK(pvmm_bootstrap_release(boot));
+  ops.allgather = strange_allgather;
+  CHECK_OK(pvmm_bootstrap_create(&ops, &boot));
+  CHECK_STATUS(pvmm_bootstrap_send(boot, 1, 0, &mine, sizeof mine, INT64_MAX), pvmm_status_not_supported,
+               "pvmm_bootstrap_ops.send is NULL");
+  CHECK_STATUS(pvmm_bootstrap_allgather(boot, &mine, sizeof mine, all, pvmm_monotonic_ns() + 1000000000LL),
+               pvmm_status_backend_error, "777 is not a pvmm_status");
+  CHECK_OK(pvmm_bootstrap_release(boot));
+  CHECK(group.destroyed == 2);
+  tb_group_destroy(&group);
+}
+
+int main(void) {
+  int fds_before = open_fds();
+  int count = 0;
+  pvmm_backend_info backend = PVMM_INIT(pvmm_backend_info);
+  pvmm_device_info device = PVMM_INIT(pvmm_device_info);
+  CHECK_OK(pvmm_query_backend(&backend));
+  CHECK_OK(pvmm_device_count(&count));
+  if (!backend.available || count < 1) {
+    printf("[pvmm-skip] the %s backend has no device here: %s\n", backend.name, backend.unavailable_reason);
+    return 0;
+  }
+  CHECK_OK(pvmm_query_device(0, &device));
+  CHECK(device.ordinal == 0 && device.vmm_supported == 1 && strlen(device.name) > 0);
+  memory_round_trip();
+  host_memory();
+  team_over_c_bootstrap();
+  failing_callbacks();
+  CHECK(open_fds() == fds_before);
+  return check_summary("c_api/functional");
+}
