@@ -210,6 +210,13 @@ PVMM_C_API pvmm_status pvmm_reservation_set_access(pvmm_reservation reservation,
                                                    const pvmm_access_descriptor* grants, size_t count) PVMM_C_NOEXCEPT;
 PVMM_C_API pvmm_status pvmm_query_access(pvmm_location where, const void* address, int* access) PVMM_C_NOEXCEPT;
 
+/** Copies host bytes into mapped memory, or back, through `device` (-1: the first device with access): memcpy on the
+ * host backend, a synchronous device copy on a GPU (pvmm::testing::copy_to_mapping). For tests and examples. */
+PVMM_C_API pvmm_status pvmm_copy_to_mapping(void* destination, const void* source, size_t size,
+                                            int device) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_copy_from_mapping(void* destination, const void* source, size_t size,
+                                              int device) PVMM_C_NOEXCEPT;
+
 /* ---- growable buffers ------------------------------------------------------------------------------------------ */
 
 typedef struct pvmm_growable_options {

@@ -4,6 +4,7 @@
 
 #include <pvmm/allocation.hpp>
 #include <pvmm/reservation.hpp>
+#include <pvmm/testing.hpp>
 
 #include "c_api/common.hpp"
 #include "c_api/convert.hpp"
@@ -191,6 +192,16 @@ pvmm_status pvmm_query_access(pvmm_location where, const void* address, int* acc
     *access = static_cast<int>(*a);
     return pvmm_status_ok;
   });
+}
+
+pvmm_status pvmm_copy_to_mapping(void* destination, const void* source, size_t size, int device) noexcept {
+  constexpr const char* op = "pvmm_copy_to_mapping";
+  return guard(op, [&] { return report(pvmm::testing::copy_to_mapping(destination, source, size, device)); });
+}
+
+pvmm_status pvmm_copy_from_mapping(void* destination, const void* source, size_t size, int device) noexcept {
+  constexpr const char* op = "pvmm_copy_from_mapping";
+  return guard(op, [&] { return report(pvmm::testing::copy_from_mapping(destination, source, size, device)); });
 }
 
 }  // extern "C"

@@ -133,8 +133,7 @@ int main(void) {
   CHECK_STATUS(pvmm_reservation_release(res), pvmm_status_busy, ""); /* mappings remain: the handle stays */
   CHECK_STATUS(pvmm_reservation_set_access(res, 0, gran, NULL, 1), pvmm_status_invalid_argument, "grants is NULL");
   CHECK_STATUS(pvmm_reservation_set_access(res, 0, gran, &bad_grant, 1), pvmm_status_invalid_location, "kind 7");
-  CHECK_STATUS(pvmm_reservation_set_access(res, 0, gran, &bad_access, 1), pvmm_status_invalid_argument,
-               "access 9");
+  CHECK_STATUS(pvmm_reservation_set_access(res, 0, gran, &bad_access, 1), pvmm_status_invalid_argument, "access 9");
   CHECK_STATUS(pvmm_reservation_set_access(res, gran, gran, &grant, 1), pvmm_status_not_mapped, "");
   CHECK_STATUS(pvmm_reservation_set_access(dead_res, 0, gran, &grant, 1), pvmm_status_already_released, freed);
   CHECK_STATUS(pvmm_query_access(grant.location, address, NULL), pvmm_status_invalid_argument, "access is NULL");

@@ -40,7 +40,13 @@ static void memory_round_trip(void) {
   CHECK_OK(pvmm_reservation_set_access(first, 0, gran, &rw, 1));
   CHECK_OK(pvmm_query_access(rw.location, a, &access));
   CHECK(access == pvmm_access_read_write);
-  memset(a, 0x5a, gran);
+  {
+    unsigned char* fill = (unsigned char*)malloc(gran);
+    CHECK(fill != NULL);
+    if (fill != NULL) memset(fill, 0x5a, gran);
+    CHECK_OK(pvmm_copy_to_mapping(a, fill, gran, -1));
+    free(fill);
+  }
 
   CHECK_OK(pvmm_query_pointer(a + 100, &attrs));
   CHECK(attrs.kind == pvmm_memory_device && attrs.base == a && attrs.size == gran && attrs.mapped == 1);
@@ -55,9 +61,15 @@ static void memory_round_trip(void) {
   CHECK_OK(pvmm_reservation_create(gran, 0, NULL, &second));
   CHECK_OK(pvmm_reservation_map(second, 0, imported, 0, gran, (void**)&b));
   CHECK_OK(pvmm_reservation_set_access(second, 0, gran, &rw, 1));
-  CHECK(b != a && b[0] == 0x5a && b[gran - 1] == 0x5a);
-  b[7] = 0x11;
-  CHECK(a[7] == 0x11);
+  {
+    unsigned char first_byte = 0, last_byte = 0, mark = 0x11, seen = 0;
+    CHECK_OK(pvmm_copy_from_mapping(&first_byte, b, 1, -1));
+    CHECK_OK(pvmm_copy_from_mapping(&last_byte, b + gran - 1, 1, -1));
+    CHECK(b != a && first_byte == 0x5a && last_byte == 0x5a);
+    CHECK_OK(pvmm_copy_to_mapping(b + 7, &mark, 1, -1));
+    CHECK_OK(pvmm_copy_from_mapping(&seen, a + 7, 1, -1));
+    CHECK(seen == 0x11);
+  }
   CHECK_OK(pvmm_allocation_retain(b + 8, &retained));
   CHECK_OK(pvmm_allocation_size(retained, &size));
   CHECK(size == gran);
@@ -67,7 +79,11 @@ static void memory_round_trip(void) {
   CHECK_OK(pvmm_allocation_release(retained));
   CHECK_OK(pvmm_allocation_release(imported));
   CHECK_OK(pvmm_allocation_release(alloc)); /* the mapping keeps the memory */
-  CHECK(a[7] == 0x11);
+  {
+    unsigned char seen = 0;
+    CHECK_OK(pvmm_copy_from_mapping(&seen, a + 7, 1, -1));
+    CHECK(seen == 0x11);
+  }
   CHECK_OK(pvmm_reservation_unmap(first, 0, gran));
   CHECK_OK(pvmm_reservation_release(first));
   CHECK_STATUS(pvmm_reservation_size(first, &size), pvmm_status_already_released, "released already");
@@ -95,10 +111,14 @@ static void host_memory(void) {
   CHECK_OK(pvmm_growable_resize(buffer, 2 * gran, &moved));
   CHECK_OK(pvmm_growable_data(buffer, (void**)&data, &size));
   CHECK(data != NULL && size == 2 * gran);
-  memset(data, 3, size);
-  CHECK_OK(pvmm_growable_resize(buffer, 3 * gran, &moved));
-  CHECK_OK(pvmm_growable_data(buffer, (void**)&data, &size));
-  CHECK(size == 3 * gran && data[2 * gran - 1] == 3);
+  {
+    unsigned char three = 3, seen = 0;
+    CHECK_OK(pvmm_copy_to_mapping(data + size - 1, &three, 1, -1));
+    CHECK_OK(pvmm_growable_resize(buffer, 3 * gran, &moved));
+    CHECK_OK(pvmm_growable_data(buffer, (void**)&data, &size));
+    CHECK_OK(pvmm_copy_from_mapping(&seen, data + 2 * gran - 1, 1, -1));
+    CHECK(size == 3 * gran && seen == 3);
+  }
   CHECK_OK(pvmm_growable_release(buffer));
 
   CHECK_OK(pvmm_pinned_create(8192, NULL, &pinned));
@@ -146,15 +166,22 @@ static void* run_rank(void* argument) {
     pvmm_bootstrap_release(boot);
     return NULL;
   }
-  if (pvmm_team_info(team, &rank, &size, NULL, NULL) == pvmm_status_ok && rank == job->self.rank &&
-      size == ranks && pvmm_window_create(team, &wopts, &window) == pvmm_status_ok) {
+  if (pvmm_team_info(team, &rank, &size, NULL, NULL) == pvmm_status_ok && rank == job->self.rank && size == ranks &&
+      pvmm_window_create(team, &wopts, &window) == pvmm_status_ok) {
     int good = pvmm_window_peer(window, rank, &local, &bytes) == pvmm_status_ok && bytes >= 4096;
-    if (good) memset(local, 0x40 + rank, bytes);
+    if (good) {
+      unsigned char mark = (unsigned char)(0x40 + rank);
+      good = pvmm_copy_to_mapping(local, &mark, 1, -1) == pvmm_status_ok &&
+             pvmm_copy_to_mapping((unsigned char*)local + bytes - 1, &mark, 1, -1) == pvmm_status_ok;
+    }
     good = good && pvmm_bootstrap_barrier(boot, pvmm_monotonic_ns() + 20000000000LL) == pvmm_status_ok;
     for (peer = 0; good && peer < ranks; ++peer) {
       unsigned char* theirs = NULL;
-      good = pvmm_window_peer(window, peer, (void**)&theirs, &bytes) == pvmm_status_ok && theirs[0] == 0x40 + peer &&
-             theirs[bytes - 1] == 0x40 + peer;
+      unsigned char first_byte = 0, last_byte = 0;
+      good = pvmm_window_peer(window, peer, (void**)&theirs, &bytes) == pvmm_status_ok &&
+             pvmm_copy_from_mapping(&first_byte, theirs, 1, -1) == pvmm_status_ok &&
+             pvmm_copy_from_mapping(&last_byte, theirs + bytes - 1, 1, -1) == pvmm_status_ok &&
+             first_byte == 0x40 + peer && last_byte == 0x40 + peer;
     }
     good = good && pvmm_bootstrap_barrier(boot, pvmm_monotonic_ns() + 20000000000LL) == pvmm_status_ok;
     if (!good) fprintf(stderr, "rank %d: %s\n", rank, pvmm_last_error_message());
