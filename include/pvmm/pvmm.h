@@ -217,6 +217,21 @@ PVMM_C_API pvmm_status pvmm_copy_to_mapping(void* destination, const void* sourc
 PVMM_C_API pvmm_status pvmm_copy_from_mapping(void* destination, const void* source, size_t size,
                                               int device) PVMM_C_NOEXCEPT;
 
+/** One piece of a dma-buf export: the fd (the caller closes it) whose byte 0 is at `address`. */
+typedef struct pvmm_dmabuf_piece {
+  int fd;
+  void* address;
+  size_t size;
+} pvmm_dmabuf_piece;
+
+/** One dma-buf per mapping [address, address + size) covers (a buffer spanning chunks gives several), what a NIC
+ * registers (ibv_reg_dmabuf_mr). The capability (pvmm_device_info.sharing_dmabuf) is checked first:
+ * pvmm_status_not_supported with the reason where the backend or driver lacks it (the host backend always). Writes
+ * at most `capacity` pieces; *count is the number the range needs (also when capacity is too small, then
+ * pvmm_status_out_of_range and no fd is left open). */
+PVMM_C_API pvmm_status pvmm_export_dmabuf(const void* address, size_t size, pvmm_dmabuf_piece* pieces, size_t capacity,
+                                          size_t* count) PVMM_C_NOEXCEPT;
+
 /* ---- growable buffers ------------------------------------------------------------------------------------------ */
 
 typedef struct pvmm_growable_options {

@@ -143,7 +143,7 @@ pvmm_status pvmm_query_device(int ordinal, pvmm_device_info* info) noexcept {
     info->vmm_host_numa_id = c.vmm.host_numa_id;
     info->sharing_posix_fd = c.sharing.posix_fd;
     info->sharing_fabric = c.sharing.fabric;
-    info->sharing_dmabuf = 0;  // dmabuf export is not in the C++ library yet
+    info->sharing_dmabuf = c.sharing.dmabuf;
     info->multicast_supported = c.multicast.supported;
     info->pools_supported = c.pools.supported;
     info->pools_host_location = c.pools.host_location;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include <pvmm/allocation.hpp>
+#include <pvmm/dmabuf.hpp>
 #include <pvmm/reservation.hpp>
 #include <pvmm/testing.hpp>
 
@@ -202,6 +203,28 @@ pvmm_status pvmm_copy_to_mapping(void* destination, const void* source, size_t s
 pvmm_status pvmm_copy_from_mapping(void* destination, const void* source, size_t size, int device) noexcept {
   constexpr const char* op = "pvmm_copy_from_mapping";
   return guard(op, [&] { return report(pvmm::testing::copy_from_mapping(destination, source, size, device)); });
+}
+
+pvmm_status pvmm_export_dmabuf(const void* address, size_t size, pvmm_dmabuf_piece* pieces, size_t capacity,
+                               size_t* count) noexcept {
+  constexpr const char* op = "pvmm_export_dmabuf";
+  return guard(op, [&] {
+    PVMM_C_NEED(count, op);
+    if (pieces == nullptr && capacity != 0) return null_argument(op, "pieces");
+    auto exported = pvmm::export_dmabuf(address, size);
+    if (!exported) return fail(exported.error());
+    *count = exported->size();
+    if (exported->size() > capacity) {
+      return fail(pvmm::errc::out_of_range, op,
+                  "the range needs " + std::to_string(exported->size()) + " pieces; capacity is " +
+                      std::to_string(capacity) + " (no fd was kept)");
+    }
+    for (std::size_t i = 0; i < exported->size(); ++i) {
+      auto& piece = (*exported)[i];
+      pieces[i] = {piece.fd.detach(), piece.address, piece.size};
+    }
+    return pvmm_status_ok;
+  });
 }
 
 }  // extern "C"

@@ -145,6 +145,23 @@ int main(void) {
   CHECK_OK(pvmm_reservation_release(res));
   CHECK_OK(pvmm_allocation_release(alloc));
 
+  /* dma-buf export */
+  {
+    pvmm_dmabuf_piece piece;
+    size_t count = 0;
+    CHECK_STATUS(pvmm_export_dmabuf(&value, 4096, &piece, 1, NULL), pvmm_status_invalid_argument, "count is NULL");
+    CHECK_STATUS(pvmm_export_dmabuf(&value, 4096, NULL, 1, &count), pvmm_status_invalid_argument, "pieces is NULL");
+    CHECK_STATUS(pvmm_export_dmabuf(NULL, 4096, &piece, 1, &count), pvmm_status_invalid_argument, "address is null");
+    CHECK_STATUS(pvmm_export_dmabuf((void*)4096, 0, &piece, 1, &count), pvmm_status_invalid_size, "size is zero");
+    CHECK_STATUS(pvmm_export_dmabuf((char*)4096 + 1, 4096, &piece, 1, &count), pvmm_status_unaligned, "page size");
+    CHECK_STATUS(pvmm_export_dmabuf((void*)4096, 4096, &piece, 1, &count), pvmm_status_not_mapped,
+                 "no pvmm reservation holds");
+  }
+
+  /* copies */
+  CHECK_STATUS(pvmm_copy_to_mapping(NULL, &value, 4, -1), pvmm_status_not_mapped, "no pvmm mapping");
+  CHECK_STATUS(pvmm_copy_from_mapping(&value, NULL, 4, -1), pvmm_status_not_mapped, "no pvmm mapping");
+
   /* growable, pinned, managed, pointer */
   CHECK_STATUS(pvmm_growable_create(NULL, &grow), pvmm_status_invalid_argument, "options is NULL");
   CHECK_STATUS(pvmm_growable_create(&gopts, NULL), pvmm_status_invalid_argument, "out is NULL");

@@ -138,6 +138,42 @@ static void host_memory(void) {
   CHECK_OK(pvmm_managed_release(managed));
 }
 
+/* dma-buf export per chunk: a range over two mappings gives two pieces where the device exports dma-bufs, and
+ * not_supported with the reason where it does not (the host backend: its memory is a memfd). */
+static void dmabuf_per_chunk(int supported) {
+  pvmm_allocation_properties props = PVMM_INIT(pvmm_allocation_properties);
+  pvmm_access_descriptor rw = {{pvmm_location_device, 0}, pvmm_access_read_write};
+  pvmm_allocation chunks[2];
+  pvmm_reservation range;
+  pvmm_dmabuf_piece pieces[4];
+  size_t gran = 0, count = 0;
+  char* base = NULL;
+  int i;
+  CHECK_OK(pvmm_reservation_granularity(&gran));
+  CHECK_OK(pvmm_reservation_create(3 * gran, 0, NULL, &range));
+  CHECK_OK(pvmm_reservation_address(range, (void**)&base));
+  for (i = 0; i < 2; ++i) {
+    CHECK_OK(pvmm_allocation_create(gran, &props, &chunks[i]));
+    CHECK_OK(pvmm_reservation_map(range, (size_t)i * gran, chunks[i], 0, gran, NULL));
+  }
+  CHECK_OK(pvmm_reservation_set_access(range, 0, 2 * gran, &rw, 1));
+  CHECK_STATUS(pvmm_export_dmabuf(base, 3 * gran, pieces, 4, &count), pvmm_status_not_mapped, "not mapped");
+  if (!supported) {
+    CHECK_STATUS(pvmm_export_dmabuf(base, 2 * gran, pieces, 4, &count), pvmm_status_not_supported,
+                 "does not export dma-bufs");
+  } else {
+    CHECK_OK(pvmm_export_dmabuf(base, 2 * gran, pieces, 4, &count));
+    CHECK(count == 2 && pieces[0].address == base && pieces[0].size == gran && pieces[1].address == base + gran &&
+          pieces[1].size == gran && pieces[0].fd >= 0 && pieces[1].fd >= 0);
+    for (i = 0; i < (int)count && i < 2; ++i) close(pieces[i].fd);
+    CHECK_STATUS(pvmm_export_dmabuf(base, 2 * gran, pieces, 1, &count), pvmm_status_out_of_range, "capacity is 1");
+    CHECK(count == 2);
+  }
+  CHECK_OK(pvmm_reservation_unmap(range, 0, 2 * gran));
+  CHECK_OK(pvmm_reservation_release(range));
+  for (i = 0; i < 2; ++i) CHECK_OK(pvmm_allocation_release(chunks[i]));
+}
+
 /* ---- a team of 3 threads over the C bootstrap ---- */
 enum { ranks = 3 };
 typedef struct rank_job {
@@ -269,6 +305,7 @@ int main(void) {
   CHECK_OK(pvmm_query_device(0, &device));
   CHECK(device.ordinal == 0 && device.vmm_supported == 1 && strlen(device.name) > 0);
   memory_round_trip();
+  dmabuf_per_chunk(device.sharing_dmabuf);
   host_memory();
   team_over_c_bootstrap();
   failing_callbacks();
