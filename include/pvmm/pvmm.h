@@ -113,6 +113,16 @@ typedef struct pvmm_window {
   uint64_t id;
 } pvmm_window; /**< pvmm::symmetric_window */
 
+typedef struct pvmm_stream {
+  uint64_t id;
+} pvmm_stream; /**< pvmm::stream (one pvmm created) */
+typedef struct pvmm_event {
+  uint64_t id;
+} pvmm_event; /**< pvmm::event */
+typedef struct pvmm_pool {
+  uint64_t id;
+} pvmm_pool; /**< pvmm::memory_pool */
+
 /* ---- devices and capabilities ---------------------------------------------------------------------------------- */
 
 typedef enum pvmm_location_kind {
@@ -271,6 +281,43 @@ typedef enum pvmm_attach_mode { pvmm_attach_global = 0, pvmm_attach_host = 1, pv
 PVMM_C_API pvmm_status pvmm_managed_create(size_t size, int attach_mode, pvmm_managed* out) PVMM_C_NOEXCEPT;
 PVMM_C_API pvmm_status pvmm_managed_release(pvmm_managed memory) PVMM_C_NOEXCEPT;
 PVMM_C_API pvmm_status pvmm_managed_data(pvmm_managed memory, void** data, size_t* size) PVMM_C_NOEXCEPT;
+
+/* ---- streams and events (by native handle), stream-ordered pools ---------------------------------------------- */
+
+/** A stream by its native handle (a CUstream / hipStream_t cast to an integer; 0 is the default stream on a GPU),
+ * with the device it belongs to: the runtime's own streams are used as they are, never owned by pvmm. */
+typedef struct pvmm_stream_ref {
+  uint64_t native;
+  int device;
+} pvmm_stream_ref;
+
+PVMM_C_API pvmm_status pvmm_stream_create(int device, pvmm_stream* out) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_stream_release(pvmm_stream stream) PVMM_C_NOEXCEPT;
+/** The native handle of a stream pvmm created. */
+PVMM_C_API pvmm_status pvmm_stream_native(pvmm_stream stream, pvmm_stream_ref* ref) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_stream_synchronize(pvmm_stream_ref stream) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_event_create(int device, pvmm_event* out) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_event_release(pvmm_event event) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_event_record(pvmm_event event, pvmm_stream_ref on) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_event_synchronize(pvmm_event event) PVMM_C_NOEXCEPT;
+/** The stream waits for the event's last recorded work. */
+PVMM_C_API pvmm_status pvmm_stream_wait_event(pvmm_stream_ref stream, pvmm_event event) PVMM_C_NOEXCEPT;
+
+typedef struct pvmm_pool_options {
+  size_t struct_size;
+  pvmm_location location;
+  size_t max_size;     /**< 0: no limit */
+  unsigned exportable; /**< pvmm_handle_* bits */
+} pvmm_pool_options;
+
+PVMM_C_API pvmm_status pvmm_pool_create(const pvmm_pool_options* options, pvmm_pool* out) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_pool_release(pvmm_pool pool) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_pool_allocate_async(pvmm_pool pool, size_t size, pvmm_stream_ref on,
+                                                void** pointer) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_pool_free_async(pvmm_pool pool, void* pointer, pvmm_stream_ref on) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_pool_trim_to(pvmm_pool pool, size_t keep) PVMM_C_NOEXCEPT;
+/** Bytes the pool holds from the driver and bytes allocated from it now. */
+PVMM_C_API pvmm_status pvmm_pool_usage(pvmm_pool pool, uint64_t* reserved, uint64_t* used) PVMM_C_NOEXCEPT;
 
 /* ---- what is this address ------------------------------------------------------------------------------------- */
 

@@ -45,6 +45,12 @@ const char* kind_name(kind k) noexcept {
       return "pvmm_team";
     case kind::window:
       return "pvmm_window";
+    case kind::stream:
+      return "pvmm_stream";
+    case kind::event:
+      return "pvmm_event";
+    case kind::pool:
+      return "pvmm_pool";
   }
   return "an unknown handle type";
 }
@@ -145,7 +151,7 @@ result<std::size_t> registry::locate(kind type, std::uint64_t id, const char* op
     e.code = errc::invalid_handle;
     std::snprintf(text, sizeof text, "a null %s handle", kind_name(type));
   } else if (tag != static_cast<std::uint8_t>(type) && tag >= static_cast<std::uint8_t>(kind::allocation) &&
-             tag <= static_cast<std::uint8_t>(kind::window)) {
+             tag <= static_cast<std::uint8_t>(kind::last)) {
     e.code = errc::invalid_handle;
     std::snprintf(text, sizeof text, "a %s handle where a %s handle belongs", kind_name(static_cast<kind>(tag)),
                   kind_name(type));

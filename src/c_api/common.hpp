@@ -22,7 +22,20 @@
 
 namespace pvmm::c_api {
 
-enum class kind : std::uint8_t { allocation = 1, reservation, growable, pinned, managed, bootstrap, team, window };
+enum class kind : std::uint8_t {
+  allocation = 1,
+  reservation,
+  growable,
+  pinned,
+  managed,
+  bootstrap,
+  team,
+  window,
+  stream,
+  event,
+  pool,
+  last = pool
+};
 const char* kind_name(kind k) noexcept;
 
 /// Records `e` as this thread's last error and returns its code.

@@ -162,6 +162,54 @@ int main(void) {
   CHECK_STATUS(pvmm_copy_to_mapping(NULL, &value, 4, -1), pvmm_status_not_mapped, "no pvmm mapping");
   CHECK_STATUS(pvmm_copy_from_mapping(&value, NULL, 4, -1), pvmm_status_not_mapped, "no pvmm mapping");
 
+  /* streams, events, pools */
+  {
+    pvmm_stream stream = {0};
+    pvmm_event event = {0};
+    pvmm_pool pool = {0};
+    pvmm_stream_ref ref = {0, 0};
+    pvmm_pool_options popts = PVMM_INIT(pvmm_pool_options);
+    uint64_t a = 0, b = 0;
+    CHECK_STATUS(pvmm_stream_create(0, NULL), pvmm_status_invalid_argument, "out is NULL");
+    CHECK_STATUS(pvmm_stream_create(-1, &stream), pvmm_status_invalid_device, "");
+    CHECK_STATUS(pvmm_stream_release(stream), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_stream_native(stream, &ref), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_stream_native(stream, NULL), pvmm_status_invalid_argument, "ref is NULL");
+    CHECK_STATUS(pvmm_event_create(0, NULL), pvmm_status_invalid_argument, "out is NULL");
+    CHECK_STATUS(pvmm_event_create(-1, &event), pvmm_status_invalid_device, "");
+    CHECK_STATUS(pvmm_event_release(event), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_event_record(event, ref), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_event_synchronize(event), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_stream_wait_event(ref, event), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_pool_create(NULL, &pool), pvmm_status_invalid_argument, "options is NULL");
+    CHECK_STATUS(pvmm_pool_create(&popts, NULL), pvmm_status_invalid_argument, "out is NULL");
+    popts.location.kind = 8;
+    CHECK_STATUS(pvmm_pool_create(&popts, &pool), pvmm_status_invalid_location, "location kind 8");
+    popts.location.kind = pvmm_location_device;
+    popts.exportable = 64;
+    CHECK_STATUS(pvmm_pool_create(&popts, &pool), pvmm_status_invalid_argument, "pvmm_handle_");
+    popts.struct_size = 3;
+    CHECK_STATUS(pvmm_pool_create(&popts, &pool), pvmm_status_version_mismatch, "pvmm_pool_options");
+    CHECK(pool.id == 0);
+    CHECK_STATUS(pvmm_pool_release(pool), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_pool_allocate_async(pool, 64, ref, &address), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_pool_allocate_async(pool, 64, ref, NULL), pvmm_status_invalid_argument, "pointer is NULL");
+    CHECK_STATUS(pvmm_pool_free_async(pool, &value, ref), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_pool_trim_to(pool, 0), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_pool_usage(pool, &a, &b), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_pool_usage(pool, NULL, &b), pvmm_status_invalid_argument, "reserved is NULL");
+    popts.struct_size = sizeof popts;
+    popts.exportable = 0;
+    CHECK_OK(pvmm_pool_create(&popts, &pool));
+    CHECK_OK(pvmm_stream_create(0, &stream));
+    CHECK_OK(pvmm_stream_native(stream, &ref));
+    CHECK_STATUS(pvmm_pool_allocate_async(pool, 0, ref, &address), pvmm_status_invalid_size, "");
+    CHECK_STATUS(pvmm_pool_free_async(pool, &value, ref), pvmm_status_invalid_argument, "");
+    CHECK_OK(pvmm_stream_release(stream));
+    CHECK_OK(pvmm_pool_release(pool));
+    CHECK_STATUS(pvmm_pool_trim_to(pool, 0), pvmm_status_already_released, freed);
+  }
+
   /* growable, pinned, managed, pointer */
   CHECK_STATUS(pvmm_growable_create(NULL, &grow), pvmm_status_invalid_argument, "options is NULL");
   CHECK_STATUS(pvmm_growable_create(&gopts, NULL), pvmm_status_invalid_argument, "out is NULL");

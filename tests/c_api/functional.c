@@ -174,6 +174,47 @@ static void dmabuf_per_chunk(int supported) {
   for (i = 0; i < 2; ++i) CHECK_OK(pvmm_allocation_release(chunks[i]));
 }
 
+/* A pool allocation ordered on a stream pvmm made, an event between two streams, the pointer query. */
+static void pools_and_streams(void) {
+  pvmm_pool_options options = PVMM_INIT(pvmm_pool_options);
+  pvmm_pointer_attributes attrs = PVMM_INIT(pvmm_pointer_attributes);
+  pvmm_stream streams[2];
+  pvmm_stream_ref refs[2];
+  pvmm_event event;
+  pvmm_pool pool;
+  void* pointer = NULL;
+  uint64_t reserved = 0, used = 0;
+  unsigned char mark = 0x3c, seen = 0;
+  int i;
+  for (i = 0; i < 2; ++i) {
+    CHECK_OK(pvmm_stream_create(0, &streams[i]));
+    CHECK_OK(pvmm_stream_native(streams[i], &refs[i]));
+    CHECK(refs[i].device == 0);
+  }
+  CHECK_OK(pvmm_event_create(0, &event));
+  CHECK_OK(pvmm_pool_create(&options, &pool));
+  CHECK_OK(pvmm_pool_allocate_async(pool, 1 << 16, refs[0], &pointer));
+  CHECK_OK(pvmm_stream_synchronize(refs[0]));
+  CHECK_OK(pvmm_copy_to_mapping(pointer, &mark, 1, 0));
+  CHECK_OK(pvmm_copy_from_mapping(&seen, pointer, 1, 0));
+  CHECK(seen == 0x3c);
+  CHECK_OK(pvmm_query_pointer(pointer, &attrs));
+  CHECK(attrs.kind == pvmm_memory_pool && attrs.device == 0 && attrs.size >= (1 << 16));
+  CHECK_OK(pvmm_pool_usage(pool, &reserved, &used));
+  CHECK(used >= (1 << 16) && reserved >= used);
+  CHECK_OK(pvmm_event_record(event, refs[0]));
+  CHECK_OK(pvmm_stream_wait_event(refs[1], event));
+  CHECK_OK(pvmm_pool_free_async(pool, pointer, refs[1]));
+  CHECK_OK(pvmm_event_synchronize(event));
+  CHECK_OK(pvmm_stream_synchronize(refs[1]));
+  CHECK_OK(pvmm_pool_trim_to(pool, 0));
+  CHECK_OK(pvmm_pool_release(pool));
+  CHECK_STATUS(pvmm_pool_release(pool), pvmm_status_already_released, "released already");
+  CHECK_OK(pvmm_event_release(event));
+  for (i = 0; i < 2; ++i) CHECK_OK(pvmm_stream_release(streams[i]));
+  CHECK_STATUS(pvmm_stream_native(streams[0], &refs[0]), pvmm_status_already_released, "pvmm_stream was released");
+}
+
 /* ---- a team of 3 threads over the C bootstrap ---- */
 enum { ranks = 3 };
 typedef struct rank_job {
@@ -307,6 +348,7 @@ int main(void) {
   memory_round_trip();
   dmabuf_per_chunk(device.sharing_dmabuf);
   host_memory();
+  if (device.pools_supported) pools_and_streams();
   team_over_c_bootstrap();
   failing_callbacks();
   CHECK(open_fds() == fds_before);
