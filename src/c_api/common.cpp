@@ -51,6 +51,10 @@ const char* kind_name(kind k) noexcept {
       return "pvmm_event";
     case kind::pool:
       return "pvmm_pool";
+    case kind::listener:
+      return "pvmm_listener";
+    case kind::connection:
+      return "pvmm_connection";
   }
   return "an unknown handle type";
 }

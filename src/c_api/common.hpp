@@ -34,7 +34,9 @@ enum class kind : std::uint8_t {
   stream,
   event,
   pool,
-  last = pool
+  listener,
+  connection,
+  last = connection
 };
 const char* kind_name(kind k) noexcept;
 

@@ -162,6 +162,39 @@ int main(void) {
   CHECK_STATUS(pvmm_copy_to_mapping(NULL, &value, 4, -1), pvmm_status_not_mapped, "no pvmm mapping");
   CHECK_STATUS(pvmm_copy_from_mapping(&value, NULL, 4, -1), pvmm_status_not_mapped, "no pvmm mapping");
 
+  /* the fd transport */
+  {
+    pvmm_listener listener = {0};
+    pvmm_connection connection = {0};
+    int fds[1];
+    size_t n = 0, bytes = 0;
+    char name[64];
+    snprintf(name, sizeof name, "pvmm-c-api-bad-%ld", (long)getpid());
+    CHECK_STATUS(pvmm_listen(NULL, &listener), pvmm_status_invalid_argument, "name is NULL");
+    CHECK_STATUS(pvmm_listen(name, NULL), pvmm_status_invalid_argument, "out is NULL");
+    CHECK_STATUS(pvmm_listen("", &listener), pvmm_status_invalid_argument, "");
+    CHECK_STATUS(pvmm_listener_accept(listener, 0, &connection), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_listener_release(listener), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_connect(NULL, 0, &connection), pvmm_status_invalid_argument, "name is NULL");
+    CHECK_STATUS(pvmm_connect(name, 0, NULL), pvmm_status_invalid_argument, "out is NULL");
+    CHECK_STATUS(pvmm_connect(name, 0, &connection), pvmm_status_timeout, "");
+    CHECK_STATUS(pvmm_connection_release(connection), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_connection_send(connection, NULL, 1, "x", 1, 0), pvmm_status_invalid_argument, "fds is NULL");
+    CHECK_STATUS(pvmm_connection_send(connection, NULL, 0, NULL, 1, 0), pvmm_status_invalid_argument,
+                 "payload is NULL");
+    CHECK_STATUS(pvmm_connection_send(connection, NULL, 0, "x", 1, 0), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_connection_receive(connection, fds, 1, NULL, name, 1, &bytes, 0), pvmm_status_invalid_argument,
+                 "fd_count is NULL");
+    CHECK_STATUS(pvmm_connection_receive(connection, NULL, 1, &n, name, 1, &bytes, 0), pvmm_status_invalid_argument,
+                 "fds is NULL");
+    CHECK_STATUS(pvmm_connection_receive(connection, fds, 1, &n, name, 1, &bytes, 0), pvmm_status_invalid_handle,
+                 null_handle);
+    CHECK_OK(pvmm_listen(name, &listener));
+    CHECK_STATUS(pvmm_listener_accept(listener, 0, &connection), pvmm_status_timeout, "");
+    CHECK_OK(pvmm_listener_release(listener));
+    CHECK_STATUS(pvmm_listener_release(listener), pvmm_status_already_released, freed);
+  }
+
   /* streams, events, pools */
   {
     pvmm_stream stream = {0};

@@ -215,6 +215,53 @@ static void pools_and_streams(void) {
   CHECK_STATUS(pvmm_stream_native(streams[0], &refs[0]), pvmm_status_already_released, "pvmm_stream was released");
 }
 
+/* The fd transport: an exported fd and bytes over a named endpoint, imported on the other end (one process,
+ * both ends), the same memory read back. */
+static void fd_transport(void) {
+  pvmm_allocation_properties props = PVMM_INIT(pvmm_allocation_properties);
+  pvmm_access_descriptor rw = {{pvmm_location_device, 0}, pvmm_access_read_write};
+  pvmm_listener listener;
+  pvmm_connection client, server;
+  pvmm_allocation memory, imported;
+  pvmm_reservation range;
+  char name[64], payload[16] = {0};
+  size_t gran = 0, fd_count = 0, payload_size = 0;
+  int fd = -1, received = -1;
+  void *at = NULL, *there = NULL;
+  unsigned char mark = 0x6d, seen = 0;
+  snprintf(name, sizeof name, "pvmm-c-api-%ld", (long)getpid());
+  props.exportable = pvmm_handle_posix_fd;
+  CHECK_OK(pvmm_reservation_granularity(&gran));
+  CHECK_OK(pvmm_allocation_create(gran, &props, &memory));
+  CHECK_OK(pvmm_reservation_create(2 * gran, 0, NULL, &range));
+  CHECK_OK(pvmm_reservation_map(range, 0, memory, 0, gran, &at));
+  CHECK_OK(pvmm_reservation_set_access(range, 0, gran, &rw, 1));
+  CHECK_OK(pvmm_copy_to_mapping(at, &mark, 1, -1));
+  CHECK_OK(pvmm_listen(name, &listener));
+  CHECK_OK(pvmm_connect(name, 5000, &client));
+  CHECK_OK(pvmm_listener_accept(listener, 5000, &server));
+  CHECK_OK(pvmm_allocation_export_posix_fd(memory, &fd));
+  CHECK_OK(pvmm_connection_send(client, &fd, 1, "chunk", 6, 5000));
+  close(fd);
+  CHECK_OK(pvmm_connection_receive(server, &received, 1, &fd_count, payload, sizeof payload, &payload_size, 5000));
+  CHECK(fd_count == 1 && payload_size == 6 && strcmp(payload, "chunk") == 0 && received >= 0);
+  CHECK_OK(pvmm_allocation_import_posix_fd(received, gran, &imported));
+  close(received);
+  CHECK_OK(pvmm_reservation_map(range, gran, imported, 0, gran, &there));
+  CHECK_OK(pvmm_reservation_set_access(range, gran, gran, &rw, 1));
+  CHECK_OK(pvmm_copy_from_mapping(&seen, there, 1, -1));
+  CHECK(seen == 0x6d);
+  CHECK_OK(pvmm_connection_release(client));
+  CHECK_STATUS(pvmm_connection_receive(server, &received, 1, &fd_count, payload, sizeof payload, &payload_size, 2000),
+               pvmm_status_peer_lost, "");
+  CHECK_OK(pvmm_connection_release(server));
+  CHECK_OK(pvmm_listener_release(listener));
+  CHECK_OK(pvmm_reservation_unmap(range, 0, 2 * gran));
+  CHECK_OK(pvmm_reservation_release(range));
+  CHECK_OK(pvmm_allocation_release(imported));
+  CHECK_OK(pvmm_allocation_release(memory));
+}
+
 /* ---- a team of 3 threads over the C bootstrap ---- */
 enum { ranks = 3 };
 typedef struct rank_job {
@@ -348,6 +395,7 @@ int main(void) {
   memory_round_trip();
   dmabuf_per_chunk(device.sharing_dmabuf);
   host_memory();
+  fd_transport();
   if (device.pools_supported) pools_and_streams();
   team_over_c_bootstrap();
   failing_callbacks();
