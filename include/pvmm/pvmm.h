@@ -130,6 +130,10 @@ typedef struct pvmm_connection {
   uint64_t id;
 } pvmm_connection; /**< pvmm::ipc::connection */
 
+typedef struct pvmm_imported {
+  uint64_t id;
+} pvmm_imported; /**< pvmm::imported_buffer: a multi-chunk buffer rebuilt from a descriptor */
+
 /* ---- devices and capabilities ---------------------------------------------------------------------------------- */
 
 typedef enum pvmm_location_kind {
@@ -285,6 +289,22 @@ PVMM_C_API pvmm_status pvmm_growable_release(pvmm_growable buffer) PVMM_C_NOEXCE
 /** Grows (or shrinks) to `size`; *moved (may be NULL) is 1 when the data moved to a new address. */
 PVMM_C_API pvmm_status pvmm_growable_resize(pvmm_growable buffer, size_t size, int* moved) PVMM_C_NOEXCEPT;
 PVMM_C_API pvmm_status pvmm_growable_data(pvmm_growable buffer, void** data, size_t* size) PVMM_C_NOEXCEPT;
+
+/* ---- descriptors: a multi-chunk buffer exported as bytes plus fds, rebuilt contiguous by the importer ---------- */
+
+/** Exports every chunk of `buffer` (kind pvmm_handle_posix_fd or pvmm_handle_fabric) as a serialized descriptor of
+ * *length bytes and *fd_count fds (the caller's: send them, then close them). Where `capacity` or `fd_capacity` is
+ * too small: pvmm_status_out_of_range, *length and *fd_count say what is needed, and no fd is left open. */
+PVMM_C_API pvmm_status pvmm_growable_export(pvmm_growable buffer, unsigned kind, uint8_t* bytes, size_t capacity,
+                                            size_t* length, int* fds, size_t fd_capacity,
+                                            size_t* fd_count) PVMM_C_NOEXCEPT;
+/** Rebuilds a buffer from a descriptor's bytes and its fds (borrowed), mapped contiguously with `grants`. Nothing
+ * in the bytes is trusted (pvmm_status_protocol_error for malformed ones). */
+PVMM_C_API pvmm_status pvmm_import_buffer(const uint8_t* bytes, size_t length, const int* fds, size_t fd_count,
+                                          const pvmm_access_descriptor* grants, size_t grant_count,
+                                          pvmm_imported* out) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_imported_data(pvmm_imported buffer, void** data, size_t* size) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_imported_release(pvmm_imported buffer) PVMM_C_NOEXCEPT;
 
 /* ---- pinned and managed memory --------------------------------------------------------------------------------- */
 

@@ -55,6 +55,8 @@ const char* kind_name(kind k) noexcept {
       return "pvmm_listener";
     case kind::connection:
       return "pvmm_connection";
+    case kind::imported:
+      return "pvmm_imported";
   }
   return "an unknown handle type";
 }

@@ -36,7 +36,8 @@ enum class kind : std::uint8_t {
   pool,
   listener,
   connection,
-  last = connection
+  imported,
+  last = imported
 };
 const char* kind_name(kind k) noexcept;
 

@@ -162,6 +162,39 @@ int main(void) {
   CHECK_STATUS(pvmm_copy_to_mapping(NULL, &value, 4, -1), pvmm_status_not_mapped, "no pvmm mapping");
   CHECK_STATUS(pvmm_copy_from_mapping(&value, NULL, 4, -1), pvmm_status_not_mapped, "no pvmm mapping");
 
+  /* descriptors */
+  {
+    uint8_t bytes[64] = {0};
+    int fds[2] = {-1, -1};
+    size_t length = 0, count = 0;
+    pvmm_imported imported = {0};
+    CHECK_STATUS(pvmm_growable_export(grow, 1, bytes, 64, NULL, fds, 2, &count), pvmm_status_invalid_argument,
+                 "length is NULL");
+    CHECK_STATUS(pvmm_growable_export(grow, 1, bytes, 64, &length, fds, 2, NULL), pvmm_status_invalid_argument,
+                 "fd_count is NULL");
+    CHECK_STATUS(pvmm_growable_export(grow, 1, NULL, 64, &length, fds, 2, &count), pvmm_status_invalid_argument,
+                 "bytes is NULL");
+    CHECK_STATUS(pvmm_growable_export(grow, 1, bytes, 64, &length, NULL, 2, &count), pvmm_status_invalid_argument,
+                 "fds is NULL");
+    CHECK_STATUS(pvmm_growable_export(grow, 3, bytes, 64, &length, fds, 2, &count), pvmm_status_invalid_argument,
+                 "kind 3");
+    CHECK_STATUS(pvmm_growable_export(grow, 1, bytes, 64, &length, fds, 2, &count), pvmm_status_invalid_handle,
+                 null_handle);
+    CHECK_STATUS(pvmm_import_buffer(NULL, 64, fds, 0, NULL, 0, &imported), pvmm_status_invalid_argument,
+                 "bytes is NULL");
+    CHECK_STATUS(pvmm_import_buffer(bytes, 64, fds, 0, NULL, 0, NULL), pvmm_status_invalid_argument, "out is NULL");
+    CHECK_STATUS(pvmm_import_buffer(bytes, 64, NULL, 2, NULL, 0, &imported), pvmm_status_invalid_argument,
+                 "fds is NULL");
+    CHECK_STATUS(pvmm_import_buffer(bytes, 64, fds, 0, NULL, 1, &imported), pvmm_status_invalid_argument,
+                 "grants is NULL");
+    CHECK_STATUS(pvmm_import_buffer(bytes, 64, fds, 0, &grant, 1, &imported), pvmm_status_protocol_error, "");
+    CHECK_STATUS(pvmm_import_buffer(bytes, 0, fds, 0, &grant, 1, &imported), pvmm_status_protocol_error, "");
+    CHECK(imported.id == 0);
+    CHECK_STATUS(pvmm_imported_data(imported, NULL, NULL), pvmm_status_invalid_argument, "data is NULL");
+    CHECK_STATUS(pvmm_imported_data(imported, &address, NULL), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_imported_release(imported), pvmm_status_invalid_handle, null_handle);
+  }
+
   /* the fd transport */
   {
     pvmm_listener listener = {0};

@@ -102,6 +102,7 @@ static void host_memory(void) {
   int moved = -1;
 
   CHECK_OK(pvmm_query_granularity(&props, &gran, NULL));
+  props.exportable = pvmm_handle_posix_fd;
   g.properties = props;
   g.access = &rw;
   g.access_count = 1;
@@ -118,6 +119,31 @@ static void host_memory(void) {
     CHECK_OK(pvmm_growable_data(buffer, (void**)&data, &size));
     CHECK_OK(pvmm_copy_from_mapping(&seen, data + 2 * gran - 1, 1, -1));
     CHECK(size == 3 * gran && seen == 3);
+  }
+  {
+    /* a descriptor: the three-chunk buffer exported as bytes and fds, rebuilt contiguous elsewhere */
+    uint8_t bytes[512];
+    int fds[8];
+    size_t length = 0, fd_count = 0, j;
+    pvmm_imported imported;
+    void* copy = NULL;
+    size_t copy_size = 0;
+    unsigned char seen = 0;
+    CHECK_STATUS(pvmm_growable_export(buffer, pvmm_handle_posix_fd, bytes, 1, &length, fds, 8, &fd_count),
+                 pvmm_status_out_of_range, "no fd was kept");
+    CHECK(fd_count == 3 && length > 1);
+    CHECK_OK(pvmm_growable_export(buffer, pvmm_handle_posix_fd, bytes, sizeof bytes, &length, fds, 8, &fd_count));
+    CHECK(fd_count == 3);
+    CHECK_STATUS(pvmm_import_buffer(bytes, length - 1, fds, fd_count, &rw, 1, &imported), pvmm_status_protocol_error,
+                 "");
+    CHECK_OK(pvmm_import_buffer(bytes, length, fds, fd_count, &rw, 1, &imported));
+    for (j = 0; j < fd_count && j < 8; ++j) close(fds[j]);
+    CHECK_OK(pvmm_imported_data(imported, &copy, &copy_size));
+    CHECK(copy_size == 3 * gran && copy != data);
+    CHECK_OK(pvmm_copy_from_mapping(&seen, (unsigned char*)copy + 2 * gran - 1, 1, -1));
+    CHECK(seen == 3);
+    CHECK_OK(pvmm_imported_release(imported));
+    CHECK_STATUS(pvmm_imported_release(imported), pvmm_status_already_released, "released already");
   }
   CHECK_OK(pvmm_growable_release(buffer));
 
