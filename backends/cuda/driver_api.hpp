@@ -103,6 +103,7 @@ using cuMemPrefetchAsync_device_t = CUresult (*)(CUdeviceptr, size_t, CUdevice, 
   X(cuMemGetAccess, 10020, required)                                                               \
   X(cuMemExportToShareableHandle, 10020, required)                                                 \
   X(cuMemImportFromShareableHandle, 10020, required)                                               \
+  X(cuMemGetHandleForAddressRange, 11070, optional)                                                \
   X(cuMulticastGetGranularity, 12010, optional)                                                    \
   X(cuMulticastCreate, 12010, optional)                                                            \
   X(cuMulticastAddDevice, 12010, optional)                                                         \

@@ -22,6 +22,7 @@
 #include <pvmm/descriptor.hpp>
 #include <pvmm/device.hpp>
 #include <pvmm/diagnostics.hpp>
+#include <pvmm/dmabuf.hpp>
 #include <pvmm/endpoint.hpp>
 #include <pvmm/error.hpp>
 #include <pvmm/growable_buffer.hpp>

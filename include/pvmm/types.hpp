@@ -114,6 +114,7 @@ struct capabilities {
   struct sharing_features {
     bool posix_fd = false;  ///< export/import as POSIX fd
     bool fabric = false;    ///< export/import as fabric handle (support, not permission: IMEX decides that)
+    bool dmabuf = false;    ///< dma-buf export of mapped device memory (pvmm/dmabuf.hpp), what a NIC registers
   } sharing;
   /// Multicast objects.
   struct multicast_features {

@@ -9,6 +9,7 @@
 
 #include <pvmm/device.hpp>
 
+#include "backend/dmabuf.hpp"
 #include "backend/fabric.hpp"
 #include "backend/managed.hpp"
 #include "backend/multicast.hpp"
@@ -75,6 +76,8 @@ result<capabilities> ask_capabilities(int ordinal) {
                   call_backend("multicast_capability", [&] { return backend::multicast_capability(ordinal); }));
   c.sharing.posix_fd = c.vmm.supported && posix_fd;
   c.sharing.fabric = c.vmm.supported && fabric;
+  PVMM_TRY_ASSIGN(dmabuf, call_backend("dmabuf_capability", [&] { return backend::dmabuf_capability(ordinal); }));
+  c.sharing.dmabuf = c.vmm.supported && dmabuf;
   c.multicast.supported = multicast;
   PVMM_TRY_ASSIGN(pools, call_backend("pool_capabilities", [&] { return backend::pool_capabilities(ordinal); }));
   c.pools = pools;

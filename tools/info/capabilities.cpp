@@ -76,6 +76,7 @@ std::vector<field> fields(const pvmm::capabilities& c) {
       {"vmm", "host_access_to_device_memory", "host access to device memory", c.vmm.host_access_to_device_memory},
       {"sharing", "posix_fd", "POSIX fd handles", c.sharing.posix_fd},
       {"sharing", "fabric", "fabric handles", c.sharing.fabric},
+      {"sharing", "dmabuf", "dma-buf export", c.sharing.dmabuf},
       {"multicast", "supported", "multicast objects", c.multicast.supported},
       {"pools", "supported", "memory pools", c.pools.supported},
       {"pools", "host_location", "memory pools of host memory", c.pools.host_location},

@@ -1,0 +1,251 @@
+// The C interface's registry, last-error record and status names (src/c_api/common.hpp).
+#include "c_api/common.hpp"
+
+#include <cstdio>
+#include <cstring>
+
+namespace pvmm::c_api {
+namespace {
+
+/// This thread's last failure. Strings are kept as std::string; if copying them runs out of memory, the record
+/// keeps the code and a fixed text.
+struct last_error_record {
+  pvmm_status code = pvmm_status_ok;
+  std::string message, operation, arguments, detail, native_name, hint;
+  long long native_code = 0;
+  const char* fixed_message = nullptr;  // set when the strings could not be stored
+};
+thread_local last_error_record last;
+
+constexpr std::uint64_t index_bits = 32, generation_bits = 24;
+constexpr std::uint64_t generation_mask = (std::uint64_t{1} << generation_bits) - 1;
+
+std::uint64_t encode(kind type, std::uint32_t generation, std::size_t index) noexcept {
+  return (std::uint64_t{static_cast<std::uint8_t>(type)} << (index_bits + generation_bits)) |
+         ((std::uint64_t{generation} & generation_mask) << index_bits) | (std::uint64_t{index} + 1);
+}
+
+}  // namespace
+
+const char* kind_name(kind k) noexcept {
+  switch (k) {
+    case kind::allocation:
+      return "pvmm_allocation";
+    case kind::reservation:
+      return "pvmm_reservation";
+    case kind::growable:
+      return "pvmm_growable";
+    case kind::pinned:
+      return "pvmm_pinned";
+    case kind::managed:
+      return "pvmm_managed";
+    case kind::bootstrap:
+      return "pvmm_bootstrap";
+    case kind::team:
+      return "pvmm_team";
+    case kind::window:
+      return "pvmm_window";
+    case kind::stream:
+      return "pvmm_stream";
+    case kind::event:
+      return "pvmm_event";
+    case kind::pool:
+      return "pvmm_pool";
+    case kind::listener:
+      return "pvmm_listener";
+    case kind::connection:
+      return "pvmm_connection";
+    case kind::imported:
+      return "pvmm_imported";
+  }
+  return "an unknown handle type";
+}
+
+pvmm_status fail(const error& e) noexcept {
+  last.code = static_cast<pvmm_status>(static_cast<int>(e.code));
+  last.native_code = e.native_code;
+  try {
+    last.fixed_message = nullptr;
+    last.message = e.message();
+    last.operation = e.operation;
+    last.arguments = e.arguments;
+    last.detail = e.detail;
+    last.native_name = e.native_name;
+    last.hint = e.hint;
+  } catch (...) {
+    for (auto* s : {&last.message, &last.operation, &last.arguments, &last.detail, &last.native_name, &last.hint}) {
+      s->clear();
+    }
+    last.fixed_message = "pvmm: memory ran out while recording an error (the code is right, the texts are lost)";
+  }
+  return last.code;
+}
+
+pvmm_status fail(errc code, const char* operation, std::string detail, std::string arguments) noexcept {
+  try {
+    error e;
+    e.code = code;
+    e.operation = operation;
+    e.arguments = std::move(arguments);
+    e.detail = std::move(detail);
+    return fail(e);
+  } catch (...) {
+    last.code = static_cast<pvmm_status>(static_cast<int>(code));
+    last.fixed_message = "pvmm: memory ran out while recording an error (the code is right, the texts are lost)";
+    return last.code;
+  }
+}
+
+pvmm_status null_argument(const char* operation, const char* name) noexcept {
+  try {
+    return fail(errc::invalid_argument, operation, std::string(name) + " is NULL");
+  } catch (...) {
+    return fail(errc::invalid_argument, operation, {});
+  }
+}
+
+bool size_known(std::size_t given, std::size_t known) noexcept { return given == known; }
+
+pvmm_status wrong_size(const char* operation, const char* type, std::size_t given, std::size_t known) noexcept {
+  return guard(operation, [&] {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "%s.struct_size is %zu; this library knows %zu (set it with PVMM_INIT(%s) or sizeof(%s))", type,
+                  given, known, type, type);
+    return fail(errc::version_mismatch, operation, text);
+  });
+}
+
+void copy_text(char* to, std::size_t capacity, const std::string& text) noexcept {
+  if (capacity == 0) return;
+  const std::size_t n = text.size() < capacity - 1 ? text.size() : capacity - 1;
+  std::memcpy(to, text.data(), n);
+  to[n] = '\0';
+}
+
+registry& handles() {
+  static registry* instance = new registry;  // never destroyed: handles may be released from atexit handlers
+  return *instance;
+}
+
+std::uint64_t registry::add(kind type, std::shared_ptr<void> object) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::size_t index;
+  if (!free_.empty()) {
+    index = free_.back();
+    free_.pop_back();
+  } else {
+    if (slots_.size() >= (std::uint64_t{1} << index_bits) - 2) throw std::bad_alloc();
+    slots_.emplace_back();
+    index = slots_.size() - 1;
+  }
+  slot& s = slots_[index];
+  s.type = type;
+  s.object = std::move(object);
+  return encode(type, s.generation, index);
+}
+
+result<std::size_t> registry::locate(kind type, std::uint64_t id, const char* operation) {
+  // Called with mutex_ held.
+  error e;
+  e.operation = operation;
+  char text[200];
+  const auto tag = static_cast<std::uint8_t>(id >> (index_bits + generation_bits));
+  const std::uint64_t index_plus_one = id & ((std::uint64_t{1} << index_bits) - 1);
+  const auto generation = static_cast<std::uint32_t>((id >> index_bits) & generation_mask);
+  if (id == 0) {
+    e.code = errc::invalid_handle;
+    std::snprintf(text, sizeof text, "a null %s handle", kind_name(type));
+  } else if (tag != static_cast<std::uint8_t>(type) && tag >= static_cast<std::uint8_t>(kind::allocation) &&
+             tag <= static_cast<std::uint8_t>(kind::last)) {
+    e.code = errc::invalid_handle;
+    std::snprintf(text, sizeof text, "a %s handle where a %s handle belongs", kind_name(static_cast<kind>(tag)),
+                  kind_name(type));
+  } else if (tag != static_cast<std::uint8_t>(type) || index_plus_one == 0 || index_plus_one > slots_.size()) {
+    e.code = errc::invalid_handle;
+    std::snprintf(text, sizeof text, "0x%llx is not a %s handle pvmm gave out", static_cast<unsigned long long>(id),
+                  kind_name(type));
+  } else {
+    const slot& s = slots_[index_plus_one - 1];
+    if (s.object && s.type == type && s.generation == generation) return index_plus_one - 1;
+    // Generations only grow (a slot is retired before its counter wraps): an older one was released.
+    if (generation != 0 && generation < s.generation) {
+      e.code = errc::already_released;
+      std::snprintf(text, sizeof text, "the %s was released already (a freed or double-freed handle)", kind_name(type));
+    } else {
+      e.code = errc::invalid_handle;
+      std::snprintf(text, sizeof text, "0x%llx is not a %s handle pvmm gave out", static_cast<unsigned long long>(id),
+                    kind_name(type));
+    }
+  }
+  e.detail = text;
+  return e;
+}
+
+result<std::shared_ptr<void>> registry::find(kind type, std::uint64_t id, const char* operation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto at = locate(type, id, operation);
+  if (!at) return std::move(at).error();
+  return slots_[*at].object;
+}
+
+result<std::shared_ptr<void>> registry::take(kind type, std::uint64_t id, const char* operation) {
+  std::shared_ptr<void> object;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto at = locate(type, id, operation);
+    if (!at) return std::move(at).error();
+    free_.reserve(free_.size() + 1);  // the only step that may throw, before anything changed
+    slot& s = slots_[*at];
+    object = std::move(s.object);
+    s.object.reset();
+    ++s.generation;
+    // A slot whose generation would wrap is retired: an old handle could otherwise name a new object.
+    if (s.generation <= generation_mask) free_.push_back(static_cast<std::uint32_t>(*at));
+  }
+  return object;  // the owner is destroyed by the caller, outside the lock (it may call user code: a bootstrap)
+}
+
+}  // namespace pvmm::c_api
+
+using namespace pvmm::c_api;
+
+extern "C" {
+
+int pvmm_c_api_version(void) noexcept { return PVMM_C_API_VERSION; }
+
+const char* pvmm_status_name(int status) noexcept {
+  switch (status) {
+    case 0:
+      return "ok";
+#define PVMM_C_STATUS_NAME(name, value, meaning) \
+  case value:                                    \
+    return #name;
+      PVMM_ERRC_LIST(PVMM_C_STATUS_NAME)
+#undef PVMM_C_STATUS_NAME
+    default:
+      return "unknown";
+  }
+}
+
+pvmm_status pvmm_last_error_code(void) noexcept { return last.code; }
+const char* pvmm_last_error_message(void) noexcept {
+  if (last.fixed_message) return last.fixed_message;
+  return last.message.c_str();
+}
+const char* pvmm_last_error_operation(void) noexcept { return last.operation.c_str(); }
+const char* pvmm_last_error_arguments(void) noexcept { return last.arguments.c_str(); }
+const char* pvmm_last_error_detail(void) noexcept { return last.detail.c_str(); }
+const char* pvmm_last_error_native_name(void) noexcept { return last.native_name.c_str(); }
+long long pvmm_last_error_native_code(void) noexcept { return last.native_code; }
+const char* pvmm_last_error_hint(void) noexcept { return last.hint.c_str(); }
+void pvmm_clear_last_error(void) noexcept {
+  last.code = pvmm_status_ok;
+  last.native_code = 0;
+  last.fixed_message = nullptr;
+  for (auto* s : {&last.message, &last.operation, &last.arguments, &last.detail, &last.native_name, &last.hint}) {
+    s->clear();
+  }
+}
+
+}  // extern "C"

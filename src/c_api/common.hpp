@@ -1,0 +1,133 @@
+// The C interface's machinery (pvmm/pvmm.h): the handle registry, this thread's last error, and the wrapper every
+// entry point runs in so no C++ exception crosses into C.
+//
+// Handles are registry entries, not pointers: a handle is (type tag, generation, index + 1) in 64 bits, and an entry
+// holds a std::shared_ptr to the C++ owner. Chosen over heap objects with a magic field because telling a freed or
+// double-freed handle from a live one never reads freed memory (a magic check must, which is undefined behaviour and
+// what ASan reports), a foreign value is recognised without dereferencing it, and a lookup hands out a reference, so
+// a release racing another thread's call cannot free the object under it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <pvmm/pvmm.h>
+#include <pvmm/error.hpp>
+
+namespace pvmm::c_api {
+
+enum class kind : std::uint8_t {
+  allocation = 1,
+  reservation,
+  growable,
+  pinned,
+  managed,
+  bootstrap,
+  team,
+  window,
+  stream,
+  event,
+  pool,
+  listener,
+  connection,
+  imported,
+  last = imported
+};
+const char* kind_name(kind k) noexcept;
+
+/// Records `e` as this thread's last error and returns its code.
+pvmm_status fail(const error& e) noexcept;
+pvmm_status fail(errc code, const char* operation, std::string detail, std::string arguments = {}) noexcept;
+
+/// Every entry point: runs `body` (returning pvmm_status or a pvmm::status) and turns whatever it throws into a status.
+template <class Body>
+pvmm_status guard(const char* operation, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(errc::out_of_memory, operation, "memory ran out inside pvmm (std::bad_alloc)");
+  } catch (const pvmm::exception& e) {
+    return fail(e.error());
+  } catch (const std::exception& e) {
+    return fail(errc::backend_error, operation, std::string("a C++ exception reached the C interface: ") + e.what());
+  } catch (...) {
+    return fail(errc::backend_error, operation, "an exception of unknown type reached the C interface");
+  }
+}
+
+/// The status of a C++ result: ok, or its error recorded.
+template <class R>
+pvmm_status report(const R& r) noexcept {
+  return r ? pvmm_status_ok : fail(r.error());
+}
+
+/// A null out-parameter or input pointer.
+pvmm_status null_argument(const char* operation, const char* name) noexcept;
+/// struct_size of a caller's struct against the one this library knows.
+bool size_known(std::size_t given, std::size_t known) noexcept;
+pvmm_status wrong_size(const char* operation, const char* type, std::size_t given, std::size_t known) noexcept;
+
+/// Owners behind handles.
+class registry {
+ public:
+  std::uint64_t add(kind type, std::shared_ptr<void> object);
+  /// The object of `id`, or an error naming what is wrong with the handle (null, foreign, another type, released).
+  result<std::shared_ptr<void>> find(kind type, std::uint64_t id, const char* operation);
+  /// Removes the entry (the handle is dead from now on) and returns its object.
+  result<std::shared_ptr<void>> take(kind type, std::uint64_t id, const char* operation);
+
+ private:
+  struct slot {
+    std::uint32_t generation = 1;
+    kind type{};
+    std::shared_ptr<void> object;
+  };
+  result<std::size_t> locate(kind type, std::uint64_t id, const char* operation);
+  std::mutex mutex_;
+  std::vector<slot> slots_;
+  std::vector<std::uint32_t> free_;
+};
+registry& handles();
+
+template <class T>
+result<std::shared_ptr<T>> find(kind type, std::uint64_t id, const char* operation) {
+  auto r = handles().find(type, id, operation);
+  if (!r) return std::move(r).error();
+  return std::static_pointer_cast<T>(std::move(*r));
+}
+template <class T>
+result<std::shared_ptr<T>> take(kind type, std::uint64_t id, const char* operation) {
+  auto r = handles().take(type, id, operation);
+  if (!r) return std::move(r).error();
+  return std::static_pointer_cast<T>(std::move(*r));
+}
+
+/// Registers a new owner and writes its handle.
+template <class Handle, class Owner>
+pvmm_status adopt(kind type, Owner&& owner, Handle* out) {
+  auto object = std::make_shared<std::decay_t<Owner>>(std::forward<Owner>(owner));
+  out->id = handles().add(type, std::move(object));
+  return pvmm_status_ok;
+}
+
+/// Copies `text` into a fixed C array, truncated and terminated.
+void copy_text(char* to, std::size_t capacity, const std::string& text) noexcept;
+
+}  // namespace pvmm::c_api
+
+/// Look up handle `h` of type T (kind K) into `name`, or return the failure.
+#define PVMM_C_FIND(T, K, name, h, op)                                            \
+  auto name##_found = ::pvmm::c_api::find<T>(::pvmm::c_api::kind::K, (h).id, op); \
+  if (!name##_found) return ::pvmm::c_api::fail(name##_found.error());            \
+  std::shared_ptr<T> name = std::move(*name##_found)
+#define PVMM_C_NEED(pointer, op) \
+  if ((pointer) == nullptr) return ::pvmm::c_api::null_argument(op, #pointer)
+#define PVMM_C_SIZE(pointer, T, op)                                  \
+  if (!::pvmm::c_api::size_known((pointer)->struct_size, sizeof(T))) \
+  return ::pvmm::c_api::wrong_size(op, #T, (pointer)->struct_size, sizeof(T))

@@ -1,0 +1,186 @@
+// The C interface: growable buffers, pinned and registered host memory, managed memory, and query_pointer
+// (pvmm/pvmm.h over pvmm/growable_buffer.hpp, pinned.hpp, managed.hpp and pointer.hpp).
+#include <pvmm/growable_buffer.hpp>
+#include <pvmm/managed.hpp>
+#include <pvmm/pinned.hpp>
+#include <pvmm/pointer.hpp>
+
+#include "c_api/common.hpp"
+#include "c_api/convert.hpp"
+
+using namespace pvmm::c_api;
+
+namespace {
+
+pvmm::result<pvmm::pinned_options> to_pinned_options(const pvmm_pinned_options* o, const char* op) {
+  pvmm::pinned_options out;
+  if (o == nullptr) return out;
+  if (!size_known(o->struct_size, sizeof(pvmm_pinned_options))) {
+    pvmm::error e;
+    e.code = pvmm::errc::version_mismatch;
+    e.operation = op;
+    e.detail = "pvmm_pinned_options.struct_size is " + std::to_string(o->struct_size) + "; this library knows " +
+               std::to_string(sizeof(pvmm_pinned_options)) + " (set it with PVMM_INIT(pvmm_pinned_options))";
+    return e;
+  }
+  out.portable = o->portable != 0;
+  out.mapped = o->mapped != 0;
+  out.write_combined = o->write_combined != 0;
+  return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+pvmm_status pvmm_growable_create(const pvmm_growable_options* options, pvmm_growable* out) noexcept {
+  constexpr const char* op = "pvmm_growable_create";
+  return guard(op, [&] {
+    PVMM_C_NEED(options, op);
+    PVMM_C_NEED(out, op);
+    PVMM_C_SIZE(options, pvmm_growable_options, op);
+    auto properties = to_properties(&options->properties, op);
+    if (!properties) return fail(properties.error());
+    auto grants = to_grants(options->access, options->access_count, op);
+    if (!grants) return fail(grants.error());
+    pvmm::growable_options o;
+    o.properties = *properties;
+    o.access = std::move(*grants);
+    o.chunk_size = options->chunk_size;
+    o.reserve_size = options->reserve_size;
+    auto b = pvmm::growable_buffer::create(o);
+    if (!b) return fail(b.error());
+    return adopt(kind::growable, std::move(*b), out);
+  });
+}
+
+pvmm_status pvmm_growable_release(pvmm_growable buffer) noexcept {
+  constexpr const char* op = "pvmm_growable_release";
+  return guard(op, [&] {
+    auto b = take<pvmm::growable_buffer>(kind::growable, buffer.id, op);
+    if (!b) return fail(b.error());
+    return report((*b)->release());
+  });
+}
+
+pvmm_status pvmm_growable_resize(pvmm_growable buffer, size_t size, int* moved) noexcept {
+  constexpr const char* op = "pvmm_growable_resize";
+  return guard(op, [&] {
+    PVMM_C_FIND(pvmm::growable_buffer, growable, b, buffer, op);
+    auto outcome = b->resize(size);
+    if (!outcome) return fail(outcome.error());
+    if (moved != nullptr) *moved = outcome->moved ? 1 : 0;
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_growable_data(pvmm_growable buffer, void** data, size_t* size) noexcept {
+  constexpr const char* op = "pvmm_growable_data";
+  return guard(op, [&] {
+    PVMM_C_NEED(data, op);
+    PVMM_C_FIND(pvmm::growable_buffer, growable, b, buffer, op);
+    *data = b->data();
+    if (size != nullptr) *size = b->size();
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_pinned_create(size_t size, const pvmm_pinned_options* options, pvmm_pinned* out) noexcept {
+  constexpr const char* op = "pvmm_pinned_create";
+  return guard(op, [&] {
+    PVMM_C_NEED(out, op);
+    auto o = to_pinned_options(options, op);
+    if (!o) return fail(o.error());
+    auto p = pvmm::pinned_allocation::create(size, *o);
+    if (!p) return fail(p.error());
+    return adopt(kind::pinned, std::move(*p), out);
+  });
+}
+
+pvmm_status pvmm_pinned_release(pvmm_pinned memory) noexcept {
+  constexpr const char* op = "pvmm_pinned_release";
+  return guard(op, [&] {
+    auto p = take<pvmm::pinned_allocation>(kind::pinned, memory.id, op);
+    if (!p) return fail(p.error());
+    return report((*p)->release());
+  });
+}
+
+pvmm_status pvmm_pinned_data(pvmm_pinned memory, void** data, size_t* size) noexcept {
+  constexpr const char* op = "pvmm_pinned_data";
+  return guard(op, [&] {
+    PVMM_C_NEED(data, op);
+    PVMM_C_FIND(pvmm::pinned_allocation, pinned, p, memory, op);
+    *data = p->data();
+    if (size != nullptr) *size = p->size();
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_register_host_memory(void* pointer, size_t size, const pvmm_pinned_options* options) noexcept {
+  constexpr const char* op = "pvmm_register_host_memory";
+  return guard(op, [&] {
+    auto o = to_pinned_options(options, op);
+    if (!o) return fail(o.error());
+    return report(pvmm::register_host_memory(pointer, size, *o));
+  });
+}
+
+pvmm_status pvmm_unregister_host_memory(void* pointer) noexcept {
+  constexpr const char* op = "pvmm_unregister_host_memory";
+  return guard(op, [&] { return report(pvmm::unregister_host_memory(pointer)); });
+}
+
+pvmm_status pvmm_managed_create(size_t size, int attach_mode, pvmm_managed* out) noexcept {
+  constexpr const char* op = "pvmm_managed_create";
+  return guard(op, [&] {
+    PVMM_C_NEED(out, op);
+    if (attach_mode < pvmm_attach_global || attach_mode > pvmm_attach_single) {
+      return fail(
+          pvmm::errc::invalid_argument, op,
+          "attach_mode " + std::to_string(attach_mode) + " is not a pvmm_attach_mode (0 global, 1 host, 2 single)");
+    }
+    auto m = pvmm::managed_allocation::create(size, static_cast<pvmm::attach_mode>(attach_mode));
+    if (!m) return fail(m.error());
+    return adopt(kind::managed, std::move(*m), out);
+  });
+}
+
+pvmm_status pvmm_managed_release(pvmm_managed memory) noexcept {
+  constexpr const char* op = "pvmm_managed_release";
+  return guard(op, [&] {
+    auto m = take<pvmm::managed_allocation>(kind::managed, memory.id, op);
+    if (!m) return fail(m.error());
+    return report((*m)->release());
+  });
+}
+
+pvmm_status pvmm_managed_data(pvmm_managed memory, void** data, size_t* size) noexcept {
+  constexpr const char* op = "pvmm_managed_data";
+  return guard(op, [&] {
+    PVMM_C_NEED(data, op);
+    PVMM_C_FIND(pvmm::managed_allocation, managed, m, memory, op);
+    *data = m->data();
+    if (size != nullptr) *size = m->size();
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_query_pointer(const void* pointer, pvmm_pointer_attributes* attributes) noexcept {
+  constexpr const char* op = "pvmm_query_pointer";
+  return guard(op, [&] {
+    PVMM_C_NEED(attributes, op);
+    PVMM_C_SIZE(attributes, pvmm_pointer_attributes, op);
+    auto a = pvmm::query_pointer(pointer);
+    if (!a) return fail(a.error());
+    attributes->kind = static_cast<int>(a->kind);
+    attributes->base = a->base;
+    attributes->size = a->size;
+    attributes->device = a->device;
+    attributes->device_accessible_from_host = a->device_accessible_from_host ? 1 : 0;
+    attributes->mapped = a->mapped ? 1 : 0;
+    return pvmm_status_ok;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,230 @@
+// The C interface: physical allocations, reservations, mappings and access (pvmm/pvmm.h over pvmm/allocation.hpp
+// and pvmm/reservation.hpp).
+#include <cstring>
+
+#include <pvmm/allocation.hpp>
+#include <pvmm/dmabuf.hpp>
+#include <pvmm/reservation.hpp>
+#include <pvmm/testing.hpp>
+
+#include "c_api/common.hpp"
+#include "c_api/convert.hpp"
+
+using namespace pvmm::c_api;
+using pvmm::address_reservation;
+using pvmm::physical_allocation;
+
+extern "C" {
+
+pvmm_status pvmm_allocation_create(size_t size, const pvmm_allocation_properties* properties,
+                                   pvmm_allocation* out) noexcept {
+  constexpr const char* op = "pvmm_allocation_create";
+  return guard(op, [&] {
+    PVMM_C_NEED(out, op);
+    auto p = to_properties(properties, op);
+    if (!p) return fail(p.error());
+    auto a = physical_allocation::create(size, *p);
+    if (!a) return fail(a.error());
+    return adopt(kind::allocation, std::move(*a), out);
+  });
+}
+
+pvmm_status pvmm_allocation_retain(const void* address, pvmm_allocation* out) noexcept {
+  constexpr const char* op = "pvmm_allocation_retain";
+  return guard(op, [&] {
+    PVMM_C_NEED(out, op);
+    auto a = physical_allocation::retain(address);
+    if (!a) return fail(a.error());
+    return adopt(kind::allocation, std::move(*a), out);
+  });
+}
+
+pvmm_status pvmm_allocation_release(pvmm_allocation allocation) noexcept {
+  constexpr const char* op = "pvmm_allocation_release";
+  return guard(op, [&] {
+    auto a = take<physical_allocation>(kind::allocation, allocation.id, op);
+    if (!a) return fail(a.error());
+    return report((*a)->release());
+  });
+}
+
+pvmm_status pvmm_allocation_size(pvmm_allocation allocation, size_t* size) noexcept {
+  constexpr const char* op = "pvmm_allocation_size";
+  return guard(op, [&] {
+    PVMM_C_NEED(size, op);
+    PVMM_C_FIND(physical_allocation, allocation, a, allocation, op);
+    *size = a->size();
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_allocation_export_posix_fd(pvmm_allocation allocation, int* fd) noexcept {
+  constexpr const char* op = "pvmm_allocation_export_posix_fd";
+  return guard(op, [&] {
+    PVMM_C_NEED(fd, op);
+    PVMM_C_FIND(physical_allocation, allocation, a, allocation, op);
+    auto exported = a->export_posix_fd();
+    if (!exported) return fail(exported.error());
+    *fd = exported->detach();
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_allocation_import_posix_fd(int fd, size_t size, pvmm_allocation* out) noexcept {
+  constexpr const char* op = "pvmm_allocation_import_posix_fd";
+  return guard(op, [&] {
+    PVMM_C_NEED(out, op);
+    auto a = physical_allocation::import_posix_fd(fd, size);
+    if (!a) return fail(a.error());
+    return adopt(kind::allocation, std::move(*a), out);
+  });
+}
+
+pvmm_status pvmm_allocation_export_fabric(pvmm_allocation allocation, pvmm_fabric_handle* handle) noexcept {
+  constexpr const char* op = "pvmm_allocation_export_fabric";
+  return guard(op, [&] {
+    PVMM_C_NEED(handle, op);
+    PVMM_C_FIND(physical_allocation, allocation, a, allocation, op);
+    auto exported = a->export_fabric();
+    if (!exported) return fail(exported.error());
+    static_assert(sizeof handle->bytes == sizeof exported->bytes, "pvmm_fabric_handle is pvmm::fabric_handle");
+    std::memcpy(handle->bytes, exported->bytes.data(), sizeof handle->bytes);
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_allocation_import_fabric(const pvmm_fabric_handle* handle, size_t size,
+                                          pvmm_allocation* out) noexcept {
+  constexpr const char* op = "pvmm_allocation_import_fabric";
+  return guard(op, [&] {
+    PVMM_C_NEED(handle, op);
+    PVMM_C_NEED(out, op);
+    pvmm::fabric_handle h;
+    std::memcpy(h.bytes.data(), handle->bytes, sizeof handle->bytes);
+    auto a = physical_allocation::import_fabric(h, size);
+    if (!a) return fail(a.error());
+    return adopt(kind::allocation, std::move(*a), out);
+  });
+}
+
+pvmm_status pvmm_reservation_create(size_t size, size_t alignment, const void* fixed_address,
+                                    pvmm_reservation* out) noexcept {
+  constexpr const char* op = "pvmm_reservation_create";
+  return guard(op, [&] {
+    PVMM_C_NEED(out, op);
+    auto r = address_reservation::reserve(size, alignment, fixed_address);
+    if (!r) return fail(r.error());
+    return adopt(kind::reservation, std::move(*r), out);
+  });
+}
+
+pvmm_status pvmm_reservation_release(pvmm_reservation reservation) noexcept {
+  constexpr const char* op = "pvmm_reservation_release";
+  return guard(op, [&] {
+    // Checked before the handle dies: the C++ release refuses while mappings remain, and the handle stays usable.
+    PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
+    if (r->mapping_count() != 0) return report(r->release());
+    auto taken = take<address_reservation>(kind::reservation, reservation.id, op);
+    if (!taken) return fail(taken.error());
+    return report((*taken)->release());
+  });
+}
+
+pvmm_status pvmm_reservation_address(pvmm_reservation reservation, void** address) noexcept {
+  constexpr const char* op = "pvmm_reservation_address";
+  return guard(op, [&] {
+    PVMM_C_NEED(address, op);
+    PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
+    *address = r->address();
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_reservation_size(pvmm_reservation reservation, size_t* size) noexcept {
+  constexpr const char* op = "pvmm_reservation_size";
+  return guard(op, [&] {
+    PVMM_C_NEED(size, op);
+    PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
+    *size = r->size();
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_reservation_map(pvmm_reservation reservation, size_t offset, pvmm_allocation memory,
+                                 size_t memory_offset, size_t size, void** address) noexcept {
+  constexpr const char* op = "pvmm_reservation_map";
+  return guard(op, [&] {
+    PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
+    PVMM_C_FIND(physical_allocation, allocation, a, memory, op);
+    auto mapped = r->map(offset, *a, memory_offset, size);
+    if (!mapped) return fail(mapped.error());
+    if (address != nullptr) *address = *mapped;
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_reservation_unmap(pvmm_reservation reservation, size_t offset, size_t size) noexcept {
+  constexpr const char* op = "pvmm_reservation_unmap";
+  return guard(op, [&] {
+    PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
+    return report(r->unmap(offset, size));
+  });
+}
+
+pvmm_status pvmm_reservation_set_access(pvmm_reservation reservation, size_t offset, size_t size,
+                                        const pvmm_access_descriptor* grants, size_t count) noexcept {
+  constexpr const char* op = "pvmm_reservation_set_access";
+  return guard(op, [&] {
+    PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
+    auto list = to_grants(grants, count, op);
+    if (!list) return fail(list.error());
+    return report(r->set_access(offset, size, pvmm::access_list(*list)));
+  });
+}
+
+pvmm_status pvmm_query_access(pvmm_location where, const void* address, int* access) noexcept {
+  constexpr const char* op = "pvmm_query_access";
+  return guard(op, [&] {
+    PVMM_C_NEED(access, op);
+    auto l = to_location(where, op);
+    if (!l) return fail(l.error());
+    auto a = pvmm::query_access(*l, address);
+    if (!a) return fail(a.error());
+    *access = static_cast<int>(*a);
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_copy_to_mapping(void* destination, const void* source, size_t size, int device) noexcept {
+  constexpr const char* op = "pvmm_copy_to_mapping";
+  return guard(op, [&] { return report(pvmm::testing::copy_to_mapping(destination, source, size, device)); });
+}
+
+pvmm_status pvmm_copy_from_mapping(void* destination, const void* source, size_t size, int device) noexcept {
+  constexpr const char* op = "pvmm_copy_from_mapping";
+  return guard(op, [&] { return report(pvmm::testing::copy_from_mapping(destination, source, size, device)); });
+}
+
+pvmm_status pvmm_export_dmabuf(const void* address, size_t size, pvmm_dmabuf_piece* pieces, size_t capacity,
+                               size_t* count) noexcept {
+  constexpr const char* op = "pvmm_export_dmabuf";
+  return guard(op, [&] {
+    PVMM_C_NEED(count, op);
+    if (pieces == nullptr && capacity != 0) return null_argument(op, "pieces");
+    auto exported = pvmm::export_dmabuf(address, size);
+    if (!exported) return fail(exported.error());
+    *count = exported->size();
+    if (exported->size() > capacity) {
+      return fail(pvmm::errc::out_of_range, op,
+                  "the range needs " + std::to_string(exported->size()) + " pieces; capacity is " +
+                      std::to_string(capacity) + " (no fd was kept)");
+    }
+    for (std::size_t i = 0; i < exported->size(); ++i) {
+      auto& piece = (*exported)[i];
+      pieces[i] = {piece.fd.detach(), piece.address, piece.size};
+    }
+    return pvmm_status_ok;
+  });
+}
+
+}  // extern "C"
