@@ -209,7 +209,8 @@ status team::release() noexcept { return detail::release_local(state_, "pvmm::te
 void team::abort() noexcept {
   if (!state_) return;
   state_->aborted.store(true, std::memory_order_release);
-  state_->ranks->abort();  // wakes a collective in progress, and tells the other ranks
+  state_->ranks->abort();       // wakes a collective in progress, and tells the other ranks
+  detail::tell_abort(*state_);  // a node-local peer waiting in a step's fd ring waits on the team endpoint, not there
   state_->unmap_peers();
 }
 
