@@ -153,7 +153,9 @@ void window_state::give_up(int owner, std::string why) noexcept {
 
 void window_state::give_up_locked(int owner, std::string why) noexcept {
   window_slot& slot = slots[owner];
-  slot.reason = std::move(why);  // before the flag clears: a reader that sees it cleared reads the reason
+  // A slot given up keeps its first reason (what made the peer unreachable); written under map_lock, which
+  // unmapped_reason() takes to read it.
+  if (!slot.given_up) slot.reason = std::move(why);
   slot.mapped.store(false, std::memory_order_release);
   std::size_t bytes = 0;  // chunks lie back to back from the slot's start
   for (const auto& c : slot.chunks) bytes += c.size();
@@ -226,6 +228,7 @@ void* symmetric_window::peer(int r) const noexcept {
 std::string symmetric_window::unmapped_reason(int r) const {
   if (!state_) return "the window is empty";
   if (r < 0 || r >= size()) return fmt::format("rank {} is not in this window of {} ranks", r, size());
+  const std::lock_guard<std::mutex> hold(state_->map_lock);  // a step or abort may be giving the slot up
   return state_->slots[r].mapped ? std::string() : state_->slots[r].reason;
 }
 
