@@ -171,8 +171,9 @@ TEST_CASE("memory running out at any allocation: bootstrap allgather, barrier, s
          return s;
        }},
   };
-  for (const auto& [name, body] : calls) {
-    sweep(name, [&](long n) {
+  for (const auto& entry : calls) {
+    const call& body = entry.second;  // not a structured binding: C++17 lambdas cannot capture one
+    sweep(entry.first, [&](long n) {
       auto g = pvmm::make_thread_bootstraps(2).value();
       pvmm::status other;
       std::thread peer([&] { other = body(*g[1], 1); });
