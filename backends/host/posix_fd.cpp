@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include <pvmm/owned_fd.hpp>
+
 #include "backend/posix_fd.hpp"
 #include "core/propagate.hpp"
 #include "host.hpp"
@@ -74,13 +76,10 @@ result<allocation_handle> import_posix_fd(int fd, std::size_t size) {
     return make_error(errc::invalid_argument,
                       fmt::format("size {:#x} differs from the exported allocation's size {:#x}", size,
                                   static_cast<std::size_t>(st.st_size)));
-  int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (own < 0) return errno_error(errc::system_error, "fcntl(F_DUPFD_CLOEXEC)", errno);
-  if (auto p = host::decode_properties(own); !p) {
-    ::close(own);
-    return std::move(p).error();
-  }
-  return allocation_handle{static_cast<std::uint64_t>(own)};
+  owned_fd own(::fcntl(fd, F_DUPFD_CLOEXEC, 0));  // closed should anything below fail or throw
+  if (!own.valid()) return errno_error(errc::system_error, "fcntl(F_DUPFD_CLOEXEC)", errno);
+  if (auto p = host::decode_properties(own.get()); !p) return std::move(p).error();
+  return allocation_handle{static_cast<std::uint64_t>(own.detach())};
 }
 
 }  // namespace pvmm::detail::backend

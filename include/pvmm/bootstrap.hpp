@@ -26,7 +26,11 @@
 //   reach fail with errc::peer_lost naming the aborting rank. A collective every rank had completed before the
 //   abort was seen stays completed.
 // - send/receive: messages from one rank to another with the same tag arrive in order; a message with another tag
-//   waits for the receive of its tag (never lost, never delivered to another tag).
+//   waits for the receive of its tag (never lost, never delivered to another tag); on the threads, endpoints and
+//   store adapters two ranks may each send the other a message of any size before receiving (no send waits for
+//   its peer's receive); on MPI a send past MPI's eager limit waits for the matching receive, as MPI_Send does;
+// - memory running out in any call is errc::out_of_memory (the public calls catch std::bad_alloc), never an
+//   exception.
 //
 // Threading: one rank's bootstrap is used by one thread at a time, except abort(), which any thread may call.
 #pragma once
@@ -139,7 +143,11 @@ result<std::vector<std::shared_ptr<bootstrap>>> make_thread_bootstraps(int size,
 
 /// Node-local processes meeting at endpoint `name` (pvmm/endpoint.hpp): rank 0 listens, the others connect, all
 /// within `timeout`. Rank 0 holds size - 1 connections; every other rank holds one. Every rank also listens at
-/// "<name>#p2p-<rank>" for send/receive, which go direct (one connection per peer and direction, made on first use).
+/// "<name>#p2p-<rank>" for send/receive, which go direct (one connection per peer and direction, made on first use;
+/// the connect watches for aborts). A send of any size never waits on its peer's receive: while the socket is full
+/// it reads what peers send this rank (kept for its receives, at most 256 MiB of tags not yet received), so ranks
+/// sending each other large messages at once all go on. A rank whose own listener could not be made still sends;
+/// its receives fail at once with that listener's error.
 /// Peers must run as the same user; a connection from another user, or one that sends no hello within 1 s, is
 /// dropped. A rank that exits is errc::peer_lost on the others at their next call (its socket closes).
 result<std::shared_ptr<bootstrap>> make_endpoint_bootstrap(std::string_view name, int rank, int size,

@@ -25,10 +25,12 @@
 // the memory they mapped alive through their own mappings).
 //
 // abort() gives up from any thread: the step in progress on this rank returns errc::peer_lost within 100 ms,
-// every later step fails at once, and the other ranks see peer_lost at their step in progress or next one (the
-// bootstrap's abort). Then every window and multicast object of the team unmaps the peers' memory and lets go of
-// its imports (NCCL kept them after an abort: NVIDIA/nccl#1968), so a dead peer's memory is freed once no one
-// maps it: peer(r) is nullptr for every other rank, unmapped_reason(r) says the team was aborted, and a team
+// every later step fails at once, and the other ranks see peer_lost naming this rank at their step in progress or
+// next one (the bootstrap's abort; a node-local peer waiting in a step's fd ring is also sent an abort message on
+// the team's endpoint, so it returns within 100 ms too). Memory running out in any team call is
+// errc::out_of_memory, never an exception. Then every window and multicast object of the team unmaps the peers' memory
+// and lets go of its imports (NCCL kept them after an abort: NVIDIA/nccl#1968), so a dead peer's memory is freed once
+// no one maps it: peer(r) is nullptr for every other rank, unmapped_reason(r) says the team was aborted, and a team
 // multicast's address() is nullptr. This rank's own slot stays mapped and readable. Like every unmap, this is not
 // ordered with work in flight (design.md, invariant 4): a thread or kernel still reading a peer's slot faults, so
 // stop them first when the process goes on. abort() waits for nothing but a step in progress on this rank, which
@@ -36,7 +38,8 @@
 //
 // Threading: a team and its windows are used by one thread at a time (collectives are ordered per rank), except
 // team::abort(), which any thread may call, also while another runs a step; the accessors of a window (base,
-// peer, mapped, ...) may be read from any thread while no grow or release runs, also while abort() runs.
+// peer, mapped, unmapped_reason, ...) may be read from any thread while no release runs, also while a grow or
+// abort() runs (a peer given up keeps its first unmapped_reason).
 #pragma once
 
 #include <chrono>

@@ -237,3 +237,17 @@ result<connection> connect(std::string_view name, milliseconds timeout, const pe
 }
 
 }  // namespace pvmm::ipc
+
+namespace pvmm::ipc::probe {
+bool nobody_listens(std::string_view name) noexcept {
+  if (name.empty() || name.size() > max_endpoint_name) return false;
+  sockaddr_un address;
+  const socklen_t length = endpoint_address(name, address);
+  owned_fd s(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!s) return false;
+  int rc;
+  do rc = ::connect(s.get(), reinterpret_cast<const sockaddr*>(&address), length);
+  while (rc != 0 && errno == EINTR);
+  return rc != 0 && (errno == ECONNREFUSED || (errno == ENOENT && is_path_name(name)));
+}
+}  // namespace pvmm::ipc::probe

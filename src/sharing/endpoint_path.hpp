@@ -32,3 +32,10 @@ result<file_identity> bind(int socket, std::string_view name, const sockaddr_un&
 void remove(const std::string& name, file_identity bound) noexcept;
 
 }  // namespace pvmm::ipc::path
+
+namespace pvmm::ipc::probe {
+/// One connect attempt that does not wait: true when nothing listens on `name` (refused, or no socket file), false
+/// when a listener is there (its backlog full or not) or the attempt could not tell. For a peer whose listener
+/// existed once: it has gone.
+bool nobody_listens(std::string_view name) noexcept;
+}  // namespace pvmm::ipc::probe

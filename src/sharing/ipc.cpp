@@ -54,15 +54,27 @@ constexpr std::size_t control_room(std::size_t fds) {
 
 /// Owns every fd a received message's SCM_RIGHTS carried (before the message is judged, so none leaks).
 void take_fds(msghdr& msg, std::vector<owned_fd>& out) {
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) continue;
-    std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (std::size_t i = 0; i < k; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      out.emplace_back(fd);
+  // Room first: where memory runs out for it, every received fd is closed before the exception goes on.
+  auto each_fd = [&](auto&& f) {
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) continue;
+      std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < k; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        f(fd);
+      }
     }
+  };
+  std::size_t count = 0;
+  each_fd([&](int) { ++count; });
+  try {
+    out.reserve(out.size() + count);
+  } catch (...) {
+    each_fd([](int fd) { ::close(fd); });
+    throw;
   }
+  each_fd([&](int fd) { out.emplace_back(fd); });
 }
 
 /// The kernel truncated the fds (MSG_CTRUNC) though there was room for more than arrived: it could not install

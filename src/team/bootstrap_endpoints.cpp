@@ -32,6 +32,8 @@ constexpr std::size_t chunk_bytes = 32 * 1024;      // one message's payload: we
 constexpr auto root_grace = std::chrono::milliseconds(500);
 // A connection to the root that has not said hello in this time is a stranger's, dropped.
 constexpr auto hello_bound = std::chrono::milliseconds(1000);
+// How often a wait that cannot poll (a connect) looks whether an abort was told.
+constexpr auto abort_slice = std::chrono::milliseconds(100);
 constexpr std::size_t max_abort_text = 4000;            // an abort's text fits one chunk
 constexpr std::uint64_t max_kept_bytes = 256ull << 20;  // messages of other tags held for later receives, per rank
 
@@ -95,6 +97,20 @@ class endpoint_bootstrap final : public bootstrap {
                       const detail::operation& op);
   status welcome_ranks(deadline until, const detail::operation& op);
   result<const ipc::connection*> incoming(int peer, deadline until, const detail::operation& op);
+  // Accepts one point-to-point connection waiting on p2p_ (none: returns at once) and adopts it once its hello
+  // came; a stranger's is dropped.
+  status accept_p2p(deadline until, const detail::operation& op);
+  // Reads the next chunk `peer` sent on `c` into its message in progress; a whole message is kept for the receive
+  // of its tag. A receive waiting for tag `tag` (-1: none) of `bytes` checks the size on the first chunk; other
+  // tags' messages are bounded by max_kept_bytes. Chunk by chunk, so two ranks reading each other never wait on
+  // a message the other has yet to send.
+  status take_chunk(const ipc::connection& c, int peer, int tag, std::size_t bytes, deadline until,
+                    const detail::operation& op);
+  // send_message for point-to-point: while `c` takes no more (the peer is sending too), this rank reads what
+  // its peers send it (kept for its receives), accepts their connections and watches for aborts, so two ranks
+  // sending each other more than a socket buffer both go on.
+  status send_p2p(const ipc::connection& c, int to, const header& h, const void* body, deadline until,
+                  const detail::operation& op);
   ipc::connection& link(std::map<int, ipc::connection>& links, int r);
   // Waits until `fd` is readable or `until` passes (false), watching the group's connections meanwhile: an abort
   // told there ends the wait with it, so a rank waiting for a message hears of an abort at once.
@@ -137,7 +153,8 @@ class endpoint_bootstrap final : public bootstrap {
   mutable std::mutex links_;
   bool links_closed_ = false;  // abort() ran: a link made after it is ended at once
   std::map<std::pair<int, int>, std::deque<std::vector<std::uint8_t>>> kept_;  // (peer, tag) -> messages
-  std::uint64_t kept_bytes_ = 0;
+  std::uint64_t kept_bytes_ = 0;    // of kept_ and partial_ (a message counts from its first chunk)
+  std::map<int, message> partial_;  // peer -> the message whose chunks are arriving
 };
 
 std::string p2p_name(std::string_view name, int r) { return fmt::format("{}#p2p-{}", name, r); }
@@ -386,31 +403,130 @@ result<const ipc::connection*> endpoint_bootstrap::incoming(int peer, deadline u
   while (!wanted.valid()) {
     PVMM_TRY_ASSIGN(ready, wait_watching(p2p_.native_handle(), until, op));
     (void)ready;  // past the deadline, accept finds nothing and says so
-    auto c = p2p_.accept(std::chrono::milliseconds(0));
-    if (!c && c.code() == errc::peer_rejected) continue;  // another user's process: not one of the ranks
-    if (!c) {
-      auto e = std::move(c).error();
-      if (e.code == errc::timeout) e.detail = fmt::format("{} sent nothing before the deadline", who(peer));
-      return op.wrap(std::move(e));
-    }
-    auto hello = receive_chunk(*c, size_, std::min(until, deadline_in(hello_bound)), op);
-    if (!hello) continue;  // silent, or gone: a stranger
-    const header& h = hello->head;
-    if (h.what != kind::hello || h.total != 0 || h.rank < 0 || h.rank >= size_ || h.rank == rank_ ||
-        link(in_, h.rank).valid())
-      continue;  // garbage: a stranger, not a rank
-    adopt(in_, h.rank, std::move(*c));
+    if (!ready) return op.fail(errc::timeout, fmt::format("{} sent nothing before the deadline", who(peer)));
+    PVMM_TRY(accept_p2p(until, op));
   }
   return &wanted;
 }
 
+status endpoint_bootstrap::accept_p2p(deadline until, const detail::operation& op) {
+  auto c = p2p_.accept(std::chrono::milliseconds(0));
+  if (!c && (c.code() == errc::timeout || c.code() == errc::peer_rejected))
+    return {};                                   // none waiting, or another user's process (not one of the ranks)
+  if (!c) return op.wrap(std::move(c).error());  // aborted
+  auto hello = receive_chunk(*c, size_, std::min(until, deadline_in(hello_bound)), op);
+  if (!hello) return {};  // silent, or gone: a stranger
+  const header& h = hello->head;
+  if (h.what != kind::hello || h.total != 0 || h.rank < 0 || h.rank >= size_ || h.rank == rank_ ||
+      link(in_, h.rank).valid())
+    return {};  // garbage: a stranger, not a rank
+  adopt(in_, h.rank, std::move(*c));
+  return {};
+}
+
+status endpoint_bootstrap::take_chunk(const ipc::connection& c, int peer, int tag, std::size_t bytes, deadline until,
+                                      const detail::operation& op) {
+  PVMM_TRY_ASSIGN(chunk, receive_chunk(c, peer, until, op));
+  const header& h = chunk.head;
+  auto it = partial_.find(peer);
+  if (it == partial_.end()) {
+    if (h.what != kind::message || h.sequence > static_cast<std::uint64_t>(INT32_MAX))
+      return op.fail(errc::protocol_error, fmt::format("{} sent a message of kind {} with tag {}", who(peer),
+                                                       static_cast<std::uint32_t>(h.what), h.sequence));
+    const bool waited = tag >= 0 && h.sequence == static_cast<std::uint64_t>(tag);
+    if (waited && h.total != bytes)
+      return op.fail(errc::team_mismatch, fmt::format("rank {} sent {} bytes with tag {}, rank {} expected {}", peer,
+                                                      h.total, tag, rank_, bytes));
+    if (!waited && h.total > max_kept_bytes - std::min(kept_bytes_, max_kept_bytes))
+      return op.fail(errc::protocol_error,
+                     fmt::format("{} sent more than {} bytes for tags not yet received", who(peer), max_kept_bytes));
+    message m;
+    m.head = h;
+    m.body.reserve(h.total);
+    kept_bytes_ += h.total;
+    it = partial_.emplace(peer, std::move(m)).first;
+  } else if (h.sequence != it->second.head.sequence || h.what != it->second.head.what) {
+    return op.fail(errc::protocol_error, fmt::format("{} sent chunks out of order", who(peer)));
+  }
+  message& m = it->second;
+  if (chunk.body.size() > m.head.total - m.body.size())
+    return op.fail(errc::protocol_error,
+                   fmt::format("{} sent more than the {} bytes it announced", who(peer), m.head.total));
+  m.body.insert(m.body.end(), chunk.body.begin(), chunk.body.end());
+  if (m.body.size() == m.head.total) {
+    kept_[{peer, static_cast<int>(m.head.sequence)}].push_back(std::move(m.body));
+    partial_.erase(it);
+  }
+  return {};
+}
+
+status endpoint_bootstrap::send_p2p(const ipc::connection& c, int to, const header& h, const void* body, deadline until,
+                                    const detail::operation& op) {
+  const auto* bytes = static_cast<const std::uint8_t*>(body);
+  std::vector<std::uint8_t> buffer;
+  std::size_t sent = 0;
+  do {  // at least one message, even for 0 bytes
+    const std::size_t n = std::min<std::size_t>(chunk_bytes, h.total - sent);
+    buffer.resize(sizeof(header) + n);
+    std::memcpy(buffer.data(), &h, sizeof(header));
+    if (n > 0) std::memcpy(buffer.data() + sizeof(header), bytes + sent, n);
+    for (;;) {
+      auto ok = c.send(nullptr, 0, buffer.data(), buffer.size(), std::chrono::milliseconds(0));
+      if (ok) break;
+      if (ok.code() != errc::timeout || detail::time_left(until).count() == 0) {
+        auto e = std::move(ok).error();
+        e.detail = fmt::format("sending to {}: {}", who(to), e.detail);
+        return op.wrap(std::move(e));
+      }
+      // Full: wait for room, reading meanwhile what peers send this rank (they may be waiting for room too).
+      std::vector<int> from;
+      std::vector<pollfd> fds{{c.native_handle(), POLLOUT, 0}};
+      {
+        std::lock_guard<std::mutex> lock(links_);
+        for (auto& [r, in] : in_)
+          if (in.valid()) {
+            from.push_back(r);
+            fds.push_back({in.native_handle(), POLLIN, 0});
+          }
+      }
+      if (p2p_.valid()) fds.push_back({p2p_.native_handle(), POLLIN, 0});
+      // A short slice: AF_UNIX reports POLLOUT only once most of the buffer drained; the send is tried again.
+      const int ms = static_cast<int>(std::min<long long>(detail::time_left(until).count(), 10));
+      if (::poll(fds.data(), fds.size(), ms) < 0 && errno != EINTR)
+        return op.fail(errc::system_error, fmt::format("poll failed: {}", std::strerror(errno)));
+      for (std::size_t i = 0; i < from.size(); ++i)
+        if (fds[i + 1].revents) PVMM_TRY(take_chunk(link(in_, from[i]), from[i], -1, 0, until, op));
+      if (p2p_.valid() && fds.back().revents) PVMM_TRY(accept_p2p(until, op));
+      PVMM_TRY_ASSIGN(ready, wait_watching(-1, std::chrono::steady_clock::now(), op));  // an abort told meanwhile
+      (void)ready;
+      if (broken()) return op.wrap(aborted_by(aborted_rank_.load() >= 0 ? aborted_rank_.load() : rank_));
+    }
+    sent += n;
+  } while (sent < h.total);
+  return {};
+}
+
 status endpoint_bootstrap::send_to(int peer, int tag, const void* data, std::size_t bytes, deadline until) {
   const detail::operation op{"pvmm::bootstrap::send"};
-  if (p2p_unavailable_) return *p2p_unavailable_;
+  // Sending needs no listener here: a rank whose own listener failed still sends (its receives say why they fail).
   const ipc::connection& c = link(out_, peer);
   if (!c.valid()) {
-    PVMM_TRY_ASSIGN(opened, ipc::connect(p2p_name(name_, peer), detail::time_left(until)));
-    adopt(out_, peer, std::move(opened));
+    // The peer's listener exists from its creation on; connect in slices, watching for aborts meanwhile.
+    for (;;) {
+      auto opened = ipc::connect(p2p_name(name_, peer), std::min(detail::time_left(until), abort_slice));
+      if (opened) {
+        adopt(out_, peer, std::move(*opened));
+        break;
+      }
+      if (opened.code() != errc::timeout || detail::time_left(until).count() == 0) {
+        auto e = std::move(opened).error();
+        e.detail = fmt::format("{}'s point-to-point endpoint: {}", who(peer), e.detail);
+        return op.wrap(std::move(e));
+      }
+      PVMM_TRY_ASSIGN(ready, wait_watching(-1, std::chrono::steady_clock::now(), op));  // an abort told meanwhile
+      (void)ready;
+      if (broken()) return op.wrap(aborted_by(aborted_rank_.load() >= 0 ? aborted_rank_.load() : rank_));
+    }
     header hello;
     hello.rank = rank_;
     hello.size = size_;
@@ -422,47 +538,28 @@ status endpoint_bootstrap::send_to(int peer, int tag, const void* data, std::siz
   h.sequence = static_cast<std::uint64_t>(tag);
   h.rank = rank_;
   h.total = bytes;
-  return send_message(c, peer, h, data, until, op);
+  return send_p2p(c, peer, h, data, until, op);
 }
 
 status endpoint_bootstrap::receive_from(int peer, int tag, void* data, std::size_t bytes, deadline until) {
   const detail::operation op{"pvmm::bootstrap::receive"};
   if (p2p_unavailable_) return *p2p_unavailable_;
-  auto mismatch = [&](std::uint64_t sent) {
-    return op.fail(errc::team_mismatch, fmt::format("rank {} sent {} bytes with tag {}, rank {} expected {}", peer,
-                                                    sent, tag, rank_, bytes));
-  };
   auto& kept = kept_[{peer, tag}];
-  if (!kept.empty()) {
-    if (kept.front().size() != bytes) return mismatch(kept.front().size());
-    if (bytes > 0) std::memcpy(data, kept.front().data(), bytes);
-    kept_bytes_ -= bytes;
-    kept.pop_front();
-    return {};
-  }
-  PVMM_TRY_ASSIGN(c, incoming(peer, until, op));
   for (;;) {
+    if (!kept.empty()) {
+      if (kept.front().size() != bytes)
+        return op.fail(errc::team_mismatch, fmt::format("rank {} sent {} bytes with tag {}, rank {} expected {}", peer,
+                                                        kept.front().size(), tag, rank_, bytes));
+      if (bytes > 0) std::memcpy(data, kept.front().data(), bytes);
+      kept_bytes_ -= bytes;
+      kept.pop_front();
+      return {};
+    }
+    PVMM_TRY_ASSIGN(c, incoming(peer, until, op));
     PVMM_TRY_ASSIGN(ready, wait_watching(c->native_handle(), until, op));
     if (!ready)
       return op.fail(errc::timeout, fmt::format("{} sent nothing with tag {} before the deadline", who(peer), tag));
-    auto expect = [&](const header& h) -> status {
-      if (h.what != kind::message || h.sequence > static_cast<std::uint64_t>(INT32_MAX))
-        return op.fail(errc::protocol_error, fmt::format("{} sent a message of kind {} with tag {}", who(peer),
-                                                         static_cast<std::uint32_t>(h.what), h.sequence));
-      if (h.sequence == static_cast<std::uint64_t>(tag) && h.total != bytes) return mismatch(h.total);
-      if (h.sequence != static_cast<std::uint64_t>(tag) && h.total > max_kept_bytes - kept_bytes_)
-        return op.fail(errc::protocol_error,
-                       fmt::format("{} sent more than {} bytes for tags not yet received", who(peer), max_kept_bytes));
-      return {};
-    };
-    auto got = receive_message(*c, peer, until, expect, op);
-    if (!got) return std::move(got).error();
-    if (got->head.sequence == static_cast<std::uint64_t>(tag)) {
-      if (bytes > 0) std::memcpy(data, got->body.data(), bytes);
-      return {};
-    }
-    kept_bytes_ += got->body.size();
-    kept_[{peer, static_cast<int>(got->head.sequence)}].push_back(std::move(got->body));
+    PVMM_TRY(take_chunk(*c, peer, tag, bytes, until, op));
   }
 }
 

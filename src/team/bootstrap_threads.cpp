@@ -68,9 +68,11 @@ class thread_bootstrap final : public bootstrap {
     std::unique_lock<std::mutex> lock(group_->mutex);
     PVMM_TRY(group_->broken.check());
     round& r = group_->rounds[id];
-    if (r.data.empty()) {
-      r.data.resize(group_->size);
-      r.arrived.assign(group_->size, false);
+    if (r.data.empty()) {  // made whole before it is kept: memory running out leaves no half-made round
+      std::vector<std::vector<std::uint8_t>> data(static_cast<std::size_t>(group_->size));
+      std::vector<bool> arrived(static_cast<std::size_t>(group_->size), false);
+      r.data = std::move(data);
+      r.arrived = std::move(arrived);
     }
     const auto* in = static_cast<const std::uint8_t*>(mine);
     r.data[rank_].assign(in, in + bytes);

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "team/bootstrap_common.hpp"
+#include "team/no_throw.hpp"
 #include "team/team_exchange.hpp"
 #include "team/window_state.hpp"
 
@@ -166,57 +167,60 @@ team_multicast::team_multicast(std::shared_ptr<detail::team_multicast_state> sta
     : state_(std::move(state)) {}
 
 result<team_multicast> team_multicast::create(const symmetric_window& window, const team_multicast_options& options) {
-  auto args = [&] { return fmt::format("rank={}, timeout={}ms", window.rank(), options.timeout.count()); };
-  const detail::operation op{"pvmm::team_multicast::create", args};
-  if (!window.valid()) return op.fail(errc::invalid_argument, "the window is empty (released or moved from)");
-  if (options.timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
-  const deadline until = deadline_in(options.timeout);
-  auto s = std::make_shared<detail::team_multicast_state>();
-  s->window = window.state_;
-  detail::window_state& w = *s->window;
-  detail::team_state& t = *w.team;
-  const std::uint32_t step = t.next_step++;
-  s->bound_ranks = detail::device_leaders(t);
-  const auto devices = static_cast<unsigned>(s->bound_ranks.size());
-  s->size = w.slots[t.rank()].size;
+  return detail::no_throw<result<team_multicast>>("pvmm::team_multicast::create", [&]() -> result<team_multicast> {
+    auto args = [&] { return fmt::format("rank={}, timeout={}ms", window.rank(), options.timeout.count()); };
+    const detail::operation op{"pvmm::team_multicast::create", args};
+    if (!window.valid()) return op.fail(errc::invalid_argument, "the window is empty (released or moved from)");
+    if (options.timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
+    const deadline until = deadline_in(options.timeout);
+    auto s = std::make_shared<detail::team_multicast_state>();
+    s->window = window.state_;
+    detail::window_state& w = *s->window;
+    detail::team_state& t = *w.team;
+    const std::uint32_t step = t.next_step++;
+    s->bound_ranks = detail::device_leaders(t);
+    const auto devices = static_cast<unsigned>(s->bound_ranks.size());
+    s->size = w.slots[t.rank()].size;
 
-  // 1. Capabilities, sizes and granularities of every rank, before any multicast driver call.
-  std::optional<error> failed;
-  const detail::capability_record mine = detail::my_capability(w, devices, failed, op);
-  PVMM_TRY(detail::check_aborted(t, op));
-  PVMM_TRY_ASSIGN(all, detail::all_gather(*t.ranks, step, mine, failed, "allgather multicast capabilities", until, op));
-  PVMM_TRY(detail::check_capabilities(t, all, op));
+    // 1. Capabilities, sizes and granularities of every rank, before any multicast driver call.
+    std::optional<error> failed;
+    const detail::capability_record mine = detail::my_capability(w, devices, failed, op);
+    PVMM_TRY(detail::check_aborted(t, op));
+    PVMM_TRY_ASSIGN(all,
+                    detail::all_gather(*t.ranks, step, mine, failed, "allgather multicast capabilities", until, op));
+    PVMM_TRY(detail::check_capabilities(t, all, op));
 
-  // 2. Created on the node's lowest rank, imported on the others.
-  if (auto object = detail::create_or_receive(t, devices, s->size, step, until, op))
-    s->object = std::move(*object);
-  else
-    failed = op.wrap(std::move(object).error());
-  // 3. Every device added before any binds.
-  const bool leader = std::find(s->bound_ranks.begin(), s->bound_ranks.end(), t.rank()) != s->bound_ranks.end();
-  if (!failed && leader)
-    if (auto added = s->object.add_device(t.options.device); !added) failed = op.wrap(std::move(added).error());
-  PVMM_TRY(detail::agree(t, step, failed, "multicast devices added", until, op));
-  // 4, 5. Bind (one binding per device), map and grant; the creator holds its reference through the agreement.
-  if (leader) {
-    if (auto bound = detail::bind_slot(s->object, w.slots[t.rank()], s->bound); !bound)
-      failed = op.wrap(std::move(bound).error());
-  }
-  if (!failed) {
-    auto range = address_reservation::reserve(s->size, all[t.rank()].granularity);
-    if (!range)
-      failed = op.wrap(std::move(range).error());
-    else if (auto mapped = range->map(0, s->object, 0, s->size); !mapped)
-      failed = op.wrap(std::move(mapped).error());
-    else if (auto granted = range->set_access(0, s->size, {{location::device(t.options.device), access::read_write}});
-             !granted)
-      failed = op.wrap(std::move(granted).error());  // the reservation unmaps as it goes
+    // 2. Created on the node's lowest rank, imported on the others.
+    if (auto object = detail::create_or_receive(t, devices, s->size, step, until, op))
+      s->object = std::move(*object);
     else
-      s->range = std::move(*range);
-  }
-  PVMM_TRY(detail::agree(t, step, failed, "multicast bound and mapped", until, op));
-  t.adopt(s);
-  return team_multicast(std::move(s));
+      failed = op.wrap(std::move(object).error());
+    // 3. Every device added before any binds.
+    const bool leader = std::find(s->bound_ranks.begin(), s->bound_ranks.end(), t.rank()) != s->bound_ranks.end();
+    if (!failed && leader)
+      if (auto added = s->object.add_device(t.options.device); !added) failed = op.wrap(std::move(added).error());
+    PVMM_TRY(detail::agree(t, step, failed, "multicast devices added", until, op));
+    // 4, 5. Bind (one binding per device), map and grant; the creator holds its reference through the agreement.
+    if (leader) {
+      if (auto bound = detail::bind_slot(s->object, w.slots[t.rank()], s->bound); !bound)
+        failed = op.wrap(std::move(bound).error());
+    }
+    if (!failed) {
+      auto range = address_reservation::reserve(s->size, all[t.rank()].granularity);
+      if (!range)
+        failed = op.wrap(std::move(range).error());
+      else if (auto mapped = range->map(0, s->object, 0, s->size); !mapped)
+        failed = op.wrap(std::move(mapped).error());
+      else if (auto granted = range->set_access(0, s->size, {{location::device(t.options.device), access::read_write}});
+               !granted)
+        failed = op.wrap(std::move(granted).error());  // the reservation unmaps as it goes
+      else
+        s->range = std::move(*range);
+    }
+    PVMM_TRY(detail::agree(t, step, failed, "multicast bound and mapped", until, op));
+    t.adopt(s);
+    return team_multicast(std::move(s));
+  });
 }
 
 status team_multicast::release() noexcept {

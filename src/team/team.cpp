@@ -13,6 +13,7 @@
 
 #include "core/operation.hpp"
 #include "team/bootstrap_common.hpp"
+#include "team/no_throw.hpp"
 #include "team/team_exchange.hpp"
 #include "team/team_state.hpp"
 
@@ -146,62 +147,64 @@ status check_agreement(const std::vector<member_record>& all, const operation& o
 team::team(std::shared_ptr<detail::team_state> state) noexcept : state_(std::move(state)) {}
 
 result<team> team::create(std::shared_ptr<bootstrap> ranks, const team_options& options) {
-  auto args = [&] {
-    return fmt::format("rank={}, size={}, device={}, timeout={}ms", ranks ? ranks->rank() : -1,
-                       ranks ? ranks->size() : -1, options.device, options.timeout.count());
-  };
-  const detail::operation op{"pvmm::team::create", args};
-  if (!ranks) return op.fail(errc::invalid_argument, "no bootstrap given");
-  if (options.timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
-  const deadline until = deadline_in(options.timeout);
-  // A local failure is still announced (its errc in the record), so the other ranks fail at once naming this
-  // rank rather than at their deadline.
-  auto device = query_device(options.device);
-  detail::member_record mine;
-  std::optional<error> failed;
-  if (!device)
-    failed = op.wrap(std::move(device).error());
-  else if (mine = detail::my_record(*ranks, options, *device); !mine.granularity || !mine.reservation_granularity)
-    failed = op.fail(errc::backend_error, fmt::format("device {} answered no granularity", options.device));
-  PVMM_TRY_ASSIGN(all, detail::all_gather(*ranks, 0, mine, failed, "allgather identities", until, op));
-  PVMM_TRY(detail::check_agreement(all, op));
+  return detail::no_throw<result<team>>("pvmm::team::create", [&]() -> result<team> {
+    auto args = [&] {
+      return fmt::format("rank={}, size={}, device={}, timeout={}ms", ranks ? ranks->rank() : -1,
+                         ranks ? ranks->size() : -1, options.device, options.timeout.count());
+    };
+    const detail::operation op{"pvmm::team::create", args};
+    if (!ranks) return op.fail(errc::invalid_argument, "no bootstrap given");
+    if (options.timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
+    const deadline until = deadline_in(options.timeout);
+    // A local failure is still announced (its errc in the record), so the other ranks fail at once naming this
+    // rank rather than at their deadline.
+    auto device = query_device(options.device);
+    detail::member_record mine;
+    std::optional<error> failed;
+    if (!device)
+      failed = op.wrap(std::move(device).error());
+    else if (mine = detail::my_record(*ranks, options, *device); !mine.granularity || !mine.reservation_granularity)
+      failed = op.fail(errc::backend_error, fmt::format("device {} answered no granularity", options.device));
+    PVMM_TRY_ASSIGN(all, detail::all_gather(*ranks, 0, mine, failed, "allgather identities", until, op));
+    PVMM_TRY(detail::check_agreement(all, op));
 
-  auto state = std::make_shared<detail::team_state>();
-  state->ranks = std::move(ranks);
-  state->options = options;
-  if (state->options.access_devices.empty()) state->options.access_devices = {options.device};
-  state->records = all;
-  state->id = all[0].team_id;
-  state->handles = detail::window_properties(options, *device, state->ranks->local_size() < state->size()).exportable;
-  for (const auto& m : all)
-    state->slot_unit = std::max<std::size_t>({state->slot_unit, m.granularity, m.reservation_granularity});
-  std::vector<int> node_ids;  // nodes numbered by their lowest rank
-  for (const auto& m : all) {
-    int index = 0;
-    while (index < static_cast<int>(node_ids.size()) && node_ids[index] != m.node) ++index;
-    if (index == static_cast<int>(node_ids.size())) node_ids.push_back(m.node);
-  }
-  state->node_count = static_cast<int>(node_ids.size());
-  const int me = state->rank();
-  std::vector<int> seen_on_node(node_ids.size(), 0);
-  for (const auto& m : all) {
-    team_member t;
-    t.rank = m.rank;
-    t.node = static_cast<int>(std::find(node_ids.begin(), node_ids.end(), m.node) - node_ids.begin());
-    t.local_rank = seen_on_node[t.node]++;
-    t.pid = m.pid;
-    t.device = m.device;
-    state->members.push_back(t);
-  }
-  for (auto& t : state->members) t.same_device = state->same_device(me, t.rank);
-  if (state->node_ranks().size() > 1) {
-    auto listening = ipc::listener::listen(state->endpoint_of(me));
-    if (!listening) return op.wrap(std::move(listening).error());
-    state->listener = std::move(*listening);
-  }
-  // Every listener exists before any rank makes a window (connects also wait for names, this bounds it).
-  PVMM_TRY(op.step("barrier after listening", [&] { return state->ranks->barrier(until); }));
-  return team(std::move(state));
+    auto state = std::make_shared<detail::team_state>();
+    state->ranks = std::move(ranks);
+    state->options = options;
+    if (state->options.access_devices.empty()) state->options.access_devices = {options.device};
+    state->records = all;
+    state->id = all[0].team_id;
+    state->handles = detail::window_properties(options, *device, state->ranks->local_size() < state->size()).exportable;
+    for (const auto& m : all)
+      state->slot_unit = std::max<std::size_t>({state->slot_unit, m.granularity, m.reservation_granularity});
+    std::vector<int> node_ids;  // nodes numbered by their lowest rank
+    for (const auto& m : all) {
+      int index = 0;
+      while (index < static_cast<int>(node_ids.size()) && node_ids[index] != m.node) ++index;
+      if (index == static_cast<int>(node_ids.size())) node_ids.push_back(m.node);
+    }
+    state->node_count = static_cast<int>(node_ids.size());
+    const int me = state->rank();
+    std::vector<int> seen_on_node(node_ids.size(), 0);
+    for (const auto& m : all) {
+      team_member t;
+      t.rank = m.rank;
+      t.node = static_cast<int>(std::find(node_ids.begin(), node_ids.end(), m.node) - node_ids.begin());
+      t.local_rank = seen_on_node[t.node]++;
+      t.pid = m.pid;
+      t.device = m.device;
+      state->members.push_back(t);
+    }
+    for (auto& t : state->members) t.same_device = state->same_device(me, t.rank);
+    if (state->node_ranks().size() > 1) {
+      auto listening = ipc::listener::listen(state->endpoint_of(me));
+      if (!listening) return op.wrap(std::move(listening).error());
+      state->listener = std::move(*listening);
+    }
+    // Every listener exists before any rank makes a window (connects also wait for names, this bounds it).
+    PVMM_TRY(op.step("barrier after listening", [&] { return state->ranks->barrier(until); }));
+    return team(std::move(state));
+  });
 }
 
 status team::release() noexcept { return detail::release_local(state_, "pvmm::team::release", "team"); }
@@ -209,7 +212,8 @@ status team::release() noexcept { return detail::release_local(state_, "pvmm::te
 void team::abort() noexcept {
   if (!state_) return;
   state_->aborted.store(true, std::memory_order_release);
-  state_->ranks->abort();  // wakes a collective in progress, and tells the other ranks
+  state_->ranks->abort();       // wakes a collective in progress, and tells the other ranks
+  detail::tell_abort(*state_);  // a node-local peer waiting in a step's fd ring waits on the team endpoint, not there
   state_->unmap_peers();
 }
 

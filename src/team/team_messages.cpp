@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "sharing/endpoint_path.hpp"
 #include "team/bootstrap_common.hpp"
 #include "team/team_exchange.hpp"
 #include "team/team_state.hpp"
@@ -125,8 +126,15 @@ result<verdict> judge(const team_state& t, const ipc::connection& c, std::uint32
   const std::vector<int> senders = ranks_with_pid(t, cred.pid);
   const bool known = !senders.empty();
   if (!known && !any_other_namespace(t)) return verdict{{}, fmt::format("pid {} is no rank's", cred.pid)};
-  const auto bound = known ? time_left(until) : std::min(time_left(until), identify_bound);
-  auto got = c.receive(1, sizeof(team_message), bound);
+  // A known rank's message is awaited in slices too: this rank's abort, or the sender's exit, cuts the wait.
+  const deadline give_up = known ? until : std::min(until, later(std::chrono::steady_clock::now(), identify_bound));
+  auto got = c.receive(1, sizeof(team_message), std::min(time_left(give_up), liveness_slice));
+  while (!got && got.code() == errc::timeout && time_left(give_up).count() > 0) {
+    PVMM_TRY(check_aborted(t, op));
+    if (known)
+      if (const auto gone = t.exited(senders); !gone.empty()) return exited_while_waiting(t, gone, what, step, op);
+    got = c.receive(1, sizeof(team_message), std::min(time_left(give_up), liveness_slice));
+  }
   if (!got && !known) return verdict{{}, fmt::format("pid {} sent nothing: {}", cred.pid, got.error().detail)};
   if (!got) {
     error e = std::move(got).error();
@@ -142,7 +150,7 @@ result<verdict> judge(const team_state& t, const ipc::connection& c, std::uint32
   team_message& m = out.header;
   if (got->payload.size() != sizeof m) return wrong(fmt::format("{} bytes, not a team message", got->payload.size()));
   std::memcpy(&m, got->payload.data(), sizeof m);
-  if (m.magic != team_message::magic_value || m.team_id != t.id || m.step != step)
+  if (m.magic != team_message::magic_value || m.team_id != t.id || (m.step != step && m.step != m.abort_step))
     return wrong(fmt::format("a message for team {:x} step {} (expected {:x} step {})", m.team_id, m.step, t.id, step));
   const auto node = t.node_ranks();
   if (m.rank == t.rank() || std::find(node.begin(), node.end(), m.rank) == node.end())
@@ -151,6 +159,7 @@ result<verdict> judge(const team_state& t, const ipc::connection& c, std::uint32
       known ? std::find(senders.begin(), senders.end(), m.rank) != senders.end() : !pid_means_same(t, m.rank);
   if (!claimed || m.secret[0] != t.records[m.rank].secret[0] || m.secret[1] != t.records[m.rank].secret[1])
     return wrong(fmt::format("a message as {} without being it", who(t, m.rank)));
+  if (m.step == m.abort_step) return op.fail(errc::peer_lost, aborted_reason(m.rank));  // any node-local rank's
   if (std::find(waiting.begin(), waiting.end(), m.rank) == waiting.end())
     return op.fail(errc::protocol_error,
                    fmt::format("{} sent a {} it was not asked for (twice)", who(t, m.rank), what));
@@ -169,6 +178,28 @@ status check_aborted(const team_state& t, const operation& op) {
   return op.fail(errc::peer_lost, aborted_reason(t.rank()));
 }
 
+void tell_abort(const team_state& t) noexcept {
+  if (!t.listener.valid()) return;  // no node-local peer
+  try {
+    team_message m;
+    m.step = team_message::abort_step;
+    m.team_id = t.id;
+    m.rank = t.rank();
+    m.failed = static_cast<std::int32_t>(errc::peer_lost);
+    m.secret[0] = t.records[t.rank()].secret[0];
+    m.secret[1] = t.records[t.rank()].secret[1];
+    for (int to : t.node_ranks()) {
+      if (to == t.rank()) continue;
+      ipc::peer_rule rule = ipc::peer_rule::same_user();
+      if (pid_means_same(t, to)) rule.pid = static_cast<pid_t>(t.records[to].pid);
+      // One attempt, no wait: a fresh connection's first small message fits its buffer.
+      if (auto c = ipc::connect(t.endpoint_of(to), std::chrono::milliseconds(0), rule))
+        (void)c->send(nullptr, 0, &m, sizeof m, std::chrono::milliseconds(0));
+    }
+  } catch (...) {  // memory ran out for a name or an error's text: the bootstrap still tells the peers
+  }
+}
+
 status send_message(const team_state& t, int to, team_message m, int fd, deadline until, const operation& op) {
   m.team_id = t.id;
   m.rank = t.rank();
@@ -179,6 +210,7 @@ status send_message(const team_state& t, int to, team_message m, int fd, deadlin
   ipc::peer_rule rule = ipc::peer_rule::same_user();
   if (pid_means_same(t, to)) rule.pid = static_cast<pid_t>(t.records[to].pid);
   // Every listener existed at the team's creation: while `to`'s is not answering, look whether it exited.
+  PVMM_TRY(check_aborted(t, op));
   for (;;) {
     auto c = ipc::connect(t.endpoint_of(to), std::min(time_left(until), liveness_slice), rule);
     if (c) {
@@ -189,6 +221,10 @@ status send_message(const team_state& t, int to, team_message m, int fd, deadlin
     if (c.code() != errc::timeout) return about(t, to, std::move(c).error(), op);
     PVMM_TRY(check_aborted(t, op));
     if (!t.exited({to}).empty()) return exited_while_waiting(t, {to}, "connection", m.step, op);
+    // Its listener lives as long as its team: gone means it released (or aborted and left) its team.
+    if (ipc::probe::nobody_listens(t.endpoint_of(to)))
+      return op.fail(errc::peer_lost, fmt::format("{} left the team (its team endpoint is gone) before team step {}",
+                                                  who(t, to), m.step));
     if (time_left(until).count() == 0)
       return op.fail(errc::timeout, fmt::format("{}'s team endpoint accepted no connection for team step {} before "
                                                 "the deadline",

@@ -84,6 +84,9 @@ struct team_state {
 /// What travels between node-local ranks over the team's endpoints, with at most one fd (fixed layout).
 struct team_message {
   static constexpr std::uint32_t magic_value = 0x47545650;  // "PVTG"
+  /// The step of the message team::abort() sends every node-local peer: taken in any step's ring as the sender's
+  /// abort (peer_lost naming it), so a rank waiting there hears of it at once.
+  static constexpr std::uint32_t abort_step = 0xffffffffu;
   std::uint32_t magic = magic_value;
   std::uint32_t step = 0;
   std::uint64_t team_id = 0;
@@ -107,10 +110,14 @@ status check_aborted(const team_state& t, const operation& op);
 /// Connects to rank `to`'s listener (its pid checked where it means the same here) and sends `m` (its team, rank,
 /// secret and fd flag filled in) with `fd` (-1: none). Errors name rank `to` and its pid.
 status send_message(const team_state& t, int to, team_message m, int fd, deadline until, const operation& op);
+/// team::abort(): tells every node-local peer's listener that this rank aborted (a message of abort_step), each
+/// with one connect attempt that does not wait (a peer whose backlog is full hears it from the bootstrap instead).
+void tell_abort(const team_state& t) noexcept;
 /// Takes the next message of step `step` from one of `waiting` (`what` names it in errors), checked: the team
 /// and step, a rank still awaited, the sender's pid (in this pid namespace) and secret, the fd it announced. A
 /// connection that is no rank's (another user's, another process's, silent, or without the sender's secret) is
-/// dropped and the wait goes on; a timeout then also says how many were dropped.
+/// dropped and the wait goes on; a timeout then also says how many were dropped. A node-local rank's abort message
+/// is errc::peer_lost naming it, in any step; so is this rank's own abort, seen between slices of every wait.
 result<received_message> receive_message(team_state& t, std::uint32_t step, const std::vector<int>& waiting,
                                          const char* what, deadline until, const operation& op);
 /// Ends a collective step: every rank's local outcome (`mine`, empty when it succeeded) allgathered, so every

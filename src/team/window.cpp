@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "team/bootstrap_common.hpp"
+#include "team/no_throw.hpp"
 #include "team/team_exchange.hpp"
 #include "team/window_state.hpp"
 
@@ -99,49 +100,54 @@ result<std::size_t> agree_max_size(window_state& w, const window_options& option
 symmetric_window::symmetric_window(std::shared_ptr<detail::window_state> state) noexcept : state_(std::move(state)) {}
 
 result<symmetric_window> symmetric_window::create(const team& members, const window_options& options) {
-  auto args = [&] {
-    return fmt::format("rank={}, size={:#x}, max_size={:#x}, timeout={}ms", members.rank(), options.size,
-                       options.max_size, options.timeout.count());
-  };
-  const detail::operation op{"pvmm::symmetric_window::create", args};
-  if (!members.valid()) return op.fail(errc::invalid_argument, "the team is empty (released or moved from)");
-  if (options.timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
-  const deadline until = deadline_in(options.timeout);
-  auto w = std::make_shared<detail::window_state>();
-  w->team = members.state_;
-  w->handles = w->team->handles;
-  w->slots = std::vector<detail::window_slot>(members.size());  // built in place: a slot's flag is atomic
-  w->team->adopt(w);
-  PVMM_TRY_ASSIGN(max_size, detail::agree_max_size(*w, options, until, op));
-  w->max_size = max_size;
-  w->stride = max_size;
-  auto range = address_reservation::reserve(w->stride * static_cast<std::size_t>(members.size()));
-  if (!range) {  // still take part, so the others fail at once naming this rank
-    const auto e = op.wrap(std::move(range).error());
-    auto announced = detail::exchange_chunks(*w, physical_allocation(), 0, 0, &e, until, op);
-    return std::move(announced).error();  // this rank's own error (or the step's, if it failed earlier)
-  }
-  w->range = std::move(*range);
-  PVMM_TRY(grow_slot(*w, round_up(options.size, w->team->slot_unit), until, op));
-  return symmetric_window(std::move(w));
+  return detail::no_throw<result<symmetric_window>>(
+      "pvmm::symmetric_window::create", [&]() -> result<symmetric_window> {
+        auto args = [&] {
+          return fmt::format("rank={}, size={:#x}, max_size={:#x}, timeout={}ms", members.rank(), options.size,
+                             options.max_size, options.timeout.count());
+        };
+        const detail::operation op{"pvmm::symmetric_window::create", args};
+        if (!members.valid()) return op.fail(errc::invalid_argument, "the team is empty (released or moved from)");
+        if (options.timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
+        const deadline until = deadline_in(options.timeout);
+        auto w = std::make_shared<detail::window_state>();
+        w->team = members.state_;
+        w->handles = w->team->handles;
+        w->slots = std::vector<detail::window_slot>(members.size());  // built in place: a slot's flag is atomic
+        w->team->adopt(w);
+        PVMM_TRY_ASSIGN(max_size, detail::agree_max_size(*w, options, until, op));
+        w->max_size = max_size;
+        w->stride = max_size;
+        auto range = address_reservation::reserve(w->stride * static_cast<std::size_t>(members.size()));
+        if (!range) {  // still take part, so the others fail at once naming this rank
+          const auto e = op.wrap(std::move(range).error());
+          auto announced = detail::exchange_chunks(*w, physical_allocation(), 0, 0, &e, until, op);
+          return std::move(announced).error();  // this rank's own error (or the step's, if it failed earlier)
+        }
+        w->range = std::move(*range);
+        PVMM_TRY(grow_slot(*w, round_up(options.size, w->team->slot_unit), until, op));
+        return symmetric_window(std::move(w));
+      });
 }
 
 status symmetric_window::grow(std::size_t new_size, std::chrono::milliseconds timeout) {
-  auto args = [&] { return fmt::format("rank={}, new_size={:#x}, timeout={}ms", rank(), new_size, timeout.count()); };
-  const detail::operation op{"pvmm::symmetric_window::grow", args};
-  if (!state_) return op.fail(errc::already_released, "this window is empty (released or moved from)");
-  const deadline until = deadline_in(timeout.count() < 0 ? std::chrono::milliseconds(0) : timeout);
-  const std::size_t rounded = round_up(new_size, state_->team->slot_unit);
-  const std::size_t now = state_->slots[state_->rank()].size;
-  std::optional<error> refused;
-  if (timeout.count() < 0)
-    refused = op.fail(errc::invalid_argument, "the timeout is negative");
-  else if (new_size < now || rounded > state_->max_size)
-    refused = op.fail(errc::out_of_range, fmt::format("a slot grows from {:#x} up to max_size {:#x}; {:#x} asked", now,
-                                                      state_->max_size, new_size));
-  // A refused argument still takes part in the step, so every rank fails at once naming this one.
-  if (refused) return detail::exchange_chunks(*state_, physical_allocation(), now, 0, &*refused, until, op);
-  return grow_slot(*state_, rounded, until, op);
+  return detail::no_throw<status>("pvmm::symmetric_window::grow", [&]() -> status {
+    auto args = [&] { return fmt::format("rank={}, new_size={:#x}, timeout={}ms", rank(), new_size, timeout.count()); };
+    const detail::operation op{"pvmm::symmetric_window::grow", args};
+    if (!state_) return op.fail(errc::already_released, "this window is empty (released or moved from)");
+    const deadline until = deadline_in(timeout.count() < 0 ? std::chrono::milliseconds(0) : timeout);
+    const std::size_t rounded = round_up(new_size, state_->team->slot_unit);
+    const std::size_t now = state_->slots[state_->rank()].size;
+    std::optional<error> refused;
+    if (timeout.count() < 0)
+      refused = op.fail(errc::invalid_argument, "the timeout is negative");
+    else if (new_size < now || rounded > state_->max_size)
+      refused = op.fail(errc::out_of_range, fmt::format("a slot grows from {:#x} up to max_size {:#x}; {:#x} asked",
+                                                        now, state_->max_size, new_size));
+    // A refused argument still takes part in the step, so every rank fails at once naming this one.
+    if (refused) return detail::exchange_chunks(*state_, physical_allocation(), now, 0, &*refused, until, op);
+    return grow_slot(*state_, rounded, until, op);
+  });
 }
 
 namespace detail {
@@ -153,7 +159,9 @@ void window_state::give_up(int owner, std::string why) noexcept {
 
 void window_state::give_up_locked(int owner, std::string why) noexcept {
   window_slot& slot = slots[owner];
-  slot.reason = std::move(why);  // before the flag clears: a reader that sees it cleared reads the reason
+  // A slot given up keeps its first reason (what made the peer unreachable); written under map_lock, which
+  // unmapped_reason() takes to read it.
+  if (!slot.given_up) slot.reason = std::move(why);
   slot.mapped.store(false, std::memory_order_release);
   std::size_t bytes = 0;  // chunks lie back to back from the slot's start
   for (const auto& c : slot.chunks) bytes += c.size();
@@ -226,6 +234,7 @@ void* symmetric_window::peer(int r) const noexcept {
 std::string symmetric_window::unmapped_reason(int r) const {
   if (!state_) return "the window is empty";
   if (r < 0 || r >= size()) return fmt::format("rank {} is not in this window of {} ranks", r, size());
+  const std::lock_guard<std::mutex> hold(state_->map_lock);  // a step or abort may be giving the slot up
   return state_->slots[r].mapped ? std::string() : state_->slots[r].reason;
 }
 

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "team/bootstrap_common.hpp"
+#include "team/no_throw.hpp"
 #include "team/team_exchange.hpp"
 #include "team/window_state.hpp"
 
@@ -60,6 +61,7 @@ void map_peer_chunk(window_state& w, int owner, physical_allocation chunk, std::
   const std::lock_guard<std::mutex> hold(w.map_lock);
   window_slot& slot = w.slots[owner];
   if (slot.given_up) return;
+  slot.chunks.reserve(slot.chunks.size() + 1);  // before mapping: a chunk mapped is always listed (undo finds it)
   std::string why;
   if (w.team->aborted.load(std::memory_order_acquire))
     why = aborted_reason(w.rank());
@@ -252,7 +254,8 @@ status exchange_chunks(window_state& w, physical_allocation mine, std::size_t of
   if (!failed) failed = probe_ring_fds(t, op);
   const std::vector<std::size_t> kept = w.chunk_counts();
   const chunk_record record = prepare_mine(w, mine, offset, chunk_size, failed);
-  auto outcome = [&]() -> status {
+  // Under no_throw, so a step memory ran out in is undone like any failed one.
+  auto outcome = no_throw<status>(op.name(), [&]() -> status {
     PVMM_TRY_ASSIGN(all, all_gather(*t.ranks, step, record, failed, "allgather chunks", until, op));
     for (int r = 0; r < t.size(); ++r) PVMM_TRY(check_record(w, r, all[r], op));
     run_fd_ring(w, step, all, failed, until, op);
@@ -265,7 +268,7 @@ status exchange_chunks(window_state& w, physical_allocation mine, std::size_t of
     }
     for (int r = 0; r < t.size(); ++r) w.slots[r].size = all[r].offset + all[r].size;
     return {};
-  }();
+  });
   if (!outcome) w.undo_step(kept);
   return outcome;
 }

@@ -37,7 +37,7 @@ struct window_slot {
   std::vector<physical_allocation> chunks;  // mapped back to back from the slot's start
   std::atomic<bool> mapped{false};          // read by the accessors on any thread while abort() may clear it
   bool given_up = false;  // a chunk could not be mapped: the peer stays unmapped (no half-mapped slot)
-  std::string reason;     // why not mapped
+  std::string reason;     // why not mapped (guarded by map_lock; a given-up slot keeps its first)
 };
 
 struct window_state final : peer_mappings {

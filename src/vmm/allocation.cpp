@@ -1,4 +1,6 @@
 // physical_allocation: create, read back, retain from an address, export, import.
+#include <new>
+
 #include <fmt/format.h>
 
 #include <pvmm/allocation.hpp>
@@ -51,15 +53,32 @@ location location_as_requested(location requested, location reported) {
   return reported;
 }
 
+/// The owner of a new handle; where memory runs out for it, the handle is released (not left to no one).
+result<std::shared_ptr<allocation_state>> own_handle(allocation_handle handle, std::size_t size, std::size_t minimum,
+                                                     const allocation_properties& p, const operation& op) {
+  try {
+    return std::make_shared<allocation_state>(handle, size, minimum, p);
+  } catch (const std::bad_alloc&) {
+    (void)backend::release(handle);  // rollback: never fault-injected
+    return op.fail(errc::out_of_memory, "memory ran out for the allocation's owner; the allocation was released");
+  }
+}
+
 /// Wraps an imported handle: reads its properties back to learn its granularity; releases it on failure.
 result<physical_allocation> adopt_import(allocation_handle handle, std::size_t size, const operation& op) {
-  auto p = op.step("properties", [&] { return backend::properties(handle); });
-  auto g = p ? cached_granularity(*p) : result<granularity>(p.error());
-  if (!g) {
+  try {
+    auto p = op.step("properties", [&] { return backend::properties(handle); });
+    auto g = p ? cached_granularity(*p) : result<granularity>(p.error());
+    if (!g) {
+      (void)backend::release(handle);  // rollback: never fault-injected
+      return op.wrap(std::move(g).error());
+    }
+    PVMM_TRY_ASSIGN(state, own_handle(handle, size, g->minimum, *p, op));
+    return owner_access::allocation(std::move(state));
+  } catch (const std::bad_alloc&) {  // before an owner took the handle (own_handle releases it itself)
     (void)backend::release(handle);  // rollback: never fault-injected
-    return op.wrap(std::move(g).error());
+    throw;
   }
-  return owner_access::allocation(std::make_shared<allocation_state>(handle, size, g->minimum, *p));
 }
 
 }  // namespace
@@ -84,7 +103,8 @@ result<physical_allocation> physical_allocation::create(std::size_t size, const 
   if (!g) return op.wrap(std::move(g).error());
   PVMM_TRY(detail::check_size(size, g->minimum, "size", op));
   PVMM_TRY_ASSIGN(handle, op.step("create", [&] { return detail::backend::create(properties, size); }));
-  return physical_allocation(std::make_shared<detail::allocation_state>(handle, size, g->minimum, properties));
+  PVMM_TRY_ASSIGN(state, detail::own_handle(handle, size, g->minimum, properties, op));
+  return physical_allocation(std::move(state));
 }
 
 status physical_allocation::release() noexcept {

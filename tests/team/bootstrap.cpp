@@ -338,6 +338,31 @@ TEST_CASE("contract: a group can be made again, and runs many rounds") {
   }
 }
 
+TEST_CASE("contract: two ranks each send 8 MiB to the other, then receive: no deadlock, the bytes arrive") {
+  // On endpoints a send larger than the socket buffer waited for the peer to read, and the peer was sending too:
+  // both waited out the deadline.
+  constexpr std::size_t words = (8u << 20) / sizeof(std::uint32_t);
+  for (const char* a : adapters) {
+    CAPTURE(a);
+    auto g = make_group(a, 2);
+    std::vector<std::string> bad(2);
+    const auto start = std::chrono::steady_clock::now();
+    on_every_rank(2, [&](int r) {
+      std::vector<std::uint32_t> out(words), in(words);
+      for (std::size_t i = 0; i < words; ++i) out[i] = static_cast<std::uint32_t>(i * 2 + static_cast<unsigned>(r));
+      auto sent = g[r]->send(1 - r, 3, out.data(), out.size() * sizeof out[0], pvmm::deadline_in(20s));
+      if (!sent) return void(bad[r] = "send: " + text(sent));
+      auto got = g[r]->receive(1 - r, 3, in.data(), in.size() * sizeof in[0], pvmm::deadline_in(20s));
+      if (!got) return void(bad[r] = "receive: " + text(got));
+      for (std::size_t i = 0; i < words; ++i)
+        if (in[i] != static_cast<std::uint32_t>(i * 2 + static_cast<unsigned>(1 - r)))
+          return void(bad[r] = "word " + std::to_string(i) + " is wrong");
+    });
+    for (auto& b : bad) CHECK_MESSAGE(b.empty(), b);
+    CHECK(std::chrono::steady_clock::now() - start < 10s);
+  }
+}
+
 TEST_CASE("contract: send and receive match tags, keep other tags for later, and check sizes") {
   for (const char* a : adapters) {
     CAPTURE(a);
@@ -482,6 +507,56 @@ TEST_CASE("endpoints: strangers at the root are dropped and the real ranks still
     ::kill(c, SIGKILL);
     ::waitpid(c, nullptr, 0);
   }
+}
+
+TEST_CASE("endpoints: a rank whose point-to-point listener failed still sends, and its receive says why it fails") {
+  // Another listener holds rank 1's point-to-point name while the group forms. Before, rank 1's send failed with
+  // its own listener's error.
+  const std::string name = unique_name("p2p-taken");
+  auto squatter = pvmm::ipc::listener::listen(name + "#p2p-1");
+  REQUIRE(squatter);
+  auto g = make_group("endpoints", 2, name);
+  const std::uint64_t sent = 0x1234567890abcdefull;
+  std::uint64_t got = 0;
+  pvmm::status receive_back;
+  on_every_rank(2, [&](int r) {
+    if (r == 1) {
+      auto ok = g[1]->send(0, 5, &sent, sizeof sent, pvmm::deadline_in(10s));
+      CHECK_MESSAGE(ok, text(ok));
+    } else {
+      auto ok = g[0]->receive(1, 5, &got, sizeof got, pvmm::deadline_in(10s));
+      CHECK_MESSAGE(ok, text(ok));
+    }
+  });
+  CHECK(got == sent);
+  const auto start = std::chrono::steady_clock::now();
+  receive_back = g[1]->receive(0, 5, &got, sizeof got, pvmm::deadline_in(10s));
+  CHECK(std::chrono::steady_clock::now() - start < 1s);
+  CHECK_MESSAGE(receive_back.code() == errc::address_unavailable, text(receive_back));
+  g[0]->abort();
+  g[1]->abort();
+}
+
+TEST_CASE("endpoints: a first send waiting for the peer's point-to-point listener hears an abort at once") {
+  // Rank 1's point-to-point name was taken while the group formed, then let go: nothing listens there, and rank 0's
+  // first send to rank 1 waits for a listener. Rank 1 aborts: before, rank 0 waited out its deadline in connect.
+  const std::string name = unique_name("p2p-gone");
+  auto squatter = pvmm::ipc::listener::listen(name + "#p2p-1");
+  REQUIRE(squatter);
+  auto g = make_group("endpoints", 2, name);
+  *squatter = pvmm::ipc::listener();
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(300ms);
+    g[1]->abort();
+  });
+  const std::uint32_t value = 7;
+  const auto start = std::chrono::steady_clock::now();
+  auto got = g[0]->send(1, 1, &value, sizeof value, pvmm::deadline_in(20s));
+  const auto took = std::chrono::steady_clock::now() - start;
+  aborter.join();
+  CHECK_MESSAGE(got.code() == errc::peer_lost, text(got));
+  CHECK_MESSAGE(names(got, "rank 1 aborted"), text(got));
+  CHECK(took < 3s);
 }
 
 TEST_CASE("endpoints: errors name the rank they concern, with its pid") {

@@ -51,6 +51,8 @@ void write_and_verify(verdict& v, pvmm::bootstrap& b, const pvmm::symmetric_wind
 void fd_short_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b);
 /// The aborted case (abort_case.cpp).
 void aborted_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool process_wide);
+/// The ring-aborted case (ring_abort_case.cpp): rank 0 aborts while its peers wait in the fd ring.
+void ring_aborted_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b);
 /// The multicast case: not_supported naming the ranks where the backend has none, else (only with
 /// PVMM_ENABLE_MULTICAST_TESTS=1) a store through the multicast address read back from every bound slot.
 void multicast_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool process_wide);

@@ -336,6 +336,8 @@ verdict run_case(const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
     fd_short_case(v, ranks);
   else if (p.name == "aborted")
     aborted_case(v, ranks, p.one_rank_per_process);
+  else if (p.name == "ring-aborted")
+    ring_aborted_case(v, ranks);
   else if (p.name == "cycles")
     cycles_case(v, ranks, p.cycles, p.one_rank_per_process);
   else

@@ -56,6 +56,7 @@ struct team_leak_check {
 bool applies(const std::string& name, int n) {
   if (name.rfind("killed-", 0) == 0) return n == 2 || n == 4;
   if (name == "fd-short") return n >= 2;
+  if (name == "ring-aborted") return n == 2 || n == 4;
   return n >= 2 || (name != "late" && name != "mismatch" && name != "version" && name != "aborted");
 }
 
@@ -214,6 +215,12 @@ TEST_SUITE("team") {
   }
   TEST_CASE("endpoints: a rank out of fds at window create: every rank fails at once naming it") {
     for_each_size("endpoints", "fd-short", 0, endpoint_processes);
+  }
+  TEST_CASE("threads: team::abort reaches a peer waiting in the fd ring at once (peer_lost naming the rank)") {
+    for_each_size("threads", "ring-aborted", 0, [](const case_params& p, int n) { threads_adapter(p, n, false); });
+  }
+  TEST_CASE("endpoints: team::abort reaches a peer waiting in the fd ring at once (peer_lost naming the rank)") {
+    for_each_size("endpoints", "ring-aborted", 0, endpoint_processes);
   }
   TEST_CASE("store (directory): a rank killed at each team step: every survivor returns within its deadline") {
     killed_at_each_step("store (directory)", directory_store_processes);

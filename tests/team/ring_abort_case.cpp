@@ -1,0 +1,71 @@
+// The ring-aborted team case (cases.hpp): team::abort() reaches a node-local peer that waits inside a step's fd
+// ring (on the team endpoints, not the bootstrap) at once.
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <pvmm/team.hpp>
+
+#include "case_support.hpp"
+#include "cases.hpp"
+
+namespace pvmm_team_test {
+
+using namespace std::chrono_literals;
+using pvmm::errc;
+
+namespace {
+
+// How long rank 0 stays away from the ring after aborting: its peers must not need it to return.
+constexpr auto away = 3s;
+
+// Rank 0's bootstrap: once armed, the second allgather (window create's chunk records, after its window sizes)
+// completes, then rank 0 aborts its team and stays away; its peers are in the fd ring by then, waiting for its
+// message.
+class aborting_bootstrap : public forwarding_bootstrap {
+ public:
+  using forwarding_bootstrap::forwarding_bootstrap;
+  pvmm::team* team = nullptr;
+  int allgathers_left = -1;  // armed: counts down to the chunk records
+
+ protected:
+  pvmm::status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t collective,
+                            pvmm::deadline until) override {
+    auto done = forwarding_bootstrap::do_allgather(mine, bytes, all, collective, until);
+    if (done && team && allgathers_left > 0 && --allgathers_left == 0) {
+      team->abort();
+      std::this_thread::sleep_for(away);
+    }
+    return done;
+  }
+};
+
+}  // namespace
+
+// "ring-aborted": rank 0 aborts while every other rank waits in window create's fd ring for its message. Every
+// other rank returns peer_lost naming rank 0 well before rank 0 comes back (and before its 20 s deadline).
+void ring_aborted_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
+  std::shared_ptr<aborting_bootstrap> wrapper;
+  if (b->rank() == 0) b = wrapper = std::make_shared<aborting_bootstrap>(b);
+  auto t = pvmm::team::create(b, team_options_for(*b));
+  if (!t) return v.check(false, where(*b) + "team::create: " + t.error().message());
+  if (wrapper) {
+    wrapper->team = &*t;
+    wrapper->allgathers_left = 2;
+  }
+  pvmm::window_options o;
+  o.size = 2u << 20;
+  o.timeout = 20s;
+  const auto start = std::chrono::steady_clock::now();
+  auto w = pvmm::symmetric_window::create(*t, o);
+  const auto took = std::chrono::steady_clock::now() - start;
+  v.check(!w && w.code() == errc::peer_lost && w.error().message().find("rank 0") != std::string::npos,
+          where(*b) + "expected peer_lost naming rank 0, got " + (w ? "success" : w.error().message()));
+  if (b->rank() == 0) return;
+  v.check(took < away / 2, where(*b) + "heard of rank 0's abort in the fd ring only after " +
+                               std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()) +
+                               " ms: " + (w ? std::string("success") : w.error().message()));
+}
+
+}  // namespace pvmm_team_test
