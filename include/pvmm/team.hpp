@@ -56,7 +56,11 @@ namespace pvmm {
 namespace detail {
 struct team_state;
 struct window_state;
+struct window_access;
 }  // namespace detail
+
+class physical_allocation;
+class growable_buffer;
 
 /// What the team knows of one rank.
 struct team_member {
@@ -121,6 +125,22 @@ class symmetric_window : detail::move_only {
   /// Collective over `members`: every rank calls it, in the same order as its other collectives.
   static result<symmetric_window> create(const team& members, const window_options& options);
 
+  /// Collective, as create, but this rank's slot is memory the caller made (NCCL's ncclCommWindowRegister,
+  /// MSCCL++'s registerMemory): a physical allocation, or a growable buffer's chunks (its size() now, mapped back
+  /// to back). No copy: the window maps that memory and holds its own reference (as a mapping does); the caller
+  /// keeps ownership and may release its owner at once. options.size is 0 or the memory's size; max_size as in
+  /// create (0: the largest size any rank contributes). Memory that cannot be shared is refused on this rank before
+  /// any exchange, and every rank fails at once naming it: empty memory (invalid_argument), another device's or
+  /// host memory (invalid_argument: it must be on the team's device()), not exportable as the team needs
+  /// (handle_type_not_requested: posix_fd when a peer is on this node, fabric when one is on another node and the
+  /// device has fabric handles), a size or chunk not a multiple of every rank's granularity (invalid_size). A rank
+  /// calling create while another calls create_from is team_mismatch on every rank.
+  /// grow() works on such a window: the slot grows past the caller's memory with memory the window allocates.
+  static result<symmetric_window> create_from(const team& members, const physical_allocation& memory,
+                                              const window_options& options = {});
+  static result<symmetric_window> create_from(const team& members, const growable_buffer& memory,
+                                              const window_options& options = {});
+
   symmetric_window() noexcept = default;  ///< empty (the private constructor below hides the implicit one)
 
   /// Unmaps every slot and gives this rank's references back now (local: never waits for peers).
@@ -147,6 +167,10 @@ class symmetric_window : detail::move_only {
 
  private:
   friend class team_multicast;
+  friend struct detail::window_access;  // the heap's view of the window's state
+  static result<symmetric_window> create_over(const team& members,
+                                              const std::vector<const physical_allocation*>& memory,
+                                              const window_options& options, const char* what);
   explicit symmetric_window(std::shared_ptr<detail::window_state> state) noexcept;
   std::shared_ptr<detail::window_state> state_;  // shared only so the owner needs no complete type to be destroyed
 };
