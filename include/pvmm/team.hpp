@@ -105,6 +105,23 @@ class team : detail::move_only {
   bool same_node(int peer) const noexcept;
   bootstrap& ranks() const noexcept;
 
+  /// A split's color for a rank that joins no sub-team (any negative color says the same).
+  static constexpr int no_color = -1;
+  /// The parent bootstrap's tags from here on (to 32047, below MPI's least MPI_TAG_UB) carry sub-teams'
+  /// collectives: a caller's own send/receive on a team's bootstrap keeps below it while sub-teams are alive.
+  static constexpr int split_tag_first = 30000;
+  /// Collective over this team (MPI_Comm_split, NVSHMEM's team_split_strided): the ranks that pass the same color
+  /// >= 0 form a sub-team, ranked by (key, rank in this team); a rank passing a negative color (no_color) gets an
+  /// empty team. No new rendezvous: the sub-team's bootstrap runs over this team's (its allgathers as tagged
+  /// send/receive through the sub-team's rank 0, one tag per split, see split_tag_first; threads, endpoints, store
+  /// and mpi adapters all have them), under the caller's timeout, and is a bootstrap like any (ranks() of the
+  /// sub-team; windows, heaps and further splits work over it, nested at most 8 deep). The sub-team has this
+  /// team's options (device, access devices). Aborting either gives up on both (they share one transport); a
+  /// member that is lost or late makes the others fail within the timeout as any team step. The sub-team keeps
+  /// this team's bootstrap alive, not the team itself. Errors: the colors' allgather as every team step (timeout,
+  /// peer_lost, team_mismatch naming the rank); then team::create's over the sub-team.
+  result<team> split(int color, int key, std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
+
  private:
   friend class symmetric_window;
   explicit team(std::shared_ptr<detail::team_state> state) noexcept;

@@ -203,6 +203,80 @@ void heap_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
   v.check(whole && whole->offset() == 0, where(*b) + "the holes were not coalesced");
 }
 
+// split into odd and even ranks (ranked by descending parent rank: key = -rank), a window on each sub-team with its
+// data read back by the sub-team's members; a split leaving rank 0 out (an empty team); then the parent team's
+// collectives still work (the sub-teams' messages did not disturb them).
+void split_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
+  auto t = pvmm::team::create(b, team_options_for(*b));
+  if (!t) return v.check(false, where(*b) + "team::create: " + t.error().message());
+  const int n = b->size(), me = b->rank();
+  {
+    auto sub = t->split(me % 2, -me, 20s);
+    if (!sub) return v.check(false, where(*b) + "split: " + sub.error().message());
+    int expected_size = 0, expected_rank = 0;
+    for (int r = 0; r < n; ++r)
+      if (r % 2 == me % 2) {
+        ++expected_size;
+        if (r > me) ++expected_rank;
+      }
+    v.check(sub->size() == expected_size && sub->rank() == expected_rank && sub->ranks().rank() == expected_rank,
+            where(*b) + "sub-team rank " + std::to_string(sub->rank()) + " of " + std::to_string(sub->size()) +
+                ", expected " + std::to_string(expected_rank) + " of " + std::to_string(expected_size));
+    pvmm::window_options o;
+    o.size = unit;
+    o.timeout = 20s;
+    auto w = pvmm::symmetric_window::create(*sub, o);
+    if (!w) return v.check(false, where(*b) + "window on the sub-team: " + w.error().message());
+    v.check(w->size() == expected_size, where(*b) + "the sub-team's window has another size");
+    write_and_verify(v, sub->ranks(), *w, 5);
+  }
+  {
+    auto rest = t->split(me == 0 ? pvmm::team::no_color : 7, 0, 20s);
+    if (!rest) return v.check(false, where(*b) + "split leaving rank 0 out: " + rest.error().message());
+    v.check(me == 0 ? !rest->valid() : rest->valid() && rest->size() == n - 1 && rest->rank() == me - 1,
+            where(*b) + "the split leaving rank 0 out");
+    if (me != 0 && rest->valid()) {
+      pvmm::heap_options ho;
+      ho.size = unit;
+      ho.timeout = 20s;
+      auto h = pvmm::symmetric_heap::create(*rest, ho);
+      if (!h) return v.check(false, where(*b) + "heap on the sub-team: " + h.error().message());
+      auto blk = h->allocate(4096, 256, 20s);
+      if (!blk) return v.check(false, where(*b) + "heap allocate on the sub-team: " + blk.error().message());
+      write_then_read_all(v, rest->ranks(), blk->local(), 4096, 6, [&](int r) { return blk->peer(r); });
+    }
+  }
+  pvmm::window_options o;
+  o.size = unit;
+  o.timeout = 20s;
+  auto w = pvmm::symmetric_window::create(*t, o);
+  if (!w) return v.check(false, where(*b) + "window on the parent after the splits: " + w.error().message());
+  write_and_verify(v, *b, *w, 8);
+}
+
+// After a split, sub-team rank 0 of the odd ranks (parent rank 1) gives up instead of making a window: every other
+// odd rank's window create fails with peer_lost or timeout within its deadline; the even ranks return within theirs.
+void split_lost_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
+  auto t = pvmm::team::create(b, team_options_for(*b));
+  if (!t) return v.check(false, where(*b) + "team::create: " + t.error().message());
+  const int me = b->rank();
+  auto sub = t->split(me % 2, me, 20s);
+  if (!sub) return v.check(false, where(*b) + "split: " + sub.error().message());
+  auto settled = b->barrier(pvmm::deadline_in(20s));  // every split returned before rank 1 gives up
+  if (!settled) return v.check(false, where(*b) + "barrier after the split: " + settled.error().message());
+  if (me == 1) return sub->abort();
+  pvmm::window_options o;
+  o.size = unit;
+  o.timeout = 2000ms;
+  const auto start = std::chrono::steady_clock::now();
+  auto w = pvmm::symmetric_window::create(*sub, o);
+  const auto took = std::chrono::steady_clock::now() - start;
+  v.check(took < 6s, where(*b) + "the window create returned long after its 2 s deadline");
+  if (me % 2 == 1)
+    v.check(!w && (w.code() == errc::peer_lost || w.code() == errc::timeout),
+            where(*b) + "expected peer_lost or timeout, got " + (w ? "a window" : w.error().message()));
+}
+
 }  // namespace
 
 bool run_mem_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
@@ -212,6 +286,10 @@ bool run_mem_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootst
     from_refused_case(v, std::move(ranks));
   else if (p.name == "mem-heap")
     heap_case(v, std::move(ranks));
+  else if (p.name == "mem-split")
+    split_case(v, std::move(ranks));
+  else if (p.name == "mem-split-lost")
+    split_lost_case(v, std::move(ranks));
   else
     return false;
   return true;

@@ -215,6 +215,12 @@ void killed_at_each_step(const std::string& adapter, void (*run)(const case_para
   }                                                                                                               \
   TEST_CASE(adapter ": a symmetric heap: same offsets, reuse, growth, mismatch on every rank") {                  \
     for_each_size(adapter, "mem-heap", 0, body);                                                                  \
+  }                                                                                                               \
+  TEST_CASE(adapter ": team::split into odd and even ranks, windows and a heap on the sub-teams") {               \
+    for_each_size(adapter, "mem-split", 0, body);                                                                 \
+  }                                                                                                               \
+  TEST_CASE(adapter ": a sub-team whose rank 0 gives up: its members return within their deadline") {             \
+    for_each_size(adapter, "mem-split-lost", 0, body);                                                            \
   }
 
 TEST_SUITE("team") {
