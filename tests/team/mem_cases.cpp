@@ -109,6 +109,28 @@ void from_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
 void from_refused_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
   auto t = pvmm::team::create(b, team_options_for(*b));
   if (!t) return v.check(false, where(*b) + "team::create: " + t.error().message());
+  // Rank 0 offers no memory (an empty owner), then another device's memory where there is one: invalid_argument
+  // on every rank, naming rank 0; the team goes on (each refusal travelled in the step's envelope).
+  {
+    auto good = pvmm::physical_allocation::create(unit, slot_properties(*t, pvmm::handle_types::posix_fd));
+    if (!good) return v.check(false, where(*b) + "allocation: " + good.error().message());
+    pvmm::physical_allocation empty;
+    pvmm::window_options o;
+    o.timeout = 5s;
+    auto w = pvmm::symmetric_window::create_from(*t, b->rank() == 0 ? empty : *good, o);
+    v.check(!w && w.code() == errc::invalid_argument && w.error().message().find("rank 0") != std::string::npos,
+            where(*b) + "empty memory on rank 0: got " + (w ? "a window" : w.error().message()));
+    const int devices = pvmm::device_count().value_or(1);
+    if (devices > 1) {
+      pvmm::allocation_properties other = slot_properties(*t, pvmm::handle_types::posix_fd);
+      other.location = pvmm::location::device((t->device() + 1) % devices);
+      auto elsewhere = pvmm::physical_allocation::create(unit, other);
+      if (!elsewhere) return v.check(false, where(*b) + "allocation elsewhere: " + elsewhere.error().message());
+      auto x = pvmm::symmetric_window::create_from(*t, b->rank() == 0 ? *elsewhere : *good, o);
+      v.check(!x && x.code() == errc::invalid_argument && x.error().message().find("rank 0") != std::string::npos,
+              where(*b) + "another device's memory on rank 0: got " + (x ? "a window" : x.error().message()));
+    }
+  }
   const int refuser = b->size() - 1;
   auto a = pvmm::physical_allocation::create(
       unit, slot_properties(*t, b->rank() == refuser ? pvmm::handle_types::none : pvmm::handle_types::posix_fd));
