@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <pvmm/allocation.hpp>
+#include <pvmm/diagnostics.hpp>
 #include <pvmm/growable_buffer.hpp>
 #include <pvmm/symmetric_heap.hpp>
 #include <pvmm/team.hpp>
@@ -14,6 +15,7 @@
 
 #include "case_support.hpp"
 #include "cases.hpp"
+#include "open_fds.hpp"
 
 namespace pvmm_team_test {
 
@@ -302,6 +304,31 @@ void split_lost_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
 }  // namespace
 
 bool run_mem_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
+  // Where a rank is a process, what the case leaves behind is its own: fds, threads and live objects as before
+  // (ranks that are threads share them; the suite checks the process once they are done).
+  const std::string who = where(*ranks);
+  const auto fds = pvmm_test::open_fd_count();
+  const auto threads = pvmm_test::live_thread_count();
+  const auto live = pvmm::query_live_objects();
+  struct leak_check {
+    verdict& v;
+    bool on, split;
+    std::string who;
+    std::size_t fds, threads;
+    pvmm::live_objects live;
+    ~leak_check() {
+      if (!on) return;
+      const auto now = pvmm::query_live_objects();
+      v.check(
+          now.allocations == live.allocations && now.reservations == live.reservations && now.mappings == live.mappings,
+          who + "allocations, reservations or mappings left after the case");
+      // A split's messages open the parent bootstrap's point-to-point connections (endpoints), which it keeps for
+      // its life: the caller's bootstrap's fds, not the case's.
+      v.check(split || pvmm_test::open_fd_count() <= fds, who + "fds: " + std::to_string(fds) + " before, " +
+                                                              std::to_string(pvmm_test::open_fd_count()) + " after");
+      v.check(pvmm_test::live_thread_count() <= threads, who + "threads left after the case");
+    }
+  } leaks{v, p.one_rank_per_process, p.name.rfind("mem-split", 0) == 0, who, fds, threads, live};
   if (p.name == "mem-from")
     from_case(v, std::move(ranks));
   else if (p.name == "mem-from-refused")
