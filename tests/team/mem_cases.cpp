@@ -1,9 +1,13 @@
 // The team memory cases (issue 35, items 4-6): windows over the caller's memory (create_from), the symmetric heap,
 // and team::split. Each body runs on one rank, under every adapter (suite.cpp, rank_main.cpp).
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <pvmm/allocation.hpp>
@@ -301,6 +305,32 @@ void split_lost_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
             where(*b) + "expected peer_lost or timeout, got " + (w ? "a window" : w.error().message()));
 }
 
+// The last rank is gone before the split: a process exits (as if killed; it reports success, the others are
+// checked), a thread stays away past the others' deadline. Every other rank's split fails within its deadline with
+// peer_lost or timeout, naming the rank where the adapter can know it.
+void split_dead_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, const case_params& p) {
+  auto t = pvmm::team::create(b, team_options_for(*b));
+  if (!t) return v.check(false, where(*b) + "team::create: " + t.error().message());
+  const int gone = b->size() - 1;
+  if (b->rank() == gone) {
+    if (p.one_rank_per_process) {
+      std::fflush(stdout);
+      ::_exit(0);
+    }
+    std::this_thread::sleep_for(2500ms);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto sub = t->split(b->rank() % 2, 0, 1500ms);
+  const auto took = std::chrono::steady_clock::now() - start;
+  v.check(!sub && (sub.code() == errc::peer_lost || sub.code() == errc::timeout),
+          where(*b) + "expected peer_lost or timeout, got " + (sub ? "a team" : sub.error().message()));
+  if (!sub && p.adapter_names_missing_rank)
+    v.check(sub.error().message().find("rank " + std::to_string(gone)) != std::string::npos,
+            where(*b) + "the error does not name rank " + std::to_string(gone) + ": " + sub.error().message());
+  v.check(took < 5s, where(*b) + "the split returned long after its 1.5 s deadline");
+}
+
 }  // namespace
 
 bool run_mem_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
@@ -337,6 +367,8 @@ bool run_mem_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootst
     heap_case(v, std::move(ranks));
   else if (p.name == "mem-split")
     split_case(v, std::move(ranks));
+  else if (p.name == "mem-split-dead")
+    split_dead_case(v, std::move(ranks), p);
   else if (p.name == "mem-split-lost")
     split_lost_case(v, std::move(ranks));
   else

@@ -221,6 +221,9 @@ void killed_at_each_step(const std::string& adapter, void (*run)(const case_para
   }                                                                                                               \
   TEST_CASE(adapter ": a sub-team whose rank 0 gives up: its members return within their deadline") {             \
     for_each_size(adapter, "mem-split-lost", 0, body);                                                            \
+  }                                                                                                               \
+  TEST_CASE(adapter ": a rank gone before a split: every other returns within its deadline naming it") {          \
+    for_each_size(adapter, "mem-split-dead", 0, body);                                                            \
   }
 
 TEST_SUITE("team") {
