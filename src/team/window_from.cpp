@@ -19,16 +19,8 @@
 #include "team/window_state.hpp"
 
 namespace pvmm {
+using detail::from_request;
 namespace {
-
-// What each rank contributes to a window over its own memory (fixed layout; a size unlike window_request's, so a
-// rank calling create beside one calling create_from fails the allgather with team_mismatch on every rank).
-struct from_request {
-  std::uint64_t size = 0;      // the memory's bytes, all chunks
-  std::uint64_t max_size = 0;  // as window_options::max_size
-  std::uint64_t chunks = 0;    // how many chunk steps this rank needs
-  std::uint64_t reserved = 0;
-};
 
 bool exports_as(handle_types set, handle_types type) {
   return (static_cast<std::uint32_t>(set) & static_cast<std::uint32_t>(type)) != 0;
@@ -135,6 +127,11 @@ result<symmetric_window> symmetric_window::create_over(const team& members,
     PVMM_TRY(detail::exchange_chunks(*w, std::move(shared), offset, bytes, nullptr, until, op));
     offset += bytes;
   }
+  // What every rank mapped is what it announced (the same slot sizes on every rank: the check agrees everywhere).
+  for (int r = 0; r < t.size(); ++r)
+    if (w->slots[r].size != all[r].size)
+      return op.fail(errc::protocol_error, fmt::format("rank {} announced {:#x} bytes and contributed {:#x}", r,
+                                                       all[r].size, w->slots[r].size));
   return symmetric_window(std::move(w));
 }
 

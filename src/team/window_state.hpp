@@ -22,6 +22,16 @@ struct window_request {
   std::uint64_t max_size = 0;
 };
 
+// What each rank contributes to a window over its own memory (create_from; fixed layout, a size unlike
+// window_request's, so a rank calling create beside one calling create_from fails the allgather with
+// team_mismatch on every rank).
+struct from_request {
+  std::uint64_t size = 0;      // the memory's bytes, all chunks
+  std::uint64_t max_size = 0;  // as window_options::max_size
+  std::uint64_t chunks = 0;    // how many chunk steps this rank needs
+  std::uint64_t reserved = 0;
+};
+
 // What each rank says of its new chunk (fixed layout; travels in the step's all_gather).
 struct chunk_record {
   std::uint64_t offset = 0;  // where the chunk goes in the rank's slot
