@@ -152,7 +152,9 @@ class symmetric_window : detail::move_only {
   /// (handle_type_not_requested: posix_fd when a peer is on this node, fabric when one is on another node and the
   /// device has fabric handles), a size or chunk not a multiple of every rank's granularity (invalid_size). A rank
   /// calling create while another calls create_from is team_mismatch on every rank.
-  /// grow() works on such a window: the slot grows past the caller's memory with memory the window allocates.
+  /// A later resize of the growable buffer does not change the window: it keeps (and keeps alive) the chunks it
+  /// mapped, and new chunks are not in it (make a new window). grow() works on such a window: the slot grows past
+  /// the caller's memory with memory the window allocates.
   static result<symmetric_window> create_from(const team& members, const physical_allocation& memory,
                                               const window_options& options = {});
   static result<symmetric_window> create_from(const team& members, const growable_buffer& memory,
