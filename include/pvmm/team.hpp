@@ -118,8 +118,10 @@ class team : detail::move_only {
   /// sub-team; windows, heaps and further splits work over it, nested at most 8 deep). The sub-team has this
   /// team's options (device, access devices). Aborting either gives up on both (they share one transport); a
   /// member that is lost or late makes the others fail within the timeout as any team step. The sub-team keeps
-  /// this team's bootstrap alive, not the team itself. Errors: the colors' allgather as every team step (timeout,
-  /// peer_lost, team_mismatch naming the rank); then team::create's over the sub-team.
+  /// this team's bootstrap alive, not the team itself. The sub-team's bootstrap's send/receive are this team's
+  /// bootstrap's, to the parent rank with the same tag (one tag space: keep a caller's tags below split_tag_first).
+  /// Errors: the colors' allgather as every team step (timeout, peer_lost, team_mismatch naming the rank); then
+  /// team::create's over the sub-team.
   result<team> split(int color, int key, std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
 
  private:

@@ -70,14 +70,10 @@ class split_bootstrap final : public bootstrap {
     return e;
   }
   status send_to(int r, const void* data, std::size_t bytes, deadline until) {
-    auto sent = parent_->send(members_[r], tag_, data, bytes, until);
-    if (!sent) return about(r, std::move(sent).error());
-    return {};
+    return send_tagged(r, tag_, data, bytes, until);
   }
   status receive_from(int r, void* data, std::size_t bytes, deadline until) {
-    auto got = parent_->receive(members_[r], tag_, data, bytes, until);
-    if (!got) return about(r, std::move(got).error());
-    return {};
+    return do_receive(r, tag_, data, bytes, until);
   }
 
   status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t collective,
@@ -154,6 +150,22 @@ class split_bootstrap final : public bootstrap {
       if (!refused && bytes > 0) PVMM_TRY(send_to(r, out, bytes * members_.size(), until));
     }
     if (refused) return *refused;
+    return {};
+  }
+
+  // Point-to-point messages travel as the parent's, to the parent rank, with the same tag: a sub-team shares its
+  // parent's tag space (team::split_tag_first). A nested split's tags (depth > 0) pass through here.
+  status do_send(int peer, int tag, const void* data, std::size_t bytes, deadline until) override {
+    return send_tagged(peer, tag, data, bytes, until);
+  }
+  status do_receive(int peer, int tag, void* data, std::size_t bytes, deadline until) override {
+    auto got = parent_->receive(members_[peer], tag, data, bytes, until);
+    if (!got) return about(peer, std::move(got).error());
+    return {};
+  }
+  status send_tagged(int peer, int tag, const void* data, std::size_t bytes, deadline until) {
+    auto sent = parent_->send(members_[peer], tag, data, bytes, until);
+    if (!sent) return about(peer, std::move(sent).error());
     return {};
   }
 

@@ -256,6 +256,15 @@ void split_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
     if (!w) return v.check(false, where(*b) + "window on the sub-team: " + w.error().message());
     v.check(w->size() == expected_size, where(*b) + "the sub-team's window has another size");
     write_and_verify(v, sub->ranks(), *w, 5);
+    // A split of the sub-team (every member the same color): its collectives travel through the sub-team's
+    // bootstrap to the parent's, on the next depth's tags, while the sub-team's window stays mapped.
+    auto nested = sub->split(0, 0, 20s);
+    if (!nested) return v.check(false, where(*b) + "nested split: " + nested.error().message());
+    v.check(nested->size() == sub->size() && nested->rank() == sub->rank(), where(*b) + "the nested sub-team");
+    auto nw = pvmm::symmetric_window::create(*nested, o);
+    if (!nw) return v.check(false, where(*b) + "window on the nested sub-team: " + nw.error().message());
+    write_and_verify(v, nested->ranks(), *nw, 9);
+    write_and_verify(v, sub->ranks(), *w, 10);
   }
   {
     auto rest = t->split(me == 0 ? pvmm::team::no_color : 7, 0, 20s);
