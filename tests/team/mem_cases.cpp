@@ -107,6 +107,26 @@ void from_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
   auto grown = w->grow(3 * unit, 20s);
   if (!grown) return v.check(false, where(*b) + "grow past the caller's memory: " + grown.error().message());
   write_then_read_all(v, *b, w->local(), 3 * unit, 3, [&](int r) { return w->peer(r); });
+  // A heap over a window of the caller's memory (symmetric_heap::over): the first block fills the allocation, the
+  // next grows the window past it.
+  auto mem = pvmm::physical_allocation::create(unit, props);
+  if (!mem) return v.check(false, where(*b) + "allocation: " + mem.error().message());
+  pvmm::window_options ho;
+  ho.max_size = 2 * unit;
+  ho.timeout = 20s;
+  auto hw = pvmm::symmetric_window::create_from(*t, *mem, ho);
+  if (!hw) return v.check(false, where(*b) + "create_from for the heap: " + hw.error().message());
+  auto heap = pvmm::symmetric_heap::over(std::move(*hw));
+  if (!heap) return v.check(false, where(*b) + "symmetric_heap::over: " + heap.error().message());
+  v.check(heap->statistics().capacity == unit && heap->statistics().max_size == 2 * unit,
+          where(*b) + "the heap over the window spans the caller's allocation, up to max_size");
+  auto whole = heap->allocate(unit, 256, 20s);
+  v.check(whole && whole->offset() == 0, where(*b) + "a block filling the caller's allocation");
+  if (whole) write_then_read_all(v, *b, whole->local(), unit, 4, [&](int r) { return whole->peer(r); });
+  auto next = heap->allocate(4096, 256, 20s);
+  v.check(next && next->offset() == unit && heap->statistics().grow_count == 1,
+          where(*b) + "the next block grows the window past the caller's memory: " +
+              (next ? "no growth" : next.error().message()));
 }
 
 // The last rank offers memory it cannot share (not exportable as a POSIX fd; its node has peers): every rank fails
