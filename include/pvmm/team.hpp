@@ -59,7 +59,11 @@ namespace pvmm {
 namespace detail {
 struct team_state;
 struct window_state;
+struct window_access;
 }  // namespace detail
+
+class physical_allocation;
+class growable_buffer;
 
 /// What the team knows of one rank.
 struct team_member {
@@ -104,6 +108,25 @@ class team : detail::move_only {
   bool same_node(int peer) const noexcept;
   bootstrap& ranks() const noexcept;
 
+  /// A split's color for a rank that joins no sub-team (any negative color says the same).
+  static constexpr int no_color = -1;
+  /// The parent bootstrap's tags from here on (to 32047, below MPI's least MPI_TAG_UB) carry sub-teams'
+  /// collectives: a caller's own send/receive on a team's bootstrap keeps below it while sub-teams are alive.
+  static constexpr int split_tag_first = 30000;
+  /// Collective over this team (MPI_Comm_split, NVSHMEM's team_split_strided): the ranks that pass the same color
+  /// >= 0 form a sub-team, ranked by (key, rank in this team); a rank passing a negative color (no_color) gets an
+  /// empty team. No new rendezvous: the sub-team's bootstrap runs over this team's (its allgathers as tagged
+  /// send/receive through the sub-team's rank 0, one tag per split, see split_tag_first; threads, endpoints, store
+  /// and mpi adapters all have them), under the caller's timeout, and is a bootstrap like any (ranks() of the
+  /// sub-team; windows, heaps and further splits work over it, nested at most 8 deep). The sub-team has this
+  /// team's options (device, access devices). Aborting either gives up on both (they share one transport); a
+  /// member that is lost or late makes the others fail within the timeout as any team step. The sub-team keeps
+  /// this team's bootstrap alive, not the team itself. The sub-team's bootstrap's send/receive are this team's
+  /// bootstrap's, to the parent rank with the same tag (one tag space: keep a caller's tags below split_tag_first).
+  /// Errors: the colors' allgather as every team step (timeout, peer_lost, team_mismatch naming the rank); then
+  /// team::create's over the sub-team.
+  result<team> split(int color, int key, std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
+
  private:
   friend class symmetric_window;
   explicit team(std::shared_ptr<detail::team_state> state) noexcept;
@@ -123,6 +146,24 @@ class symmetric_window : detail::move_only {
  public:
   /// Collective over `members`: every rank calls it, in the same order as its other collectives.
   static result<symmetric_window> create(const team& members, const window_options& options);
+
+  /// Collective, as create, but this rank's slot is memory the caller made (NCCL's ncclCommWindowRegister,
+  /// MSCCL++'s registerMemory): a physical allocation, or a growable buffer's chunks (its size() now, mapped back
+  /// to back). No copy: the window maps that memory and holds its own reference (as a mapping does); the caller
+  /// keeps ownership and may release its owner at once. options.size is 0 or the memory's size; max_size as in
+  /// create (0: the largest size any rank contributes). Memory that cannot be shared is refused on this rank before
+  /// any exchange, and every rank fails at once naming it: empty memory (invalid_argument), another device's or
+  /// host memory (invalid_argument: it must be on the team's device()), not exportable as the team needs
+  /// (handle_type_not_requested: posix_fd when a peer is on this node, fabric when one is on another node and the
+  /// device has fabric handles), a size or chunk not a multiple of every rank's granularity (invalid_size). A rank
+  /// calling create while another calls create_from is team_mismatch on every rank.
+  /// A later resize of the growable buffer does not change the window: it keeps (and keeps alive) the chunks it
+  /// mapped, and new chunks are not in it (make a new window). grow() works on such a window: the slot grows past
+  /// the caller's memory with memory the window allocates.
+  static result<symmetric_window> create_from(const team& members, const physical_allocation& memory,
+                                              const window_options& options = {});
+  static result<symmetric_window> create_from(const team& members, const growable_buffer& memory,
+                                              const window_options& options = {});
 
   symmetric_window() noexcept = default;  ///< empty (the private constructor below hides the implicit one)
 
@@ -150,6 +191,10 @@ class symmetric_window : detail::move_only {
 
  private:
   friend class team_multicast;
+  friend struct detail::window_access;  // the heap's view of the window's state
+  static result<symmetric_window> create_over(const team& members,
+                                              const std::vector<const physical_allocation*>& memory,
+                                              const window_options& options, const char* what);
   explicit symmetric_window(std::shared_ptr<detail::window_state> state) noexcept;
   std::shared_ptr<detail::window_state> state_;  // shared only so the owner needs no complete type to be destroyed
 };

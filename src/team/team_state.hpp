@@ -59,6 +59,7 @@ struct team_state {
   handle_types handles = handle_types::none;  // what this rank's window memory is exportable as
   ipc::listener listener;            // node-local peers send this rank their fds here (only with node-local peers)
   std::uint32_t next_step = 1;       // every collective step after creation (step 0), the same on every rank
+  std::uint32_t splits = 0;          // team::split calls so far, the same on every rank (a sub-team's tag)
   std::atomic<bool> aborted{false};  // team::abort() from any thread: every wait looks at it between slices
   std::mutex mappings_lock;          // guards `mappings`: abort() reads it on any thread
   std::vector<std::weak_ptr<peer_mappings>> mappings;  // the live windows and multicast objects of this team

@@ -53,8 +53,6 @@ status grow_slot(detail::window_state& w, std::size_t new_size, deadline until, 
 }  // namespace
 
 namespace detail {
-namespace {
-// The stride every rank's window agrees on, from every rank's request (the same checks on every rank).
 result<std::size_t> stride_of(const std::vector<window_request>& all, std::size_t unit, const operation& op) {
   std::uint64_t largest = 0;
   int explicit_rank = -1;  // the lowest rank that passed a max_size: every other that passed one must match it
@@ -78,7 +76,6 @@ result<std::size_t> stride_of(const std::vector<window_request>& all, std::size_
                    fmt::format("{} slots of {:#x} bytes exceed the address space pvmm reserves", all.size(), max));
   return round_up(static_cast<std::size_t>(max), unit);
 }
-}  // namespace
 
 result<std::size_t> agree_max_size(window_state& w, const window_options& options, deadline until,
                                    const operation& op) {

@@ -22,6 +22,16 @@ struct window_request {
   std::uint64_t max_size = 0;
 };
 
+// What each rank contributes to a window over its own memory (create_from; fixed layout, a size unlike
+// window_request's, so a rank calling create beside one calling create_from fails the allgather with
+// team_mismatch on every rank).
+struct from_request {
+  std::uint64_t size = 0;      // the memory's bytes, all chunks
+  std::uint64_t max_size = 0;  // as window_options::max_size
+  std::uint64_t chunks = 0;    // how many chunk steps this rank needs
+  std::uint64_t reserved = 0;
+};
+
 // What each rank says of its new chunk (fixed layout; travels in the step's all_gather).
 struct chunk_record {
   std::uint64_t offset = 0;  // where the chunk goes in the rank's slot
@@ -68,6 +78,11 @@ struct window_state final : peer_mappings {
   void unmap_peers(const std::string& why) noexcept override;
 };
 
+/// The neutral layer's view of a window's state (the heap's allgathers, its grow unit).
+struct window_access {
+  static window_state* of(const symmetric_window& w) noexcept { return w.state_.get(); }
+};
+
 /// Marks one step of `w` in progress for its lifetime; entered() is false when another thread's step is.
 class step_guard {
  public:
@@ -83,6 +98,9 @@ class step_guard {
   window_state& w_;
   bool entered_;
 };
+
+/// The stride every rank's window agrees on, from every rank's request (the same checks on every rank).
+result<std::size_t> stride_of(const std::vector<window_request>& all, std::size_t unit, const operation& op);
 
 /// The first step of window create: every rank's size and max_size allgathered; the stride they agree on (the
 /// max_size every rank passed, or the largest size any rank asked for where none passed one), rounded up.

@@ -31,6 +31,10 @@ struct verdict {
 /// Runs case `p.name` on this rank. A rank that must stay away ("late") returns at once.
 verdict run_case(const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks);
 
+/// The team memory cases (mem_cases.cpp: "mem-from", "mem-from-refused", "mem-heap", "mem-split"...): false when
+/// `p.name` is none of them.
+bool run_mem_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks);
+
 /// "killed-<step>": the rank that dies, and the last step (dying_bootstrap in cases.cpp says what each is).
 int killed_victim(const std::string& name, int size);
 inline constexpr int last_kill_step = 5;

@@ -57,6 +57,7 @@ bool applies(const std::string& name, int n) {
   if (name.rfind("killed-", 0) == 0) return n == 2 || n == 4;
   if (name == "fd-short") return n >= 2;
   if (name == "ring-aborted") return n == 2 || n == 4;
+  if (name.rfind("mem-", 0) == 0) return n == 2 || n == 4;  // mem_cases.cpp: kept quick
   return n >= 2 || (name != "late" && name != "mismatch" && name != "version" && name != "aborted");
 }
 
@@ -205,11 +206,36 @@ void killed_at_each_step(const std::string& adapter, void (*run)(const case_para
     for_each_size(adapter, "aborted", 0, body);                                                            \
   }
 
+// Issue 35's memory cases (mem_cases.cpp).
+#define PVMM_TEAM_MEM_CASES(adapter, body)                                                                        \
+  TEST_CASE(adapter ": create_from maps the caller's memory (an allocation, a growable buffer) for every peer") { \
+    for_each_size(adapter, "mem-from", 0, body);                                                                  \
+  }                                                                                                               \
+  TEST_CASE(adapter ": create_from with memory one rank cannot share fails on every rank naming it") {            \
+    for_each_size(adapter, "mem-from-refused", 0, body);                                                          \
+  }                                                                                                               \
+  TEST_CASE(adapter ": a symmetric heap: same offsets, reuse, growth, mismatch on every rank") {                  \
+    for_each_size(adapter, "mem-heap", 0, body);                                                                  \
+  }                                                                                                               \
+  TEST_CASE(adapter ": team::split into odd and even ranks, windows and a heap on the sub-teams") {               \
+    for_each_size(adapter, "mem-split", 0, body);                                                                 \
+  }                                                                                                               \
+  TEST_CASE(adapter ": a sub-team whose rank 0 gives up: its members return within their deadline") {             \
+    for_each_size(adapter, "mem-split-lost", 0, body);                                                            \
+  }                                                                                                               \
+  TEST_CASE(adapter ": a rank gone before a split: every other returns within its deadline naming it") {          \
+    for_each_size(adapter, "mem-split-dead", 0, body);                                                            \
+  }
+
 TEST_SUITE("team") {
   PVMM_TEAM_CASES("threads", [](const case_params& p, int n) { threads_adapter(p, n, false); })
   PVMM_TEAM_CASES("store (in-process)", [](const case_params& p, int n) { threads_adapter(p, n, true); })
   PVMM_TEAM_CASES("endpoints", endpoint_processes)
   PVMM_TEAM_CASES("store (directory)", directory_store_processes)
+  PVMM_TEAM_MEM_CASES("threads", [](const case_params& p, int n) { threads_adapter(p, n, false); })
+  PVMM_TEAM_MEM_CASES("store (in-process)", [](const case_params& p, int n) { threads_adapter(p, n, true); })
+  PVMM_TEAM_MEM_CASES("endpoints", endpoint_processes)
+  PVMM_TEAM_MEM_CASES("store (directory)", directory_store_processes)
   TEST_CASE("endpoints: a rank killed at each team step: every survivor returns within its deadline naming it") {
     killed_at_each_step("endpoints", endpoint_processes);
   }

@@ -1,0 +1,150 @@
+// symmetric_window::create_from: a window whose own slot is memory the caller made (a physical allocation, or a
+// growable buffer's chunks). The same collective steps as create (window.cpp, window_exchange.cpp): one allgather
+// of every rank's request, then one chunk step per chunk (a rank with fewer chunks adds nothing at the later
+// steps), each checked against what was agreed. What this rank cannot share is refused before any exchange, and
+// the refusal travels in the first step's envelope, so every rank fails at once naming this one.
+#include <algorithm>
+#include <optional>
+
+#include <pvmm/allocation.hpp>
+#include <pvmm/growable_buffer.hpp>
+#include <pvmm/team.hpp>
+
+#include <fmt/format.h>
+
+#include "core/describe.hpp"
+#include "core/ownership.hpp"
+#include "team/bootstrap_common.hpp"
+#include "team/team_exchange.hpp"
+#include "team/window_state.hpp"
+
+namespace pvmm {
+using detail::from_request;
+namespace {
+
+bool exports_as(handle_types set, handle_types type) {
+  return (static_cast<std::uint32_t>(set) & static_cast<std::uint32_t>(type)) != 0;
+}
+
+// Why this rank's memory cannot be this team's window slot, or nothing; `handles` gets what every chunk exports.
+std::optional<error> refusal(const detail::team_state& t, const std::vector<const physical_allocation*>& memory,
+                             const window_options& o, handle_types& handles, std::uint64_t& total,
+                             const detail::operation& op) {
+  const int me = t.rank();
+  if (memory.empty()) return op.fail(errc::invalid_argument, fmt::format("rank {}: the memory holds no chunk", me));
+  handles = t.handles;
+  for (const physical_allocation* c : memory) {
+    if (c == nullptr || !c->valid())
+      return op.fail(errc::invalid_argument, fmt::format("rank {}: the memory is empty (released or moved from)", me));
+    const allocation_properties& p = detail::owner_access::of(*c)->properties;
+    if (!(p.location == location::device(t.options.device)))
+      return op.fail(errc::invalid_argument,
+                     fmt::format("rank {}: the memory ({}) is not on the team's device {}", me, detail::describe(p),
+                                 t.options.device),
+                     "a window slot is memory on the device the team was created for");
+    if (c->size() % t.slot_unit != 0)
+      return op.fail(errc::invalid_size,
+                     fmt::format("rank {}: a chunk of {:#x} bytes is not a multiple of the team's granularity {:#x}",
+                                 me, c->size(), t.slot_unit),
+                     "allocate in multiples of the largest granularity of any rank");
+    if (t.node_ranks().size() > 1 && !exports_as(p.exportable, handle_types::posix_fd))
+      return op.fail(
+          errc::handle_type_not_requested,
+          fmt::format("rank {}: the memory is not exportable as a POSIX fd, which its node's peers need", me),
+          "create it with handle_types::posix_fd in allocation_properties::exportable");
+    if (t.node_count > 1 && exports_as(t.handles, handle_types::fabric) &&
+        !exports_as(p.exportable, handle_types::fabric))
+      return op.fail(errc::handle_type_not_requested,
+                     fmt::format("rank {}: the memory has no fabric handle, which peers on other nodes need", me),
+                     "create it with handle_types::fabric in allocation_properties::exportable");
+    handles = static_cast<handle_types>(static_cast<std::uint32_t>(handles) & static_cast<std::uint32_t>(p.exportable));
+    total += c->size();
+  }
+  if (o.size != 0 && o.size != total)
+    return op.fail(errc::invalid_argument,
+                   fmt::format("rank {}: options.size {:#x} is not the memory's {:#x} bytes", me, o.size, total),
+                   "pass 0 (the memory's size)");
+  if (o.max_size != 0 && o.max_size < total)
+    return op.fail(errc::invalid_argument,
+                   fmt::format("rank {}: max_size {:#x} is below the memory's {:#x} bytes", me, o.max_size, total));
+  return std::nullopt;
+}
+
+}  // namespace
+
+result<symmetric_window> symmetric_window::create_over(const team& members,
+                                                       const std::vector<const physical_allocation*>& memory,
+                                                       const window_options& options, const char* what) {
+  auto args = [&] {
+    return fmt::format("rank={}, {} chunk(s), max_size={:#x}, timeout={}ms", members.rank(), memory.size(),
+                       options.max_size, options.timeout.count());
+  };
+  const detail::operation op{what, args};
+  if (!members.valid()) return op.fail(errc::invalid_argument, "the team is empty (released or moved from)");
+  if (options.timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
+  const deadline until = deadline_in(options.timeout);
+  auto w = std::make_shared<detail::window_state>();
+  w->team = members.state_;
+  detail::team_state& t = *w->team;
+  w->slots = std::vector<detail::window_slot>(members.size());  // built in place: a slot's flag is atomic
+  t.adopt(w);
+  std::uint64_t total = 0;
+  handle_types handles = handle_types::none;
+  const std::optional<error> refused = refusal(t, memory, options, handles, total, op);
+  w->handles = handles;
+  PVMM_TRY(detail::check_aborted(t, op));
+  const from_request mine{refused ? 0 : total, options.max_size, refused ? 0 : memory.size(), 0};
+  PVMM_TRY_ASSIGN(all,
+                  detail::all_gather(*t.ranks, t.next_step++, mine, refused, "allgather window memory", until, op));
+  std::vector<detail::window_request> requests;
+  std::uint64_t steps = 0;
+  for (int r = 0; r < t.size(); ++r) {
+    // A peer's chunk count is bounded by its size in whole units: nothing a peer sends makes this rank loop long.
+    if (all[r].chunks == 0 || all[r].chunks > all[r].size / t.slot_unit)
+      return op.fail(errc::protocol_error, fmt::format("rank {} announced {} chunk(s) for {:#x} bytes (unit {:#x})", r,
+                                                       all[r].chunks, all[r].size, t.slot_unit));
+    requests.push_back({all[r].size, all[r].max_size});
+    steps = std::max(steps, all[r].chunks);
+  }
+  PVMM_TRY_ASSIGN(stride, detail::stride_of(requests, t.slot_unit, op));
+  w->max_size = stride;
+  w->stride = stride;
+  auto range = address_reservation::reserve(w->stride * static_cast<std::size_t>(members.size()));
+  if (!range) {  // still take part, so the others fail at once naming this rank
+    const auto e = op.wrap(std::move(range).error());
+    auto announced = detail::exchange_chunks(*w, physical_allocation(), 0, 0, &e, until, op);
+    return std::move(announced).error();
+  }
+  w->range = std::move(*range);
+  std::size_t offset = 0;
+  for (std::uint64_t i = 0; i < steps; ++i) {
+    physical_allocation shared;  // a reference of the window's own: the caller keeps its owner
+    std::size_t bytes = 0;
+    if (i < memory.size()) {
+      shared = detail::owner_access::allocation(detail::owner_access::of(*memory[i]));
+      bytes = shared.size();
+    }
+    PVMM_TRY(detail::exchange_chunks(*w, std::move(shared), offset, bytes, nullptr, until, op));
+    offset += bytes;
+  }
+  // What every rank mapped is what it announced (the same slot sizes on every rank: the check agrees everywhere).
+  for (int r = 0; r < t.size(); ++r)
+    if (w->slots[r].size != all[r].size)
+      return op.fail(errc::protocol_error, fmt::format("rank {} announced {:#x} bytes and contributed {:#x}", r,
+                                                       all[r].size, w->slots[r].size));
+  return symmetric_window(std::move(w));
+}
+
+result<symmetric_window> symmetric_window::create_from(const team& members, const physical_allocation& memory,
+                                                       const window_options& options) {
+  return create_over(members, {&memory}, options, "pvmm::symmetric_window::create_from");
+}
+
+result<symmetric_window> symmetric_window::create_from(const team& members, const growable_buffer& memory,
+                                                       const window_options& options) {
+  std::vector<const physical_allocation*> chunks;
+  for (const auto& c : memory.chunks()) chunks.push_back(&c);  // empty when the buffer is: refused as such
+  return create_over(members, chunks, options, "pvmm::symmetric_window::create_from (growable_buffer)");
+}
+
+}  // namespace pvmm
