@@ -100,7 +100,7 @@ def test_context_managers_and_repr(stream):
 
 
 def test_errors_are_generated_from_the_errc_list_and_carry_the_record(stream):
-    header = (Path(__file__).resolve().parents[2] / "include/pvmm/error.hpp").read_text()
+    header = (Path(__file__).resolve().parents[2] / "include/pvmm/errc_list.h").read_text()
     listed = re.findall(r"X\((\w+), (\d+),", header)
     assert listed and {n: int(v) for n, v in listed} == {n: t[0] for n, t in pvmm.ERRC.items()}
     for name, (value, meaning, cls) in pvmm.ERRC.items():
