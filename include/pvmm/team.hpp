@@ -52,6 +52,8 @@
 #include <pvmm/bootstrap.hpp>
 #include <pvmm/detail/unique_owner.hpp>
 #include <pvmm/error.hpp>
+#include <pvmm/stream.hpp>
+#include <pvmm/team_device.hpp>
 #include <pvmm/types.hpp>
 
 namespace pvmm {
@@ -139,6 +141,11 @@ struct window_options {
   /// asks for (agreed in create, so per-rank sizes alone work; a rank above another's max_size is team_mismatch).
   std::size_t max_size = 0;
   std::chrono::milliseconds timeout{30000};  ///< bounds the collective create
+  /// Signal channels (pvmm/team_device.hpp): > 0 gives every rank a signal pad of that many channels per peer, in a
+  /// second flat reservation beside the data (so peer(r) keeps its layout), zeroed on every rank before create
+  /// returns anywhere (no signal can land before the zeroing), and a device-resident pointer table. The same on
+  /// every rank (else team_mismatch). 0 (the default): no pad, one collective step and one granule less per rank.
+  int signal_channels = 0;
 };
 
 /// Memory every rank contributes and maps. Move-only.
@@ -188,6 +195,29 @@ class symmetric_window : detail::move_only {
   std::string unmapped_reason(int rank) const;
   /// peer(r) for every rank, in rank order.
   std::vector<void*> pointer_table() const;
+
+  // ---- Signals (the window made with window_options::signal_channels > 0; else invalid_argument) ----
+  // Stream-ordered: each call enqueues on `on` (a stream of this rank's team device) and returns; the work runs
+  // when the stream reaches it (host backend: a host function; cuda: a one-thread kernel; hip: not_supported yet).
+  // A wait that expires on the stream records it and lets the stream go on: signal_status() reports it. Every wait
+  // is bounded by its timeout (a dead peer never holds a stream, or a GPU, forever); bad peers, channels or
+  // timeouts are refused before anything is enqueued. The device functions of pvmm/team_device.hpp use the same
+  // counters (view()).
+
+  /// The window as kernels see it: pass by value (pvmm/team_device.hpp). peers points at device_pointer_table().
+  result<window_view> view() const;
+  /// The table of peer(r) for every rank in the team device's memory (in this rank's pad; nullptr for an unmapped
+  /// peer), rewritten at create and after every grow; stays valid while the window lives.
+  result<void* const*> device_pointer_table() const;
+  /// Enqueues: signal rank `peer` on `channel` (the stream's earlier work is visible to its matching wait).
+  status put_signal(int peer, int channel, stream_ref on) const;
+  /// Enqueues: wait for the next signal from `peer` on `channel`, at most `timeout` once the stream reaches it.
+  status wait_signal(int peer, int channel, stream_ref on, std::chrono::milliseconds timeout) const;
+  /// Enqueues: signal every peer on `channel`, then wait for each (each wait at most `timeout`).
+  status barrier(stream_ref on, std::chrono::milliseconds timeout, int channel = 0) const;
+  /// errc::timeout naming the rank and channel of the first wait that expired on this rank (stream-ordered or in a
+  /// kernel), else success. Reads the pad: synchronise the streams that wait first. Blocks (a copy on the device).
+  status signal_status() const;
 
  private:
   friend class team_multicast;

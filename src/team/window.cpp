@@ -1,4 +1,5 @@
 // symmetric_window: the flat reservation, create and grow as collective chunk steps, and the accessors.
+#include <algorithm>
 #include <optional>
 
 #include <pvmm/device.hpp>
@@ -82,13 +83,21 @@ result<std::size_t> agree_max_size(window_state& w, const window_options& option
   std::optional<error> refused;  // still taking part, so every rank fails at once naming this one
   if (options.size == 0)
     refused = op.fail(errc::invalid_size, fmt::format("rank {}: a window slot holds at least one byte", w.rank()));
+  else if (options.signal_channels < 0 || options.signal_channels > max_signal_channels)
+    refused = op.fail(errc::invalid_argument, fmt::format("rank {}: signal_channels {} is outside 0..{}", w.rank(),
+                                                          options.signal_channels, max_signal_channels));
   else if (options.max_size != 0 && options.max_size < options.size)
     refused = op.fail(errc::invalid_argument, fmt::format("rank {}: max_size {:#x} is below size {:#x}", w.rank(),
                                                           options.max_size, options.size));
   PVMM_TRY(check_aborted(*w.team, op));
-  const window_request mine{options.size, options.max_size};
+  const window_request mine{options.size, options.max_size,
+                            static_cast<std::uint64_t>(std::max(options.signal_channels, 0))};
   PVMM_TRY_ASSIGN(all,
                   all_gather(*w.team->ranks, w.team->next_step++, mine, refused, "allgather window sizes", until, op));
+  for (int r = 1; r < static_cast<int>(all.size()); ++r)
+    if (all[r].signal_channels != all[0].signal_channels)
+      return op.fail(errc::team_mismatch, fmt::format("rank {} asked for {} signal channel(s), rank 0 for {}", r,
+                                                      all[r].signal_channels, all[0].signal_channels));
   return stride_of(all, w.team->slot_unit, op);
 }
 
@@ -123,6 +132,8 @@ result<symmetric_window> symmetric_window::create(const team& members, const win
         }
         w->range = std::move(*range);
         PVMM_TRY(grow_slot(*w, round_up(options.size, w->team->slot_unit), until, op));
+        if (options.signal_channels > 0)
+          PVMM_TRY(detail::attach_signals(members, *w, options.signal_channels, until, op));
         return symmetric_window(std::move(w));
       });
 }
@@ -143,7 +154,9 @@ status symmetric_window::grow(std::size_t new_size, std::chrono::milliseconds ti
                                                         now, state_->max_size, new_size));
     // A refused argument still takes part in the step, so every rank fails at once naming this one.
     if (refused) return detail::exchange_chunks(*state_, physical_allocation(), now, 0, &*refused, until, op);
-    return grow_slot(*state_, rounded, until, op);
+    PVMM_TRY(grow_slot(*state_, rounded, until, op));
+    if (state_->signals) return detail::refresh_pointer_table(*state_, op);
+    return {};
   });
 }
 

@@ -20,6 +20,7 @@ namespace pvmm::detail {
 struct window_request {
   std::uint64_t size = 0;
   std::uint64_t max_size = 0;
+  std::uint64_t signal_channels = 0;  // window_options::signal_channels: the same on every rank
 };
 
 // What each rank contributes to a window over its own memory (create_from; fixed layout, a size unlike
@@ -50,6 +51,13 @@ struct window_slot {
   std::string reason;     // why not mapped (guarded by map_lock; a given-up slot keeps its first)
 };
 
+/// A window's signal pads (window_options::signal_channels > 0): a second window of one pad per rank.
+struct window_signals {
+  symmetric_window pads;  // rank r's pad at pads.base() + r * pads.stride(); the pointer table after this rank's
+  int channels = 0;
+  std::uint32_t wall_clock_khz = 0;
+};
+
 struct window_state final : peer_mappings {
   std::shared_ptr<team_state> team;
   // Locks (pvmm never calls user code while holding one): map_lock guards the slots' chunk lists and mappings,
@@ -64,6 +72,7 @@ struct window_state final : peer_mappings {
   handle_types handles = handle_types::none;
   std::string fabric_refused;  // why this rank's memory has no fabric handle though the device has them
   std::vector<window_slot> slots;
+  std::unique_ptr<window_signals> signals;  // set once at create, before the window is returned
 
   int rank() const noexcept { return team->rank(); }
   /// Rank `owner`'s slot unmapped here and its chunks let go, for good: `why` is its unmapped_reason from now on.
@@ -98,6 +107,14 @@ class step_guard {
   window_state& w_;
   bool entered_;
 };
+
+/// The largest signal_channels a window takes (its pad holds 16 * channels * ranks bytes).
+constexpr int max_signal_channels = 1024;
+/// Collective, the last step of create: every rank's pad made, zeroed and its pointer table written, then one
+/// agreement, so no rank returns (and signals) before every pad is zero. The channels were agreed before.
+status attach_signals(const team& members, window_state& w, int channels, deadline until, const operation& op);
+/// Rewrites this rank's device-resident pointer table from the slots (after a grow).
+status refresh_pointer_table(window_state& w, const operation& op);
 
 /// The stride every rank's window agrees on, from every rank's request (the same checks on every rank).
 result<std::size_t> stride_of(const std::vector<window_request>& all, std::size_t unit, const operation& op);

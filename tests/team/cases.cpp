@@ -316,6 +316,10 @@ const std::vector<std::string>& case_names() {
 
 verdict run_case(const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
   verdict v;
+  if (p.name.rfind("sig-", 0) == 0) {
+    if (!run_signal_case(v, p, std::move(ranks))) v.check(false, "no case named " + p.name);
+    return v;
+  }
   if (p.name.rfind("mem-", 0) == 0) {
     if (!run_mem_case(v, p, std::move(ranks))) v.check(false, "no case named " + p.name);
     return v;

@@ -58,6 +58,7 @@ bool applies(const std::string& name, int n) {
   if (name == "fd-short") return n >= 2;
   if (name == "ring-aborted") return n == 2 || n == 4;
   if (name.rfind("mem-", 0) == 0) return n == 2 || n == 4;  // mem_cases.cpp: kept quick
+  if (name.rfind("sig-", 0) == 0) return n == 2 || n == 4;  // signal_cases.cpp
   return n >= 2 || (name != "late" && name != "mismatch" && name != "version" && name != "aborted");
 }
 
@@ -227,7 +228,25 @@ void killed_at_each_step(const std::string& adapter, void (*run)(const case_para
     for_each_size(adapter, "mem-split-dead", 0, body);                                                            \
   }
 
+#define PVMM_TEAM_SIGNAL_CASES(adapter, body)                                                                    \
+  TEST_CASE(adapter ": put/wait-signal order data across ranks, and barriers, on a stream") {                    \
+    for_each_size(adapter, "sig-data", 0, body);                                                                 \
+  }                                                                                                              \
+  TEST_CASE(adapter ": a silent rank's waiters time out naming it, and a late signal never ends a later wait") { \
+    for_each_size(adapter, "sig-silent", 0, body);                                                               \
+  }                                                                                                              \
+  TEST_CASE(adapter ": a rank absent from a barrier: every other returns within its bound naming it") {          \
+    for_each_size(adapter, "sig-absent", 0, body);                                                               \
+  }                                                                                                              \
+  TEST_CASE(adapter ": signal calls refuse bad peers, channels, timeouts and streams; channels agree") {         \
+    for_each_size(adapter, "sig-bad", 0, body);                                                                  \
+  }
+
 TEST_SUITE("team") {
+  PVMM_TEAM_SIGNAL_CASES("threads", [](const case_params& p, int n) { threads_adapter(p, n, false); })
+  PVMM_TEAM_SIGNAL_CASES("store (in-process)", [](const case_params& p, int n) { threads_adapter(p, n, true); })
+  PVMM_TEAM_SIGNAL_CASES("endpoints", endpoint_processes)
+  PVMM_TEAM_SIGNAL_CASES("store (directory)", directory_store_processes)
   PVMM_TEAM_CASES("threads", [](const case_params& p, int n) { threads_adapter(p, n, false); })
   PVMM_TEAM_CASES("store (in-process)", [](const case_params& p, int n) { threads_adapter(p, n, true); })
   PVMM_TEAM_CASES("endpoints", endpoint_processes)

@@ -1,0 +1,16 @@
+// The cuda backend's signal module: one kernel running pvmm/team_device.hpp's functions, compiled to PTX at build
+// time (nvcc -ptx) and embedded in libpvmm_cuda, which loads it with cuModuleLoadData: the library stays
+// driver-only and the driver JITs the PTX for whatever GPU it finds.
+#include <pvmm/team_device.hpp>
+
+extern "C" __global__ void pvmm_signal_kernel(pvmm::window_view view, unsigned op, int peer, int channel,
+                                              unsigned long long timeout_ns) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  if (op == 0)
+    view.signal(peer, channel);
+  else if (op == 1)
+    (void)view.wait(peer, channel, timeout_ns);  // an expiry is in the error record
+  else
+    (void)view.barrier(channel, timeout_ns);
+  __threadfence_system();  // what the stream runs next sees what the wait acquired
+}

@@ -1,0 +1,39 @@
+// Host backend, feature "team_signal": the header's functions as host functions on the backend's streams (its
+// streams run host functions in order on a worker thread, so a wait holds its stream as a kernel would).
+#include <new>
+
+#include "backend/stream.hpp"
+#include "backend/team_signal.hpp"
+
+namespace pvmm::detail::backend {
+namespace {
+void run_signal_work(void* data) {
+  const signal_work* w = static_cast<const signal_work*>(data);
+  switch (w->op) {
+    case signal_op::put:
+      w->view.signal(w->peer, w->channel);
+      break;
+    case signal_op::wait:
+      (void)w->view.wait(w->peer, w->channel, w->timeout_ns);  // an expiry is in the error record
+      break;
+    case signal_op::barrier:
+      (void)w->view.barrier(w->channel, w->timeout_ns);
+      break;
+  }
+  delete w;
+}
+}  // namespace
+
+const char* stream_signals_missing(int) noexcept { return nullptr; }
+
+status enqueue_signal(const signal_work& work, stream_handle s, int device) {
+  auto* copy = new (std::nothrow) signal_work(work);
+  if (copy == nullptr) return make_error(errc::out_of_memory, "no memory for the host function's arguments");
+  auto launched = launch_host_function(s, device, run_signal_work, copy);
+  if (!launched) delete copy;  // it never ran
+  return launched;
+}
+
+std::uint32_t wall_clock_khz(int) noexcept { return 0; }
+
+}  // namespace pvmm::detail::backend

@@ -1,0 +1,172 @@
+// pvmm/team_device.hpp - a symmetric window as kernels see it: peers' memory, signal pads, put/wait-signal and a
+// barrier, every wait bounded. C++17; compiles under nvcc, hipcc and a plain host compiler (where the same
+// functions run in host code: the host backend's streams run them, and CI tests kernels' logic that way).
+//
+// Get a view from symmetric_window::view() (the window made with window_options::signal_channels > 0) and pass it
+// to a kernel by value. Signals are monotonic 64-bit counters that are never reset (NCCL's and MSCCL++'s epochs,
+// not PyTorch's 0/1 slots, whose reset races a peer's next signal: pytorch/pytorch#196546):
+// - rank r's pad holds inbox[channel][src]: rank src adds 1 to it (system-scope release RMW) for each signal;
+// - rank r keeps, in its own pad but never read by peers, expected[channel][src]: how many signals from src it has
+//   consumed. wait(src, channel) spins (acquire loads) until inbox - expected >= 1 (wrap-safe), then expected += 1.
+//   A wait that times out consumes its epoch too, so a signal that comes late for step k is counted for step k,
+//   and step k+1 still needs its own: a late signal never satisfies a later step.
+// Contract: every signal is matched by exactly one wait on the same (peer, channel); channels separate concurrent
+// users (different streams, blocks); one thread at a time waits on a given (src, channel) of a rank; the host
+// API's put_signal / wait_signal / barrier and device code use the same counters, so mixing them on one channel is
+// fine as long as the counts match.
+// Memory model: signal() makes the signaller's earlier writes (to its own slot or a peer's) visible to a waiter whose
+// acquire load sees the signal: a system-scope release RMW pairs with a system-scope acquire load (a fence_system
+// before it where the platform's RMW carries no release order). Data written with plain stores before signal()
+// and read after wait() is therefore ordered, across processes and devices.
+// Timeouts: every wait takes a timeout in nanoseconds (0 is not "forever": pvmm has no unbounded device wait). On
+// expiry the wait records {rank, channel, seen, expected} in this rank's error record (the first failure wins), and
+// returns false; it never traps (a trap kills the context: PyTorch's test ends in os._exit). The host reads the
+// record with symmetric_window::signal_status(): errc::timeout naming the rank and channel.
+// Clocks: NVIDIA %globaltimer (ns); AMD wall_clock64() at view.wall_clock_khz (hipDeviceAttributeWallClockRate,
+// filled by the host); host code std::chrono::steady_clock.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define PVMM_HOST_DEVICE __host__ __device__
+#else
+#define PVMM_HOST_DEVICE
+#endif
+
+#if defined(__CUDA_ARCH__)
+#define PVMM_DEVICE_CUDA 1
+#elif defined(__HIP_DEVICE_COMPILE__)
+#define PVMM_DEVICE_HIP 1
+#else
+#include <chrono>
+#endif
+
+namespace pvmm {
+
+/// The first signal wait that timed out on this rank (in its pad; the host reads it with signal_status()).
+struct signal_error {
+  std::uint32_t failed = 0;  ///< 0: no wait timed out
+  std::int32_t rank = -1;    ///< the peer waited for
+  std::int32_t channel = -1;
+  std::uint32_t reserved = 0;
+  std::uint64_t seen = 0;      ///< the inbox counter at expiry
+  std::uint64_t expected = 0;  ///< the count the wait needed
+};
+
+namespace detail {
+// System-scope atomics and clock, one definition per compiler (kernel-sync.md §6).
+PVMM_HOST_DEVICE inline std::uint64_t signal_load_acquire(const std::uint64_t* p) {
+#if defined(PVMM_DEVICE_CUDA)
+  std::uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+#elif defined(PVMM_DEVICE_HIP)
+  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+PVMM_HOST_DEVICE inline void signal_add_release(std::uint64_t* p) {
+#if defined(PVMM_DEVICE_CUDA)
+  asm volatile("red.release.sys.global.add.u64 [%0], 1;" ::"l"(p) : "memory");
+#elif defined(PVMM_DEVICE_HIP)
+  __hip_atomic_fetch_add(p, std::uint64_t{1}, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  __atomic_fetch_add(p, std::uint64_t{1}, __ATOMIC_RELEASE);
+#endif
+}
+PVMM_HOST_DEVICE inline std::uint64_t signal_clock_ns(std::uint32_t wall_clock_khz) {
+#if defined(PVMM_DEVICE_CUDA)
+  (void)wall_clock_khz;
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#elif defined(PVMM_DEVICE_HIP)
+  return wall_clock64() * 1000000ull / (wall_clock_khz ? wall_clock_khz : 100000u);
+#else
+  (void)wall_clock_khz;
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+#endif
+}
+}  // namespace detail
+
+/// A symmetric window as a kernel sees it. Trivially copyable: pass it by value. Built by symmetric_window::view().
+struct window_view {
+  char* base = nullptr;              ///< the flat reservation: rank r's data at base + r * stride
+  std::uint64_t stride = 0;          ///< bytes between data slots
+  void* const* peers = nullptr;      ///< a device-resident table: peer(r), nullptr where r is unmapped (may be null)
+  char* pad_base = nullptr;          ///< the pads' flat reservation: rank r's pad at pad_base + r * pad_stride
+  std::uint64_t pad_stride = 0;      ///< bytes between pads
+  std::int32_t rank = 0;             ///< this rank
+  std::int32_t size = 0;             ///< ranks
+  std::int32_t channels = 0;         ///< signal channels per rank pair
+  std::uint32_t wall_clock_khz = 0;  ///< AMD's wall clock rate (hipDeviceAttributeWallClockRate); unused elsewhere
+
+  /// Rank r's data as mapped here (the table's entry where there is one: nullptr for an unmapped peer).
+  PVMM_HOST_DEVICE void* peer(int r) const {
+    if (peers != nullptr) return peers[r];
+    return base + static_cast<std::uint64_t>(r) * stride;
+  }
+  PVMM_HOST_DEVICE void* local() const { return peer(rank); }
+
+  // Pad layout, per rank (the host side's pad_bytes() agrees): inbox[channels][size], expected[channels][size],
+  // then one signal_error.
+  PVMM_HOST_DEVICE std::uint64_t* inbox(int owner, int channel, int src) const {
+    return reinterpret_cast<std::uint64_t*>(pad_base + static_cast<std::uint64_t>(owner) * pad_stride) +
+           static_cast<std::uint64_t>(channel) * size + src;
+  }
+  PVMM_HOST_DEVICE std::uint64_t* expected(int channel, int src) const {
+    return inbox(rank, channel, src) + static_cast<std::uint64_t>(channels) * size;
+  }
+  PVMM_HOST_DEVICE signal_error* error() const {
+    return reinterpret_cast<signal_error*>(inbox(rank, 0, 0) + 2 * static_cast<std::uint64_t>(channels) * size);
+  }
+  /// Bytes of one rank's pad for `channels` channels and `ranks` ranks.
+  static constexpr std::uint64_t pad_bytes(int channels, int ranks) {
+    return 2 * 8 * static_cast<std::uint64_t>(channels) * static_cast<std::uint64_t>(ranks) + sizeof(signal_error);
+  }
+
+  /// Signals rank `to` on `channel`: the writes this thread made before are visible to `to` once its wait sees it.
+  PVMM_HOST_DEVICE void signal(int to, int channel) const { detail::signal_add_release(inbox(to, channel, rank)); }
+
+  /// Waits for the next signal from rank `from` on `channel`, at most `timeout_ns`. False on expiry (recorded in
+  /// error(); the epoch is consumed either way).
+  PVMM_HOST_DEVICE bool wait(int from, int channel, std::uint64_t timeout_ns) const {
+    std::uint64_t* const consumed = expected(channel, from);
+    const std::uint64_t target = *consumed + 1;
+    *consumed = target;
+    const std::uint64_t* const counter = inbox(rank, channel, from);
+    const std::uint64_t start = detail::signal_clock_ns(wall_clock_khz);
+    for (;;) {
+      const std::uint64_t seen = detail::signal_load_acquire(counter);
+      if (static_cast<std::int64_t>(seen - target) >= 0) return true;  // wrap-safe (NCCL's test)
+      if (detail::signal_clock_ns(wall_clock_khz) - start >= timeout_ns) {
+        signal_error* e = error();
+        if (e->failed == 0) {  // the first failure wins (a benign race between two channels' waiters)
+          e->rank = from;
+          e->channel = channel;
+          e->seen = seen;
+          e->expected = target;
+          e->failed = 1;
+        }
+        return false;
+      }
+    }
+  }
+
+  /// Every rank signals every other on `channel`, then waits for each; false when any wait expired (each waits at
+  /// most `timeout_ns` from its own start). Called by one thread per rank per channel at a time.
+  PVMM_HOST_DEVICE bool barrier(int channel, std::uint64_t timeout_ns) const {
+    for (int r = 0; r < size; ++r)
+      if (r != rank) signal(r, channel);
+    bool ok = true;
+    for (int r = 0; r < size; ++r)
+      if (r != rank && !wait(r, channel, timeout_ns)) ok = false;
+    return ok;
+  }
+};
+
+}  // namespace pvmm

@@ -1,0 +1,33 @@
+// Backend feature "team_signal": the stream-ordered signal, wait and barrier of a window's signal pads
+// (pvmm/team_device.hpp). The neutral layer validates and builds the view; a backend enqueues one of the header's
+// functions on the stream: the host backend as a host function, cuda as a one-thread kernel of its signal module.
+#pragma once
+
+#include <cstdint>
+
+#include <pvmm/stream.hpp>
+#include <pvmm/team_device.hpp>
+
+#include "backend/device.hpp"
+
+namespace pvmm::detail::backend {
+
+enum class signal_op : std::uint32_t { put = 0, wait = 1, barrier = 2 };
+
+/// What one enqueued signal operation needs (copied: the call returns before it runs).
+struct signal_work {
+  window_view view;
+  signal_op op = signal_op::put;
+  std::int32_t peer = 0;  ///< put: the rank signalled; wait: the rank waited for; barrier: unused
+  std::int32_t channel = 0;
+  std::uint64_t timeout_ns = 0;
+};
+
+/// Whether this backend enqueues signal work on a device's streams (empty: it does; else why not).
+const char* stream_signals_missing(int ordinal) noexcept;
+/// Enqueues `work` on stream `s` of device `device`.
+status enqueue_signal(const signal_work& work, stream_handle s, int device);
+/// AMD's wall clock rate (kHz) for the view; 0 where the device clock is in nanoseconds.
+std::uint32_t wall_clock_khz(int ordinal) noexcept;
+
+}  // namespace pvmm::detail::backend

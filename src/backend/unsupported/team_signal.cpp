@@ -1,0 +1,18 @@
+// Feature "team_signal" for a backend without signal kernels (hip, for now: its module would be a code object per
+// GPU architecture; pvmm/team_device.hpp's device functions compile under hipcc for users' own kernels).
+#include "backend/team_signal.hpp"
+
+namespace pvmm::detail::backend {
+
+const char* stream_signals_missing(int) noexcept {
+  return "this backend has no stream-ordered signal kernels yet; call pvmm/team_device.hpp's functions from a "
+         "kernel of your own (window.view())";
+}
+
+status enqueue_signal(const signal_work&, stream_handle, int) {
+  return make_error(errc::not_supported, stream_signals_missing(0));
+}
+
+std::uint32_t wall_clock_khz(int) noexcept { return 0; }
+
+}  // namespace pvmm::detail::backend
