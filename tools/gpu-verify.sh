@@ -8,7 +8,7 @@
 #                 scikit-build-core there; nothing downloaded) and python/tests, test_gpu.py included
 # The GPU machines have no package manager: fmt and doctest come unpacked in .deps/root, and the HIP headers in
 # .deps/hip-nvidia (tools/fetch-deps.sh; carry ".deps").
-# Usage: [PVMM_VERIFY="cuda hip-nvidia"] tools/gpu-verify.sh [build-root]     (writes logs to $OUT when set)
+# Usage: [PVMM_VERIFY="cuda hip-nvidia"] [PVMM_CTEST_JOBS=1] tools/gpu-verify.sh [build-root]     (writes logs to $OUT when set)
 set -uo pipefail
 root=${1:-build/gpu}
 out=${OUT:-/tmp}
@@ -27,7 +27,7 @@ verify() {  # verify <name> <cmake args...>
   cmake --build "$build" -j"$(nproc)" >"$log/build.log" 2>&1 || { grep -E "error" "$log/build.log" | head -30; overall=1; return; }
   "$build/tools/pvmm-info" --check | tee "$log/pvmm-info.log"
   local info_rc=${PIPESTATUS[0]}
-  ctest --test-dir "$build" -j1 --output-on-failure >"$log/ctest.log" 2>&1
+  ctest --test-dir "$build" -j"${PVMM_CTEST_JOBS:-1}" --output-on-failure >"$log/ctest.log" 2>&1
   local ctest_rc=$?
   grep -E "tests passed|Skipped|Failed|\*\*\*" "$log/ctest.log" | tail -40
   "$build/tests/pvmm_conformance" >"$log/conformance.log" 2>&1
@@ -45,9 +45,10 @@ verify() {  # verify <name> <cmake args...>
   fi
   echo "--- $name: examples ---"
   local example
-  for example in vector_add grow multi_gpu_stripes team_kernel ipc_ring ipc_ring_gpu pool_ipc pool_ipc_gpu pool_loop unified_memory pinned_transfer multicast_allreduce; do
+  for example in vector_add grow multi_gpu_stripes team_kernel team_oneshot team_signals ipc_ring ipc_ring_gpu pool_ipc pool_ipc_gpu pool_loop unified_memory pinned_transfer multicast_allreduce; do
     [ -x "$build/examples/pvmm_example_$example" ] || continue
-    if [ $example = team_kernel ]; then "$build/examples/pvmm_example_$example" --spawn 4  # 4 processes, one GPU
+    case $example in team_kernel | team_oneshot | team_signals) true ;; *) false ;; esac
+    if [ $? -eq 0 ]; then "$build/examples/pvmm_example_$example" --spawn 4  # 4 processes, one GPU
     else "$build/examples/pvmm_example_$example"; fi
     local rc=$?
     if [ $example = multicast_allreduce ]; then
