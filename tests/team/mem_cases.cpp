@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <pvmm/allocation.hpp>
+#include <pvmm/device.hpp>
 #include <pvmm/diagnostics.hpp>
 #include <pvmm/growable_buffer.hpp>
 #include <pvmm/symmetric_heap.hpp>
