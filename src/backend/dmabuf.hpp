@@ -11,6 +11,7 @@ namespace pvmm::detail::backend {
 /// Whether the device exports dma-bufs for its VMM mappings.
 result<bool> dmabuf_capability(int ordinal);
 /// A new dma-buf fd for [address, address + size): one fully mapped range of one device's memory, host-page aligned.
-result<int> export_dmabuf(void* address, std::size_t size);
+/// `device` is the memory's device (the driver call needs its context current).
+result<int> export_dmabuf(void* address, std::size_t size, int device);
 
 }  // namespace pvmm::detail::backend

@@ -100,7 +100,8 @@ result<std::vector<dmabuf_piece>> export_dmabuf(const void* address, std::size_t
   std::vector<dmabuf_piece> out;
   out.reserve(pieces.size());
   for (const piece& p : pieces) {
-    PVMM_TRY_ASSIGN(fd, op.fd_step("export_dmabuf", [&] { return detail::backend::export_dmabuf(p.address, p.size); }));
+    PVMM_TRY_ASSIGN(
+        fd, op.fd_step("export_dmabuf", [&] { return detail::backend::export_dmabuf(p.address, p.size, p.where.id); }));
     out.push_back({owned_fd(fd), p.address, p.size});
   }
   return out;

@@ -228,18 +228,18 @@ void killed_at_each_step(const std::string& adapter, void (*run)(const case_para
     for_each_size(adapter, "mem-split-dead", 0, body);                                                            \
   }
 
-#define PVMM_TEAM_SIGNAL_CASES(adapter, body)                                                                    \
-  TEST_CASE(adapter ": put/wait-signal order data across ranks, and barriers, on a stream") {                    \
-    for_each_size(adapter, "sig-data", 0, body);                                                                 \
-  }                                                                                                              \
-  TEST_CASE(adapter ": a silent rank's waiters time out naming it, and a late signal never ends a later wait") { \
-    for_each_size(adapter, "sig-silent", 0, body);                                                               \
-  }                                                                                                              \
-  TEST_CASE(adapter ": a rank absent from a barrier: every other returns within its bound naming it") {          \
-    for_each_size(adapter, "sig-absent", 0, body);                                                               \
-  }                                                                                                              \
-  TEST_CASE(adapter ": signal calls refuse bad peers, channels, timeouts and streams; channels agree") {         \
-    for_each_size(adapter, "sig-bad", 0, body);                                                                  \
+#define PVMM_TEAM_SIGNAL_CASES(adapter, body)                                                                     \
+  TEST_CASE(adapter ": put/wait-signal order data across ranks, and barriers, on a stream") {                     \
+    for_each_size(adapter, "sig-data", 0, body);                                                                  \
+  }                                                                                                               \
+  TEST_CASE(adapter ": a silent rank's waiters time out naming it, and a late signal never ends a later wait") {  \
+    for_each_size(adapter, "sig-silent", 0, body);                                                                \
+  }                                                                                                               \
+  TEST_CASE(adapter ": a rank absent from a barrier: every other returns within its bound naming it") {           \
+    for_each_size(adapter, "sig-absent", 0, body);                                                                \
+  }                                                                                                               \
+  TEST_CASE(adapter ": signal calls refuse bad peers, channels, timeouts and streams, and channels must agree") { \
+    for_each_size(adapter, "sig-bad", 0, body);                                                                   \
   }
 
 TEST_SUITE("team") {

@@ -7,7 +7,7 @@
 namespace pvmm::detail::backend {
 
 result<bool> dmabuf_capability(int) { return false; }
-result<int> export_dmabuf(void*, std::size_t) {
+result<int> export_dmabuf(void*, std::size_t, int) {
   return unsupported_feature("dma-buf export",
                              "host memory (the host backend's memfd, pinned or registered memory) is registered with "
                              "a NIC directly (ibv_reg_mr); dma-buf export is for device memory (CUDA: "
