@@ -359,19 +359,36 @@ void split_dead_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, const case_
   v.check(took < 5s, where(*b) + "the split returned long after its 1 s deadline");
 }
 
+// One run of memory case `p.name` on this rank; false when it is none of them.
+bool run_mem_body(verdict& v, const case_params& p, const std::shared_ptr<pvmm::bootstrap>& ranks) {
+  if (p.name == "mem-from")
+    from_case(v, ranks);
+  else if (p.name == "mem-from-refused")
+    from_refused_case(v, ranks);
+  else if (p.name == "mem-heap")
+    heap_case(v, ranks);
+  else if (p.name == "mem-split")
+    split_case(v, ranks);
+  else if (p.name == "mem-split-dead")
+    split_dead_case(v, ranks, p);
+  else if (p.name == "mem-split-lost")
+    split_lost_case(v, ranks);
+  else
+    return false;
+  return true;
+}
+
 }  // namespace
 
 bool run_mem_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
   // Where a rank is a process, what the case leaves behind is its own: fds, threads and live objects as before
   // (ranks that are threads share them; the suite checks the process once they are done).
   const std::string who = where(*ranks);
-  if (p.one_rank_per_process) {  // one window first: the driver's and the transport's one-time set-up are no leak
-    auto t = pvmm::team::create(ranks, team_options_for(*ranks));
-    pvmm::window_options o;
-    o.size = 1;
-    o.timeout = 20s;
-    if (t) (void)pvmm::symmetric_window::create(*t, o);
-  }
+  // Where ranks are processes, the cases that can run twice run once first: the driver's one-time set-up (its
+  // threads and fds, measured on the H100 and H200: 20 fds and threads on a first window over caller memory) is no
+  // leak. Both runs must pass.
+  const bool twice = p.one_rank_per_process && (p.name == "mem-from" || p.name == "mem-heap" || p.name == "mem-split");
+  if (twice) run_mem_body(v, p, ranks);
   const auto fds = pvmm_test::open_fd_count();
   const auto threads = pvmm_test::live_thread_count();
   const auto live = pvmm::query_live_objects();
@@ -394,21 +411,7 @@ bool run_mem_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootst
       v.check(pvmm_test::live_thread_count() <= threads, who + "threads left after the case");
     }
   } leaks{v, p.one_rank_per_process, p.name.rfind("mem-split", 0) == 0, who, fds, threads, live};
-  if (p.name == "mem-from")
-    from_case(v, std::move(ranks));
-  else if (p.name == "mem-from-refused")
-    from_refused_case(v, std::move(ranks));
-  else if (p.name == "mem-heap")
-    heap_case(v, std::move(ranks));
-  else if (p.name == "mem-split")
-    split_case(v, std::move(ranks));
-  else if (p.name == "mem-split-dead")
-    split_dead_case(v, std::move(ranks), p);
-  else if (p.name == "mem-split-lost")
-    split_lost_case(v, std::move(ranks));
-  else
-    return false;
-  return true;
+  return run_mem_body(v, p, std::move(ranks));
 }
 
 }  // namespace pvmm_team_test

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include <pvmm/pinned.hpp>
 #include <pvmm/stream.hpp>
 #include <pvmm/team.hpp>
 
@@ -56,15 +57,24 @@ void data_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
   auto view = s.window.view();
   v.check(table && view && view->peers == *table && view->rank == me && view->size == n && view->channels == 2,
           where(*b) + "view and device_pointer_table disagree");
+  // Page-locked staging: a pageable copy blocks the host thread inside the driver, and ranks that are threads of one
+  // process share its staging (measured on the H200: rank 3 could not enqueue its signal while rank 0's pageable
+  // copy waited for that signal).
+  auto staging = pvmm::pinned_allocation::create(2 * words * sizeof(std::uint32_t));
+  if (!staging) return v.check(false, where(*b) + "pinned staging: " + staging.error().message());
+  auto* const mine = static_cast<std::uint32_t*>(staging->data());
+  auto* const theirs = mine + words;
   for (int round = 0; round < 3; ++round) {
-    std::vector<std::uint32_t> mine(words), theirs(words, 0);
-    for (std::size_t i = 0; i < words; ++i) mine[i] = static_cast<std::uint32_t>(me * 1000003 + round * 7919 + i);
+    for (std::size_t i = 0; i < words; ++i) {
+      mine[i] = static_cast<std::uint32_t>(me * 1000003 + round * 7919 + i);
+      theirs[i] = 0;
+    }
     pvmm::stream_ref on = s.stream;
-    v.check(on.copy_async(s.window.local(), mine.data(), words * 4).has_value(), where(*b) + "copy into own slot");
+    v.check(on.copy_async(s.window.local(), mine, words * 4).has_value(), where(*b) + "copy into own slot");
     auto put = s.window.put_signal(next, 0, on);
     auto wait = s.window.wait_signal(prev, 0, on, 10s);
     v.check(put && wait, where(*b) + "put/wait: " + text(put) + " / " + text(wait));
-    v.check(on.copy_async(theirs.data(), s.window.peer(prev), words * 4).has_value(), where(*b) + "copy from peer");
+    v.check(on.copy_async(theirs, s.window.peer(prev), words * 4).has_value(), where(*b) + "copy from peer");
     // The previous rank overwrites its slot next round only after this rank's signal says it has read it.
     auto back = s.window.put_signal(prev, 1, on);
     auto ack = s.window.wait_signal(next, 1, on, 10s);
