@@ -405,8 +405,19 @@ static void failing_callbacks(void) {
   tb_group_destroy(&group);
 }
 
+/* Every part once. */
+static void everything(const pvmm_device_info* device) {
+  memory_round_trip();
+  dmabuf_per_chunk(device->sharing_dmabuf);
+  host_memory();
+  fd_transport();
+  if (device->pools_supported) pools_and_streams();
+  team_over_c_bootstrap();
+  failing_callbacks();
+}
+
 int main(void) {
-  int fds_before = open_fds();
+  int fds_before = 0;
   int count = 0;
   pvmm_backend_info backend = PVMM_INIT(pvmm_backend_info);
   pvmm_device_info device = PVMM_INIT(pvmm_device_info);
@@ -418,13 +429,11 @@ int main(void) {
   }
   CHECK_OK(pvmm_query_device(0, &device));
   CHECK(device.ordinal == 0 && device.vmm_supported == 1 && strlen(device.name) > 0);
-  memory_round_trip();
-  dmabuf_per_chunk(device.sharing_dmabuf);
-  host_memory();
-  fd_transport();
-  if (device.pools_supported) pools_and_streams();
-  team_over_c_bootstrap();
-  failing_callbacks();
+  /* Twice: a GPU driver opens fds of its own at first use (measured on the H200: the check failed with the
+     baseline taken before), which are no leak; the second pass must leave the fds as it found them. */
+  everything(&device);
+  fds_before = open_fds();
+  everything(&device);
   CHECK(open_fds() == fds_before);
   return check_summary("c_api/functional");
 }
