@@ -113,6 +113,9 @@ std::uint64_t timeout_ns(std::chrono::milliseconds t) {
 status enqueue(const std::shared_ptr<detail::window_state>& state, detail::backend::signal_op what, int peer,
                int channel, stream_ref on, std::chrono::milliseconds timeout, const detail::operation& op) {
   PVMM_TRY_ASSIGN(s, signals_of(state, op));
+  // The capability first (this rank's device: a stream on another device is refused below).
+  if (const char* missing = detail::backend::stream_signals_missing(state->team->options.device))
+    return op.fail(errc::not_supported, missing);
   const int n = static_cast<int>(state->slots.size());
   if (what != detail::backend::signal_op::barrier && (peer < 0 || peer >= n || peer == state->team->rank()))
     return op.fail(errc::invalid_argument,
@@ -124,8 +127,6 @@ status enqueue(const std::shared_ptr<detail::window_state>& state, detail::backe
   if (on.device() != state->team->options.device)
     return op.fail(errc::invalid_device, fmt::format("the stream is on device {}; the team's device is {}", on.device(),
                                                      state->team->options.device));
-  if (const char* missing = detail::backend::stream_signals_missing(on.device()))
-    return op.fail(errc::not_supported, missing);
   // A peer whose pad is not mapped here (unreachable, aborted) cannot be signalled: the write would fault.
   if (what != detail::backend::signal_op::wait) {
     for (int r = 0; r < n; ++r) {

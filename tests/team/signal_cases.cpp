@@ -3,6 +3,7 @@
 // silent rank, and epochs (a late signal never satisfies a later wait).
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,6 +44,11 @@ bool set_up(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b, int channels,
   if (!w) return v.check(false, where(*b) + "window create: " + w.error().message()), false;
   auto s = pvmm::stream::create(t->device());
   if (!s) return v.check(false, where(*b) + "stream::create: " + s.error().message()), false;
+  // A backend without signal kernels says so before looking at the arguments (the capability first).
+  if (auto probe = w->put_signal(-1, 0, *s); probe.code() == errc::not_supported) {
+    std::printf("[pvmm-skip] %s%s\n", where(*b).c_str(), probe.error().message().c_str());
+    return false;
+  }
   out = {std::move(*t), std::move(*w), std::move(*s)};
   return true;
 }
