@@ -459,8 +459,9 @@ PVMM_C_API pvmm_status pvmm_team_info(pvmm_team team, int* rank, int* size, int*
 typedef struct pvmm_window_options {
   size_t struct_size;
   size_t size;
-  size_t max_size;    /**< 0: the largest size any rank asks for */
-  int64_t timeout_ms; /**< 0: 30000 */
+  size_t max_size;     /**< 0: the largest size any rank asks for */
+  int64_t timeout_ms;  /**< 0: 30000 */
+  int signal_channels; /**< > 0: signal pads of that many channels per peer (the same on every rank) */
 } pvmm_window_options;
 
 PVMM_C_API pvmm_status pvmm_window_create(pvmm_team team, const pvmm_window_options* options,
@@ -470,6 +471,18 @@ PVMM_C_API pvmm_status pvmm_window_grow(pvmm_window window, size_t new_size, int
 PVMM_C_API pvmm_status pvmm_window_base(pvmm_window window, void** base, size_t* stride) PVMM_C_NOEXCEPT;
 /** Where rank `rank`'s memory is mapped here; pvmm_status_not_mapped (with the reason) when it is not. */
 PVMM_C_API pvmm_status pvmm_window_peer(pvmm_window window, int rank, void** address, size_t* size) PVMM_C_NOEXCEPT;
+
+/* Signals (a window made with signal_channels > 0; pvmm/team.hpp): stream-ordered, every wait bounded. A wait that
+ * expires lets the stream go on; pvmm_window_signal_status then answers pvmm_status_timeout naming the rank and
+ * channel. Kernels use pvmm/team_device.hpp (C++) with the table from pvmm_window_device_pointer_table. */
+PVMM_C_API pvmm_status pvmm_window_put_signal(pvmm_window window, int peer, int channel,
+                                              pvmm_stream_ref on) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_window_wait_signal(pvmm_window window, int peer, int channel, pvmm_stream_ref on,
+                                               int64_t timeout_ms) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_window_barrier(pvmm_window window, pvmm_stream_ref on, int64_t timeout_ms,
+                                           int channel) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_window_signal_status(pvmm_window window) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_window_device_pointer_table(pvmm_window window, void* const** table) PVMM_C_NOEXCEPT;
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -294,6 +294,17 @@ std::uint64_t stream_handle_of(nb::handle obj) {
 
 pvmm::stream_ref stream_arg(const py_stream& s) { return s.get("stream"); }
 
+}  // namespace
+
+namespace pvmm_py {
+pvmm::stream_ref stream_of(nb::handle obj, int device) {
+  if (nb::isinstance<py_stream>(obj)) return nb::cast<const py_stream&>(obj).get("stream");
+  return pvmm::stream_ref(pvmm::stream_handle{stream_handle_of(obj)}, device);  // a foreign stream of that device
+}
+}  // namespace pvmm_py
+
+namespace {
+
 struct py_event {
   std::shared_ptr<pvmm::event> ptr;
   pvmm::event& get(const char* op) const {

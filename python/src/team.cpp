@@ -31,6 +31,8 @@ namespace pvmm_py {
 nb::ndarray<nb::array_api> make_array(std::shared_ptr<void> keep, void* data, std::size_t size, int device,
                                       const std::string& dtype, std::optional<std::vector<std::size_t>> shape,
                                       std::size_t offset);
+/// A pvmm.Stream, or a foreign stream (int handle, __cuda_stream__, torch's, CuPy's) of `device`.
+pvmm::stream_ref stream_of(nb::handle obj, int device);
 }  // namespace pvmm_py
 
 namespace {
@@ -301,10 +303,11 @@ void bind_team(nb::module_& m) {
   nb::class_<py_window>(m, "Window", "A symmetric window: every rank's slot mapped in every rank.")
       .def_static(
           "create",
-          [](const py_team& t, std::size_t size, std::size_t max_size, int timeout_ms) {
+          [](const py_team& t, std::size_t size, std::size_t max_size, int timeout_ms, int signal_channels) {
             pvmm::window_options o;
             o.size = size;
             o.max_size = max_size;
+            o.signal_channels = signal_channels;
             o.timeout = std::chrono::milliseconds(timeout_ms);
             auto share = std::make_shared<window_share>();
             share->team = t.ptr;
@@ -315,7 +318,8 @@ void bind_team(nb::module_& m) {
             }
             return py_window{share};
           },
-          "team"_a, "size"_a, "max_size"_a = 0, "timeout_ms"_a = 30000, "Collective: every rank calls it.")
+          "team"_a, "size"_a, "max_size"_a = 0, "timeout_ms"_a = 30000, "signal_channels"_a = 0,
+          "Collective: every rank calls it. signal_channels > 0 gives signal pads (put_signal, wait_signal, barrier).")
       .def_prop_ro("rank", [](const py_window& w) { return w.get("rank").rank(); })
       .def_prop_ro("size", [](const py_window& w) { return w.get("size").size(); })
       .def_prop_ro("stride", [](const py_window& w) { return w.get("stride").stride(); })
@@ -352,6 +356,48 @@ void bind_team(nb::module_& m) {
             unwrap(win.grow(new_size, std::chrono::milliseconds(timeout_ms)));
           },
           "new_size"_a, "timeout_ms"_a = 30000)
+      .def(
+          "put_signal",
+          [](const py_window& w, int peer, int channel, nb::handle stream) {
+            auto& win = w.get("put_signal");
+            const auto on = pvmm_py::stream_of(stream, w.ptr->team->device());
+            nb::gil_scoped_release release;
+            unwrap(win.put_signal(peer, channel, on));
+          },
+          "peer"_a, "channel"_a, "stream"_a, "Enqueues a signal to rank `peer` on `channel` (stream-ordered).")
+      .def(
+          "wait_signal",
+          [](const py_window& w, int peer, int channel, nb::handle stream, int timeout_ms) {
+            auto& win = w.get("wait_signal");
+            const auto on = pvmm_py::stream_of(stream, w.ptr->team->device());
+            nb::gil_scoped_release release;
+            unwrap(win.wait_signal(peer, channel, on, std::chrono::milliseconds(timeout_ms)));
+          },
+          "peer"_a, "channel"_a, "stream"_a, "timeout_ms"_a = 10000,
+          "Enqueues a bounded wait for rank `peer`'s next signal on `channel`; signal_status() reports an expiry.")
+      .def(
+          "barrier",
+          [](const py_window& w, nb::handle stream, int timeout_ms, int channel) {
+            auto& win = w.get("barrier");
+            const auto on = pvmm_py::stream_of(stream, w.ptr->team->device());
+            nb::gil_scoped_release release;
+            unwrap(win.barrier(on, std::chrono::milliseconds(timeout_ms), channel));
+          },
+          "stream"_a, "timeout_ms"_a = 10000, "channel"_a = 0, "Enqueues a barrier over the signal pads.")
+      .def(
+          "signal_status",
+          [](const py_window& w) {
+            auto& win = w.get("signal_status");
+            nb::gil_scoped_release release;  // blocks: a copy from the device
+            unwrap(win.signal_status());
+          },
+          "Raises TimeoutError (pvmm's) naming the rank and channel of the first wait that expired here.")
+      .def(
+          "device_pointer_table",
+          [](const py_window& w) {
+            return reinterpret_cast<std::uintptr_t>(unwrap(w.get("device_pointer_table").device_pointer_table()));
+          },
+          "The address of the peer table in the team device's memory (for kernels).")
       .def("close", [](py_window& w) { w.ptr.reset(); })
       .def(
           "__enter__", [](py_window& self) -> py_window& { return self; }, nb::rv_policy::reference)

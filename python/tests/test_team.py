@@ -150,3 +150,43 @@ def test_team_over_pvmm_endpoints():
     for t in threads:
         t.join(30)
     assert results == {0: [1, 2], 1: [1, 2]}
+
+
+def signal_rank_main(rank, path, q):
+    try:
+        with pvmm.Team.over_store(FileStore(path), rank, 2, prefix="s", timeout_ms=30000) as team:
+            with pvmm.Window.create(team, 1 << 16, signal_channels=1) as window, pvmm.Stream.create(0) as stream:
+                assert window.device_pointer_table() != 0
+                mine = np.from_dlpack(window.get_buffer(rank, "int64", (16,)))
+                mine[:] = rank + 100
+                window.barrier(stream, 10000)  # stream-ordered: every slot written before anyone reads
+                stream.synchronize()
+                seen = [int(np.from_dlpack(window.get_buffer(r, "int64", (16,)))[3]) for r in range(2)]
+                window.barrier(stream, 10000)  # nobody unmaps before everyone has read
+                stream.synchronize()
+                window.signal_status()
+                if rank == 1:  # rank 0 never signals this channel again: a bounded wait, reported as a timeout
+                    window.wait_signal(0, 0, stream, 200)
+                    stream.synchronize()
+                    with pytest.raises(pvmm.TimeoutError) as e:
+                        window.signal_status()
+                    assert "for rank 0 on channel 0" in str(e.value)
+                with pytest.raises(pvmm.InvalidArgumentError):
+                    window.put_signal(rank, 0, stream)  # itself
+                team.barrier()
+                q.put((rank, seen))
+    except Exception as e:  # report, so the parent's assertion names it
+        q.put((rank, repr(e)))
+
+
+def test_window_signals_between_two_processes(tmp_path):
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=signal_rank_main, args=(r, str(tmp_path), q)) for r in range(2)]
+    for p in procs:
+        p.start()
+    results = sorted(q.get(timeout=60) for _ in procs)
+    for p in procs:
+        p.join(30)
+    assert results == [(0, [100, 101]), (1, [100, 101])]
+    assert [p.exitcode for p in procs] == [0, 0]

@@ -316,6 +316,7 @@ pvmm_status pvmm_window_create(pvmm_team team, const pvmm_window_options* option
     o.size = options->size;
     o.max_size = options->max_size;
     o.timeout = timeout_or_default(options->timeout_ms);
+    o.signal_channels = options->signal_channels;
     auto w = pvmm::symmetric_window::create(*t, o);
     if (!w) return fail(w.error());
     return adopt(kind::window, window_entry{t, std::move(*w)}, out);
@@ -364,6 +365,57 @@ pvmm_status pvmm_window_peer(pvmm_window window, int rank, void** address, size_
     if (at == nullptr) return fail(pvmm::errc::not_mapped, op, w->window.unmapped_reason(rank));
     *address = at;
     if (size != nullptr) *size = w->window.size_of(rank);
+    return pvmm_status_ok;
+  });
+}
+
+namespace {
+pvmm::stream_ref signal_stream(pvmm_stream_ref s) { return pvmm::stream_ref(pvmm::stream_handle{s.native}, s.device); }
+}  // namespace
+
+pvmm_status pvmm_window_put_signal(pvmm_window window, int peer, int channel, pvmm_stream_ref on) noexcept {
+  constexpr const char* op = "pvmm_window_put_signal";
+  return guard(op, [&] {
+    PVMM_C_FIND(window_entry, window, w, window, op);
+    return report(w->window.put_signal(peer, channel, signal_stream(on)));
+  });
+}
+
+pvmm_status pvmm_window_wait_signal(pvmm_window window, int peer, int channel, pvmm_stream_ref on,
+                                    int64_t timeout_ms) noexcept {
+  constexpr const char* op = "pvmm_window_wait_signal";
+  return guard(op, [&] {
+    PVMM_C_FIND(window_entry, window, w, window, op);
+    if (timeout_ms < 0) return fail(pvmm::errc::invalid_argument, op, "timeout_ms is negative");
+    return report(w->window.wait_signal(peer, channel, signal_stream(on), std::chrono::milliseconds(timeout_ms)));
+  });
+}
+
+pvmm_status pvmm_window_barrier(pvmm_window window, pvmm_stream_ref on, int64_t timeout_ms, int channel) noexcept {
+  constexpr const char* op = "pvmm_window_barrier";
+  return guard(op, [&] {
+    PVMM_C_FIND(window_entry, window, w, window, op);
+    if (timeout_ms < 0) return fail(pvmm::errc::invalid_argument, op, "timeout_ms is negative");
+    return report(w->window.barrier(signal_stream(on), std::chrono::milliseconds(timeout_ms), channel));
+  });
+}
+
+pvmm_status pvmm_window_signal_status(pvmm_window window) noexcept {
+  constexpr const char* op = "pvmm_window_signal_status";
+  return guard(op, [&] {
+    PVMM_C_FIND(window_entry, window, w, window, op);
+    return report(w->window.signal_status());
+  });
+}
+
+pvmm_status pvmm_window_device_pointer_table(pvmm_window window, void* const** table) noexcept {
+  constexpr const char* op = "pvmm_window_device_pointer_table";
+  return guard(op, [&] {
+    PVMM_C_NEED(table, op);
+    PVMM_C_FIND(window_entry, window, w, window, op);
+    auto t = w->window.device_pointer_table();
+    if (!t) return fail(t.error());
+    *table = *t;
     return pvmm_status_ok;
   });
 }

@@ -310,6 +310,7 @@ static void* run_rank(void* argument) {
   topts.timeout_ms = 20000;
   wopts.size = 4096;
   wopts.timeout_ms = 20000;
+  wopts.signal_channels = 1;
   if (pvmm_bootstrap_create(&ops, &boot) != pvmm_status_ok) return NULL;
   if (pvmm_team_create(boot, &topts, &team) != pvmm_status_ok) {
     fprintf(stderr, "rank %d: %s\n", job->self.rank, pvmm_last_error_message());
@@ -334,6 +335,22 @@ static void* run_rank(void* argument) {
              first_byte == 0x40 + peer && last_byte == 0x40 + peer;
     }
     good = good && pvmm_bootstrap_barrier(boot, pvmm_monotonic_ns() + 20000000000LL) == pvmm_status_ok;
+    if (good) { /* two stream-ordered barriers on the signal pads, where the backend has signal kernels */
+      pvmm_stream stream;
+      pvmm_stream_ref on;
+      void* const* table = NULL;
+      pvmm_status first;
+      good = pvmm_window_device_pointer_table(window, &table) == pvmm_status_ok && table != NULL &&
+             pvmm_stream_create(0, &stream) == pvmm_status_ok;
+      if (good) {
+        good = pvmm_stream_native(stream, &on) == pvmm_status_ok;
+        first = good ? pvmm_window_barrier(window, on, 10000, 0) : pvmm_status_ok;
+        if (good && first != pvmm_status_not_supported)
+          good = first == pvmm_status_ok && pvmm_window_barrier(window, on, 10000, 0) == pvmm_status_ok &&
+                 pvmm_stream_synchronize(on) == pvmm_status_ok && pvmm_window_signal_status(window) == pvmm_status_ok;
+        good = pvmm_stream_release(stream) == pvmm_status_ok && good;
+      }
+    }
     if (!good) fprintf(stderr, "rank %d: %s\n", rank, pvmm_last_error_message());
     job->ok = good && pvmm_window_release(window) == pvmm_status_ok;
   } else {

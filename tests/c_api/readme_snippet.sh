@@ -10,4 +10,10 @@ awk '/^## C interface/ {in_section = 1} in_section && /^```c$/ {on = 1; next} on
 [[ -s $out/snippet.c ]] || { echo "no C block in the README's C interface section"; exit 1; }
 "$cc" -std=c11 -Wall -Wextra -Werror -pedantic -I"$include" "$out/snippet.c" -o "$out/snippet" "$library" \
   -Wl,-rpath,"$(dirname "$library")"
-"$out/snippet"
+output=$("$out/snippet" 2>&1) && status=0 || status=$?
+if grep -qE "backend_unavailable|runtime_too_old" <<<"$output"; then  # no usable driver or device here (CI)
+  echo "[pvmm-skip] the README's C example needs a device: $output"
+  exit 0
+fi
+echo "$output"
+exit "$status"

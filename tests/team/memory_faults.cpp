@@ -180,7 +180,10 @@ TEST_CASE("memory running out at any allocation: bootstrap allgather, barrier, s
       const outcome o = armed(n, [&] { return body(*g[0], 0); });
       if (!o.ok) g[0]->abort();
       peer.join();
-      CHECK_MESSAGE((o.ok || !other), "rank 1 succeeded where rank 0 failed");
+      // Collectives agree; point-to-point does not: rank 0 may fail in its receive after its message was delivered,
+      // and rank 1 then completes both (measured in CI's cuda build).
+      const bool collective = std::string(entry.first) != "send and receive";
+      CHECK_MESSAGE((o.ok || !other || !collective), "rank 1 succeeded where rank 0 failed");
       return o;
     });
   }
