@@ -13,6 +13,8 @@
 using namespace pvmm::c_api;
 
 namespace {
+// A C stream reference as pvmm's (outside extern "C": it returns a C++ type).
+pvmm::stream_ref signal_stream(pvmm_stream_ref s) { return pvmm::stream_ref(pvmm::stream_handle{s.native}, s.device); }
 
 thread_local std::string callback_detail;  // pvmm_bootstrap_fail_detail's text for the failure about to be returned
 
@@ -368,10 +370,6 @@ pvmm_status pvmm_window_peer(pvmm_window window, int rank, void** address, size_
     return pvmm_status_ok;
   });
 }
-
-namespace {
-pvmm::stream_ref signal_stream(pvmm_stream_ref s) { return pvmm::stream_ref(pvmm::stream_handle{s.native}, s.device); }
-}  // namespace
 
 pvmm_status pvmm_window_put_signal(pvmm_window window, int peer, int channel, pvmm_stream_ref on) noexcept {
   constexpr const char* op = "pvmm_window_put_signal";
