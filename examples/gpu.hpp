@@ -2,6 +2,8 @@
 // or hipMalloc, GPU_SUCCESS the runtime's success code and GPU_NAME the runtime ("cuda" or "hip").
 #pragma once
 
+#include <cstdio>
+
 #if defined(__HIPCC__)
 #include <hip/hip_runtime.h>
 #define GPU(name) hip##name
@@ -13,3 +15,10 @@
 #define GPU_SUCCESS cudaSuccess
 #define GPU_NAME "cuda"
 #endif
+
+// True on success; otherwise prints "<example>: rank <rank>: FAIL: <what>: <the runtime's message>".
+inline bool gpu_ok(const char* example, GPU(Error_t) e, const char* what, int rank) {
+  if (e == GPU_SUCCESS) return true;
+  std::printf("%s: rank %d: FAIL: %s: %s\n", example, rank, what, GPU(GetErrorString)(e));
+  return false;
+}

@@ -45,12 +45,6 @@ __global__ void verify(const unsigned char* base, std::size_t stride, int ranks,
   }
 }
 
-bool gpu_ok(GPU(Error_t) e, const char* what, int rank) {
-  if (e == GPU_SUCCESS) return true;
-  std::printf("%s: rank %d: FAIL: %s: %s\n", name, rank, what, GPU(GetErrorString)(e));
-  return false;
-}
-
 int write_then_read(std::shared_ptr<pvmm::bootstrap> ranks) {
   const int me = ranks->rank();
   auto options = team_example::options_for(*ranks);
@@ -61,28 +55,24 @@ int write_then_read(std::shared_ptr<pvmm::bootstrap> ranks) {
   wo.timeout = team_example::collective_timeout;
   auto window = pvmm::symmetric_window::create(team, wo).value();
   const int n = window.size();
-  for (int r = 0; r < n; ++r)
-    if (!window.mapped(r)) {
-      std::printf("%s: rank %d: FAIL: rank %d is not mapped: %s\n", name, me, r, window.unmapped_reason(r).c_str());
-      return 1;
-    }
-  if (!gpu_ok(GPU(SetDevice)(team.device()), "set device", me)) return 1;
+  if (!team_example::all_mapped(name, window)) return 1;
+  if (!gpu_ok(name, GPU(SetDevice)(team.device()), "set device", me)) return 1;
 
   // 1. Write the own slot with a kernel; it has finished before this rank reaches the barrier.
   fill<<<256, 256>>>(static_cast<std::uint32_t*>(window.local()), me, words_per_rank);
-  if (!gpu_ok(GPU(DeviceSynchronize)(), "fill kernel", me)) return 1;
+  if (!gpu_ok(name, GPU(DeviceSynchronize)(), "fill kernel", me)) return 1;
   ranks->barrier(pvmm::deadline_in(team_example::collective_timeout)).value();
 
   // 2. Read every slot through the flat window with a kernel; count what differs.
   unsigned long long* wrong = nullptr;
-  if (!gpu_ok(GPU(Malloc)(&wrong, sizeof(unsigned long long) * n), "allocate the counters", me)) return 1;
+  if (!gpu_ok(name, GPU(Malloc)(&wrong, sizeof(unsigned long long) * n), "allocate the counters", me)) return 1;
   int status = 0;
   std::vector<unsigned long long> counted(n);
-  if (!gpu_ok(GPU(Memset)(wrong, 0, sizeof(unsigned long long) * n), "clear the counters", me)) status = 1;
+  if (!gpu_ok(name, GPU(Memset)(wrong, 0, sizeof(unsigned long long) * n), "clear the counters", me)) status = 1;
   if (status == 0) {
     verify<<<256, 256>>>(static_cast<const unsigned char*>(window.base()), window.stride(), n, words_per_rank, wrong);
-    if (!gpu_ok(GPU(DeviceSynchronize)(), "verify kernel", me) ||
-        !gpu_ok(GPU(Memcpy)(counted.data(), wrong, sizeof(unsigned long long) * n, GPU(MemcpyDeviceToHost)),
+    if (!gpu_ok(name, GPU(DeviceSynchronize)(), "verify kernel", me) ||
+        !gpu_ok(name, GPU(Memcpy)(counted.data(), wrong, sizeof(unsigned long long) * n, GPU(MemcpyDeviceToHost)),
                 "copy the counters back", me))
       status = 1;
   }

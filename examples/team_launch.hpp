@@ -36,6 +36,17 @@ namespace team_example {
 using rank_body = std::function<int(std::shared_ptr<pvmm::bootstrap>)>;
 constexpr std::chrono::seconds collective_timeout{30};
 
+/// True when every rank's slot of `window` is mapped here; otherwise prints the first that is not, and why.
+inline bool all_mapped(const char* name, const pvmm::symmetric_window& window) {
+  for (int r = 0; r < window.size(); ++r)
+    if (!window.mapped(r)) {
+      std::printf("%s: rank %d: FAIL: rank %d is not mapped: %s\n", name, window.rank(), r,
+                  window.unmapped_reason(r).c_str());
+      return false;
+    }
+  return true;
+}
+
 /// The team's device for this rank: ranks share the node's devices round-robin (several ranks on one GPU work).
 inline pvmm::team_options options_for(const pvmm::bootstrap& ranks) {
   pvmm::team_options o;

@@ -43,12 +43,6 @@ __global__ void one_shot_all_reduce(pvmm::window_view view, float* out, std::siz
   if (threadIdx.x == 0 && !view.barrier(0, barrier_timeout_ns)) *expired = 1;  // nobody reads my slot any more
 }
 
-bool gpu_ok(GPU(Error_t) e, const char* what, int rank) {
-  if (e == GPU_SUCCESS) return true;
-  std::printf("%s: rank %d: FAIL: %s: %s\n", name, rank, what, GPU(GetErrorString)(e));
-  return false;
-}
-
 int run(std::shared_ptr<pvmm::bootstrap> ranks) {
   const int me = ranks->rank();
   auto options = team_example::options_for(*ranks);
@@ -60,28 +54,26 @@ int run(std::shared_ptr<pvmm::bootstrap> ranks) {
   wo.timeout = team_example::collective_timeout;
   auto window = pvmm::symmetric_window::create(team, wo).value();
   const int n = window.size();
-  for (int r = 0; r < n; ++r)
-    if (!window.mapped(r)) {
-      std::printf("%s: rank %d: FAIL: rank %d is not mapped: %s\n", name, me, r, window.unmapped_reason(r).c_str());
-      return 1;
-    }
-  if (!gpu_ok(GPU(SetDevice)(team.device()), "set device", me)) return 1;
+  if (!team_example::all_mapped(name, window)) return 1;
+  if (!gpu_ok(name, GPU(SetDevice)(team.device()), "set device", me)) return 1;
   std::vector<float> input(words);
   for (std::size_t i = 0; i < words; ++i) input[i] = static_cast<float>((me + 1) * (i % 97));
   float* out = nullptr;
   int* expired = nullptr;
-  if (!gpu_ok(GPU(Memcpy)(window.local(), input.data(), words * sizeof(float), GPU(MemcpyHostToDevice)), "input", me) ||
-      !gpu_ok(GPU(Malloc)(&out, words * sizeof(float)), "allocate the output", me) ||
-      !gpu_ok(GPU(Malloc)(&expired, sizeof(int)), "allocate the flag", me) ||
-      !gpu_ok(GPU(Memset)(expired, 0, sizeof(int)), "clear the flag", me))
+  if (!gpu_ok(name, GPU(Memcpy)(window.local(), input.data(), words * sizeof(float), GPU(MemcpyHostToDevice)), "input",
+              me) ||
+      !gpu_ok(name, GPU(Malloc)(&out, words * sizeof(float)), "allocate the output", me) ||
+      !gpu_ok(name, GPU(Malloc)(&expired, sizeof(int)), "allocate the flag", me) ||
+      !gpu_ok(name, GPU(Memset)(expired, 0, sizeof(int)), "clear the flag", me))
     return 1;
   one_shot_all_reduce<<<1, 512>>>(window.view().value(), out, words, expired);
   std::vector<float> result(words);
   int expired_host = 0;
   const bool copied =
-      gpu_ok(GPU(DeviceSynchronize)(), "kernel", me) &&
-      gpu_ok(GPU(Memcpy)(result.data(), out, words * sizeof(float), GPU(MemcpyDeviceToHost)), "copy the output", me) &&
-      gpu_ok(GPU(Memcpy)(&expired_host, expired, sizeof(int), GPU(MemcpyDeviceToHost)), "flag", me);
+      gpu_ok(name, GPU(DeviceSynchronize)(), "kernel", me) &&
+      gpu_ok(name, GPU(Memcpy)(result.data(), out, words * sizeof(float), GPU(MemcpyDeviceToHost)), "copy the output",
+             me) &&
+      gpu_ok(name, GPU(Memcpy)(&expired_host, expired, sizeof(int), GPU(MemcpyDeviceToHost)), "flag", me);
   (void)GPU(Free)(out);
   (void)GPU(Free)(expired);
   if (!copied) return 1;

@@ -159,24 +159,34 @@ class endpoint_bootstrap final : public bootstrap {
 
 std::string p2p_name(std::string_view name, int r) { return fmt::format("{}#p2p-{}", name, r); }
 
-status endpoint_bootstrap::send_message(const ipc::connection& c, int to, const header& h, const void* body,
-                                        deadline until, const detail::operation& op) const {
+// Frames `body` (h.total bytes) as chunks of at most chunk_bytes, each behind a copy of `h` — at least one, even for
+// 0 bytes — and hands each to `send_chunk(const std::vector<std::uint8_t>&) -> status`, stopping at its first error.
+template <class SendChunk>
+status send_chunks(const header& h, const void* body, SendChunk&& send_chunk) {
   const auto* bytes = static_cast<const std::uint8_t*>(body);
   std::vector<std::uint8_t> buffer;
   std::size_t sent = 0;
-  do {  // at least one message, even for 0 bytes
+  do {
     const std::size_t n = std::min<std::size_t>(chunk_bytes, h.total - sent);
     buffer.resize(sizeof(header) + n);
     std::memcpy(buffer.data(), &h, sizeof(header));
     if (n > 0) std::memcpy(buffer.data() + sizeof(header), bytes + sent, n);
+    PVMM_TRY(send_chunk(buffer));
+    sent += n;
+  } while (sent < h.total);
+  return {};
+}
+
+status endpoint_bootstrap::send_message(const ipc::connection& c, int to, const header& h, const void* body,
+                                        deadline until, const detail::operation& op) const {
+  return send_chunks(h, body, [&](const std::vector<std::uint8_t>& buffer) -> status {
     if (auto ok = c.send(nullptr, 0, buffer.data(), buffer.size(), detail::time_left(until)); !ok) {
       auto e = std::move(ok).error();
       e.detail = fmt::format("sending to {}: {}", who(to), e.detail);
       return op.wrap(std::move(e));
     }
-    sent += n;
-  } while (sent < h.total);
-  return {};
+    return {};
+  });
 }
 
 result<message> endpoint_bootstrap::receive_chunk(const ipc::connection& c, int from, deadline until,
@@ -462,14 +472,7 @@ status endpoint_bootstrap::take_chunk(const ipc::connection& c, int peer, int ta
 
 status endpoint_bootstrap::send_p2p(const ipc::connection& c, int to, const header& h, const void* body, deadline until,
                                     const detail::operation& op) {
-  const auto* bytes = static_cast<const std::uint8_t*>(body);
-  std::vector<std::uint8_t> buffer;
-  std::size_t sent = 0;
-  do {  // at least one message, even for 0 bytes
-    const std::size_t n = std::min<std::size_t>(chunk_bytes, h.total - sent);
-    buffer.resize(sizeof(header) + n);
-    std::memcpy(buffer.data(), &h, sizeof(header));
-    if (n > 0) std::memcpy(buffer.data() + sizeof(header), bytes + sent, n);
+  return send_chunks(h, body, [&](const std::vector<std::uint8_t>& buffer) -> status {
     for (;;) {
       auto ok = c.send(nullptr, 0, buffer.data(), buffer.size(), std::chrono::milliseconds(0));
       if (ok) break;
@@ -501,9 +504,8 @@ status endpoint_bootstrap::send_p2p(const ipc::connection& c, int to, const head
       (void)ready;
       if (broken()) return op.wrap(aborted_by(aborted_rank_.load() >= 0 ? aborted_rank_.load() : rank_));
     }
-    sent += n;
-  } while (sent < h.total);
-  return {};
+    return {};
+  });
 }
 
 status endpoint_bootstrap::send_to(int peer, int tag, const void* data, std::size_t bytes, deadline until) {
