@@ -40,6 +40,7 @@
 #define PVMM_DEVICE_HIP 1
 #else
 #include <chrono>
+#include <thread>
 #endif
 
 namespace pvmm {
@@ -91,6 +92,13 @@ PVMM_HOST_DEVICE inline std::uint64_t signal_clock_ns(std::uint32_t wall_clock_k
           .count());
 #endif
 }
+// Between two looks at a counter that has not moved: host code gives its core away (on the host backend the waiters
+// are stream threads, often more than the cores, and the signaller may be waiting for one); device code spins.
+PVMM_HOST_DEVICE inline void signal_pause() {
+#if !defined(PVMM_DEVICE_CUDA) && !defined(PVMM_DEVICE_HIP)
+  std::this_thread::yield();
+#endif
+}
 }  // namespace detail
 
 /// A symmetric window as a kernel sees it. Trivially copyable: pass it by value. Built by symmetric_window::view().
@@ -135,11 +143,29 @@ struct window_view {
   /// Waits for the next signal from rank `from` on `channel`, at most `timeout_ns`. False on expiry (recorded in
   /// error(); the epoch is consumed either way).
   PVMM_HOST_DEVICE bool wait(int from, int channel, std::uint64_t timeout_ns) const {
+    return wait_since(from, channel, detail::signal_clock_ns(wall_clock_khz), timeout_ns);
+  }
+
+  /// Every rank signals every other on `channel`, then waits for each; false when any wait expired. The whole call
+  /// is bounded by one `timeout_ns` from its start, however many ranks are missing (each later wait gets what is
+  /// left, and still takes a signal already there). Called by one thread per rank per channel at a time.
+  PVMM_HOST_DEVICE bool barrier(int channel, std::uint64_t timeout_ns) const {
+    const std::uint64_t start = detail::signal_clock_ns(wall_clock_khz);
+    for (int r = 0; r < size; ++r)
+      if (r != rank) signal(r, channel);
+    bool ok = true;
+    for (int r = 0; r < size; ++r)
+      if (r != rank && !wait_since(r, channel, start, timeout_ns)) ok = false;
+    return ok;
+  }
+
+ private:
+  // wait(), its clock started at `start`: at least one look at the counter, then until start + timeout_ns.
+  PVMM_HOST_DEVICE bool wait_since(int from, int channel, std::uint64_t start, std::uint64_t timeout_ns) const {
     std::uint64_t* const consumed = expected(channel, from);
     const std::uint64_t target = *consumed + 1;
     *consumed = target;
     const std::uint64_t* const counter = inbox(rank, channel, from);
-    const std::uint64_t start = detail::signal_clock_ns(wall_clock_khz);
     for (;;) {
       const std::uint64_t seen = detail::signal_load_acquire(counter);
       if (static_cast<std::int64_t>(seen - target) >= 0) return true;  // wrap-safe (NCCL's test)
@@ -154,18 +180,8 @@ struct window_view {
         }
         return false;
       }
+      detail::signal_pause();
     }
-  }
-
-  /// Every rank signals every other on `channel`, then waits for each; false when any wait expired (each waits at
-  /// most `timeout_ns` from its own start). Called by one thread per rank per channel at a time.
-  PVMM_HOST_DEVICE bool barrier(int channel, std::uint64_t timeout_ns) const {
-    for (int r = 0; r < size; ++r)
-      if (r != rank) signal(r, channel);
-    bool ok = true;
-    for (int r = 0; r < size; ++r)
-      if (r != rank && !wait(r, channel, timeout_ns)) ok = false;
-    return ok;
   }
 };
 
