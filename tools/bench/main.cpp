@@ -12,7 +12,8 @@
 //             times); barrier and put/wait-signal latency between processes on one device, against the same steps
 //             on the raw calls (cuda: cuStreamWriteValue32 / cuStreamWaitValue32); one-shot all-reduce 4 KiB to
 //             64 MiB through the window's device view, against the same kernel on cuIpc pointers (cuda; host:
-//             pvmm's side only), time and bandwidth, every output checked
+//             pvmm's side only), time and bandwidth, every output checked. teams-sync and teams-allreduce run
+//             one of the last two tables alone
 //   pinned    (cuda) pinned allocate vs cuMemHostAlloc, register vs cuMemHostRegister; H2D and D2H bandwidth,
 //             pinned vs pageable, 4 KiB to 1 GiB
 //   managed   (cuda, built with a CUDA compiler) prefetch-then-kernel vs first-touch faults vs an explicit copy;
@@ -36,6 +37,7 @@
 #include <pvmm/pvmm.hpp>
 
 #include "bench.hpp"
+#include "team_ranks.hpp"
 
 namespace {
 
@@ -99,6 +101,11 @@ int main(int argc, char** argv) {
   if (want("managed")) bench::managed();
 #endif
   if (want("sharing")) bench::sharing();
-  if (want("teams")) bench::teams(team_flags);
+  if (want("teams")) {
+    bench::teams(team_flags);
+  } else {  // one of the teams tables alone
+    if (want("teams-sync")) bench::team_sync(team_flags);
+    if (want("teams-allreduce")) bench::team_allreduce(team_flags);
+  }
   return 0;
 }

@@ -40,7 +40,7 @@ std::vector<std::size_t> sizes(bool quick) {
   if (quick) return {4096, 65536};
   return {4096, 65536, std::size_t{1} << 20, std::size_t{16} << 20, std::size_t{64} << 20};
 }
-int ops_for(std::size_t bytes, bool quick) { return quick ? 2 : bytes >= (std::size_t{16} << 20) ? 5 : 20; }
+int ops_for(std::size_t bytes, bool quick) { return quick ? 2 : bytes >= (std::size_t{16} << 20) ? 5 : 10; }
 
 // The host backend's side: the kernel's steps in host code over the view (its memory is host memory).
 class host_reducer final : public reducer {

@@ -160,7 +160,7 @@ int team_sync_rank(const rank_args& a) {
           raw.wait(partner, ping_pong_kind, e), raw.put(partner, ping_pong_kind, e);
       }};
 
-  const int ops = quick ? 4 : 64, rounds = quick ? 3 : 9;
+  const int ops = quick ? 2 : 32, rounds = quick ? 2 : 9;
   for (int kind : {barrier_kind, ping_pong_kind}) {
     const double per_op = kind == ping_pong_kind ? 0.5 : 1.0;  // a round trip is two one-way signals
     for (int round = -1; round < rounds; ++round) {            // round -1 warms both sides up, uncounted
@@ -202,7 +202,7 @@ void team_sync(const team_flags& flags) {
   fmt::print(
       "\nteams, signals: µs per operation, median [IQR] of {} rounds (the slowest rank of each), N endpoint processes "
       "on device 0; raw = {}; put-wait = one way (half a ping-pong round trip), all pairs at once\n",
-      flags.quick ? 3 : 9,
+      flags.quick ? 2 : 9,
 #if PVMM_BENCH_CUDA
       "cuStreamWriteValue32 + cuStreamWaitValue32 on the same stream"
 #else
