@@ -145,23 +145,14 @@ int team_allreduce_rank(const rank_args& a) {
   const int n = a.size, me = a.rank;
   const auto all_sizes = sizes(quick);
   const std::size_t max_count = all_sizes.back() / sizeof(float);
-  auto ranks = join_ranks(a);
-  pvmm::team_options to;
-  to.device = 0;  // every rank on one device
-  to.timeout = team_timeout;
-  auto team = pvmm::team::create(ranks, to);
-  check(team.has_value(), "team::create");
-  pvmm::window_options wo;
-  wo.size = max_count * sizeof(float);
-  wo.timeout = team_timeout;
 #if PVMM_BENCH_ALLREDUCE_GPU
-  wo.signal_channels = allreduce::gpu_max_blocks();  // one per block
+  const int channels = allreduce::gpu_max_blocks();  // one per block
 #else
-  wo.signal_channels = 1;
+  const int channels = 1;
 #endif
-  auto window = pvmm::symmetric_window::create(*team, wo);
-  check(window.has_value(), "symmetric_window::create");
-  for (int r = 0; r < n; ++r) check(window->mapped(r), "a peer's slot mapped");
+  auto joined = join_team(a, max_count * sizeof(float), channels);
+  const auto& ranks = joined.ranks;
+  const pvmm::symmetric_window* const window = &joined.window;
   std::unique_ptr<reducer> pvmm_side, raw_side;
 #if PVMM_BENCH_ALLREDUCE_GPU
   pvmm_side = allreduce::gpu_pvmm_reducer(*window, max_count);

@@ -94,6 +94,26 @@ std::shared_ptr<pvmm::bootstrap> join_ranks(const rank_args& a) {
   return *ranks;
 }
 
+rank_team join_team(const rank_args& a, std::size_t slot, int channels) {
+  rank_team t;
+  t.ranks = join_ranks(a);
+  pvmm::team_options to;
+  to.device = 0;
+  to.timeout = team_timeout;
+  auto team = pvmm::team::create(t.ranks, to);
+  check(team.has_value(), "team::create");
+  t.team = std::move(*team);
+  pvmm::window_options wo;
+  wo.size = slot;
+  wo.signal_channels = channels;
+  wo.timeout = team_timeout;
+  auto window = pvmm::symmetric_window::create(t.team, wo);
+  check(window.has_value(), "symmetric_window::create");
+  t.window = std::move(*window);
+  for (int r = 0; r < a.size; ++r) check(t.window.mapped(r), "a peer's slot mapped");
+  return t;
+}
+
 void sync_point(pvmm::bootstrap& ranks) {
   check(ranks.barrier(pvmm::deadline_in(team_timeout)).has_value(), "bootstrap barrier");
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <pvmm/bootstrap.hpp>
+#include <pvmm/team.hpp>
 
 #include "bench.hpp"
 
@@ -34,6 +35,14 @@ std::string run_rank_processes(const std::string& job, int n, const std::vector<
 
 /// The rank's bootstrap (endpoint adapter) for `a`.
 std::shared_ptr<pvmm::bootstrap> join_ranks(const rank_args& a);
+/// A rank's team on device 0 (every rank on one device) and its window of `slot` bytes with `channels` signal
+/// channels, every peer mapped (the bench stops naming the step otherwise). Members go in reverse order.
+struct rank_team {
+  std::shared_ptr<pvmm::bootstrap> ranks;
+  pvmm::team team;
+  pvmm::symmetric_window window;
+};
+rank_team join_team(const rank_args& a, std::size_t slot, int channels);
 /// A bootstrap barrier, bounded by team_timeout: lines the ranks up before each timed block.
 void sync_point(pvmm::bootstrap& ranks);
 /// Writes one result line to stdout whole (under PIPE_BUF, so ranks' lines never interleave).

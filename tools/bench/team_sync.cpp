@@ -103,19 +103,9 @@ const char* const kind_names[] = {"barrier", "put-wait"};
 
 int team_sync_rank(const rank_args& a) {
   const bool quick = !a.rest.empty() && a.rest[0] == "1";
-  auto ranks = join_ranks(a);
-  pvmm::team_options to;
-  to.device = 0;  // every rank on one device
-  to.timeout = team_timeout;
-  auto team = pvmm::team::create(ranks, to);
-  check(team.has_value(), "team::create");
-  pvmm::window_options wo;
-  wo.size = 4096;  // rounded up to the granularity
-  wo.signal_channels = 2;
-  wo.timeout = team_timeout;
-  auto window = pvmm::symmetric_window::create(*team, wo);
-  check(window.has_value(), "symmetric_window::create");
-  for (int r = 0; r < a.size; ++r) check(window->mapped(r), "a peer's slot mapped");
+  auto joined = join_team(a, 4096, 2);  // the slot rounded up to the granularity; channels: barrier, ping-pong
+  const auto& ranks = joined.ranks;
+  const pvmm::symmetric_window* const window = &joined.window;
   auto stream = pvmm::stream::create(0);
   check(stream.has_value(), "stream::create");
   const int n = a.size, me = a.rank, partner = me ^ 1;  // n is even: 2, 4, 8
