@@ -94,15 +94,10 @@ __global__ void one_shot_all_reduce(Team team, float4* out, std::size_t count4, 
   if (threadIdx.x == 0 && !(ok && team.barrier(blockIdx.x, 1))) atomicExch(expired, 1);  // my slot is free again
 }
 
-int blocks_for(std::size_t count) {
-  const std::size_t wanted = (count / 4 + threads - 1) / threads;
-  return static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, gpu_max_blocks())));
-}
-
 // What both GPU sides share: the stream, the output and the expiry flag.
 class gpu_reducer : public reducer {
  public:
-  explicit gpu_reducer(std::size_t max_count) {
+  explicit gpu_reducer(std::size_t max_count) : max_blocks_(static_cast<std::size_t>(gpu_max_blocks())) {
     CUDART(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUDART(cudaMalloc(&out_, max_count * sizeof(float)));
     CUDART(cudaMalloc(&expired_, sizeof(int)));
@@ -136,12 +131,14 @@ class gpu_reducer : public reducer {
   virtual void* input_slot() = 0;
   template <class Team>
   void launch(const Team& team, std::size_t count) {
-    one_shot_all_reduce<<<blocks_for(count), threads, 0, stream_>>>(team, static_cast<float4*>(out_), count / 4,
-                                                                    expired_);
+    const std::size_t wanted = (count / 4 + threads - 1) / threads;  // one float4 a thread, or grid-stride
+    const int blocks = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, max_blocks_)));
+    one_shot_all_reduce<<<blocks, threads, 0, stream_>>>(team, static_cast<float4*>(out_), count / 4, expired_);
     CUDART(cudaGetLastError());
   }
 
  private:
+  std::size_t max_blocks_;  // the SM count: the window's signal channels, the raw side's flag rows
   cudaStream_t stream_ = nullptr;
   void* out_ = nullptr;
   int* expired_ = nullptr;
