@@ -81,8 +81,8 @@ std::string run_rank_processes(const std::string& job, int n, const std::vector<
                             WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
   }
   if (!in_time || !failed.empty()) {
-    std::fprintf(stderr, "pvmm-bench: FAIL: teams job %s with %d ranks: %s%s\n", job.c_str(), n,
-                 in_time ? "" : fmt::format("not done within {} s (killed);", limit.count()).c_str(), failed.c_str());
+    std::fprintf(stderr, "pvmm-bench: FAIL: teams job %s with %d ranks:%s%s\n", job.c_str(), n,
+                 in_time ? "" : fmt::format(" not done within {} s (killed);", limit.count()).c_str(), failed.c_str());
     std::exit(1);
   }
   return text;
