@@ -78,11 +78,19 @@ void table_header(const char* pvmm_unit, const char* other_unit);
 void spread_row(const std::string& what, const comparison& c, double scale = 1e6);
 void row(const std::string& what, double pvmm_s, double other_s, double scale = 1e6);
 
+/// The teams sections' flags: --quick (the CI smoke run: N = 2 and 4, small sizes, few iterations; it still checks
+/// every buffer) and --compare <name> (an outside implementation beside pvmm and the raw calls: nccl, torch).
+struct team_flags {
+  bool quick = false;
+  std::vector<std::string> compare;
+};
+
 // ---- sections ----
 void overhead();
 void sharing();
-void teams();
-/// The child side of teams(): one endpoint rank of a configuration, printing one result line per repetition.
+/// Window creation, barrier and put/wait-signal latency, one-shot all-reduce (team_ranks.hpp lists the files).
+void teams(const team_flags& flags);
+/// The child side of the teams sections: one endpoint rank of one job (team_ranks.hpp).
 int teams_rank_main(int argc, char** argv);
 #if PVMM_BENCH_CUDA
 void growth();

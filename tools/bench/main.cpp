@@ -7,8 +7,13 @@
 //   peer      (cuda, 2 GPUs) copy into GPU 1 from GPU 0 memory through a pvmm peer mapping vs cudaMemcpyPeer
 //   nccl      (cuda, built with NCCL) ncclMemAlloc/ncclMemFree vs pvmm doing the same, 2 MiB to 1 GiB
 //   sharing   export -> send fd -> import -> map -> first read: pvmm vs the raw calls
-//   teams     symmetric window creation, N = 2, 4, 8 ranks (threads and endpoint processes), 2 MiB to 1 GiB slots:
-//             team::create, a bare exchange, window::create; fds held per rank (no raw alternative: absolute times)
+//   teams     N = 2, 4, 8 ranks: symmetric window creation (threads and endpoint processes, 2 MiB to 1 GiB slots:
+//             team::create, a bare exchange, window::create; fds held per rank; no raw alternative: absolute
+//             times); barrier and put/wait-signal latency between processes on one device, against the same steps
+//             on the raw calls (cuda: cuStreamWriteValue32 / cuStreamWaitValue32); one-shot all-reduce 4 KiB to
+//             64 MiB through the window's device view, against the same kernel on cuIpc pointers (cuda; host:
+//             pvmm's side only), time and bandwidth, every output checked. teams-sync and teams-allreduce run
+//             one of the last two tables alone
 //   pinned    (cuda) pinned allocate vs cuMemHostAlloc, register vs cuMemHostRegister; H2D and D2H bandwidth,
 //             pinned vs pageable, 4 KiB to 1 GiB
 //   managed   (cuda, built with a CUDA compiler) prefetch-then-kernel vs first-touch faults vs an explicit copy;
@@ -18,7 +23,9 @@
 // Ratios come from rounds that alternate pvmm and the alternative in a random order: the ratio printed is the
 // median of the per-round ratios, with their interquartile range; "within noise" where it holds 1.
 // pvmm's own nanoseconds per call, without the driver's time around them, come from pvmm-own-cost.
-// Usage: pvmm-bench [section ...]   (default: all that apply here)
+// Usage: pvmm-bench [section ...] [--quick] [--compare nccl|torch]   (default: all sections that apply here)
+//   --quick    teams: N = 2 and 4, small sizes, few iterations, every buffer still checked (CI's smoke run)
+//   --compare  teams' all-reduce: an outside implementation beside pvmm and raw ([pvmm-skip] where it cannot run)
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -30,6 +37,7 @@
 #include <pvmm/pvmm.hpp>
 
 #include "bench.hpp"
+#include "team_ranks.hpp"
 
 namespace {
 
@@ -63,7 +71,21 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--growth-variant") return bench::growth_variant_main(argv[2]);
 #endif
   if (argc >= 2 && std::string(argv[1]) == "--teams-rank") return bench::teams_rank_main(argc, argv);
-  std::vector<std::string> sections(argv + 1, argv + argc);
+  std::vector<std::string> sections;
+  bench::team_flags team_flags;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") {
+      team_flags.quick = true;
+    } else if (a == "--compare" && i + 1 < argc) {
+      team_flags.compare.push_back(argv[++i]);
+    } else if (a.rfind("--", 0) == 0) {
+      std::fprintf(stderr, "pvmm-bench: unknown flag %s (--quick, --compare nccl|torch)\n", a.c_str());
+      return 2;
+    } else {
+      sections.push_back(a);
+    }
+  }
   auto want = [&](const char* s) {
     return sections.empty() || std::find(sections.begin(), sections.end(), s) != sections.end();
   };
@@ -79,6 +101,11 @@ int main(int argc, char** argv) {
   if (want("managed")) bench::managed();
 #endif
   if (want("sharing")) bench::sharing();
-  if (want("teams")) bench::teams();
+  if (want("teams")) {
+    bench::teams(team_flags);
+  } else {  // one of the teams tables alone
+    if (want("teams-sync")) bench::team_sync(team_flags);
+    if (want("teams-allreduce")) bench::team_allreduce(team_flags);
+  }
   return 0;
 }

@@ -7,11 +7,9 @@
 //   window    symmetric_window::create: reserve, allocate, the record allgather, the fd ring, import, map, grant;
 // and the fds each rank's process holds more while its team and window are alive, and after releasing them (0:
 // nothing leaked). Printed: the median over the repetitions and its interquartile range.
+// Then the section's other tables: team_sync.cpp (barrier and put/wait-signal latency) and team_allreduce.cpp
+// (one-shot all-reduce); --quick (CI's smoke run) keeps N = 2, 4 and small sizes, every buffer still checked.
 #include <dirent.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -28,14 +26,12 @@
 #include <pvmm/team.hpp>
 
 #include "bench.hpp"
-
-extern char** environ;
+#include "team_ranks.hpp"
 
 namespace bench {
 namespace {
 
-using namespace std::chrono_literals;
-constexpr auto collective_timeout = 30s;
+constexpr auto collective_timeout = team_timeout;
 
 // One repetition on one rank.
 struct sample {
@@ -55,10 +51,6 @@ long open_fds() {
     ::closedir(d);
   }
   return n - 3;  // ".", ".." and the directory's own fd
-}
-
-void sync_point(pvmm::bootstrap& ranks) {
-  check(ranks.barrier(pvmm::deadline_in(collective_timeout)).has_value(), "bootstrap barrier");
 }
 
 // The steps of one repetition, on one rank. Every rank of a process must call it (threads count fds together).
@@ -121,39 +113,9 @@ samples run_threads(int n, std::size_t slot, int reps) {
 }
 
 samples run_processes(int n, std::size_t slot, int reps) {
-  static int serial = 0;  // one meeting point per configuration (single-threaded: the bench's main thread only)
-  const std::string meeting = fmt::format("pvmm-bench-teams-{}-{}", ::getpid(), serial++);
-  int out_pipe[2];
-  check(::pipe2(out_pipe, O_CLOEXEC) == 0, "pipe2");
-  posix_spawn_file_actions_t actions;
-  ::posix_spawn_file_actions_init(&actions);
-  ::posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);  // the rank's results come back on its stdout
-  std::vector<pid_t> pids;
-  for (int r = 0; r < n; ++r) {
-    std::vector<std::string> args{"/proc/self/exe",    "--teams-rank",    meeting,
-                                  std::to_string(r),   std::to_string(n), std::to_string(slot),
-                                  std::to_string(reps)};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    check(::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0, "posix_spawn of a rank");
-    pids.push_back(pid);
-  }
-  ::posix_spawn_file_actions_destroy(&actions);
-  ::close(out_pipe[1]);
-  std::string text;
-  char buffer[4096];
-  for (ssize_t got; (got = ::read(out_pipe[0], buffer, sizeof buffer)) > 0;) text.append(buffer, got);
-  ::close(out_pipe[0]);
-  bool ok = true;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  check(ok, "a teams rank process");
-  // Lines "rank rep team exchange window held leaked", one per rank and repetition (each under PIPE_BUF: whole).
+  const std::string text =
+      run_rank_processes("create", n, {std::to_string(slot), std::to_string(reps)}, std::chrono::seconds(300));
+  // Lines "rank rep team exchange window held leaked", one per rank and repetition.
   samples out(reps, std::vector<sample>(n));
   std::istringstream lines(text);
   int rank = 0, rep = 0;
@@ -194,21 +156,18 @@ void print_row(const char* launch, int n, std::size_t slot, const samples& all, 
 
 }  // namespace
 
-int teams_rank_main(int argc, char** argv) {
-  if (argc != 7) return 2;
-  const int rank = std::stoi(argv[3]), n = std::stoi(argv[4]), reps = std::stoi(argv[6]);
-  const std::size_t slot = std::stoull(argv[5]);
-  auto ranks = pvmm::make_endpoint_bootstrap(argv[2], rank, n, collective_timeout);
-  check(ranks.has_value(), "make_endpoint_bootstrap");
-  for (int rep = 0; rep < reps; ++rep) {
-    const std::string line = fmt::format("{} {} {}", rank, rep, encode(one_repetition(*ranks, slot)));
-    check(::write(1, line.data(), line.size()) == static_cast<ssize_t>(line.size()), "write of a result line");
-  }
+int team_create_rank(const rank_args& a) {
+  if (a.rest.size() != 2) return 2;
+  const std::size_t slot = std::stoull(a.rest[0]);
+  const int reps = std::stoi(a.rest[1]);
+  auto ranks = join_ranks(a);
+  for (int rep = 0; rep < reps; ++rep) emit(fmt::format("{} {} {}", a.rank, rep, encode(one_repetition(ranks, slot))));
   return 0;
 }
 
-void teams() {
-  const int reps = 7, reps_of_1_gib = 3;  // a 1 GiB slot is committed at create: 3 keep the section under a minute
+void teams(const team_flags& flags) {
+  // A 1 GiB slot is committed at create: 3 repetitions keep the table under a minute. --quick: 2 MiB slots only.
+  const int reps = flags.quick ? 2 : 7, reps_of_1_gib = 3;
   const std::size_t mib = std::size_t{1} << 20;
   const auto memory = pvmm::query_memory(0);
   fmt::print(
@@ -218,9 +177,12 @@ void teams() {
       reps, reps_of_1_gib);
   fmt::print("  {:<9} {:>2} {:>10}  {:<24} {:<24} {:<24} {:>5} {:>4}\n", "launch", "N", "slot", "team::create",
              "exchange", "window::create", "fds", "left");
+  const std::vector<int> team_sizes = flags.quick ? std::vector<int>{2, 4} : std::vector<int>{2, 4, 8};
+  const std::vector<std::size_t> slots =
+      flags.quick ? std::vector<std::size_t>{2 * mib} : std::vector<std::size_t>{2 * mib, 64 * mib, 1024 * mib};
   for (const char* launch : {"threads", "processes"})
-    for (int n : {2, 4, 8})
-      for (std::size_t slot : {2 * mib, 64 * mib, 1024 * mib}) {
+    for (int n : team_sizes)
+      for (std::size_t slot : slots) {
         // Every rank's slot is allocated at once; leave a quarter of the free memory to everything else.
         const std::size_t needed = slot * static_cast<std::size_t>(n);
         if (!memory || needed > memory->free / 4 * 3) {
@@ -232,6 +194,8 @@ void teams() {
         const int k = slot >= 1024 * mib ? reps_of_1_gib : reps;
         print_row(launch, n, slot, threads ? run_threads(n, slot, k) : run_processes(n, slot, k), threads);
       }
+  team_sync(flags);
+  team_allreduce(flags);
 }
 
 }  // namespace bench

@@ -1,0 +1,45 @@
+// pvmm-bench teams, all-reduce: one side of the one-shot all-reduce as a rank runs it (team_allreduce.cpp runs
+// the rounds, checks the outputs and prints; team_allreduce.cu has the GPU sides). A side that someone adds later
+// (NCCL, PyTorch SymmetricMemory: --compare) is one more reducer.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <pvmm/bootstrap.hpp>
+#include <pvmm/team.hpp>
+
+namespace bench::allreduce {
+
+constexpr int max_ranks = 8;
+
+class reducer {
+ public:
+  virtual ~reducer() = default;
+  /// This rank's input (at most the largest count) into the memory its peers read; returns once it is there.
+  virtual void fill(const std::vector<float>& input) = 0;
+  /// Enqueues one all-reduce (float sum) of the first `count` floats of every rank's input into this rank's output.
+  virtual void enqueue(std::size_t count) = 0;
+  /// Returns when everything enqueued has run (bounded: every barrier in it has a timeout).
+  virtual void finish() = 0;
+  /// Fills the output with NaN, so a reduce that did not run cannot pass the check.
+  virtual void poison(std::size_t count) = 0;
+  /// The output's first `count` floats (after finish).
+  virtual std::vector<float> output(std::size_t count) = 0;
+  /// Empty, or what expired (a barrier that timed out: a peer did not come).
+  virtual std::string expired() = 0;
+};
+
+#if PVMM_BENCH_ALLREDUCE_GPU
+/// Blocks a GPU all-reduce launches at most (the device's SM count): pvmm's window needs a signal channel each.
+int gpu_max_blocks();
+/// pvmm's side: the kernel over the window's device view (pvmm/team_device.hpp), one channel per block.
+std::unique_ptr<reducer> gpu_pvmm_reducer(const pvmm::symmetric_window& window, std::size_t max_count);
+/// The raw side: the same kernel over cuMemAlloc buffers shared with cuIpcGetMemHandle / cuIpcOpenMemHandle (the
+/// handles exchanged over `ranks`), with its barrier flags written by hand.
+std::unique_ptr<reducer> gpu_raw_reducer(pvmm::bootstrap& ranks, std::size_t max_count);
+#endif
+
+}  // namespace bench::allreduce
