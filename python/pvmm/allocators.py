@@ -1,8 +1,10 @@
 """Allocator plug-ins: pvmm memory behind PyTorch and CuPy (both optional imports).
 
-- PyTorch: ``torch_mem_pool(source)`` gives a ``torch.cuda.MemPool`` whose allocations come from ``source`` (a
-  ``pvmm.MemoryPool`` or a ``pvmm.SleepingAllocator``) through ``torch.cuda.memory.CUDAPluggableAllocator``; the C
-  entry points ``pvmm_torch_alloc`` / ``pvmm_torch_free`` live in the extension module itself.
+- PyTorch: ``torch_mem_pool(source)`` gives a ``torch.cuda.MemPool`` whose allocations come from ``source``
+  through ``torch.cuda.memory.CUDAPluggableAllocator``: a ``pvmm.MemoryPool`` (stream-ordered pool allocations), a
+  ``pvmm.GrowableArena`` (one reserved range whose physical memory is mapped as allocations reach it and unmapped
+  when the highest ones go: VMM growth, addresses never move) or a ``pvmm.SleepingAllocator``. The C entry points
+  ``pvmm_torch_alloc`` / ``pvmm_torch_free`` live in the extension module itself.
 - CuPy: ``cupy_set_allocator(pool)`` routes ``cupy.cuda.set_allocator`` through ``CFunctionAllocator`` to the pool.
 - Tags: ``with tag(sleeping, "weights"):`` makes the allocations PyTorch asks for inside the block carry the tag
   that ``sleeping.sleep(["weights"])`` selects (vLLM's sleep mode).
@@ -18,7 +20,7 @@ from typing import Any, Iterator, Union
 
 from . import _pvmm
 
-Source = Union[_pvmm.MemoryPool, _pvmm.SleepingAllocator]
+Source = Union[_pvmm.MemoryPool, _pvmm.GrowableArena, _pvmm.SleepingAllocator]
 
 
 def library_path() -> str:

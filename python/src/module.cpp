@@ -18,8 +18,10 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
+#include "arena.hpp"
 #include "common.hpp"
 #include "sleeping.hpp"
 
@@ -340,10 +342,28 @@ struct py_sleeping {
     return *ptr;
   }
 };
-// The allocator the C entry points below serve (set from Python by pvmm.allocators).
+struct py_arena {
+  std::shared_ptr<pvmm_py::growable_arena> ptr;  // views hold a share, as the sleeping allocator's
+  pvmm_py::growable_arena& get(const char* op) const {
+    if (!ptr) pvmm_py::throw_closed(op);
+    return *ptr;
+  }
+};
+// The allocator the C entry points below serve: one at a time, the last installed (from Python by pvmm.allocators),
+// held while installed. Global because PyTorch and CuPy load the entry points by name and pass them no context.
 std::shared_ptr<pvmm::memory_pool> c_pool;
-std::shared_ptr<pvmm_py::sleeping_allocator> c_sleeping;  // held while installed, as c_pool
+std::shared_ptr<pvmm_py::sleeping_allocator> c_sleeping;
+std::shared_ptr<pvmm_py::growable_arena> c_arena;
 std::string c_tag = "default";
+template <class T>
+void install_c_source(const std::shared_ptr<T>& source) {
+  c_pool.reset();
+  c_sleeping.reset();
+  c_arena.reset();
+  if constexpr (std::is_same_v<T, pvmm::memory_pool>) c_pool = source;
+  if constexpr (std::is_same_v<T, pvmm_py::sleeping_allocator>) c_sleeping = source;
+  if constexpr (std::is_same_v<T, pvmm_py::growable_arena>) c_arena = source;
+}
 
 pvmm::stream_ref foreign_stream(void* s, int device) {
   std::uint64_t h = reinterpret_cast<std::uintptr_t>(s);
@@ -390,6 +410,10 @@ pvmm::allocation_properties device_props(int device, bool exportable) {
 // C entry points for PyTorch's CUDAPluggableAllocator and CuPy's CFunctionAllocator (python/pvmm/allocators.py).
 extern "C" {
 __attribute__((visibility("default"))) void* pvmm_torch_alloc(std::size_t size, int device, void* stream) {
+  if (c_arena) {
+    auto p = c_arena->allocate(size);
+    return p ? *p : nullptr;
+  }
   if (c_sleeping) {
     auto p = c_sleeping->allocate(size, c_tag);
     return p ? *p : nullptr;
@@ -399,6 +423,13 @@ __attribute__((visibility("default"))) void* pvmm_torch_alloc(std::size_t size, 
   return p ? *p : nullptr;
 }
 __attribute__((visibility("default"))) void pvmm_torch_free(void* pointer, std::size_t, int device, void* stream) {
+  if (c_arena) {
+    // The arena unmaps what no allocation reaches any more: the freeing stream's work must be done (PyTorch frees
+    // segments rarely: on empty_cache, or to retry an allocation that failed).
+    if (stream || !backend_is("host")) (void)foreign_stream(stream, device).synchronize();
+    (void)c_arena->free(pointer);
+    return;
+  }
   if (c_sleeping) {
     (void)c_sleeping->free(pointer);
     return;
@@ -832,12 +863,98 @@ NB_MODULE(_pvmm, m) {
              return std::string("<pvmm.MemoryPool device=") + std::to_string(p.device) + (p.ptr ? "" : " closed") + ">";
            })
       .def(
-          "_install_c_allocator",
-          [](const py_pool& p) {
-            c_pool = p.ptr;
-            c_sleeping = nullptr;
-          },
+          "_install_c_allocator", [](const py_pool& p) { install_c_source(p.ptr); },
           "Makes the C entry points (pvmm_torch_alloc/free) allocate from this pool.");
+
+  // ---- the growable arena (PyTorch's allocator on VMM) ----
+  nb::class_<py_arena>(m, "GrowableArena",
+                       "Allocations in one reserved range whose physical memory is mapped as they reach it and "
+                       "unmapped when the highest ones go; addresses never move.")
+      .def(
+          "__init__",
+          [](py_arena* self, int device, std::size_t reserve_size, std::size_t chunk_size) {
+            std::unique_ptr<pvmm_py::growable_arena> a;
+            {
+              nb::gil_scoped_release release;
+              a = unwrap(pvmm_py::growable_arena::create(device, reserve_size, chunk_size));
+            }
+            new (self) py_arena{std::shared_ptr<pvmm_py::growable_arena>(std::move(a))};
+          },
+          "device"_a = 0, "reserve_size"_a = 0, "chunk_size"_a = 0,
+          "reserve_size: the address range reserved up front, all the arena can ever hold (0: the device's total "
+          "memory); chunk_size: the unit of physical memory mapped (0: pvmm's default, 64 MiB).")
+      .def(
+          "allocate",
+          [](const py_arena& a, std::size_t size) {
+            auto& arena = a.get("allocate");
+            nb::gil_scoped_release release;  // may map chunks
+            return reinterpret_cast<std::uintptr_t>(unwrap(arena.allocate(size)));
+          },
+          "size"_a, "An address (int), a multiple of 512; out_of_memory when the reservation cannot hold it.")
+      .def(
+          "free",
+          [](const py_arena& a, std::uintptr_t p) {
+            auto& arena = a.get("free");
+            nb::gil_scoped_release release;  // may unmap chunks
+            unwrap(arena.free(reinterpret_cast<void*>(p)));
+          },
+          "address"_a, "Frees an allocation no work in flight uses; the chunks above the highest one left go back.")
+      .def("statistics",
+           [](const py_arena& a) {
+             auto st = a.get("statistics").statistics();
+             nb::dict d;
+             d["allocations"] = st.allocations;
+             d["allocated_bytes"] = st.allocated_bytes;
+             d["mapped_bytes"] = st.mapped_bytes;
+             d["peak_mapped_bytes"] = st.peak_mapped_bytes;
+             d["reserved_bytes"] = st.reserved_bytes;
+             d["grows"] = st.grows;
+             d["shrinks"] = st.shrinks;
+             return d;
+           })
+      .def_prop_ro(
+          "address", [](const py_arena& a) { return reinterpret_cast<std::uintptr_t>(a.get("address").base()); },
+          "The start of the reserved range.")
+      .def(
+          "view",
+          [](const py_arena& a, std::uintptr_t address, const std::string& dtype,
+             std::optional<std::vector<std::size_t>> shape) {
+            auto& arena = a.get("view");
+            void* p = reinterpret_cast<void*>(address);
+            return make_view(a.ptr, p, arena.size_of(p), memory_label::device, arena.device(), dtype, std::move(shape),
+                             0);
+          },
+          "address"_a, "dtype"_a = "uint8", "shape"_a = nb::none(), "An array over one allocation (keeps the arena).")
+      .def(
+          "_install_c_allocator",
+          [](const py_arena& a) {
+            (void)a.get("install");
+            install_c_source(a.ptr);
+          },
+          "Makes the C entry points (pvmm_torch_alloc/free) allocate from this arena.")
+      .def_prop_ro("closed", [](const py_arena& a) { return !a.ptr; })
+      .def(
+          "close",
+          [](py_arena& a) {
+            if (c_arena == a.ptr) c_arena.reset();
+            nb::gil_scoped_release release;
+            a.ptr.reset();
+          },
+          "Drops this owner's hold (and the C entry points' if installed); views keep the memory.")
+      .def(
+          "__enter__", [](py_arena& self) -> py_arena& { return self; }, nb::rv_policy::reference)
+      .def("__exit__",
+           [](py_arena& a, nb::args) {
+             if (c_arena == a.ptr) c_arena.reset();
+             a.ptr.reset();
+           })
+      .def("__repr__", [](const py_arena& a) {
+        if (!a.ptr) return std::string("<pvmm.GrowableArena closed>");
+        auto st = a.ptr->statistics();
+        return "<pvmm.GrowableArena allocations=" + std::to_string(st.allocations) +
+               " mapped_bytes=" + std::to_string(st.mapped_bytes) +
+               " reserved_bytes=" + std::to_string(st.reserved_bytes) + ">";
+      });
 
   // ---- the sleeping allocator ----
   nb::class_<py_sleeping>(m, "SleepingAllocator",
@@ -905,8 +1022,7 @@ NB_MODULE(_pvmm, m) {
       .def("_install_c_allocator",
            [](const py_sleeping& s) {
              (void)s.get("install");
-             c_sleeping = s.ptr;
-             c_pool.reset();
+             install_c_source(s.ptr);
            })
       .def("close",
            [](py_sleeping& s) {
