@@ -167,7 +167,7 @@ def entry_points_alone(n: int) -> dict[str, Any]:
     res: dict[str, Any] = {}
     arena = pvmm.GrowableArena(reserve_size=GIB, chunk_size=32 * MIB)
     for name, source in (("pool", pvmm.MemoryPool.create()), ("arena", arena)):
-        source._install_c_allocator()
+        source.install_c_allocator()
         t = now()
         for _ in range(n):
             p = alloc(2 * MIB, 0, stream.handle)

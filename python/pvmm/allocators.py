@@ -33,7 +33,7 @@ def torch_allocator(source: Source) -> Any:
     """A ``torch.cuda.memory.CUDAPluggableAllocator`` allocating from ``source``."""
     import torch  # optional
 
-    source._install_c_allocator()
+    source.install_c_allocator()
     return torch.cuda.memory.CUDAPluggableAllocator(library_path(), "pvmm_torch_alloc", "pvmm_torch_free")
 
 
@@ -59,7 +59,7 @@ def cupy_set_allocator(pool: _pvmm.MemoryPool, stream: Any = None) -> Any:
     Returns the ``CFunctionAllocator`` (keep it; ``cupy.cuda.set_allocator(None)`` undoes)."""
     import cupy  # optional
 
-    pool._install_c_allocator()
+    pool.install_c_allocator()
     lib = ctypes.CDLL(library_path())
     handle = int(stream.ptr if stream is not None else cupy.cuda.get_current_stream().ptr)
     malloc = ctypes.cast(lib.pvmm_cupy_malloc, ctypes.c_void_p).value

@@ -863,7 +863,7 @@ NB_MODULE(_pvmm, m) {
              return std::string("<pvmm.MemoryPool device=") + std::to_string(p.device) + (p.ptr ? "" : " closed") + ">";
            })
       .def(
-          "_install_c_allocator", [](const py_pool& p) { install_c_source(p.ptr); },
+          "install_c_allocator", [](const py_pool& p) { install_c_source(p.ptr); },
           "Makes the C entry points (pvmm_torch_alloc/free) allocate from this pool.");
 
   // ---- the growable arena (PyTorch's allocator on VMM) ----
@@ -926,7 +926,7 @@ NB_MODULE(_pvmm, m) {
           },
           "address"_a, "dtype"_a = "uint8", "shape"_a = nb::none(), "An array over one allocation (keeps the arena).")
       .def(
-          "_install_c_allocator",
+          "install_c_allocator",
           [](const py_arena& a) {
             (void)a.get("install");
             install_c_source(a.ptr);
@@ -1019,11 +1019,13 @@ NB_MODULE(_pvmm, m) {
       .def(
           "use_tag", [](const py_sleeping&, const std::string& tag) { c_tag = tag; },
           "The tag the C entry points (PyTorch's MemPool) give new allocations.")
-      .def("_install_c_allocator",
-           [](const py_sleeping& s) {
-             (void)s.get("install");
-             install_c_source(s.ptr);
-           })
+      .def(
+          "install_c_allocator",
+          [](const py_sleeping& s) {
+            (void)s.get("install");
+            install_c_source(s.ptr);
+          },
+          "Makes the C entry points (pvmm_torch_alloc/free) allocate from this allocator, with use_tag's tag.")
       .def("close",
            [](py_sleeping& s) {
              if (c_sleeping == s.ptr) c_sleeping.reset();

@@ -26,7 +26,7 @@ def entry_points():
 def test_torch_entry_points_allocate_from_the_installed_pool(stream):
     lib, alloc, free = entry_points()
     with pvmm.MemoryPool.create() as pool:
-        pool._install_c_allocator()
+        pool.install_c_allocator()
         p = alloc(MIB, 0, stream.handle)
         assert p and pvmm.query_pointer(p)["kind"] == "pool"
         assert pool.usage()["used_current"] == MIB
@@ -43,7 +43,7 @@ def test_torch_entry_points_allocate_from_the_installed_pool(stream):
 def test_torch_entry_points_serve_a_sleeping_allocator_with_tags():
     _, alloc, free = entry_points()
     with pvmm.SleepingAllocator() as sleeper:
-        sleeper._install_c_allocator()
+        sleeper.install_c_allocator()
         with allocators.tag(sleeper, "weights"):
             w = alloc(3 * MIB, 0, None)
         kv = alloc(MIB, 0, None)
@@ -64,7 +64,7 @@ def test_torch_entry_points_serve_a_growable_arena():
     _, alloc, free = entry_points()
     chunk = 2 * MIB
     with pvmm.GrowableArena(reserve_size=16 * MIB, chunk_size=chunk) as arena:
-        arena._install_c_allocator()
+        arena.install_c_allocator()
         base = arena.address
         assert arena.statistics()["reserved_bytes"] == 16 * MIB and arena.statistics()["mapped_bytes"] == 0
         a = alloc(1000, 0, None)
