@@ -184,7 +184,8 @@ nb::ndarray<nb::array_api> make_array(std::shared_ptr<void> keep, void* data, st
                                       std::size_t offset) {
   return make_view(std::move(keep), data, size, memory_label::device, device, dtype, std::move(shape), offset);
 }
-void bind_team(nb::module_& m);  // team.cpp
+void bind_team(nb::module_& m);       // team.cpp
+void bind_transport(nb::module_& m);  // transport.cpp
 }  // namespace pvmm_py
 
 namespace {
@@ -450,6 +451,7 @@ NB_MODULE(_pvmm, m) {
   m.attr("BACKEND") = PVMM_PY_BACKEND;
   register_errors(m);
   pvmm_py::bind_team(m);
+  pvmm_py::bind_transport(m);
 
   // ---- devices ----
   m.def("backend", [] {
