@@ -35,6 +35,9 @@ namespace {
 #ifndef PVMM_PY_BACKEND
 #define PVMM_PY_BACKEND "host"
 #endif
+#ifndef PVMM_PY_ROCM
+#define PVMM_PY_ROCM 0
+#endif
 constexpr bool backend_is(const char* name) { return std::string_view(PVMM_PY_BACKEND) == name; }
 
 // ---- exceptions, generated from PVMM_ERRC_LIST -------------------------------------------------------------------
@@ -136,7 +139,7 @@ nb::dlpack::dtype parse_dtype(const std::string& name) {
 /// DLPack's device label for memory of `label` on `device` under this build's backend (reference §4.2).
 std::pair<int, int> dlpack_device(memory_label label, int device) {
   if (backend_is("host")) return {nb::device::cpu::value, 0};
-  const bool rocm = backend_is("hip");
+  const bool rocm = PVMM_PY_ROCM != 0;  // hip on AMD; hip on HIP's NVIDIA platform labels as cuda
   switch (label) {
     case memory_label::pinned:
       return {rocm ? nb::device::rocm_host::value : nb::device::cuda_host::value, 0};
