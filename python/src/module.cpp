@@ -15,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -355,18 +356,42 @@ struct py_arena {
 };
 // The allocator the C entry points below serve: one at a time, the last installed (from Python by pvmm.allocators),
 // held while installed. Global because PyTorch and CuPy load the entry points by name and pass them no context.
-std::shared_ptr<pvmm::memory_pool> c_pool;
-std::shared_ptr<pvmm_py::sleeping_allocator> c_sleeping;
-std::shared_ptr<pvmm_py::growable_arena> c_arena;
-std::string c_tag = "default";
+// PyTorch calls them from any thread while Python may install or close a source: each call copies the source under
+// c_source_lock and allocates outside it (the lock is never held across a driver call or user code).
+struct c_source {
+  std::shared_ptr<pvmm::memory_pool> pool;
+  std::shared_ptr<pvmm_py::sleeping_allocator> sleeping;
+  std::shared_ptr<pvmm_py::growable_arena> arena;
+  std::string tag = "default";  // what the sleeping allocator tags new allocations with
+};
+std::mutex c_source_lock;
+c_source c_installed;
+c_source installed_c_source() {
+  std::lock_guard<std::mutex> guard(c_source_lock);
+  return c_installed;
+}
 template <class T>
 void install_c_source(const std::shared_ptr<T>& source) {
-  c_pool.reset();
-  c_sleeping.reset();
-  c_arena.reset();
-  if constexpr (std::is_same_v<T, pvmm::memory_pool>) c_pool = source;
-  if constexpr (std::is_same_v<T, pvmm_py::sleeping_allocator>) c_sleeping = source;
-  if constexpr (std::is_same_v<T, pvmm_py::growable_arena>) c_arena = source;
+  c_source old;  // released after the lock: the last share of a source may go here
+  std::lock_guard<std::mutex> guard(c_source_lock);
+  old = std::move(c_installed);
+  c_installed = c_source{};
+  c_installed.tag = old.tag;
+  if constexpr (std::is_same_v<T, pvmm::memory_pool>) c_installed.pool = source;
+  if constexpr (std::is_same_v<T, pvmm_py::sleeping_allocator>) c_installed.sleeping = source;
+  if constexpr (std::is_same_v<T, pvmm_py::growable_arena>) c_installed.arena = source;
+}
+/// Uninstalls `source` if it is the one installed (its owner is closing).
+template <class T>
+void uninstall_c_source(const std::shared_ptr<T>& source) {
+  std::shared_ptr<T> old;  // released after the lock
+  std::lock_guard<std::mutex> guard(c_source_lock);
+  if constexpr (std::is_same_v<T, pvmm_py::sleeping_allocator>) {
+    if (c_installed.sleeping == source) old = std::move(c_installed.sleeping);
+  }
+  if constexpr (std::is_same_v<T, pvmm_py::growable_arena>) {
+    if (c_installed.arena == source) old = std::move(c_installed.arena);
+  }
 }
 
 pvmm::stream_ref foreign_stream(void* s, int device) {
@@ -414,38 +439,43 @@ pvmm::allocation_properties device_props(int device, bool exportable) {
 // C entry points for PyTorch's CUDAPluggableAllocator and CuPy's CFunctionAllocator (python/pvmm/allocators.py).
 extern "C" {
 __attribute__((visibility("default"))) void* pvmm_torch_alloc(std::size_t size, int device, void* stream) {
-  if (c_arena) {
-    auto p = c_arena->allocate(size);
+  const c_source source = installed_c_source();
+  if (source.arena) {
+    auto p = source.arena->allocate(size);
     return p ? *p : nullptr;
   }
-  if (c_sleeping) {
-    auto p = c_sleeping->allocate(size, c_tag);
+  if (source.sleeping) {
+    auto p = source.sleeping->allocate(size, source.tag);
     return p ? *p : nullptr;
   }
-  if (!c_pool) return nullptr;
-  auto p = c_pool->allocate_async(size, foreign_stream(stream, device));
+  if (!source.pool) return nullptr;
+  auto p = source.pool->allocate_async(size, foreign_stream(stream, device));
   return p ? *p : nullptr;
 }
 __attribute__((visibility("default"))) void pvmm_torch_free(void* pointer, std::size_t, int device, void* stream) {
-  if (c_arena) {
+  const c_source source = installed_c_source();
+  if (source.arena) {
     // The arena unmaps what no allocation reaches any more: the freeing stream's work must be done (PyTorch frees
     // segments rarely: on empty_cache, or to retry an allocation that failed).
     if (stream || !backend_is("host")) (void)foreign_stream(stream, device).synchronize();
-    (void)c_arena->free(pointer);
+    (void)source.arena->free(pointer);
     return;
   }
-  if (c_sleeping) {
-    (void)c_sleeping->free(pointer);
+  if (source.sleeping) {
+    (void)source.sleeping->free(pointer);
     return;
   }
-  if (c_pool) (void)c_pool->free_async(pointer, foreign_stream(stream, device));
+  if (source.pool) (void)source.pool->free_async(pointer, foreign_stream(stream, device));
 }
-// CuPy's CFunctionAllocator: `param` is the stream handle the allocator was made for.
+// CuPy's CFunctionAllocator: `param` is the stream handle the allocator was made for. Pools only.
 __attribute__((visibility("default"))) void* pvmm_cupy_malloc(void* param, std::size_t size, int device) {
-  return c_pool ? pvmm_torch_alloc(size, device, param) : nullptr;
+  const auto pool = installed_c_source().pool;
+  if (!pool) return nullptr;
+  auto p = pool->allocate_async(size, foreign_stream(param, device));
+  return p ? *p : nullptr;
 }
 __attribute__((visibility("default"))) void pvmm_cupy_free(void* param, void* pointer, int device) {
-  if (c_pool) pvmm_torch_free(pointer, 0, device, param);
+  if (const auto pool = installed_c_source().pool) (void)pool->free_async(pointer, foreign_stream(param, device));
 }
 }
 
@@ -941,7 +971,7 @@ NB_MODULE(_pvmm, m) {
       .def(
           "close",
           [](py_arena& a) {
-            if (c_arena == a.ptr) c_arena.reset();
+            uninstall_c_source(a.ptr);
             nb::gil_scoped_release release;
             a.ptr.reset();
           },
@@ -950,7 +980,7 @@ NB_MODULE(_pvmm, m) {
           "__enter__", [](py_arena& self) -> py_arena& { return self; }, nb::rv_policy::reference)
       .def("__exit__",
            [](py_arena& a, nb::args) {
-             if (c_arena == a.ptr) c_arena.reset();
+             uninstall_c_source(a.ptr);
              a.ptr.reset();
            })
       .def("__repr__", [](const py_arena& a) {
@@ -1022,7 +1052,11 @@ NB_MODULE(_pvmm, m) {
           },
           "address"_a, "dtype"_a = "uint8", "shape"_a = nb::none())
       .def(
-          "use_tag", [](const py_sleeping&, const std::string& tag) { c_tag = tag; },
+          "use_tag",
+          [](const py_sleeping&, const std::string& tag) {
+            std::lock_guard<std::mutex> guard(c_source_lock);
+            c_installed.tag = tag;
+          },
           "The tag the C entry points (PyTorch's MemPool) give new allocations.")
       .def(
           "install_c_allocator",
@@ -1033,7 +1067,7 @@ NB_MODULE(_pvmm, m) {
           "Makes the C entry points (pvmm_torch_alloc/free) allocate from this allocator, with use_tag's tag.")
       .def("close",
            [](py_sleeping& s) {
-             if (c_sleeping == s.ptr) c_sleeping.reset();
+             uninstall_c_source(s.ptr);
              nb::gil_scoped_release release;
              s.ptr.reset();
            })
@@ -1041,7 +1075,7 @@ NB_MODULE(_pvmm, m) {
           "__enter__", [](py_sleeping& self) -> py_sleeping& { return self; }, nb::rv_policy::reference)
       .def("__exit__",
            [](py_sleeping& s, nb::args) {
-             if (c_sleeping == s.ptr) c_sleeping.reset();
+             uninstall_c_source(s.ptr);
              s.ptr.reset();
            })
       .def("__repr__", [](const py_sleeping& s) {
