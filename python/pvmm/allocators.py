@@ -9,7 +9,9 @@
 - Tags: ``with tag(sleeping, "weights"):`` makes the allocations PyTorch asks for inside the block carry the tag
   that ``sleeping.sleep(["weights"])`` selects (vLLM's sleep mode).
 
-One source serves the C entry points at a time (the last one installed).
+Allocations through the C entry points come from the last source installed; a free reaches the source that made
+it (an arena or sleeping allocator the entry points served stays alive while it holds allocations; a pool's frees go
+to the last pool installed).
 """
 
 from __future__ import annotations

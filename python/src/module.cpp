@@ -11,6 +11,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -354,44 +355,101 @@ struct py_arena {
     return *ptr;
   }
 };
-// The allocator the C entry points below serve: one at a time, the last installed (from Python by pvmm.allocators),
-// held while installed. Global because PyTorch and CuPy load the entry points by name and pass them no context.
-// PyTorch calls them from any thread while Python may install or close a source: each call copies the source under
-// c_source_lock and allocates outside it (the lock is never held across a driver call or user code).
+// The allocator the C entry points below serve: one at a time, the last installed (from Python by pvmm.allocators).
+// Global because PyTorch and CuPy load the entry points by name and pass them no context. PyTorch calls them from
+// any thread while Python may install or close a source: each call copies what it needs under c_source_lock and
+// allocates or frees outside it (the lock is never held across a driver call or user code).
 struct c_source {
   std::shared_ptr<pvmm::memory_pool> pool;
   std::shared_ptr<pvmm_py::sleeping_allocator> sleeping;
   std::shared_ptr<pvmm_py::growable_arena> arena;
   std::string tag = "default";  // what the sleeping allocator tags new allocations with
 };
+// Sources that served the entry points and may still hold allocations made through them: PyTorch may free a segment
+// after another source was installed (a MemPool outliving its turn) or after Python closed the source's owner. The
+// free must reach the source that made it, alive: arenas and sleeping allocators stay here until they are neither
+// installed nor holding allocations. A pool cannot tell its pointers from another's: frees that no arena or sleeping
+// allocator owns go to the last pool installed.
+struct c_retained {
+  std::vector<std::shared_ptr<pvmm_py::growable_arena>> arenas;
+  std::vector<std::shared_ptr<pvmm_py::sleeping_allocator>> sleepers;
+  std::shared_ptr<pvmm::memory_pool> last_pool;
+};
 std::mutex c_source_lock;
 c_source c_installed;
+c_retained c_kept;
+
 c_source installed_c_source() {
   std::lock_guard<std::mutex> guard(c_source_lock);
   return c_installed;
 }
+c_retained retained_c_sources() {
+  std::lock_guard<std::mutex> guard(c_source_lock);
+  return c_kept;
+}
+
+/// Moves the retained sources of `list` that are not `installed` and hold no allocations into `gone` (released by
+/// the caller after the lock).
+template <class T>
+void prune(std::vector<std::shared_ptr<T>>& list, const std::shared_ptr<T>& installed,
+           std::vector<std::shared_ptr<T>>& gone) {
+  for (auto it = list.begin(); it != list.end();) {
+    if (*it != installed && (*it)->statistics().allocations == 0) {
+      gone.push_back(std::move(*it));
+      it = list.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+/// Drops the retained sources nothing needs any more (after a free, an install or a close).
+void prune_c_sources() {
+  std::vector<std::shared_ptr<pvmm_py::growable_arena>> arenas;  // released after the lock
+  std::vector<std::shared_ptr<pvmm_py::sleeping_allocator>> sleepers;
+  std::lock_guard<std::mutex> guard(c_source_lock);
+  prune(c_kept.arenas, c_installed.arena, arenas);
+  prune(c_kept.sleepers, c_installed.sleeping, sleepers);
+}
+
+template <class T>
+void keep(std::vector<std::shared_ptr<T>>& list, const std::shared_ptr<T>& source) {
+  if (std::find(list.begin(), list.end(), source) == list.end()) list.push_back(source);
+}
 template <class T>
 void install_c_source(const std::shared_ptr<T>& source) {
-  c_source old;  // released after the lock: the last share of a source may go here
-  std::lock_guard<std::mutex> guard(c_source_lock);
-  old = std::move(c_installed);
-  c_installed = c_source{};
-  c_installed.tag = old.tag;
-  if constexpr (std::is_same_v<T, pvmm::memory_pool>) c_installed.pool = source;
-  if constexpr (std::is_same_v<T, pvmm_py::sleeping_allocator>) c_installed.sleeping = source;
-  if constexpr (std::is_same_v<T, pvmm_py::growable_arena>) c_installed.arena = source;
+  {
+    c_source old;  // released after the lock: the last share of a source may go here
+    std::lock_guard<std::mutex> guard(c_source_lock);
+    old = std::move(c_installed);
+    c_installed = c_source{};
+    c_installed.tag = old.tag;
+    if constexpr (std::is_same_v<T, pvmm::memory_pool>) c_installed.pool = c_kept.last_pool = source;
+    if constexpr (std::is_same_v<T, pvmm_py::sleeping_allocator>) keep(c_kept.sleepers, c_installed.sleeping = source);
+    if constexpr (std::is_same_v<T, pvmm_py::growable_arena>) keep(c_kept.arenas, c_installed.arena = source);
+  }
+  prune_c_sources();
 }
-/// Uninstalls `source` if it is the one installed (its owner is closing).
+/// Uninstalls `source` if it is the one installed (its owner is closing); it stays while it holds allocations.
 template <class T>
 void uninstall_c_source(const std::shared_ptr<T>& source) {
-  std::shared_ptr<T> old;  // released after the lock
-  std::lock_guard<std::mutex> guard(c_source_lock);
-  if constexpr (std::is_same_v<T, pvmm_py::sleeping_allocator>) {
-    if (c_installed.sleeping == source) old = std::move(c_installed.sleeping);
+  {
+    std::shared_ptr<T> old;  // released after the lock
+    std::lock_guard<std::mutex> guard(c_source_lock);
+    if constexpr (std::is_same_v<T, pvmm_py::sleeping_allocator>) {
+      if (c_installed.sleeping == source) old = std::move(c_installed.sleeping);
+    }
+    if constexpr (std::is_same_v<T, pvmm_py::growable_arena>) {
+      if (c_installed.arena == source) old = std::move(c_installed.arena);
+    }
   }
-  if constexpr (std::is_same_v<T, pvmm_py::growable_arena>) {
-    if (c_installed.arena == source) old = std::move(c_installed.arena);
-  }
+  prune_c_sources();
+}
+/// The retained source of `list` that owns `pointer`, or none.
+template <class T>
+std::shared_ptr<T> owner_of(const std::vector<std::shared_ptr<T>>& list, void* pointer) {
+  for (const auto& source : list)
+    if (source->size_of(pointer) != 0) return source;
+  return nullptr;
 }
 
 pvmm::stream_ref foreign_stream(void* s, int device) {
@@ -453,19 +511,18 @@ __attribute__((visibility("default"))) void* pvmm_torch_alloc(std::size_t size, 
   return p ? *p : nullptr;
 }
 __attribute__((visibility("default"))) void pvmm_torch_free(void* pointer, std::size_t, int device, void* stream) {
-  const c_source source = installed_c_source();
-  if (source.arena) {
+  const c_retained kept = retained_c_sources();
+  if (auto arena = owner_of(kept.arenas, pointer)) {
     // The arena unmaps what no allocation reaches any more: the freeing stream's work must be done (PyTorch frees
     // segments rarely: on empty_cache, or to retry an allocation that failed).
     if (stream || !backend_is("host")) (void)foreign_stream(stream, device).synchronize();
-    (void)source.arena->free(pointer);
-    return;
+    (void)arena->free(pointer);
+  } else if (auto sleeping = owner_of(kept.sleepers, pointer)) {
+    (void)sleeping->free(pointer);
+  } else if (kept.last_pool) {
+    (void)kept.last_pool->free_async(pointer, foreign_stream(stream, device));
   }
-  if (source.sleeping) {
-    (void)source.sleeping->free(pointer);
-    return;
-  }
-  if (source.pool) (void)source.pool->free_async(pointer, foreign_stream(stream, device));
+  prune_c_sources();
 }
 // CuPy's CFunctionAllocator: `param` is the stream handle the allocator was made for. Pools only.
 __attribute__((visibility("default"))) void* pvmm_cupy_malloc(void* param, std::size_t size, int device) {

@@ -99,3 +99,35 @@ def test_torch_entry_points_serve_a_growable_arena():
     assert arena.closed and alloc(512, 0, None) is None  # closing uninstalls it
     with pytest.raises(pvmm.AlreadyReleasedError):
         arena.allocate(512)
+
+
+@pytest.mark.skipif(pvmm.BACKEND != "host", reason="a foreign stream handle on the host backend must be pvmm's own")
+def test_frees_reach_the_source_that_allocated_after_another_is_installed(stream):
+    """PyTorch may free a segment after another source was installed (a MemPool outliving its turn) or after the
+    source's Python owner closed: the free reaches the source that made it, which the entry points keep alive."""
+    _, alloc, free = entry_points()
+    pool = pvmm.MemoryPool.create()
+    pool.install_c_allocator()
+    from_pool = alloc(MIB, 0, stream.handle)
+    arena = pvmm.GrowableArena(reserve_size=16 * MIB, chunk_size=2 * MIB)
+    arena.install_c_allocator()
+    from_arena = alloc(MIB, 0, None)
+    sleeper = pvmm.SleepingAllocator()
+    sleeper.install_c_allocator()
+    from_sleeper = alloc(MIB, 0, None)
+    free(from_arena, MIB, 0, None)  # the arena's, though the sleeping allocator is installed
+    assert arena.statistics()["allocations"] == 0 and sleeper.statistics()["allocations"] == 1
+    free(from_pool, MIB, 0, stream.handle)  # the last pool installed
+    stream.synchronize()
+    assert pool.usage()["used_current"] == 0
+    arena.install_c_allocator()
+    kept = alloc(MIB, 0, None)
+    sleeper.install_c_allocator()
+    arena.close()  # Python's owner goes; the entry points keep the arena while `kept` lives
+    ctypes.memset(kept, 0x5A, MIB)  # still mapped
+    assert ctypes.string_at(kept + MIB - 4, 4) == b"\x5a" * 4
+    free(kept, MIB, 0, None)
+    free(from_sleeper, MIB, 0, None)
+    assert sleeper.statistics()["allocations"] == 0
+    sleeper.close()
+    assert alloc(MIB, 0, None) is None  # nothing installed
