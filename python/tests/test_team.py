@@ -40,6 +40,18 @@ class FileStore:
             return f.read()
 
 
+def run_ranks_as_threads(run, size, timeout):
+    """Runs run(rank) for every rank, each in a thread, and waits for them (bounded)."""
+    import threading
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a rank did not finish in time"
+
+
 def rank_main(rank, path, q):
     try:
         with pvmm.Team.over_store(FileStore(path), rank, RANKS, prefix="t", timeout_ms=30000) as team:
@@ -113,11 +125,7 @@ def test_team_of_threads_over_a_python_allgather():
         except Exception as e:
             results[rank] = repr(e)
 
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    run_ranks_as_threads(run, size, 60)
     assert results == {r: [10, 11, 12] for r in range(size)}
 
     with pytest.raises(pvmm.ProtocolError):  # a peer's bytes are not trusted: a wrong count is refused
@@ -144,11 +152,7 @@ def test_team_over_pvmm_endpoints():
         except Exception as e:
             results[rank] = repr(e)
 
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    run_ranks_as_threads(run, 2, 30)
     assert results == {0: [1, 2], 1: [1, 2]}
 
 
@@ -251,11 +255,7 @@ def test_team_over_an_mpi_communicator(monkeypatch):
         except Exception as e:
             results[rank] = repr(e)
 
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    run_ranks_as_threads(run, size, 60)
     assert results == {r: ([20, 21, 22], f"<pvmm.Team rank={r} size={size}>") for r in range(size)}
     assert sorted(freed) == [0, 1, 2]  # the shared-memory communicator is freed
 
