@@ -14,8 +14,12 @@ from __future__ import annotations
 from . import _pvmm
 from ._pvmm import *  # noqa: F401,F403  (the classes, functions and every error class)
 from ._pvmm import ERRC, BACKEND, PvmmError
-from . import sharing
-from .sharing import ExportedBuffer, ExportedPool, export_buffer, export_pool
+from . import sharing as sharing
+# Re-exported by name (the stub's checker reads no computed __all__).
+from .sharing import ExportedBuffer as ExportedBuffer
+from .sharing import ExportedPool as ExportedPool
+from .sharing import export_buffer as export_buffer
+from .sharing import export_pool as export_pool
 
 __all__ = [name for name in dir(_pvmm) if not name.startswith("_")] + [
     "ExportedBuffer",

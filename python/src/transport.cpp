@@ -2,8 +2,8 @@
 // with a payload (AF_UNIX SOCK_SEQPACKET; SO_PEERCRED: only the same user by default). pvmm.sharing sends an
 // ExportedBuffer or ExportedPool over one. Every wait has a deadline and releases the GIL.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <chrono>
@@ -83,7 +83,8 @@ void bind_transport(nb::module_& m) {
             }
             std::vector<int> fds;
             for (auto& fd : r.fds) fds.push_back(fd.detach());
-            return nb::make_tuple(fds, nb::bytes(reinterpret_cast<const char*>(r.payload.data()), r.payload.size()));
+            return std::make_pair(std::move(fds),
+                                  nb::bytes(reinterpret_cast<const char*>(r.payload.data()), r.payload.size()));
           },
           "max_fds"_a = 64, "max_payload"_a = 1 << 20, "timeout_ms"_a = 10000,
           "(fds, payload) of the next message: the caller owns the fds (os.close them).")

@@ -43,3 +43,16 @@ def plug_ins(comm: Any) -> None:
         pass
     team: pvmm.Team = mpi.team_over_mpi(comm)
     team.close()
+
+
+def transport(name: str) -> bytes:
+    with pvmm.Listener.listen(name) as listener, pvmm.connect(name, timeout_ms=1000) as client:
+        with listener.accept(timeout_ms=1000) as server:
+            buffer = pvmm.GrowableBuffer.create(exportable=True)
+            pvmm.sharing.send(client, pvmm.export_buffer(buffer))
+            exported: pvmm.ExportedBuffer = pvmm.sharing.receive_buffer(server)
+            exported.close()
+            fds, payload = server.receive(max_fds=4, timeout_ms=10)
+            pid: int = server.peer()["pid"]
+            print(fds, pid)
+            return payload
