@@ -6,6 +6,7 @@
 #   host          the host backend (not a GPU run: CI's suite, built where there are cores to spare)
 #   python        the Python package built for cuda with the machine's Python (torch, cupy, nanobind and
 #                 scikit-build-core there; nothing downloaded) and python/tests, test_gpu.py included
+#   python-hip-nvidia  the same for the hip backend on HIP's NVIDIA platform (HIP's headers in .deps/hip-nvidia)
 # The GPU machines have no package manager: fmt and doctest come unpacked in .deps/root, and the HIP headers in
 # .deps/hip-nvidia (tools/fetch-deps.sh; carry ".deps").
 # Usage: [PVMM_VERIFY="cuda hip-nvidia"] [PVMM_CTEST_JOBS=1] tools/gpu-verify.sh [build-root]     (writes logs to $OUT when set)
@@ -68,19 +69,31 @@ verify() {  # verify <name> <cmake args...>
   done
 }
 
+verify_python() {  # verify_python <backend>: the Python package for <backend>, python/tests with test_gpu.py
+  local log=$out/python-$1
+  echo "=== python ($1) ==="
+  mkdir -p "$log"
+  CMAKE_PREFIX_PATH="$PWD/.deps/root/usr" LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu:$PWD/.deps/root/usr/lib:${LD_LIBRARY_PATH:-}" \
+    PVMM_BACKEND=$1 PVMM_PY_VENV=0 CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" bash tools/python-test.sh >"$log/python.log" 2>&1
+  local rc=$?
+  tail -30 "$log/python.log"
+  echo "python ($1): rc=$rc"
+  [ $rc -eq 0 ] || overall=1
+}
+
 for backend in ${PVMM_VERIFY:-cuda hip-nvidia}; do
   case $backend in
     cuda) verify cuda -DPVMM_BACKEND=cuda ;;
     host) verify host -DPVMM_BACKEND=host ;;  # the CI suite on a machine with cores to spare
-    python)
-      echo "=== python (cuda) ==="
-      mkdir -p "$out/python"
-      CMAKE_PREFIX_PATH="$PWD/.deps/root/usr" LD_LIBRARY_PATH="$PWD/.deps/root/usr/lib/x86_64-linux-gnu:$PWD/.deps/root/usr/lib:${LD_LIBRARY_PATH:-}" \
-        PVMM_BACKEND=cuda PVMM_PY_VENV=0 CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" bash tools/python-test.sh >"$out/python/python.log" 2>&1
-      rc=$?
-      tail -30 "$out/python/python.log"
-      echo "python: rc=$rc"
-      [ $rc -eq 0 ] || overall=1
+    python) verify_python cuda ;;
+    python-hip-nvidia)
+      if [ -f .deps/hip-nvidia/include/hip/nvidia_detail/nvidia_hip_runtime_api.h ]; then
+        PVMM_PY_CMAKE_ARGS="-Ccmake.define.PVMM_HIP_PLATFORM=nvidia -Ccmake.define.PVMM_HIP_ROOT=$PWD/.deps/hip-nvidia" \
+          verify_python hip
+      else
+        echo "python-hip-nvidia: not built (no .deps/hip-nvidia: run tools/fetch-deps.sh where ../shared exists)"
+        overall=1
+      fi
       ;;
     hip-nvidia)
       if [ -f .deps/hip-nvidia/include/hip/nvidia_detail/nvidia_hip_runtime_api.h ]; then

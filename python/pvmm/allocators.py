@@ -1,13 +1,17 @@
 """Allocator plug-ins: pvmm memory behind PyTorch and CuPy (both optional imports).
 
-- PyTorch: ``torch_mem_pool(source)`` gives a ``torch.cuda.MemPool`` whose allocations come from ``source`` (a
-  ``pvmm.MemoryPool`` or a ``pvmm.SleepingAllocator``) through ``torch.cuda.memory.CUDAPluggableAllocator``; the C
-  entry points ``pvmm_torch_alloc`` / ``pvmm_torch_free`` live in the extension module itself.
+- PyTorch: ``torch_mem_pool(source)`` gives a ``torch.cuda.MemPool`` whose allocations come from ``source``
+  through ``torch.cuda.memory.CUDAPluggableAllocator``: a ``pvmm.MemoryPool`` (stream-ordered pool allocations), a
+  ``pvmm.GrowableArena`` (one reserved range whose physical memory is mapped as allocations reach it and unmapped
+  when the highest ones go: VMM growth, addresses never move) or a ``pvmm.SleepingAllocator``. The C entry points
+  ``pvmm_torch_alloc`` / ``pvmm_torch_free`` live in the extension module itself.
 - CuPy: ``cupy_set_allocator(pool)`` routes ``cupy.cuda.set_allocator`` through ``CFunctionAllocator`` to the pool.
 - Tags: ``with tag(sleeping, "weights"):`` makes the allocations PyTorch asks for inside the block carry the tag
   that ``sleeping.sleep(["weights"])`` selects (vLLM's sleep mode).
 
-One source serves the C entry points at a time (the last one installed).
+Allocations through the C entry points come from the last source installed; a free reaches the source that made
+it (an arena or sleeping allocator the entry points served stays alive while it holds allocations; a pool's frees go
+to the last pool installed).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any, Iterator, Union
 
 from . import _pvmm
 
-Source = Union[_pvmm.MemoryPool, _pvmm.SleepingAllocator]
+Source = Union[_pvmm.MemoryPool, _pvmm.GrowableArena, _pvmm.SleepingAllocator]
 
 
 def library_path() -> str:
@@ -31,7 +35,7 @@ def torch_allocator(source: Source) -> Any:
     """A ``torch.cuda.memory.CUDAPluggableAllocator`` allocating from ``source``."""
     import torch  # optional
 
-    source._install_c_allocator()
+    source.install_c_allocator()
     return torch.cuda.memory.CUDAPluggableAllocator(library_path(), "pvmm_torch_alloc", "pvmm_torch_free")
 
 
@@ -57,7 +61,7 @@ def cupy_set_allocator(pool: _pvmm.MemoryPool, stream: Any = None) -> Any:
     Returns the ``CFunctionAllocator`` (keep it; ``cupy.cuda.set_allocator(None)`` undoes)."""
     import cupy  # optional
 
-    pool._install_c_allocator()
+    pool.install_c_allocator()
     lib = ctypes.CDLL(library_path())
     handle = int(stream.ptr if stream is not None else cupy.cuda.get_current_stream().ptr)
     malloc = ctypes.cast(lib.pvmm_cupy_malloc, ctypes.c_void_p).value

@@ -4,6 +4,10 @@ Their fds travel with multiprocessing's reducer (``DupFd``), so a child maps a p
 
     exported = pvmm.export_buffer(buffer)           # parent: pass `exported` to the child (Process args, a Queue)
     mapped = exported.open()                        # child: an ImportedBuffer at a new address, same memory
+
+Between processes that multiprocessing did not start, pvmm's own fd transport carries them: ``send(connection,
+exported)`` and ``receive_buffer(connection)`` / ``receive_pool(connection)`` over a ``pvmm.Connection``
+(``pvmm.Listener.listen(name).accept()`` on one side, ``pvmm.connect(name)`` on the other).
 """
 
 from __future__ import annotations
@@ -101,3 +105,37 @@ def export_pool(pool: _pvmm.MemoryPool) -> ExportedPool:
     """Exports a pool (created with exportable=True) for another process."""
     fd, pool_id = pool.export_fd()
     return ExportedPool(fd, pool_id)
+
+
+def send(connection: _pvmm.Connection, exported: ExportedBuffer | ExportedPool, timeout_ms: int = 10000) -> None:
+    """Sends an exported buffer or pool over a pvmm connection (its fds stay this side's: close() them after)."""
+    if isinstance(exported, ExportedBuffer):
+        connection.send(exported.fds, b"B" + exported.descriptor, timeout_ms)
+    else:
+        connection.send([exported.fd], b"P" + exported.pool_id, timeout_ms)
+
+
+def _receive(connection: _pvmm.Connection, kind: bytes, timeout_ms: int) -> tuple[list[int], bytes]:
+    fds, payload = connection.receive(timeout_ms=timeout_ms)
+    if payload[:1] != kind:  # a peer's message is not trusted: the wrong kind is refused, its fds closed
+        for fd in fds:
+            os.close(fd)
+        what = {b"B": "an exported buffer", b"P": "an exported pool"}
+        raise _pvmm.ProtocolError(f"expected {what[kind]} from the peer, got a message of kind {payload[:1]!r}")
+    return fds, payload[1:]
+
+
+def receive_buffer(connection: _pvmm.Connection, timeout_ms: int = 10000) -> ExportedBuffer:
+    """Receives what ``send`` sent for a buffer: ``.open()`` maps it here."""
+    fds, descriptor = _receive(connection, b"B", timeout_ms)
+    return ExportedBuffer(descriptor, fds)
+
+
+def receive_pool(connection: _pvmm.Connection, timeout_ms: int = 10000) -> ExportedPool:
+    """Receives what ``send`` sent for a pool: ``.open()`` imports it here."""
+    fds, pool_id = _receive(connection, b"P", timeout_ms)
+    if len(fds) != 1:
+        for fd in fds:
+            os.close(fd)
+        raise _pvmm.ProtocolError(f"an exported pool comes with one fd, the peer sent {len(fds)}")
+    return ExportedPool(fds[0], pool_id)

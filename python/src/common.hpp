@@ -20,6 +20,15 @@ inline void unwrap(pvmm::status&& s) {
   if (!s) throw pvmm::exception(std::move(s).error());
 }
 
+/// An error record of the bindings' own (the library's calls fill theirs).
+inline pvmm::error make_error(pvmm::errc code, const char* operation, std::string detail) {
+  pvmm::error e;
+  e.code = code;
+  e.operation = operation;
+  e.detail = std::move(detail);
+  return e;
+}
+
 /// pvmm's error for a call on a closed Python owner.
 [[noreturn]] inline void throw_closed(const char* operation) {
   pvmm::error e;

@@ -11,15 +11,19 @@
 #include <nanobind/stl/vector.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
+#include "arena.hpp"
 #include "common.hpp"
 #include "sleeping.hpp"
 
@@ -32,6 +36,9 @@ namespace {
 
 #ifndef PVMM_PY_BACKEND
 #define PVMM_PY_BACKEND "host"
+#endif
+#ifndef PVMM_PY_ROCM
+#define PVMM_PY_ROCM 0
 #endif
 constexpr bool backend_is(const char* name) { return std::string_view(PVMM_PY_BACKEND) == name; }
 
@@ -134,7 +141,7 @@ nb::dlpack::dtype parse_dtype(const std::string& name) {
 /// DLPack's device label for memory of `label` on `device` under this build's backend (reference §4.2).
 std::pair<int, int> dlpack_device(memory_label label, int device) {
   if (backend_is("host")) return {nb::device::cpu::value, 0};
-  const bool rocm = backend_is("hip");
+  const bool rocm = PVMM_PY_ROCM != 0;  // hip on AMD; hip on HIP's NVIDIA platform labels as cuda
   switch (label) {
     case memory_label::pinned:
       return {rocm ? nb::device::rocm_host::value : nb::device::cuda_host::value, 0};
@@ -182,7 +189,8 @@ nb::ndarray<nb::array_api> make_array(std::shared_ptr<void> keep, void* data, st
                                       std::size_t offset) {
   return make_view(std::move(keep), data, size, memory_label::device, device, dtype, std::move(shape), offset);
 }
-void bind_team(nb::module_& m);  // team.cpp
+void bind_team(nb::module_& m);       // team.cpp
+void bind_transport(nb::module_& m);  // transport.cpp
 }  // namespace pvmm_py
 
 namespace {
@@ -340,10 +348,109 @@ struct py_sleeping {
     return *ptr;
   }
 };
-// The allocator the C entry points below serve (set from Python by pvmm.allocators).
-std::shared_ptr<pvmm::memory_pool> c_pool;
-std::shared_ptr<pvmm_py::sleeping_allocator> c_sleeping;  // held while installed, as c_pool
-std::string c_tag = "default";
+struct py_arena {
+  std::shared_ptr<pvmm_py::growable_arena> ptr;  // views hold a share, as the sleeping allocator's
+  pvmm_py::growable_arena& get(const char* op) const {
+    if (!ptr) pvmm_py::throw_closed(op);
+    return *ptr;
+  }
+};
+// The allocator the C entry points below serve: one at a time, the last installed (from Python by pvmm.allocators).
+// Global because PyTorch and CuPy load the entry points by name and pass them no context. PyTorch calls them from
+// any thread while Python may install or close a source: each call copies what it needs under c_source_lock and
+// allocates or frees outside it (the lock is never held across a driver call or user code).
+struct c_source {
+  std::shared_ptr<pvmm::memory_pool> pool;
+  std::shared_ptr<pvmm_py::sleeping_allocator> sleeping;
+  std::shared_ptr<pvmm_py::growable_arena> arena;
+  std::string tag = "default";  // what the sleeping allocator tags new allocations with
+};
+// Sources that served the entry points and may still hold allocations made through them: PyTorch may free a segment
+// after another source was installed (a MemPool outliving its turn) or after Python closed the source's owner. The
+// free must reach the source that made it, alive: arenas and sleeping allocators stay here until they are neither
+// installed nor holding allocations. A pool cannot tell its pointers from another's: frees that no arena or sleeping
+// allocator owns go to the last pool installed.
+struct c_retained {
+  std::vector<std::shared_ptr<pvmm_py::growable_arena>> arenas;
+  std::vector<std::shared_ptr<pvmm_py::sleeping_allocator>> sleepers;
+  std::shared_ptr<pvmm::memory_pool> last_pool;
+};
+std::mutex c_source_lock;
+c_source c_installed;
+c_retained c_kept;
+
+c_source installed_c_source() {
+  std::lock_guard<std::mutex> guard(c_source_lock);
+  return c_installed;
+}
+c_retained retained_c_sources() {
+  std::lock_guard<std::mutex> guard(c_source_lock);
+  return c_kept;
+}
+
+/// Moves the retained sources of `list` that are not `installed` and hold no allocations into `gone` (released by
+/// the caller after the lock).
+template <class T>
+void prune(std::vector<std::shared_ptr<T>>& list, const std::shared_ptr<T>& installed,
+           std::vector<std::shared_ptr<T>>& gone) {
+  for (auto it = list.begin(); it != list.end();) {
+    if (*it != installed && (*it)->statistics().allocations == 0) {
+      gone.push_back(std::move(*it));
+      it = list.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+/// Drops the retained sources nothing needs any more (after a free, an install or a close).
+void prune_c_sources() {
+  std::vector<std::shared_ptr<pvmm_py::growable_arena>> arenas;  // released after the lock
+  std::vector<std::shared_ptr<pvmm_py::sleeping_allocator>> sleepers;
+  std::lock_guard<std::mutex> guard(c_source_lock);
+  prune(c_kept.arenas, c_installed.arena, arenas);
+  prune(c_kept.sleepers, c_installed.sleeping, sleepers);
+}
+
+template <class T>
+void keep(std::vector<std::shared_ptr<T>>& list, const std::shared_ptr<T>& source) {
+  if (std::find(list.begin(), list.end(), source) == list.end()) list.push_back(source);
+}
+template <class T>
+void install_c_source(const std::shared_ptr<T>& source) {
+  {
+    c_source old;  // released after the lock: the last share of a source may go here
+    std::lock_guard<std::mutex> guard(c_source_lock);
+    old = std::move(c_installed);
+    c_installed = c_source{};
+    c_installed.tag = old.tag;
+    if constexpr (std::is_same_v<T, pvmm::memory_pool>) c_installed.pool = c_kept.last_pool = source;
+    if constexpr (std::is_same_v<T, pvmm_py::sleeping_allocator>) keep(c_kept.sleepers, c_installed.sleeping = source);
+    if constexpr (std::is_same_v<T, pvmm_py::growable_arena>) keep(c_kept.arenas, c_installed.arena = source);
+  }
+  prune_c_sources();
+}
+/// Uninstalls `source` if it is the one installed (its owner is closing); it stays while it holds allocations.
+template <class T>
+void uninstall_c_source(const std::shared_ptr<T>& source) {
+  {
+    std::shared_ptr<T> old;  // released after the lock
+    std::lock_guard<std::mutex> guard(c_source_lock);
+    if constexpr (std::is_same_v<T, pvmm_py::sleeping_allocator>) {
+      if (c_installed.sleeping == source) old = std::move(c_installed.sleeping);
+    }
+    if constexpr (std::is_same_v<T, pvmm_py::growable_arena>) {
+      if (c_installed.arena == source) old = std::move(c_installed.arena);
+    }
+  }
+  prune_c_sources();
+}
+/// The retained source of `list` that owns `pointer`, or none.
+template <class T>
+std::shared_ptr<T> owner_of(const std::vector<std::shared_ptr<T>>& list, void* pointer) {
+  for (const auto& source : list)
+    if (source->size_of(pointer) != 0) return source;
+  return nullptr;
+}
 
 pvmm::stream_ref foreign_stream(void* s, int device) {
   std::uint64_t h = reinterpret_cast<std::uintptr_t>(s);
@@ -390,27 +497,42 @@ pvmm::allocation_properties device_props(int device, bool exportable) {
 // C entry points for PyTorch's CUDAPluggableAllocator and CuPy's CFunctionAllocator (python/pvmm/allocators.py).
 extern "C" {
 __attribute__((visibility("default"))) void* pvmm_torch_alloc(std::size_t size, int device, void* stream) {
-  if (c_sleeping) {
-    auto p = c_sleeping->allocate(size, c_tag);
+  const c_source source = installed_c_source();
+  if (source.arena) {
+    auto p = source.arena->allocate(size);
     return p ? *p : nullptr;
   }
-  if (!c_pool) return nullptr;
-  auto p = c_pool->allocate_async(size, foreign_stream(stream, device));
+  if (source.sleeping) {
+    auto p = source.sleeping->allocate(size, source.tag);
+    return p ? *p : nullptr;
+  }
+  if (!source.pool) return nullptr;
+  auto p = source.pool->allocate_async(size, foreign_stream(stream, device));
   return p ? *p : nullptr;
 }
 __attribute__((visibility("default"))) void pvmm_torch_free(void* pointer, std::size_t, int device, void* stream) {
-  if (c_sleeping) {
-    (void)c_sleeping->free(pointer);
-    return;
+  const c_retained kept = retained_c_sources();
+  if (auto arena = owner_of(kept.arenas, pointer)) {
+    // The arena unmaps what no allocation reaches any more: the freeing stream's work must be done (PyTorch frees
+    // segments rarely: on empty_cache, or to retry an allocation that failed).
+    if (stream || !backend_is("host")) (void)foreign_stream(stream, device).synchronize();
+    (void)arena->free(pointer);
+  } else if (auto sleeping = owner_of(kept.sleepers, pointer)) {
+    (void)sleeping->free(pointer);
+  } else if (kept.last_pool) {
+    (void)kept.last_pool->free_async(pointer, foreign_stream(stream, device));
   }
-  if (c_pool) (void)c_pool->free_async(pointer, foreign_stream(stream, device));
+  prune_c_sources();
 }
-// CuPy's CFunctionAllocator: `param` is the stream handle the allocator was made for.
+// CuPy's CFunctionAllocator: `param` is the stream handle the allocator was made for. Pools only.
 __attribute__((visibility("default"))) void* pvmm_cupy_malloc(void* param, std::size_t size, int device) {
-  return c_pool ? pvmm_torch_alloc(size, device, param) : nullptr;
+  const auto pool = installed_c_source().pool;
+  if (!pool) return nullptr;
+  auto p = pool->allocate_async(size, foreign_stream(param, device));
+  return p ? *p : nullptr;
 }
 __attribute__((visibility("default"))) void pvmm_cupy_free(void* param, void* pointer, int device) {
-  if (c_pool) pvmm_torch_free(pointer, 0, device, param);
+  if (const auto pool = installed_c_source().pool) (void)pool->free_async(pointer, foreign_stream(param, device));
 }
 }
 
@@ -419,6 +541,7 @@ NB_MODULE(_pvmm, m) {
   m.attr("BACKEND") = PVMM_PY_BACKEND;
   register_errors(m);
   pvmm_py::bind_team(m);
+  pvmm_py::bind_transport(m);
 
   // ---- devices ----
   m.def("backend", [] {
@@ -832,12 +955,98 @@ NB_MODULE(_pvmm, m) {
              return std::string("<pvmm.MemoryPool device=") + std::to_string(p.device) + (p.ptr ? "" : " closed") + ">";
            })
       .def(
-          "_install_c_allocator",
-          [](const py_pool& p) {
-            c_pool = p.ptr;
-            c_sleeping = nullptr;
-          },
+          "install_c_allocator", [](const py_pool& p) { install_c_source(p.ptr); },
           "Makes the C entry points (pvmm_torch_alloc/free) allocate from this pool.");
+
+  // ---- the growable arena (PyTorch's allocator on VMM) ----
+  nb::class_<py_arena>(m, "GrowableArena",
+                       "Allocations in one reserved range whose physical memory is mapped as they reach it and "
+                       "unmapped when the highest ones go; addresses never move.")
+      .def(
+          "__init__",
+          [](py_arena* self, int device, std::size_t reserve_size, std::size_t chunk_size) {
+            std::unique_ptr<pvmm_py::growable_arena> a;
+            {
+              nb::gil_scoped_release release;
+              a = unwrap(pvmm_py::growable_arena::create(device, reserve_size, chunk_size));
+            }
+            new (self) py_arena{std::shared_ptr<pvmm_py::growable_arena>(std::move(a))};
+          },
+          "device"_a = 0, "reserve_size"_a = 0, "chunk_size"_a = 0,
+          "reserve_size: the address range reserved up front, all the arena can ever hold (0: the device's total "
+          "memory); chunk_size: the unit of physical memory mapped (0: pvmm's default, 64 MiB).")
+      .def(
+          "allocate",
+          [](const py_arena& a, std::size_t size) {
+            auto& arena = a.get("allocate");
+            nb::gil_scoped_release release;  // may map chunks
+            return reinterpret_cast<std::uintptr_t>(unwrap(arena.allocate(size)));
+          },
+          "size"_a, "An address (int), a multiple of 512; out_of_memory when the reservation cannot hold it.")
+      .def(
+          "free",
+          [](const py_arena& a, std::uintptr_t p) {
+            auto& arena = a.get("free");
+            nb::gil_scoped_release release;  // may unmap chunks
+            unwrap(arena.free(reinterpret_cast<void*>(p)));
+          },
+          "address"_a, "Frees an allocation no work in flight uses; the chunks above the highest one left go back.")
+      .def("statistics",
+           [](const py_arena& a) {
+             auto st = a.get("statistics").statistics();
+             nb::dict d;
+             d["allocations"] = st.allocations;
+             d["allocated_bytes"] = st.allocated_bytes;
+             d["mapped_bytes"] = st.mapped_bytes;
+             d["peak_mapped_bytes"] = st.peak_mapped_bytes;
+             d["reserved_bytes"] = st.reserved_bytes;
+             d["grows"] = st.grows;
+             d["shrinks"] = st.shrinks;
+             return d;
+           })
+      .def_prop_ro(
+          "address", [](const py_arena& a) { return reinterpret_cast<std::uintptr_t>(a.get("address").base()); },
+          "The start of the reserved range.")
+      .def(
+          "view",
+          [](const py_arena& a, std::uintptr_t address, const std::string& dtype,
+             std::optional<std::vector<std::size_t>> shape) {
+            auto& arena = a.get("view");
+            void* p = reinterpret_cast<void*>(address);
+            return make_view(a.ptr, p, arena.size_of(p), memory_label::device, arena.device(), dtype, std::move(shape),
+                             0);
+          },
+          "address"_a, "dtype"_a = "uint8", "shape"_a = nb::none(), "An array over one allocation (keeps the arena).")
+      .def(
+          "install_c_allocator",
+          [](const py_arena& a) {
+            (void)a.get("install");
+            install_c_source(a.ptr);
+          },
+          "Makes the C entry points (pvmm_torch_alloc/free) allocate from this arena.")
+      .def_prop_ro("closed", [](const py_arena& a) { return !a.ptr; })
+      .def(
+          "close",
+          [](py_arena& a) {
+            uninstall_c_source(a.ptr);
+            nb::gil_scoped_release release;
+            a.ptr.reset();
+          },
+          "Drops this owner's hold (and the C entry points' if installed); views keep the memory.")
+      .def(
+          "__enter__", [](py_arena& self) -> py_arena& { return self; }, nb::rv_policy::reference)
+      .def("__exit__",
+           [](py_arena& a, nb::args) {
+             uninstall_c_source(a.ptr);
+             a.ptr.reset();
+           })
+      .def("__repr__", [](const py_arena& a) {
+        if (!a.ptr) return std::string("<pvmm.GrowableArena closed>");
+        auto st = a.ptr->statistics();
+        return "<pvmm.GrowableArena allocations=" + std::to_string(st.allocations) +
+               " mapped_bytes=" + std::to_string(st.mapped_bytes) +
+               " reserved_bytes=" + std::to_string(st.reserved_bytes) + ">";
+      });
 
   // ---- the sleeping allocator ----
   nb::class_<py_sleeping>(m, "SleepingAllocator",
@@ -900,17 +1109,22 @@ NB_MODULE(_pvmm, m) {
           },
           "address"_a, "dtype"_a = "uint8", "shape"_a = nb::none())
       .def(
-          "use_tag", [](const py_sleeping&, const std::string& tag) { c_tag = tag; },
+          "use_tag",
+          [](const py_sleeping&, const std::string& tag) {
+            std::lock_guard<std::mutex> guard(c_source_lock);
+            c_installed.tag = tag;
+          },
           "The tag the C entry points (PyTorch's MemPool) give new allocations.")
-      .def("_install_c_allocator",
-           [](const py_sleeping& s) {
-             (void)s.get("install");
-             c_sleeping = s.ptr;
-             c_pool.reset();
-           })
+      .def(
+          "install_c_allocator",
+          [](const py_sleeping& s) {
+            (void)s.get("install");
+            install_c_source(s.ptr);
+          },
+          "Makes the C entry points (pvmm_torch_alloc/free) allocate from this allocator, with use_tag's tag.")
       .def("close",
            [](py_sleeping& s) {
-             if (c_sleeping == s.ptr) c_sleeping.reset();
+             uninstall_c_source(s.ptr);
              nb::gil_scoped_release release;
              s.ptr.reset();
            })
@@ -918,7 +1132,7 @@ NB_MODULE(_pvmm, m) {
           "__enter__", [](py_sleeping& self) -> py_sleeping& { return self; }, nb::rv_policy::reference)
       .def("__exit__",
            [](py_sleeping& s, nb::args) {
-             if (c_sleeping == s.ptr) c_sleeping.reset();
+             uninstall_c_source(s.ptr);
              s.ptr.reset();
            })
       .def("__repr__", [](const py_sleeping& s) {

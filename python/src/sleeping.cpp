@@ -1,19 +1,11 @@
 #include "sleeping.hpp"
 
+#include "common.hpp"
+
 #include <algorithm>
 #include <utility>
 
 namespace pvmm_py {
-
-namespace {
-pvmm::error fail(pvmm::errc code, const char* operation, std::string detail) {
-  pvmm::error e;
-  e.code = code;
-  e.operation = operation;
-  e.detail = std::move(detail);
-  return e;
-}
-}  // namespace
 
 sleeping_allocator::sleeping_allocator(int device, pvmm::stream s, std::size_t granularity) noexcept
     : device_(device), stream_(std::move(s)), granularity_(granularity) {}
@@ -47,7 +39,7 @@ pvmm::status sleeping_allocator::map_new(entry& e) const {
 }
 
 pvmm::result<void*> sleeping_allocator::allocate(std::size_t size, const std::string& tag) {
-  if (size == 0) return fail(pvmm::errc::invalid_size, "pvmm.SleepingAllocator.allocate", "size is zero");
+  if (size == 0) return make_error(pvmm::errc::invalid_size, "pvmm.SleepingAllocator.allocate", "size is zero");
   entry e;
   e.tag = tag;
   e.size = (size + granularity_ - 1) / granularity_ * granularity_;
@@ -65,8 +57,8 @@ pvmm::status sleeping_allocator::free(void* address) {
   std::lock_guard<std::mutex> guard(lock_);
   auto it = entries_.find(reinterpret_cast<std::uintptr_t>(address));
   if (it == entries_.end())
-    return fail(pvmm::errc::invalid_argument, "pvmm.SleepingAllocator.free",
-                "the address is not an allocation of this allocator (freed already, or another's)");
+    return make_error(pvmm::errc::invalid_argument, "pvmm.SleepingAllocator.free",
+                      "the address is not an allocation of this allocator (freed already, or another's)");
   entries_.erase(it);
   return {};
 }

@@ -37,7 +37,7 @@ class sleeping_allocator {
   pvmm::status sleep(const std::vector<std::string>& tags, bool offload);
   /// Wakes every sleeping allocation whose tag is in `tags` (all when empty). Blocks.
   pvmm::status wake(const std::vector<std::string>& tags);
-  stats statistics(const std::optional<std::string>& tag) const;
+  stats statistics(const std::optional<std::string>& tag = std::nullopt) const;
   /// The tag of the allocation at `address`, or none.
   std::optional<std::string> tag_of(void* address) const;
   std::size_t size_of(void* address) const;

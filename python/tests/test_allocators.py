@@ -1,8 +1,10 @@
 """The C entry points PyTorch's CUDAPluggableAllocator and CuPy's CFunctionAllocator call, driven through ctypes
-(the host backend has neither framework): allocations land in the installed pool or sleeping allocator."""
+(the host backend has neither framework): allocations land in the installed pool, growable arena or sleeping
+allocator."""
 
 import ctypes
 
+import numpy as np
 import pytest
 
 import pvmm
@@ -24,7 +26,7 @@ def entry_points():
 def test_torch_entry_points_allocate_from_the_installed_pool(stream):
     lib, alloc, free = entry_points()
     with pvmm.MemoryPool.create() as pool:
-        pool._install_c_allocator()
+        pool.install_c_allocator()
         p = alloc(MIB, 0, stream.handle)
         assert p and pvmm.query_pointer(p)["kind"] == "pool"
         assert pool.usage()["used_current"] == MIB
@@ -41,7 +43,7 @@ def test_torch_entry_points_allocate_from_the_installed_pool(stream):
 def test_torch_entry_points_serve_a_sleeping_allocator_with_tags():
     _, alloc, free = entry_points()
     with pvmm.SleepingAllocator() as sleeper:
-        sleeper._install_c_allocator()
+        sleeper.install_c_allocator()
         with allocators.tag(sleeper, "weights"):
             w = alloc(3 * MIB, 0, None)
         kv = alloc(MIB, 0, None)
@@ -54,3 +56,78 @@ def test_torch_entry_points_serve_a_sleeping_allocator_with_tags():
         free(w, 3 * MIB, 0, None)
         free(kv, MIB, 0, None)
         assert sleeper.statistics()["allocations"] == 0
+
+
+def test_torch_entry_points_serve_a_growable_arena():
+    """The VMM-backed plug-in: allocations from one reserved range, physical memory mapped as they reach it and
+    given back when the highest ones go; freed blocks are reused; a full reservation refuses (NULL) and stays."""
+    _, alloc, free = entry_points()
+    chunk = 2 * MIB
+    with pvmm.GrowableArena(reserve_size=16 * MIB, chunk_size=chunk) as arena:
+        arena.install_c_allocator()
+        base = arena.address
+        assert arena.statistics()["reserved_bytes"] == 16 * MIB and arena.statistics()["mapped_bytes"] == 0
+        a = alloc(1000, 0, None)
+        b = alloc(3 * MIB, 0, None)
+        assert a == base and b == base + 1024  # 512-byte alignment, packed from the start
+        st = arena.statistics()
+        assert st["allocations"] == 2 and st["allocated_bytes"] == 1024 + 3 * MIB and st["mapped_bytes"] == 2 * chunk
+        view = np.from_dlpack(arena.view(b, "uint8")) if pvmm.BACKEND == "host" else None
+        if view is not None:
+            view[:] = 7
+            assert view.size == 3 * MIB and int(view[-1]) == 7
+        free(a, 1000, 0, None)  # a hole below the top: reused, nothing unmapped
+        assert alloc(512, 0, None) == base and arena.statistics()["mapped_bytes"] == 2 * chunk
+        assert alloc(20 * MIB, 0, None) is None  # more than the reservation: refused, the arena unchanged
+        assert arena.statistics()["allocations"] == 2
+        free(b, 3 * MIB, 0, None)  # the highest allocation went: the chunk above what is left goes back
+        st = arena.statistics()
+        assert st["mapped_bytes"] == chunk and st["shrinks"] == 1 and st["peak_mapped_bytes"] == 2 * chunk
+        free(base, 512, 0, None)
+        assert arena.statistics()["mapped_bytes"] == 0 and arena.statistics()["allocations"] == 0
+        big = [arena.allocate(4 * MIB) for _ in range(4)]  # exactly the reservation
+        assert big == [base + i * 4 * MIB for i in range(4)]
+        with pytest.raises(pvmm.OutOfMemoryError):
+            arena.allocate(512)
+        for p in reversed(big):
+            arena.free(p)
+        with pytest.raises(pvmm.InvalidArgumentError):
+            arena.free(base)  # freed already
+        with pytest.raises(pvmm.InvalidSizeError):
+            arena.allocate(0)
+        assert repr(arena).startswith("<pvmm.GrowableArena allocations=0 mapped_bytes=0")
+    assert arena.closed and alloc(512, 0, None) is None  # closing uninstalls it
+    with pytest.raises(pvmm.AlreadyReleasedError):
+        arena.allocate(512)
+
+
+@pytest.mark.skipif(pvmm.BACKEND != "host", reason="a foreign stream handle on the host backend must be pvmm's own")
+def test_frees_reach_the_source_that_allocated_after_another_is_installed(stream):
+    """PyTorch may free a segment after another source was installed (a MemPool outliving its turn) or after the
+    source's Python owner closed: the free reaches the source that made it, which the entry points keep alive."""
+    _, alloc, free = entry_points()
+    pool = pvmm.MemoryPool.create()
+    pool.install_c_allocator()
+    from_pool = alloc(MIB, 0, stream.handle)
+    arena = pvmm.GrowableArena(reserve_size=16 * MIB, chunk_size=2 * MIB)
+    arena.install_c_allocator()
+    from_arena = alloc(MIB, 0, None)
+    sleeper = pvmm.SleepingAllocator()
+    sleeper.install_c_allocator()
+    from_sleeper = alloc(MIB, 0, None)
+    free(from_arena, MIB, 0, None)  # the arena's, though the sleeping allocator is installed
+    assert arena.statistics()["allocations"] == 0 and sleeper.statistics()["allocations"] == 1
+    free(from_pool, MIB, 0, stream.handle)  # the last pool installed
+    stream.synchronize()
+    assert pool.usage()["used_current"] == 0
+    arena.install_c_allocator()
+    kept = alloc(MIB, 0, None)
+    sleeper.install_c_allocator()
+    arena.close()  # Python's owner goes; the entry points keep the arena while `kept` lives
+    ctypes.memset(kept, 0x5A, MIB)  # still mapped
+    assert ctypes.string_at(kept + MIB - 4, 4) == b"\x5a" * 4
+    free(kept, MIB, 0, None)
+    free(from_sleeper, MIB, 0, None)
+    assert sleeper.statistics()["allocations"] == 0
+    sleeper.close()
+    assert alloc(MIB, 0, None) is None  # nothing installed

@@ -62,6 +62,25 @@ def test_torch_mem_pool_backed_by_pvmm_runs_a_matmul():
     assert pool.usage()["used_current"] > 0
 
 
+def test_torch_mem_pool_backed_by_a_growable_arena_runs_a_matmul():
+    """The VMM-backed plug-in: PyTorch's segments come from one reserved range, mapped as they are reached."""
+    arena = pvmm.GrowableArena(reserve_size=4 << 30, chunk_size=32 * MIB)
+    mem_pool = allocators.torch_mem_pool(arena)
+    with torch.cuda.use_mem_pool(mem_pool):
+        a = torch.ones(512, 512, device="cuda")
+        b = torch.full((512, 512), 2.0, device="cuda")
+        c = a @ b
+        big = torch.empty(256 * MIB, dtype=torch.uint8, device="cuda")  # grows the mapping in place
+    torch.cuda.synchronize()
+    st = arena.statistics()
+    for t in (a, b, c, big):
+        assert arena.address <= t.data_ptr() < arena.address + st["reserved_bytes"]
+    assert float(c[0, 0]) == 1024.0
+    assert st["mapped_bytes"] >= 256 * MIB and st["grows"] >= 2 and st["allocations"] >= 2
+    big.fill_(1)
+    assert int(big.sum()) == 256 * MIB
+
+
 def test_cuda_graph_captured_before_sleep_replays_after_wake():
     sleeping = pvmm.SleepingAllocator()
     mem_pool = allocators.torch_mem_pool(sleeping)

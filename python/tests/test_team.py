@@ -40,6 +40,18 @@ class FileStore:
             return f.read()
 
 
+def run_ranks_as_threads(run, size, timeout):
+    """Runs run(rank) for every rank, each in a thread, and waits for them (bounded)."""
+    import threading
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a rank did not finish in time"
+
+
 def rank_main(rank, path, q):
     try:
         with pvmm.Team.over_store(FileStore(path), rank, RANKS, prefix="t", timeout_ms=30000) as team:
@@ -113,11 +125,7 @@ def test_team_of_threads_over_a_python_allgather():
         except Exception as e:
             results[rank] = repr(e)
 
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    run_ranks_as_threads(run, size, 60)
     assert results == {r: [10, 11, 12] for r in range(size)}
 
     with pytest.raises(pvmm.ProtocolError):  # a peer's bytes are not trusted: a wrong count is refused
@@ -144,11 +152,7 @@ def test_team_over_pvmm_endpoints():
         except Exception as e:
             results[rank] = repr(e)
 
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    run_ranks_as_threads(run, 2, 30)
     assert results == {0: [1, 2], 1: [1, 2]}
 
 
@@ -190,3 +194,85 @@ def test_window_signals_between_two_processes(tmp_path):
         p.join(30)
     assert results == [(0, [100, 101]), (1, [100, 101])]
     assert [p.exitcode for p in procs] == [0, 0]
+
+
+class FakeMpi:
+    """What pvmm.mpi uses of mpi4py, for ranks that are threads of this process (mpi4py is an optional import):
+    COMM_TYPE_SHARED and MIN, and a communicator's Get_rank/Get_size/allgather/allreduce/Split_type/Free."""
+
+    COMM_TYPE_SHARED = "shared"
+    MIN = min
+
+    class Comm:
+        def __init__(self, rank, size, shared, freed):
+            self.rank, self.size, self.shared, self.freed = rank, size, shared, freed
+
+        def Get_rank(self):
+            return self.rank
+
+        def Get_size(self):
+            return self.size
+
+        def allgather(self, value):
+            self.shared["slots"][self.rank] = value
+            self.shared["barrier"].wait()
+            out = [self.shared["slots"][r] for r in range(self.size)]
+            self.shared["barrier"].wait()
+            return out
+
+        def allreduce(self, value, op):
+            return op(self.allgather(value))
+
+        def Split_type(self, kind):
+            assert kind == FakeMpi.COMM_TYPE_SHARED
+            return self  # one host: the shared-memory group is everyone
+
+        def Free(self):
+            self.freed.append(self.rank)
+
+
+def test_team_over_an_mpi_communicator(monkeypatch):
+    """pvmm.mpi.team_over_mpi: the team's exchanges go through comm.allgather (threads as ranks, mpi4py's
+    interface faked: mpi4py is not a dependency; the real one is tested below where it is installed)."""
+    import sys
+    import threading
+    import types
+
+    from pvmm import mpi
+
+    monkeypatch.setitem(sys.modules, "mpi4py", types.SimpleNamespace(MPI=FakeMpi))
+    size, shared, freed, results = 3, {"slots": {}, "barrier": threading.Barrier(3, timeout=30)}, [], {}
+
+    def run(rank):
+        try:
+            with mpi.team_over_mpi(FakeMpi.Comm(rank, size, shared, freed), timeout_ms=10000) as team:
+                with pvmm.Window.create(team, 1 << 16) as window:
+                    np.from_dlpack(window.get_buffer(rank, "int32"))[:] = rank + 20
+                    team.barrier()
+                    results[rank] = ([int(np.from_dlpack(window.get_buffer(r, "int32"))[9]) for r in range(size)],
+                                     repr(team))
+                    team.barrier()
+        except Exception as e:
+            results[rank] = repr(e)
+
+    run_ranks_as_threads(run, size, 60)
+    assert results == {r: ([20, 21, 22], f"<pvmm.Team rank={r} size={size}>") for r in range(size)}
+    assert sorted(freed) == [0, 1, 2]  # the shared-memory communicator is freed
+
+
+def test_team_over_mpi4py_comm_world():
+    """The real mpi4py where installed: this process alone is COMM_WORLD (a singleton, no mpirun)."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        print("[pvmm-skip] mpi4py not installed")
+        pytest.skip("[pvmm-skip] mpi4py not installed")
+    from pvmm import mpi
+
+    comm = MPI.COMM_WORLD
+    with mpi.team_over_mpi(comm) as team, pvmm.Window.create(team, 1 << 16) as window:
+        mine = np.from_dlpack(window.get_buffer(comm.Get_rank(), "int64"))
+        mine[:] = 42
+        team.barrier()
+        assert int(np.from_dlpack(window.get_buffer(comm.Get_rank(), "int64"))[3]) == 42
+        assert repr(team) == f"<pvmm.Team rank={comm.Get_rank()} size={comm.Get_size()}>"

@@ -1,6 +1,10 @@
-"""Type-checked by mypy --strict in CI (tools/python-test.sh) against the generated stub: the calls the README shows."""
+"""Type-checked by mypy --strict in CI (tools/python-test.sh) against the generated stub: the calls the README shows,
+and the plug-ins' entry points (python/pvmm's own modules and python/bench are checked alongside)."""
+
+from typing import Any
 
 import pvmm
+from pvmm import allocators, mpi
 
 
 def tour() -> int:
@@ -24,3 +28,31 @@ def tour() -> int:
     except pvmm.InvalidSizeError as e:
         print(e)
     return size
+
+
+def plug_ins(comm: Any) -> None:
+    with pvmm.GrowableArena(reserve_size=1 << 30, chunk_size=32 << 20) as arena:
+        address: int = arena.allocate(4096)
+        mapped: int = arena.statistics()["mapped_bytes"]
+        arena.free(address)
+        print(mapped, arena.address, allocators.library_path())
+        mem_pool: Any = allocators.torch_mem_pool(arena)
+        print(mem_pool)
+    sleeper = pvmm.SleepingAllocator()
+    with allocators.tag(sleeper, "weights"):
+        pass
+    team: pvmm.Team = mpi.team_over_mpi(comm)
+    team.close()
+
+
+def transport(name: str) -> bytes:
+    with pvmm.Listener.listen(name) as listener, pvmm.connect(name, timeout_ms=1000) as client:
+        with listener.accept(timeout_ms=1000) as server:
+            buffer = pvmm.GrowableBuffer.create(exportable=True)
+            pvmm.sharing.send(client, pvmm.export_buffer(buffer))
+            exported: pvmm.ExportedBuffer = pvmm.sharing.receive_buffer(server)
+            exported.close()
+            fds, payload = server.receive(max_fds=4, timeout_ms=10)
+            pid: int = server.peer()["pid"]
+            print(fds, pid)
+            return payload
