@@ -52,21 +52,12 @@ pvmm_status pvmm_import_buffer(const uint8_t* bytes, size_t length, const int* f
     if (!list) return fail(list.error());
     auto descriptor = pvmm::buffer_descriptor::parse(bytes, length, fd_count);
     if (!descriptor) return fail(descriptor.error());
-    auto imported = pvmm::import_buffer(*descriptor, fds, fd_count, pvmm::access_list(*list));
-    if (!imported) return fail(imported.error());
-    return adopt(kind::imported, std::move(*imported), out);
+    return adopt_result(kind::imported, pvmm::import_buffer(*descriptor, fds, fd_count, pvmm::access_list(*list)), out);
   });
 }
 
 pvmm_status pvmm_imported_data(pvmm_imported buffer, void** data, size_t* size) noexcept {
-  constexpr const char* op = "pvmm_imported_data";
-  return guard(op, [&] {
-    PVMM_C_NEED(data, op);
-    PVMM_C_FIND(pvmm::imported_buffer, imported, b, buffer, op);
-    *data = b->data();
-    if (size != nullptr) *size = b->size();
-    return pvmm_status_ok;
-  });
+  return data_entry<pvmm::imported_buffer>(kind::imported, buffer.id, "pvmm_imported_data", data, size);
 }
 
 pvmm_status pvmm_imported_release(pvmm_imported buffer) noexcept {

@@ -157,6 +157,8 @@ pvmm_status pvmm_query_device(int ordinal, pvmm_device_info* info) noexcept {
     info->host_memory_registration = c.host_memory.registration;
     info->host_memory_mapped = c.host_memory.mapped;
     info->host_memory_device_pointer_is_host_pointer = c.host_memory.device_pointer_is_host_pointer;
+    info->managed_host_numa_locations = c.managed.host_numa_locations;
+    info->managed_location_attributes = c.managed.location_attributes;
     return pvmm_status_ok;
   });
 }
@@ -194,6 +196,20 @@ pvmm_status pvmm_can_access_peer(int device, int peer, int* can_access) noexcept
     auto r = pvmm::can_access_peer(device, peer);
     if (!r) return fail(r.error());
     *can_access = *r ? 1 : 0;
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_query_memory(int ordinal, size_t* free_bytes, size_t* total_bytes, int* shared_with_system) noexcept {
+  constexpr const char* op = "pvmm_query_memory";
+  return guard(op, [&] {
+    PVMM_C_NEED(free_bytes, op);
+    PVMM_C_NEED(total_bytes, op);
+    auto m = pvmm::query_memory(ordinal);
+    if (!m) return fail(m.error());
+    *free_bytes = m->free;
+    *total_bytes = m->total;
+    if (shared_with_system != nullptr) *shared_with_system = m->shared_with_system ? 1 : 0;
     return pvmm_status_ok;
   });
 }

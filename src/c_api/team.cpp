@@ -120,6 +120,18 @@ struct window_entry {
 
 pvmm_status bad_ops(const char* op, pvmm::errc code, const std::string& detail) { return fail(code, op, detail); }
 
+/// What team and window creation check first: options and out present, options of a size this library knows, and
+/// a timeout that is not negative (0: the default).
+template <class Options, class Handle>
+pvmm_status check_options(const Options* options, const Handle* out, const char* type, const char* op) {
+  if (options == nullptr) return null_argument(op, "options");
+  if (out == nullptr) return null_argument(op, "out");
+  if (!size_known(options->struct_size, sizeof(Options)))
+    return wrong_size(op, type, options->struct_size, sizeof(Options));
+  if (options->timeout_ms < 0) return fail(pvmm::errc::invalid_argument, op, "timeout_ms is negative");
+  return pvmm_status_ok;
+}
+
 }  // namespace
 
 extern "C" {
@@ -261,27 +273,17 @@ pvmm_status pvmm_bootstrap_abort(pvmm_bootstrap bootstrap) noexcept {
 pvmm_status pvmm_team_create(pvmm_bootstrap ranks, const pvmm_team_options* options, pvmm_team* out) noexcept {
   constexpr const char* op = "pvmm_team_create";
   return guard(op, [&] {
-    PVMM_C_NEED(options, op);
-    PVMM_C_NEED(out, op);
-    PVMM_C_SIZE(options, pvmm_team_options, op);
+    if (auto bad = check_options(options, out, "pvmm_team_options", op); bad != pvmm_status_ok) return bad;
     PVMM_C_FIND(bootstrap_entry, bootstrap, b, ranks, op);
-    if (options->timeout_ms < 0) return fail(pvmm::errc::invalid_argument, op, "timeout_ms is negative");
     pvmm::team_options o;
     o.device = options->device;
     o.timeout = timeout_or_default(options->timeout_ms);
-    auto t = pvmm::team::create(b->ranks, o);
-    if (!t) return fail(t.error());
-    return adopt(kind::team, std::move(*t), out);
+    return adopt_result(kind::team, pvmm::team::create(b->ranks, o), out);
   });
 }
 
 pvmm_status pvmm_team_release(pvmm_team team) noexcept {
-  constexpr const char* op = "pvmm_team_release";
-  return guard(op, [&] {
-    auto t = take<pvmm::team>(kind::team, team.id, op);
-    if (!t) return fail(t.error());
-    return report((*t)->release());
-  });
+  return release_entry<pvmm::team>(kind::team, team.id, "pvmm_team_release");
 }
 
 pvmm_status pvmm_team_abort(pvmm_team team) noexcept {
@@ -309,11 +311,8 @@ pvmm_status pvmm_team_info(pvmm_team team, int* rank, int* size, int* device, in
 pvmm_status pvmm_window_create(pvmm_team team, const pvmm_window_options* options, pvmm_window* out) noexcept {
   constexpr const char* op = "pvmm_window_create";
   return guard(op, [&] {
-    PVMM_C_NEED(options, op);
-    PVMM_C_NEED(out, op);
-    PVMM_C_SIZE(options, pvmm_window_options, op);
+    if (auto bad = check_options(options, out, "pvmm_window_options", op); bad != pvmm_status_ok) return bad;
     PVMM_C_FIND(pvmm::team, team, t, team, op);
-    if (options->timeout_ms < 0) return fail(pvmm::errc::invalid_argument, op, "timeout_ms is negative");
     pvmm::window_options o;
     o.size = options->size;
     o.max_size = options->max_size;

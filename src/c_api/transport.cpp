@@ -24,9 +24,7 @@ pvmm_status pvmm_listen(const char* name, pvmm_listener* out) noexcept {
   return guard(op, [&] {
     PVMM_C_NEED(name, op);
     PVMM_C_NEED(out, op);
-    auto l = pvmm::ipc::listener::listen(name);
-    if (!l) return fail(l.error());
-    return adopt(kind::listener, std::move(*l), out);
+    return adopt_result(kind::listener, pvmm::ipc::listener::listen(name), out);
   });
 }
 
@@ -35,9 +33,7 @@ pvmm_status pvmm_listener_accept(pvmm_listener listener, int64_t timeout_ms, pvm
   return guard(op, [&] {
     PVMM_C_NEED(out, op);
     PVMM_C_FIND(pvmm::ipc::listener, listener, l, listener, op);
-    auto c = l->accept(to_timeout(timeout_ms));
-    if (!c) return fail(c.error());
-    return adopt(kind::connection, std::move(*c), out);
+    return adopt_result(kind::connection, l->accept(to_timeout(timeout_ms)), out);
   });
 }
 
@@ -55,9 +51,7 @@ pvmm_status pvmm_connect(const char* name, int64_t timeout_ms, pvmm_connection* 
   return guard(op, [&] {
     PVMM_C_NEED(name, op);
     PVMM_C_NEED(out, op);
-    auto c = pvmm::ipc::connect(name, to_timeout(timeout_ms));
-    if (!c) return fail(c.error());
-    return adopt(kind::connection, std::move(*c), out);
+    return adopt_result(kind::connection, pvmm::ipc::connect(name, to_timeout(timeout_ms)), out);
   });
 }
 

@@ -23,39 +23,22 @@ pvmm_status pvmm_allocation_create(size_t size, const pvmm_allocation_properties
     PVMM_C_NEED(out, op);
     auto p = to_properties(properties, op);
     if (!p) return fail(p.error());
-    auto a = physical_allocation::create(size, *p);
-    if (!a) return fail(a.error());
-    return adopt(kind::allocation, std::move(*a), out);
+    return adopt_result(kind::allocation, physical_allocation::create(size, *p), out);
   });
 }
 
 pvmm_status pvmm_allocation_retain(const void* address, pvmm_allocation* out) noexcept {
-  constexpr const char* op = "pvmm_allocation_retain";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    auto a = physical_allocation::retain(address);
-    if (!a) return fail(a.error());
-    return adopt(kind::allocation, std::move(*a), out);
-  });
+  return create_entry(kind::allocation, "pvmm_allocation_retain", out,
+                      [&] { return physical_allocation::retain(address); });
 }
 
 pvmm_status pvmm_allocation_release(pvmm_allocation allocation) noexcept {
-  constexpr const char* op = "pvmm_allocation_release";
-  return guard(op, [&] {
-    auto a = take<physical_allocation>(kind::allocation, allocation.id, op);
-    if (!a) return fail(a.error());
-    return report((*a)->release());
-  });
+  return release_entry<physical_allocation>(kind::allocation, allocation.id, "pvmm_allocation_release");
 }
 
 pvmm_status pvmm_allocation_size(pvmm_allocation allocation, size_t* size) noexcept {
-  constexpr const char* op = "pvmm_allocation_size";
-  return guard(op, [&] {
-    PVMM_C_NEED(size, op);
-    PVMM_C_FIND(physical_allocation, allocation, a, allocation, op);
-    *size = a->size();
-    return pvmm_status_ok;
-  });
+  return read_entry<physical_allocation>(kind::allocation, allocation.id, "pvmm_allocation_size", size, "size",
+                                         [](const physical_allocation& a) { return a.size(); });
 }
 
 pvmm_status pvmm_allocation_export_posix_fd(pvmm_allocation allocation, int* fd) noexcept {
@@ -71,13 +54,8 @@ pvmm_status pvmm_allocation_export_posix_fd(pvmm_allocation allocation, int* fd)
 }
 
 pvmm_status pvmm_allocation_import_posix_fd(int fd, size_t size, pvmm_allocation* out) noexcept {
-  constexpr const char* op = "pvmm_allocation_import_posix_fd";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    auto a = physical_allocation::import_posix_fd(fd, size);
-    if (!a) return fail(a.error());
-    return adopt(kind::allocation, std::move(*a), out);
-  });
+  return create_entry(kind::allocation, "pvmm_allocation_import_posix_fd", out,
+                      [&] { return physical_allocation::import_posix_fd(fd, size); });
 }
 
 pvmm_status pvmm_allocation_export_fabric(pvmm_allocation allocation, pvmm_fabric_handle* handle) noexcept {
@@ -101,21 +79,14 @@ pvmm_status pvmm_allocation_import_fabric(const pvmm_fabric_handle* handle, size
     PVMM_C_NEED(out, op);
     pvmm::fabric_handle h;
     std::memcpy(h.bytes.data(), handle->bytes, sizeof handle->bytes);
-    auto a = physical_allocation::import_fabric(h, size);
-    if (!a) return fail(a.error());
-    return adopt(kind::allocation, std::move(*a), out);
+    return adopt_result(kind::allocation, physical_allocation::import_fabric(h, size), out);
   });
 }
 
 pvmm_status pvmm_reservation_create(size_t size, size_t alignment, const void* fixed_address,
                                     pvmm_reservation* out) noexcept {
-  constexpr const char* op = "pvmm_reservation_create";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    auto r = address_reservation::reserve(size, alignment, fixed_address);
-    if (!r) return fail(r.error());
-    return adopt(kind::reservation, std::move(*r), out);
-  });
+  return create_entry(kind::reservation, "pvmm_reservation_create", out,
+                      [&] { return address_reservation::reserve(size, alignment, fixed_address); });
 }
 
 pvmm_status pvmm_reservation_release(pvmm_reservation reservation) noexcept {
@@ -131,23 +102,13 @@ pvmm_status pvmm_reservation_release(pvmm_reservation reservation) noexcept {
 }
 
 pvmm_status pvmm_reservation_address(pvmm_reservation reservation, void** address) noexcept {
-  constexpr const char* op = "pvmm_reservation_address";
-  return guard(op, [&] {
-    PVMM_C_NEED(address, op);
-    PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
-    *address = r->address();
-    return pvmm_status_ok;
-  });
+  return read_entry<address_reservation>(kind::reservation, reservation.id, "pvmm_reservation_address", address,
+                                         "address", [](const address_reservation& r) { return r.address(); });
 }
 
 pvmm_status pvmm_reservation_size(pvmm_reservation reservation, size_t* size) noexcept {
-  constexpr const char* op = "pvmm_reservation_size";
-  return guard(op, [&] {
-    PVMM_C_NEED(size, op);
-    PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
-    *size = r->size();
-    return pvmm_status_ok;
-  });
+  return read_entry<address_reservation>(kind::reservation, reservation.id, "pvmm_reservation_size", size, "size",
+                                         [](const address_reservation& r) { return r.size(); });
 }
 
 pvmm_status pvmm_reservation_map(pvmm_reservation reservation, size_t offset, pvmm_allocation memory,
