@@ -133,6 +133,10 @@ void copy_text(char* to, std::size_t capacity, const std::string& text) noexcept
   auto name##_found = ::pvmm::c_api::find<T>(::pvmm::c_api::kind::K, (h).id, op); \
   if (!name##_found) return ::pvmm::c_api::fail(name##_found.error());            \
   std::shared_ptr<T> name = std::move(*name##_found)
+/// `name` = the value of a C++ call returning result<T>, or return its failure recorded.
+#define PVMM_C_TRY(name, expression) \
+  auto name = (expression);          \
+  if (!name) return ::pvmm::c_api::fail(name.error())
 #define PVMM_C_NEED(pointer, op) \
   if ((pointer) == nullptr) return ::pvmm::c_api::null_argument(op, #pointer)
 #define PVMM_C_SIZE(pointer, T, op)                                  \

@@ -44,10 +44,8 @@ pvmm_status pvmm_growable_create(const pvmm_growable_options* options, pvmm_grow
     PVMM_C_NEED(options, op);
     PVMM_C_NEED(out, op);
     PVMM_C_SIZE(options, pvmm_growable_options, op);
-    auto properties = to_properties(&options->properties, op);
-    if (!properties) return fail(properties.error());
-    auto grants = to_grants(options->access, options->access_count, op);
-    if (!grants) return fail(grants.error());
+    PVMM_C_TRY(properties, to_properties(&options->properties, op));
+    PVMM_C_TRY(grants, to_grants(options->access, options->access_count, op));
     pvmm::growable_options o;
     o.properties = *properties;
     o.access = std::move(*grants);
@@ -65,8 +63,7 @@ pvmm_status pvmm_growable_resize(pvmm_growable buffer, size_t size, int* moved) 
   constexpr const char* op = "pvmm_growable_resize";
   return guard(op, [&] {
     PVMM_C_FIND(pvmm::growable_buffer, growable, b, buffer, op);
-    auto outcome = b->resize(size);
-    if (!outcome) return fail(outcome.error());
+    PVMM_C_TRY(outcome, b->resize(size));
     if (moved != nullptr) *moved = outcome->moved ? 1 : 0;
     return pvmm_status_ok;
   });
@@ -80,8 +77,7 @@ pvmm_status pvmm_pinned_create(size_t size, const pvmm_pinned_options* options, 
   constexpr const char* op = "pvmm_pinned_create";
   return guard(op, [&] {
     PVMM_C_NEED(out, op);
-    auto o = to_pinned_options(options, op);
-    if (!o) return fail(o.error());
+    PVMM_C_TRY(o, to_pinned_options(options, op));
     return adopt_result(kind::pinned, pvmm::pinned_allocation::create(size, *o), out);
   });
 }
@@ -97,8 +93,7 @@ pvmm_status pvmm_pinned_data(pvmm_pinned memory, void** data, size_t* size) noex
 pvmm_status pvmm_register_host_memory(void* pointer, size_t size, const pvmm_pinned_options* options) noexcept {
   constexpr const char* op = "pvmm_register_host_memory";
   return guard(op, [&] {
-    auto o = to_pinned_options(options, op);
-    if (!o) return fail(o.error());
+    PVMM_C_TRY(o, to_pinned_options(options, op));
     return report(pvmm::register_host_memory(pointer, size, *o));
   });
 }
@@ -139,8 +134,7 @@ pvmm_status pvmm_managed_advise(const void* pointer, size_t size, int advice, co
     }
     const auto what = static_cast<pvmm::advice>(advice);
     if (where == nullptr) return report(pvmm::advise(pointer, size, what));
-    auto l = to_location(*where, op);
-    if (!l) return fail(l.error());
+    PVMM_C_TRY(l, to_location(*where, op));
     return report(pvmm::advise(pointer, size, what, *l));
   });
 }
@@ -150,8 +144,7 @@ pvmm_status pvmm_query_pointer(const void* pointer, pvmm_pointer_attributes* att
   return guard(op, [&] {
     PVMM_C_NEED(attributes, op);
     PVMM_C_SIZE(attributes, pvmm_pointer_attributes, op);
-    auto a = pvmm::query_pointer(pointer);
-    if (!a) return fail(a.error());
+    PVMM_C_TRY(a, pvmm::query_pointer(pointer));
     attributes->kind = static_cast<int>(a->kind);
     attributes->base = a->base;
     attributes->size = a->size;

@@ -67,8 +67,7 @@ pvmm_status pvmm_managed_prefetch_async(const void* pointer, size_t size, pvmm_l
                                         pvmm_stream_ref on) noexcept {
   constexpr const char* op = "pvmm_managed_prefetch_async";
   return guard(op, [&] {
-    auto where = to_location(to, op);
-    if (!where) return fail(where.error());
+    PVMM_C_TRY(where, to_location(to, op));
     return report(pvmm::prefetch_async(pointer, size, *where, to_stream(on)));
   });
 }
@@ -125,8 +124,7 @@ pvmm_status pvmm_pool_create(const pvmm_pool_options* options, pvmm_pool* out) n
     PVMM_C_NEED(options, op);
     PVMM_C_NEED(out, op);
     PVMM_C_SIZE(options, pvmm_pool_options, op);
-    auto where = to_location(options->location, op);
-    if (!where) return fail(where.error());
+    PVMM_C_TRY(where, to_location(options->location, op));
     if ((options->exportable & ~unsigned{pvmm_handle_posix_fd | pvmm_handle_fabric}) != 0)
       return fail(pvmm::errc::invalid_argument, op, "exportable holds bits that are not pvmm_handle_* values");
     pvmm::pool_properties p;
@@ -146,8 +144,7 @@ pvmm_status pvmm_pool_allocate_async(pvmm_pool pool, size_t size, pvmm_stream_re
   return guard(op, [&] {
     PVMM_C_NEED(pointer, op);
     PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
-    auto allocated = p->allocate_async(size, to_stream(on));
-    if (!allocated) return fail(allocated.error());
+    PVMM_C_TRY(allocated, p->allocate_async(size, to_stream(on)));
     *pointer = *allocated;
     return pvmm_status_ok;
   });
@@ -175,8 +172,7 @@ pvmm_status pvmm_pool_usage(pvmm_pool pool, uint64_t* reserved, uint64_t* used) 
     PVMM_C_NEED(reserved, op);
     PVMM_C_NEED(used, op);
     PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
-    auto u = p->usage();
-    if (!u) return fail(u.error());
+    PVMM_C_TRY(u, p->usage());
     *reserved = u->reserved_current;
     *used = u->used_current;
     return pvmm_status_ok;
@@ -187,8 +183,7 @@ pvmm_status pvmm_pool_set_access(pvmm_pool pool, const pvmm_access_descriptor* g
   constexpr const char* op = "pvmm_pool_set_access";
   return guard(op, [&] {
     PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
-    auto list = to_grants(grants, count, op);
-    if (!list) return fail(list.error());
+    PVMM_C_TRY(list, to_grants(grants, count, op));
     return report(p->set_access(pvmm::access_list(*list)));
   });
 }
@@ -199,8 +194,7 @@ pvmm_status pvmm_pool_export_posix_fd(pvmm_pool pool, int* fd, pvmm_pool_id* id)
     PVMM_C_NEED(fd, op);
     PVMM_C_NEED(id, op);
     PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
-    auto exported = p->export_posix_fd();
-    if (!exported) return fail(exported.error());
+    PVMM_C_TRY(exported, p->export_posix_fd());
     std::memcpy(id->bytes, exported->id.bytes.data(), sizeof id->bytes);
     *fd = exported->fd.detach();
     return pvmm_status_ok;
@@ -228,8 +222,7 @@ pvmm_status pvmm_pool_export_pointer(pvmm_pool pool, const void* pointer, pvmm_p
   return guard(op, [&] {
     PVMM_C_NEED(out, op);
     PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
-    auto record = p->export_pointer(pointer);
-    if (!record) return fail(record.error());
+    PVMM_C_TRY(record, p->export_pointer(pointer));
     std::memcpy(static_cast<void*>(out), &*record, sizeof *out);
     return pvmm_status_ok;
   });

@@ -179,8 +179,7 @@ pvmm_status pvmm_bootstrap_create_threads(int size, pvmm_bootstrap* out) noexcep
   constexpr const char* op = "pvmm_bootstrap_create_threads";
   return guard(op, [&] {
     PVMM_C_NEED(out, op);
-    auto made = pvmm::make_thread_bootstraps(size);
-    if (!made) return fail(made.error());
+    PVMM_C_TRY(made, pvmm::make_thread_bootstraps(size));
     std::vector<pvmm_bootstrap> handles_made(made->size());
     for (std::size_t r = 0; r < made->size(); ++r) {
       try {
@@ -201,8 +200,7 @@ pvmm_status pvmm_bootstrap_create_endpoints(const char* name, int rank, int size
   return guard(op, [&] {
     PVMM_C_NEED(name, op);
     PVMM_C_NEED(out, op);
-    auto made = pvmm::make_endpoint_bootstrap(name, rank, size, std::chrono::milliseconds(timeout_ms));
-    if (!made) return fail(made.error());
+    PVMM_C_TRY(made, pvmm::make_endpoint_bootstrap(name, rank, size, std::chrono::milliseconds(timeout_ms)));
     return adopt(kind::bootstrap, bootstrap_entry{std::move(*made)}, out);
   });
 }
@@ -210,8 +208,7 @@ pvmm_status pvmm_bootstrap_create_endpoints(const char* name, int rank, int size
 pvmm_status pvmm_bootstrap_release(pvmm_bootstrap bootstrap) noexcept {
   constexpr const char* op = "pvmm_bootstrap_release";
   return guard(op, [&] {
-    auto b = take<bootstrap_entry>(kind::bootstrap, bootstrap.id, op);
-    if (!b) return fail(b.error());
+    PVMM_C_TRY(b, take<bootstrap_entry>(kind::bootstrap, bootstrap.id, op));
     return pvmm_status_ok;  // the last reference (this one or a team's) destroys it
   });
 }
@@ -318,8 +315,7 @@ pvmm_status pvmm_window_create(pvmm_team team, const pvmm_window_options* option
     o.max_size = options->max_size;
     o.timeout = timeout_or_default(options->timeout_ms);
     o.signal_channels = options->signal_channels;
-    auto w = pvmm::symmetric_window::create(*t, o);
-    if (!w) return fail(w.error());
+    PVMM_C_TRY(w, pvmm::symmetric_window::create(*t, o));
     return adopt(kind::window, window_entry{t, std::move(*w)}, out);
   });
 }
@@ -327,8 +323,7 @@ pvmm_status pvmm_window_create(pvmm_team team, const pvmm_window_options* option
 pvmm_status pvmm_window_release(pvmm_window window) noexcept {
   constexpr const char* op = "pvmm_window_release";
   return guard(op, [&] {
-    auto w = take<window_entry>(kind::window, window.id, op);
-    if (!w) return fail(w.error());
+    PVMM_C_TRY(w, take<window_entry>(kind::window, window.id, op));
     return report((*w)->window.release());
   });
 }
@@ -410,8 +405,7 @@ pvmm_status pvmm_window_device_pointer_table(pvmm_window window, void* const** t
   return guard(op, [&] {
     PVMM_C_NEED(table, op);
     PVMM_C_FIND(window_entry, window, w, window, op);
-    auto t = w->window.device_pointer_table();
-    if (!t) return fail(t.error());
+    PVMM_C_TRY(t, w->window.device_pointer_table());
     *table = *t;
     return pvmm_status_ok;
   });

@@ -21,8 +21,7 @@ pvmm_status pvmm_allocation_create(size_t size, const pvmm_allocation_properties
   constexpr const char* op = "pvmm_allocation_create";
   return guard(op, [&] {
     PVMM_C_NEED(out, op);
-    auto p = to_properties(properties, op);
-    if (!p) return fail(p.error());
+    PVMM_C_TRY(p, to_properties(properties, op));
     return adopt_result(kind::allocation, physical_allocation::create(size, *p), out);
   });
 }
@@ -46,8 +45,7 @@ pvmm_status pvmm_allocation_export_posix_fd(pvmm_allocation allocation, int* fd)
   return guard(op, [&] {
     PVMM_C_NEED(fd, op);
     PVMM_C_FIND(physical_allocation, allocation, a, allocation, op);
-    auto exported = a->export_posix_fd();
-    if (!exported) return fail(exported.error());
+    PVMM_C_TRY(exported, a->export_posix_fd());
     *fd = exported->detach();
     return pvmm_status_ok;
   });
@@ -63,8 +61,7 @@ pvmm_status pvmm_allocation_export_fabric(pvmm_allocation allocation, pvmm_fabri
   return guard(op, [&] {
     PVMM_C_NEED(handle, op);
     PVMM_C_FIND(physical_allocation, allocation, a, allocation, op);
-    auto exported = a->export_fabric();
-    if (!exported) return fail(exported.error());
+    PVMM_C_TRY(exported, a->export_fabric());
     static_assert(sizeof handle->bytes == sizeof exported->bytes, "pvmm_fabric_handle is pvmm::fabric_handle");
     std::memcpy(handle->bytes, exported->bytes.data(), sizeof handle->bytes);
     return pvmm_status_ok;
@@ -95,8 +92,7 @@ pvmm_status pvmm_reservation_release(pvmm_reservation reservation) noexcept {
     // Checked before the handle dies: the C++ release refuses while mappings remain, and the handle stays usable.
     PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
     if (r->mapping_count() != 0) return report(r->release());
-    auto taken = take<address_reservation>(kind::reservation, reservation.id, op);
-    if (!taken) return fail(taken.error());
+    PVMM_C_TRY(taken, take<address_reservation>(kind::reservation, reservation.id, op));
     return report((*taken)->release());
   });
 }
@@ -117,8 +113,7 @@ pvmm_status pvmm_reservation_map(pvmm_reservation reservation, size_t offset, pv
   return guard(op, [&] {
     PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
     PVMM_C_FIND(physical_allocation, allocation, a, memory, op);
-    auto mapped = r->map(offset, *a, memory_offset, size);
-    if (!mapped) return fail(mapped.error());
+    PVMM_C_TRY(mapped, r->map(offset, *a, memory_offset, size));
     if (address != nullptr) *address = *mapped;
     return pvmm_status_ok;
   });
@@ -137,8 +132,7 @@ pvmm_status pvmm_reservation_set_access(pvmm_reservation reservation, size_t off
   constexpr const char* op = "pvmm_reservation_set_access";
   return guard(op, [&] {
     PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
-    auto list = to_grants(grants, count, op);
-    if (!list) return fail(list.error());
+    PVMM_C_TRY(list, to_grants(grants, count, op));
     return report(r->set_access(offset, size, pvmm::access_list(*list)));
   });
 }
@@ -147,10 +141,8 @@ pvmm_status pvmm_query_access(pvmm_location where, const void* address, int* acc
   constexpr const char* op = "pvmm_query_access";
   return guard(op, [&] {
     PVMM_C_NEED(access, op);
-    auto l = to_location(where, op);
-    if (!l) return fail(l.error());
-    auto a = pvmm::query_access(*l, address);
-    if (!a) return fail(a.error());
+    PVMM_C_TRY(l, to_location(where, op));
+    PVMM_C_TRY(a, pvmm::query_access(*l, address));
     *access = static_cast<int>(*a);
     return pvmm_status_ok;
   });
@@ -172,8 +164,7 @@ pvmm_status pvmm_export_dmabuf(const void* address, size_t size, pvmm_dmabuf_pie
   return guard(op, [&] {
     PVMM_C_NEED(count, op);
     if (pieces == nullptr && capacity != 0) return null_argument(op, "pieces");
-    auto exported = pvmm::export_dmabuf(address, size);
-    if (!exported) return fail(exported.error());
+    PVMM_C_TRY(exported, pvmm::export_dmabuf(address, size));
     *count = exported->size();
     if (exported->size() > capacity) {
       return fail(pvmm::errc::out_of_range, op,
