@@ -371,6 +371,11 @@ PVMM_C_API pvmm_status pvmm_stream_native(pvmm_stream stream, pvmm_stream_ref* r
 PVMM_C_API pvmm_status pvmm_stream_synchronize(pvmm_stream_ref stream) PVMM_C_NOEXCEPT;
 /** *done is 1 when all work enqueued so far has completed (unlike a synchronize, it makes no pool free reusable). */
 PVMM_C_API pvmm_status pvmm_stream_query(pvmm_stream_ref stream, int* done) PVMM_C_NOEXCEPT;
+/** Copies `size` bytes in the stream's order between host memory and memory its device can access (Open MPI's
+ * mem_copy_async, libfabric's copy_to/from_hmem): pageable host memory pvmm did not make may be reused when the call
+ * returns, pinned, registered and managed memory is read when the copy runs (pvmm::stream_ref::copy_async). */
+PVMM_C_API pvmm_status pvmm_copy_async(void* destination, const void* source, size_t size,
+                                       pvmm_stream_ref on) PVMM_C_NOEXCEPT;
 /** Moves [pointer, pointer + size) of managed memory to `to` in the stream's order. */
 PVMM_C_API pvmm_status pvmm_managed_prefetch_async(const void* pointer, size_t size, pvmm_location to,
                                                    pvmm_stream_ref on) PVMM_C_NOEXCEPT;

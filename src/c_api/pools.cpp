@@ -63,6 +63,11 @@ pvmm_status pvmm_stream_query(pvmm_stream_ref stream, int* done) noexcept {
   });
 }
 
+pvmm_status pvmm_copy_async(void* destination, const void* source, size_t size, pvmm_stream_ref on) noexcept {
+  constexpr const char* op = "pvmm_copy_async";
+  return guard(op, [&] { return report(to_stream(on).copy_async(destination, source, size)); });
+}
+
 pvmm_status pvmm_managed_prefetch_async(const void* pointer, size_t size, pvmm_location to,
                                         pvmm_stream_ref on) noexcept {
   constexpr const char* op = "pvmm_managed_prefetch_async";

@@ -274,6 +274,7 @@ int main(void) {
     CHECK_STATUS(pvmm_stream_synchronize(ref), pvmm_status_invalid_argument, "the stream is empty");
     CHECK_STATUS(pvmm_stream_query(ref, &value), pvmm_status_invalid_argument, "the stream is empty");
     CHECK_STATUS(pvmm_stream_query(ref, NULL), pvmm_status_invalid_argument, "done is NULL");
+    CHECK_STATUS(pvmm_copy_async(&a, &b, sizeof a, ref), pvmm_status_invalid_argument, "the stream is empty");
     {
       pvmm_backend_info here = PVMM_INIT(pvmm_backend_info);
       pvmm_stream_ref made_up = {0x5eed, 0};
@@ -312,6 +313,8 @@ int main(void) {
     CHECK_STATUS(pvmm_pool_allocate_async(pool, 0, ref, &address), pvmm_status_invalid_size, "");
     CHECK_STATUS(pvmm_pool_free_async(pool, &value, ref), pvmm_status_invalid_argument, "");
     CHECK_STATUS(pvmm_pool_set_access(pool, NULL, 1), pvmm_status_invalid_argument, "grants is NULL");
+    CHECK_STATUS(pvmm_copy_async(NULL, &b, sizeof b, ref), pvmm_status_invalid_argument, "a copy end is null");
+    CHECK_STATUS(pvmm_copy_async(&a, NULL, sizeof a, ref), pvmm_status_invalid_argument, "a copy end is null");
     CHECK_STATUS(pvmm_pool_set_access(pool, &bad_grant, 1), pvmm_status_invalid_location, "kind 7");
     CHECK_OK(pvmm_event_create(0, &event));
     CHECK_OK(pvmm_event_release(event));

@@ -221,10 +221,15 @@ static void pools_and_streams(void) {
   CHECK_OK(pvmm_event_create(0, &event));
   CHECK_OK(pvmm_pool_create(&options, &pool));
   CHECK_OK(pvmm_pool_allocate_async(pool, 1 << 16, refs[0], &pointer));
+  CHECK_OK(pvmm_copy_async(pointer, &mark, 1, refs[0])); /* in stream order, after the allocation */
   CHECK_OK(pvmm_stream_synchronize(refs[0]));
-  CHECK_OK(pvmm_copy_to_mapping(pointer, &mark, 1, 0));
   CHECK_OK(pvmm_copy_from_mapping(&seen, pointer, 1, 0));
   CHECK(seen == 0x3c);
+  mark = 0x3d;
+  CHECK_OK(pvmm_copy_to_mapping(pointer, &mark, 1, 0));
+  CHECK_OK(pvmm_copy_async(&seen, pointer, 1, refs[0]));
+  CHECK_OK(pvmm_stream_synchronize(refs[0]));
+  CHECK(seen == 0x3d);
   CHECK_OK(pvmm_query_pointer(pointer, &attrs));
   CHECK(attrs.kind == pvmm_memory_pool && attrs.device == 0 && attrs.size >= (1 << 16));
   CHECK_OK(pvmm_pool_usage(pool, &reserved, &used));
