@@ -57,6 +57,8 @@ const char* kind_name(kind k) noexcept {
       return "pvmm_connection";
     case kind::imported:
       return "pvmm_imported";
+    case kind::pool_allocation:
+      return "pvmm_pool_allocation";
   }
   return "an unknown handle type";
 }

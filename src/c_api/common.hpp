@@ -37,7 +37,8 @@ enum class kind : std::uint8_t {
   listener,
   connection,
   imported,
-  last = imported
+  pool_allocation,
+  last = pool_allocation
 };
 const char* kind_name(kind k) noexcept;
 
@@ -115,6 +116,12 @@ pvmm_status adopt(kind type, Owner&& owner, Handle* out) {
   out->id = handles().add(type, std::move(object));
   return pvmm_status_ok;
 }
+/// Registers the owner a C++ call made, or records the call's failure (`out` untouched).
+template <class Handle, class Owner>
+pvmm_status adopt_result(kind type, result<Owner>&& made, Handle* out) {
+  if (!made) return fail(made.error());
+  return adopt(type, std::move(*made), out);
+}
 
 /// Copies `text` into a fixed C array, truncated and terminated.
 void copy_text(char* to, std::size_t capacity, const std::string& text) noexcept;
@@ -126,8 +133,59 @@ void copy_text(char* to, std::size_t capacity, const std::string& text) noexcept
   auto name##_found = ::pvmm::c_api::find<T>(::pvmm::c_api::kind::K, (h).id, op); \
   if (!name##_found) return ::pvmm::c_api::fail(name##_found.error());            \
   std::shared_ptr<T> name = std::move(*name##_found)
+/// `name` = the value of a C++ call returning result<T>, or return its failure recorded.
+#define PVMM_C_TRY(name, expression) \
+  auto name = (expression);          \
+  if (!name) return ::pvmm::c_api::fail(name.error())
 #define PVMM_C_NEED(pointer, op) \
   if ((pointer) == nullptr) return ::pvmm::c_api::null_argument(op, #pointer)
 #define PVMM_C_SIZE(pointer, T, op)                                  \
   if (!::pvmm::c_api::size_known((pointer)->struct_size, sizeof(T))) \
   return ::pvmm::c_api::wrong_size(op, #T, (pointer)->struct_size, sizeof(T))
+
+namespace pvmm::c_api {
+
+/// A creating entry point: `out` required; make() gives the result<Owner> registered under a new handle.
+template <class Handle, class Make>
+pvmm_status create_entry(kind type, const char* operation, Handle* out, Make&& make) noexcept {
+  return guard(operation, [&] {
+    if (out == nullptr) return null_argument(operation, "out");
+    return adopt_result(type, make(), out);
+  });
+}
+
+/// The release entry point of an owner whose release() reports: the handle dies first (a second release is
+/// already_released, never a double free), then the owner gives its resource back.
+template <class T>
+pvmm_status release_entry(kind type, std::uint64_t id, const char* operation) noexcept {
+  return guard(operation, [&] {
+    auto owner = take<T>(type, id, operation);
+    if (!owner) return fail(owner.error());
+    return report((*owner)->release());
+  });
+}
+
+/// An entry point that reads one value of a handle's owner into `*out` (required; `out_name` names it in the
+/// error): read(owner) gives the value.
+template <class T, class Out, class Read>
+pvmm_status read_entry(kind type, std::uint64_t id, const char* operation, Out* out, const char* out_name,
+                       Read&& read) noexcept {
+  return guard(operation, [&] {
+    if (out == nullptr) return null_argument(operation, out_name);
+    auto owner = find<T>(type, id, operation);
+    if (!owner) return fail(owner.error());
+    *out = read(static_cast<const T&>(**owner));
+    return pvmm_status_ok;
+  });
+}
+
+/// The (data, size) entry point of a memory owner: `data` required, `size` optional.
+template <class T>
+pvmm_status data_entry(kind type, std::uint64_t id, const char* operation, void** data, std::size_t* size) noexcept {
+  return read_entry<T>(type, id, operation, data, "data", [&](const T& owner) {
+    if (size != nullptr) *size = owner.size();
+    return static_cast<void*>(owner.data());
+  });
+}
+
+}  // namespace pvmm::c_api

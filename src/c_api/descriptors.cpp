@@ -24,8 +24,7 @@ pvmm_status pvmm_growable_export(pvmm_growable buffer, unsigned kind, uint8_t* b
                   "kind " + std::to_string(kind) + " is not pvmm_handle_posix_fd (1) or pvmm_handle_fabric (2)");
     }
     PVMM_C_FIND(pvmm::growable_buffer, growable, b, buffer, op);
-    auto exported = pvmm::export_buffer(*b, static_cast<pvmm::handle_types>(kind));
-    if (!exported) return fail(exported.error());
+    PVMM_C_TRY(exported, pvmm::export_buffer(*b, static_cast<pvmm::handle_types>(kind)));
     const std::vector<std::uint8_t> serialized = exported->descriptor.serialize();
     *length = serialized.size();
     *fd_count = exported->fds.size();
@@ -48,32 +47,20 @@ pvmm_status pvmm_import_buffer(const uint8_t* bytes, size_t length, const int* f
     PVMM_C_NEED(bytes, op);
     PVMM_C_NEED(out, op);
     if (fds == nullptr && fd_count != 0) return null_argument(op, "fds");
-    auto list = to_grants(grants, grant_count, op);
-    if (!list) return fail(list.error());
-    auto descriptor = pvmm::buffer_descriptor::parse(bytes, length, fd_count);
-    if (!descriptor) return fail(descriptor.error());
-    auto imported = pvmm::import_buffer(*descriptor, fds, fd_count, pvmm::access_list(*list));
-    if (!imported) return fail(imported.error());
-    return adopt(kind::imported, std::move(*imported), out);
+    PVMM_C_TRY(list, to_grants(grants, grant_count, op));
+    PVMM_C_TRY(descriptor, pvmm::buffer_descriptor::parse(bytes, length, fd_count));
+    return adopt_result(kind::imported, pvmm::import_buffer(*descriptor, fds, fd_count, pvmm::access_list(*list)), out);
   });
 }
 
 pvmm_status pvmm_imported_data(pvmm_imported buffer, void** data, size_t* size) noexcept {
-  constexpr const char* op = "pvmm_imported_data";
-  return guard(op, [&] {
-    PVMM_C_NEED(data, op);
-    PVMM_C_FIND(pvmm::imported_buffer, imported, b, buffer, op);
-    *data = b->data();
-    if (size != nullptr) *size = b->size();
-    return pvmm_status_ok;
-  });
+  return data_entry<pvmm::imported_buffer>(kind::imported, buffer.id, "pvmm_imported_data", data, size);
 }
 
 pvmm_status pvmm_imported_release(pvmm_imported buffer) noexcept {
   constexpr const char* op = "pvmm_imported_release";
   return guard(op, [&] {
-    auto b = take<pvmm::imported_buffer>(kind::imported, buffer.id, op);
-    if (!b) return fail(b.error());
+    PVMM_C_TRY(b, take<pvmm::imported_buffer>(kind::imported, buffer.id, op));
     return pvmm_status_ok;  // the destructor unmaps the range, frees it and drops the chunks' references
   });
 }

@@ -113,8 +113,7 @@ pvmm_status pvmm_device_count(int* count) noexcept {
   constexpr const char* op = "pvmm_device_count";
   return guard(op, [&] {
     PVMM_C_NEED(count, op);
-    auto n = pvmm::device_count();
-    if (!n) return fail(n.error());
+    PVMM_C_TRY(n, pvmm::device_count());
     *count = *n;
     return pvmm_status_ok;
   });
@@ -125,8 +124,7 @@ pvmm_status pvmm_query_device(int ordinal, pvmm_device_info* info) noexcept {
   return guard(op, [&] {
     PVMM_C_NEED(info, op);
     PVMM_C_SIZE(info, pvmm_device_info, op);
-    auto d = pvmm::query_device(ordinal);
-    if (!d) return fail(d.error());
+    PVMM_C_TRY(d, pvmm::query_device(ordinal));
     const pvmm::capabilities& c = d->capabilities;
     info->ordinal = d->ordinal;
     copy_text(info->name, sizeof info->name, d->name);
@@ -157,6 +155,8 @@ pvmm_status pvmm_query_device(int ordinal, pvmm_device_info* info) noexcept {
     info->host_memory_registration = c.host_memory.registration;
     info->host_memory_mapped = c.host_memory.mapped;
     info->host_memory_device_pointer_is_host_pointer = c.host_memory.device_pointer_is_host_pointer;
+    info->managed_host_numa_locations = c.managed.host_numa_locations;
+    info->managed_location_attributes = c.managed.location_attributes;
     return pvmm_status_ok;
   });
 }
@@ -166,10 +166,8 @@ pvmm_status pvmm_query_granularity(const pvmm_allocation_properties* properties,
   constexpr const char* op = "pvmm_query_granularity";
   return guard(op, [&] {
     PVMM_C_NEED(minimum, op);
-    auto p = to_properties(properties, op);
-    if (!p) return fail(p.error());
-    auto g = pvmm::query_granularity(*p);
-    if (!g) return fail(g.error());
+    PVMM_C_TRY(p, to_properties(properties, op));
+    PVMM_C_TRY(g, pvmm::query_granularity(*p));
     *minimum = g->minimum;
     if (recommended != nullptr) *recommended = g->recommended;
     return pvmm_status_ok;
@@ -180,8 +178,7 @@ pvmm_status pvmm_reservation_granularity(size_t* granularity) noexcept {
   constexpr const char* op = "pvmm_reservation_granularity";
   return guard(op, [&] {
     PVMM_C_NEED(granularity, op);
-    auto g = pvmm::reservation_granularity();
-    if (!g) return fail(g.error());
+    PVMM_C_TRY(g, pvmm::reservation_granularity());
     *granularity = *g;
     return pvmm_status_ok;
   });
@@ -191,9 +188,21 @@ pvmm_status pvmm_can_access_peer(int device, int peer, int* can_access) noexcept
   constexpr const char* op = "pvmm_can_access_peer";
   return guard(op, [&] {
     PVMM_C_NEED(can_access, op);
-    auto r = pvmm::can_access_peer(device, peer);
-    if (!r) return fail(r.error());
+    PVMM_C_TRY(r, pvmm::can_access_peer(device, peer));
     *can_access = *r ? 1 : 0;
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_query_memory(int ordinal, size_t* free_bytes, size_t* total_bytes, int* shared_with_system) noexcept {
+  constexpr const char* op = "pvmm_query_memory";
+  return guard(op, [&] {
+    PVMM_C_NEED(free_bytes, op);
+    PVMM_C_NEED(total_bytes, op);
+    PVMM_C_TRY(m, pvmm::query_memory(ordinal));
+    *free_bytes = m->free;
+    *total_bytes = m->total;
+    if (shared_with_system != nullptr) *shared_with_system = m->shared_with_system ? 1 : 0;
     return pvmm_status_ok;
   });
 }

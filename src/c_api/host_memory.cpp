@@ -29,6 +29,11 @@ pvmm::result<pvmm::pinned_options> to_pinned_options(const pvmm_pinned_options* 
   return out;
 }
 
+static_assert(static_cast<int>(pvmm::advice::set_read_mostly) == pvmm_advice_set_read_mostly &&
+                  static_cast<int>(pvmm::advice::set_preferred_location) == pvmm_advice_set_preferred_location &&
+                  static_cast<int>(pvmm::advice::unset_accessed_by) == pvmm_advice_unset_accessed_by,
+              "pvmm_advice is pvmm::advice");
+
 }  // namespace
 
 extern "C" {
@@ -39,89 +44,56 @@ pvmm_status pvmm_growable_create(const pvmm_growable_options* options, pvmm_grow
     PVMM_C_NEED(options, op);
     PVMM_C_NEED(out, op);
     PVMM_C_SIZE(options, pvmm_growable_options, op);
-    auto properties = to_properties(&options->properties, op);
-    if (!properties) return fail(properties.error());
-    auto grants = to_grants(options->access, options->access_count, op);
-    if (!grants) return fail(grants.error());
+    PVMM_C_TRY(properties, to_properties(&options->properties, op));
+    PVMM_C_TRY(grants, to_grants(options->access, options->access_count, op));
     pvmm::growable_options o;
     o.properties = *properties;
     o.access = std::move(*grants);
     o.chunk_size = options->chunk_size;
     o.reserve_size = options->reserve_size;
-    auto b = pvmm::growable_buffer::create(o);
-    if (!b) return fail(b.error());
-    return adopt(kind::growable, std::move(*b), out);
+    return adopt_result(kind::growable, pvmm::growable_buffer::create(o), out);
   });
 }
 
 pvmm_status pvmm_growable_release(pvmm_growable buffer) noexcept {
-  constexpr const char* op = "pvmm_growable_release";
-  return guard(op, [&] {
-    auto b = take<pvmm::growable_buffer>(kind::growable, buffer.id, op);
-    if (!b) return fail(b.error());
-    return report((*b)->release());
-  });
+  return release_entry<pvmm::growable_buffer>(kind::growable, buffer.id, "pvmm_growable_release");
 }
 
 pvmm_status pvmm_growable_resize(pvmm_growable buffer, size_t size, int* moved) noexcept {
   constexpr const char* op = "pvmm_growable_resize";
   return guard(op, [&] {
     PVMM_C_FIND(pvmm::growable_buffer, growable, b, buffer, op);
-    auto outcome = b->resize(size);
-    if (!outcome) return fail(outcome.error());
+    PVMM_C_TRY(outcome, b->resize(size));
     if (moved != nullptr) *moved = outcome->moved ? 1 : 0;
     return pvmm_status_ok;
   });
 }
 
 pvmm_status pvmm_growable_data(pvmm_growable buffer, void** data, size_t* size) noexcept {
-  constexpr const char* op = "pvmm_growable_data";
-  return guard(op, [&] {
-    PVMM_C_NEED(data, op);
-    PVMM_C_FIND(pvmm::growable_buffer, growable, b, buffer, op);
-    *data = b->data();
-    if (size != nullptr) *size = b->size();
-    return pvmm_status_ok;
-  });
+  return data_entry<pvmm::growable_buffer>(kind::growable, buffer.id, "pvmm_growable_data", data, size);
 }
 
 pvmm_status pvmm_pinned_create(size_t size, const pvmm_pinned_options* options, pvmm_pinned* out) noexcept {
   constexpr const char* op = "pvmm_pinned_create";
   return guard(op, [&] {
     PVMM_C_NEED(out, op);
-    auto o = to_pinned_options(options, op);
-    if (!o) return fail(o.error());
-    auto p = pvmm::pinned_allocation::create(size, *o);
-    if (!p) return fail(p.error());
-    return adopt(kind::pinned, std::move(*p), out);
+    PVMM_C_TRY(o, to_pinned_options(options, op));
+    return adopt_result(kind::pinned, pvmm::pinned_allocation::create(size, *o), out);
   });
 }
 
 pvmm_status pvmm_pinned_release(pvmm_pinned memory) noexcept {
-  constexpr const char* op = "pvmm_pinned_release";
-  return guard(op, [&] {
-    auto p = take<pvmm::pinned_allocation>(kind::pinned, memory.id, op);
-    if (!p) return fail(p.error());
-    return report((*p)->release());
-  });
+  return release_entry<pvmm::pinned_allocation>(kind::pinned, memory.id, "pvmm_pinned_release");
 }
 
 pvmm_status pvmm_pinned_data(pvmm_pinned memory, void** data, size_t* size) noexcept {
-  constexpr const char* op = "pvmm_pinned_data";
-  return guard(op, [&] {
-    PVMM_C_NEED(data, op);
-    PVMM_C_FIND(pvmm::pinned_allocation, pinned, p, memory, op);
-    *data = p->data();
-    if (size != nullptr) *size = p->size();
-    return pvmm_status_ok;
-  });
+  return data_entry<pvmm::pinned_allocation>(kind::pinned, memory.id, "pvmm_pinned_data", data, size);
 }
 
 pvmm_status pvmm_register_host_memory(void* pointer, size_t size, const pvmm_pinned_options* options) noexcept {
   constexpr const char* op = "pvmm_register_host_memory";
   return guard(op, [&] {
-    auto o = to_pinned_options(options, op);
-    if (!o) return fail(o.error());
+    PVMM_C_TRY(o, to_pinned_options(options, op));
     return report(pvmm::register_host_memory(pointer, size, *o));
   });
 }
@@ -140,29 +112,30 @@ pvmm_status pvmm_managed_create(size_t size, int attach_mode, pvmm_managed* out)
           pvmm::errc::invalid_argument, op,
           "attach_mode " + std::to_string(attach_mode) + " is not a pvmm_attach_mode (0 global, 1 host, 2 single)");
     }
-    auto m = pvmm::managed_allocation::create(size, static_cast<pvmm::attach_mode>(attach_mode));
-    if (!m) return fail(m.error());
-    return adopt(kind::managed, std::move(*m), out);
+    return adopt_result(kind::managed,
+                        pvmm::managed_allocation::create(size, static_cast<pvmm::attach_mode>(attach_mode)), out);
   });
 }
 
 pvmm_status pvmm_managed_release(pvmm_managed memory) noexcept {
-  constexpr const char* op = "pvmm_managed_release";
-  return guard(op, [&] {
-    auto m = take<pvmm::managed_allocation>(kind::managed, memory.id, op);
-    if (!m) return fail(m.error());
-    return report((*m)->release());
-  });
+  return release_entry<pvmm::managed_allocation>(kind::managed, memory.id, "pvmm_managed_release");
 }
 
 pvmm_status pvmm_managed_data(pvmm_managed memory, void** data, size_t* size) noexcept {
-  constexpr const char* op = "pvmm_managed_data";
+  return data_entry<pvmm::managed_allocation>(kind::managed, memory.id, "pvmm_managed_data", data, size);
+}
+
+pvmm_status pvmm_managed_advise(const void* pointer, size_t size, int advice, const pvmm_location* where) noexcept {
+  constexpr const char* op = "pvmm_managed_advise";
   return guard(op, [&] {
-    PVMM_C_NEED(data, op);
-    PVMM_C_FIND(pvmm::managed_allocation, managed, m, memory, op);
-    *data = m->data();
-    if (size != nullptr) *size = m->size();
-    return pvmm_status_ok;
+    if (advice < pvmm_advice_set_read_mostly || advice > pvmm_advice_unset_accessed_by) {
+      return fail(pvmm::errc::invalid_argument, op,
+                  "advice " + std::to_string(advice) + " is not a pvmm_advice (0 to 5)");
+    }
+    const auto what = static_cast<pvmm::advice>(advice);
+    if (where == nullptr) return report(pvmm::advise(pointer, size, what));
+    PVMM_C_TRY(l, to_location(*where, op));
+    return report(pvmm::advise(pointer, size, what, *l));
   });
 }
 
@@ -171,8 +144,7 @@ pvmm_status pvmm_query_pointer(const void* pointer, pvmm_pointer_attributes* att
   return guard(op, [&] {
     PVMM_C_NEED(attributes, op);
     PVMM_C_SIZE(attributes, pvmm_pointer_attributes, op);
-    auto a = pvmm::query_pointer(pointer);
-    if (!a) return fail(a.error());
+    PVMM_C_TRY(a, pvmm::query_pointer(pointer));
     attributes->kind = static_cast<int>(a->kind);
     attributes->base = a->base;
     attributes->size = a->size;

@@ -1,5 +1,10 @@
-// The C interface: streams and events (by native handle) and stream-ordered memory pools (pvmm/pvmm.h over
-// pvmm/stream.hpp and pvmm/memory_pool.hpp).
+// The C interface: streams and events (by native handle), stream-ordered memory pools and their sharing between
+// processes (pvmm/pvmm.h over pvmm/stream.hpp, pvmm/memory_pool.hpp and pvmm/managed.hpp's prefetch).
+#include <cstddef>
+#include <cstring>
+#include <type_traits>
+
+#include <pvmm/managed.hpp>
 #include <pvmm/memory_pool.hpp>
 #include <pvmm/stream.hpp>
 
@@ -12,37 +17,36 @@ namespace {
 
 pvmm::stream_ref to_stream(pvmm_stream_ref s) { return pvmm::stream_ref(pvmm::stream_handle{s.native}, s.device); }
 
+// The C records are the C++ ones byte for byte (copied with memcpy).
+static_assert(sizeof(pvmm_pool_id) == sizeof(pvmm::pool_id) && std::is_trivially_copyable_v<pvmm::pool_id>,
+              "pvmm_pool_id is pvmm::pool_id");
+static_assert(sizeof(pvmm_pool_pointer_export) == sizeof(pvmm::pool_pointer_export) &&
+                  offsetof(pvmm_pool_pointer_export, size) == offsetof(pvmm::pool_pointer_export, size) &&
+                  offsetof(pvmm_pool_pointer_export, pool) == offsetof(pvmm::pool_pointer_export, pool),
+              "pvmm_pool_pointer_export is pvmm::pool_pointer_export");
+
+/// A yes/no answer of a C++ query into an int out-parameter.
+pvmm_status answer(const pvmm::result<bool>& r, int* out) {
+  if (!r) return fail(r.error());
+  *out = *r ? 1 : 0;
+  return pvmm_status_ok;
+}
+
 }  // namespace
 
 extern "C" {
 
 pvmm_status pvmm_stream_create(int device, pvmm_stream* out) noexcept {
-  constexpr const char* op = "pvmm_stream_create";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    auto s = pvmm::stream::create(device);
-    if (!s) return fail(s.error());
-    return adopt(kind::stream, std::move(*s), out);
-  });
+  return create_entry(kind::stream, "pvmm_stream_create", out, [&] { return pvmm::stream::create(device); });
 }
 
 pvmm_status pvmm_stream_release(pvmm_stream stream) noexcept {
-  constexpr const char* op = "pvmm_stream_release";
-  return guard(op, [&] {
-    auto s = take<pvmm::stream>(kind::stream, stream.id, op);
-    if (!s) return fail(s.error());
-    return report((*s)->release());
-  });
+  return release_entry<pvmm::stream>(kind::stream, stream.id, "pvmm_stream_release");
 }
 
 pvmm_status pvmm_stream_native(pvmm_stream stream, pvmm_stream_ref* ref) noexcept {
-  constexpr const char* op = "pvmm_stream_native";
-  return guard(op, [&] {
-    PVMM_C_NEED(ref, op);
-    PVMM_C_FIND(pvmm::stream, stream, s, stream, op);
-    ref->native = s->native_handle().value;
-    ref->device = s->device();
-    return pvmm_status_ok;
+  return read_entry<pvmm::stream>(kind::stream, stream.id, "pvmm_stream_native", ref, "ref", [](const pvmm::stream& s) {
+    return pvmm_stream_ref{s.native_handle().value, s.device()};
   });
 }
 
@@ -51,23 +55,39 @@ pvmm_status pvmm_stream_synchronize(pvmm_stream_ref stream) noexcept {
   return guard(op, [&] { return report(to_stream(stream).synchronize()); });
 }
 
-pvmm_status pvmm_event_create(int device, pvmm_event* out) noexcept {
-  constexpr const char* op = "pvmm_event_create";
+pvmm_status pvmm_stream_query(pvmm_stream_ref stream, int* done) noexcept {
+  constexpr const char* op = "pvmm_stream_query";
   return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    auto e = pvmm::event::create(device);
-    if (!e) return fail(e.error());
-    return adopt(kind::event, std::move(*e), out);
+    PVMM_C_NEED(done, op);
+    return answer(to_stream(stream).query(), done);
   });
 }
 
-pvmm_status pvmm_event_release(pvmm_event event) noexcept {
-  constexpr const char* op = "pvmm_event_release";
+pvmm_status pvmm_copy_async(void* destination, const void* source, size_t size, pvmm_stream_ref on) noexcept {
+  constexpr const char* op = "pvmm_copy_async";
+  return guard(op, [&] { return report(to_stream(on).copy_async(destination, source, size)); });
+}
+
+pvmm_status pvmm_managed_prefetch_async(const void* pointer, size_t size, pvmm_location to,
+                                        pvmm_stream_ref on) noexcept {
+  constexpr const char* op = "pvmm_managed_prefetch_async";
   return guard(op, [&] {
-    auto e = take<pvmm::event>(kind::event, event.id, op);
-    if (!e) return fail(e.error());
-    return report((*e)->release());
+    PVMM_C_TRY(where, to_location(to, op));
+    return report(pvmm::prefetch_async(pointer, size, *where, to_stream(on)));
   });
+}
+
+pvmm_status pvmm_event_create(int device, pvmm_event* out) noexcept {
+  return create_entry(kind::event, "pvmm_event_create", out, [&] { return pvmm::event::create(device); });
+}
+
+pvmm_status pvmm_event_release(pvmm_event event) noexcept {
+  return release_entry<pvmm::event>(kind::event, event.id, "pvmm_event_release");
+}
+
+pvmm_status pvmm_event_native(pvmm_event event, uint64_t* native) noexcept {
+  return read_entry<pvmm::event>(kind::event, event.id, "pvmm_event_native", native, "native",
+                                 [](const pvmm::event& e) { return e.native_handle().value; });
 }
 
 pvmm_status pvmm_event_record(pvmm_event event, pvmm_stream_ref on) noexcept {
@@ -86,6 +106,15 @@ pvmm_status pvmm_event_synchronize(pvmm_event event) noexcept {
   });
 }
 
+pvmm_status pvmm_event_query(pvmm_event event, int* done) noexcept {
+  constexpr const char* op = "pvmm_event_query";
+  return guard(op, [&] {
+    PVMM_C_NEED(done, op);
+    PVMM_C_FIND(pvmm::event, event, e, event, op);
+    return answer(e->query(), done);
+  });
+}
+
 pvmm_status pvmm_stream_wait_event(pvmm_stream_ref stream, pvmm_event event) noexcept {
   constexpr const char* op = "pvmm_stream_wait_event";
   return guard(op, [&] {
@@ -100,27 +129,19 @@ pvmm_status pvmm_pool_create(const pvmm_pool_options* options, pvmm_pool* out) n
     PVMM_C_NEED(options, op);
     PVMM_C_NEED(out, op);
     PVMM_C_SIZE(options, pvmm_pool_options, op);
-    auto where = to_location(options->location, op);
-    if (!where) return fail(where.error());
+    PVMM_C_TRY(where, to_location(options->location, op));
     if ((options->exportable & ~unsigned{pvmm_handle_posix_fd | pvmm_handle_fabric}) != 0)
       return fail(pvmm::errc::invalid_argument, op, "exportable holds bits that are not pvmm_handle_* values");
     pvmm::pool_properties p;
     p.location = *where;
     p.max_size = options->max_size;
     p.exportable = static_cast<pvmm::handle_types>(options->exportable);
-    auto pool = pvmm::memory_pool::create(p);
-    if (!pool) return fail(pool.error());
-    return adopt(kind::pool, std::move(*pool), out);
+    return adopt_result(kind::pool, pvmm::memory_pool::create(p), out);
   });
 }
 
 pvmm_status pvmm_pool_release(pvmm_pool pool) noexcept {
-  constexpr const char* op = "pvmm_pool_release";
-  return guard(op, [&] {
-    auto p = take<pvmm::memory_pool>(kind::pool, pool.id, op);
-    if (!p) return fail(p.error());
-    return report((*p)->release());
-  });
+  return release_entry<pvmm::memory_pool>(kind::pool, pool.id, "pvmm_pool_release");
 }
 
 pvmm_status pvmm_pool_allocate_async(pvmm_pool pool, size_t size, pvmm_stream_ref on, void** pointer) noexcept {
@@ -128,8 +149,7 @@ pvmm_status pvmm_pool_allocate_async(pvmm_pool pool, size_t size, pvmm_stream_re
   return guard(op, [&] {
     PVMM_C_NEED(pointer, op);
     PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
-    auto allocated = p->allocate_async(size, to_stream(on));
-    if (!allocated) return fail(allocated.error());
+    PVMM_C_TRY(allocated, p->allocate_async(size, to_stream(on)));
     *pointer = *allocated;
     return pvmm_status_ok;
   });
@@ -157,12 +177,92 @@ pvmm_status pvmm_pool_usage(pvmm_pool pool, uint64_t* reserved, uint64_t* used) 
     PVMM_C_NEED(reserved, op);
     PVMM_C_NEED(used, op);
     PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
-    auto u = p->usage();
-    if (!u) return fail(u.error());
+    PVMM_C_TRY(u, p->usage());
     *reserved = u->reserved_current;
     *used = u->used_current;
     return pvmm_status_ok;
   });
+}
+
+pvmm_status pvmm_pool_set_access(pvmm_pool pool, const pvmm_access_descriptor* grants, size_t count) noexcept {
+  constexpr const char* op = "pvmm_pool_set_access";
+  return guard(op, [&] {
+    PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
+    PVMM_C_TRY(list, to_grants(grants, count, op));
+    return report(p->set_access(pvmm::access_list(*list)));
+  });
+}
+
+pvmm_status pvmm_pool_export_posix_fd(pvmm_pool pool, int* fd, pvmm_pool_id* id) noexcept {
+  constexpr const char* op = "pvmm_pool_export_posix_fd";
+  return guard(op, [&] {
+    PVMM_C_NEED(fd, op);
+    PVMM_C_NEED(id, op);
+    PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
+    PVMM_C_TRY(exported, p->export_posix_fd());
+    std::memcpy(id->bytes, exported->id.bytes.data(), sizeof id->bytes);
+    *fd = exported->fd.detach();
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_pool_import_posix_fd(int fd, const pvmm_pool_id* id, int device, pvmm_pool* out) noexcept {
+  constexpr const char* op = "pvmm_pool_import_posix_fd";
+  return guard(op, [&] {
+    PVMM_C_NEED(id, op);
+    PVMM_C_NEED(out, op);
+    pvmm::pool_export from;
+    std::memcpy(from.id.bytes.data(), id->bytes, sizeof id->bytes);
+    from.fd = pvmm::owned_fd(fd);
+    struct borrowed {  // the fd stays the caller's, whatever happens
+      pvmm::owned_fd& fd;
+      ~borrowed() { (void)fd.detach(); }
+    } keep{from.fd};
+    return adopt_result(kind::pool, pvmm::memory_pool::import_posix_fd(from, device), out);
+  });
+}
+
+pvmm_status pvmm_pool_export_pointer(pvmm_pool pool, const void* pointer, pvmm_pool_pointer_export* out) noexcept {
+  constexpr const char* op = "pvmm_pool_export_pointer";
+  return guard(op, [&] {
+    PVMM_C_NEED(out, op);
+    PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
+    PVMM_C_TRY(record, p->export_pointer(pointer));
+    std::memcpy(static_cast<void*>(out), &*record, sizeof *out);
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_pool_import_pointer(pvmm_pool pool, const pvmm_pool_pointer_export* from, pvmm_stream_ref free_on,
+                                     pvmm_pool_allocation* out) noexcept {
+  constexpr const char* op = "pvmm_pool_import_pointer";
+  return guard(op, [&] {
+    PVMM_C_NEED(from, op);
+    PVMM_C_NEED(out, op);
+    PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
+    pvmm::pool_pointer_export record;
+    std::memcpy(static_cast<void*>(&record), from, sizeof record);
+    return adopt_result(kind::pool_allocation, p->import_pointer(record, to_stream(free_on)), out);
+  });
+}
+
+pvmm_status pvmm_pool_allocation_data(pvmm_pool_allocation allocation, void** data, size_t* size) noexcept {
+  return data_entry<pvmm::pool_allocation>(kind::pool_allocation, allocation.id, "pvmm_pool_allocation_data", data,
+                                           size);
+}
+
+pvmm_status pvmm_pool_allocation_free_async(pvmm_pool_allocation allocation, pvmm_stream_ref on) noexcept {
+  constexpr const char* op = "pvmm_pool_allocation_free_async";
+  return guard(op, [&] {
+    PVMM_C_FIND(pvmm::pool_allocation, pool_allocation, a, allocation, op);
+    if (auto freed = a->free_async(to_stream(on)); !freed) return fail(freed.error());  // the handle stays: retry
+    (void)take<pvmm::pool_allocation>(kind::pool_allocation, allocation.id, op);        // empty now: the handle dies
+    return pvmm_status_ok;
+  });
+}
+
+pvmm_status pvmm_pool_allocation_release(pvmm_pool_allocation allocation) noexcept {
+  return release_entry<pvmm::pool_allocation>(kind::pool_allocation, allocation.id, "pvmm_pool_allocation_release");
 }
 
 }  // extern "C"

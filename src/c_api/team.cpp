@@ -120,6 +120,18 @@ struct window_entry {
 
 pvmm_status bad_ops(const char* op, pvmm::errc code, const std::string& detail) { return fail(code, op, detail); }
 
+/// What team and window creation check first: options and out present, options of a size this library knows, and
+/// a timeout that is not negative (0: the default).
+template <class Options, class Handle>
+pvmm_status check_options(const Options* options, const Handle* out, const char* type, const char* op) {
+  if (options == nullptr) return null_argument(op, "options");
+  if (out == nullptr) return null_argument(op, "out");
+  if (!size_known(options->struct_size, sizeof(Options)))
+    return wrong_size(op, type, options->struct_size, sizeof(Options));
+  if (options->timeout_ms < 0) return fail(pvmm::errc::invalid_argument, op, "timeout_ms is negative");
+  return pvmm_status_ok;
+}
+
 }  // namespace
 
 extern "C" {
@@ -167,8 +179,7 @@ pvmm_status pvmm_bootstrap_create_threads(int size, pvmm_bootstrap* out) noexcep
   constexpr const char* op = "pvmm_bootstrap_create_threads";
   return guard(op, [&] {
     PVMM_C_NEED(out, op);
-    auto made = pvmm::make_thread_bootstraps(size);
-    if (!made) return fail(made.error());
+    PVMM_C_TRY(made, pvmm::make_thread_bootstraps(size));
     std::vector<pvmm_bootstrap> handles_made(made->size());
     for (std::size_t r = 0; r < made->size(); ++r) {
       try {
@@ -189,8 +200,7 @@ pvmm_status pvmm_bootstrap_create_endpoints(const char* name, int rank, int size
   return guard(op, [&] {
     PVMM_C_NEED(name, op);
     PVMM_C_NEED(out, op);
-    auto made = pvmm::make_endpoint_bootstrap(name, rank, size, std::chrono::milliseconds(timeout_ms));
-    if (!made) return fail(made.error());
+    PVMM_C_TRY(made, pvmm::make_endpoint_bootstrap(name, rank, size, std::chrono::milliseconds(timeout_ms)));
     return adopt(kind::bootstrap, bootstrap_entry{std::move(*made)}, out);
   });
 }
@@ -198,8 +208,7 @@ pvmm_status pvmm_bootstrap_create_endpoints(const char* name, int rank, int size
 pvmm_status pvmm_bootstrap_release(pvmm_bootstrap bootstrap) noexcept {
   constexpr const char* op = "pvmm_bootstrap_release";
   return guard(op, [&] {
-    auto b = take<bootstrap_entry>(kind::bootstrap, bootstrap.id, op);
-    if (!b) return fail(b.error());
+    PVMM_C_TRY(b, take<bootstrap_entry>(kind::bootstrap, bootstrap.id, op));
     return pvmm_status_ok;  // the last reference (this one or a team's) destroys it
   });
 }
@@ -261,27 +270,17 @@ pvmm_status pvmm_bootstrap_abort(pvmm_bootstrap bootstrap) noexcept {
 pvmm_status pvmm_team_create(pvmm_bootstrap ranks, const pvmm_team_options* options, pvmm_team* out) noexcept {
   constexpr const char* op = "pvmm_team_create";
   return guard(op, [&] {
-    PVMM_C_NEED(options, op);
-    PVMM_C_NEED(out, op);
-    PVMM_C_SIZE(options, pvmm_team_options, op);
+    if (auto bad = check_options(options, out, "pvmm_team_options", op); bad != pvmm_status_ok) return bad;
     PVMM_C_FIND(bootstrap_entry, bootstrap, b, ranks, op);
-    if (options->timeout_ms < 0) return fail(pvmm::errc::invalid_argument, op, "timeout_ms is negative");
     pvmm::team_options o;
     o.device = options->device;
     o.timeout = timeout_or_default(options->timeout_ms);
-    auto t = pvmm::team::create(b->ranks, o);
-    if (!t) return fail(t.error());
-    return adopt(kind::team, std::move(*t), out);
+    return adopt_result(kind::team, pvmm::team::create(b->ranks, o), out);
   });
 }
 
 pvmm_status pvmm_team_release(pvmm_team team) noexcept {
-  constexpr const char* op = "pvmm_team_release";
-  return guard(op, [&] {
-    auto t = take<pvmm::team>(kind::team, team.id, op);
-    if (!t) return fail(t.error());
-    return report((*t)->release());
-  });
+  return release_entry<pvmm::team>(kind::team, team.id, "pvmm_team_release");
 }
 
 pvmm_status pvmm_team_abort(pvmm_team team) noexcept {
@@ -309,18 +308,14 @@ pvmm_status pvmm_team_info(pvmm_team team, int* rank, int* size, int* device, in
 pvmm_status pvmm_window_create(pvmm_team team, const pvmm_window_options* options, pvmm_window* out) noexcept {
   constexpr const char* op = "pvmm_window_create";
   return guard(op, [&] {
-    PVMM_C_NEED(options, op);
-    PVMM_C_NEED(out, op);
-    PVMM_C_SIZE(options, pvmm_window_options, op);
+    if (auto bad = check_options(options, out, "pvmm_window_options", op); bad != pvmm_status_ok) return bad;
     PVMM_C_FIND(pvmm::team, team, t, team, op);
-    if (options->timeout_ms < 0) return fail(pvmm::errc::invalid_argument, op, "timeout_ms is negative");
     pvmm::window_options o;
     o.size = options->size;
     o.max_size = options->max_size;
     o.timeout = timeout_or_default(options->timeout_ms);
     o.signal_channels = options->signal_channels;
-    auto w = pvmm::symmetric_window::create(*t, o);
-    if (!w) return fail(w.error());
+    PVMM_C_TRY(w, pvmm::symmetric_window::create(*t, o));
     return adopt(kind::window, window_entry{t, std::move(*w)}, out);
   });
 }
@@ -328,8 +323,7 @@ pvmm_status pvmm_window_create(pvmm_team team, const pvmm_window_options* option
 pvmm_status pvmm_window_release(pvmm_window window) noexcept {
   constexpr const char* op = "pvmm_window_release";
   return guard(op, [&] {
-    auto w = take<window_entry>(kind::window, window.id, op);
-    if (!w) return fail(w.error());
+    PVMM_C_TRY(w, take<window_entry>(kind::window, window.id, op));
     return report((*w)->window.release());
   });
 }
@@ -411,8 +405,7 @@ pvmm_status pvmm_window_device_pointer_table(pvmm_window window, void* const** t
   return guard(op, [&] {
     PVMM_C_NEED(table, op);
     PVMM_C_FIND(window_entry, window, w, window, op);
-    auto t = w->window.device_pointer_table();
-    if (!t) return fail(t.error());
+    PVMM_C_TRY(t, w->window.device_pointer_table());
     *table = *t;
     return pvmm_status_ok;
   });

@@ -24,9 +24,7 @@ pvmm_status pvmm_listen(const char* name, pvmm_listener* out) noexcept {
   return guard(op, [&] {
     PVMM_C_NEED(name, op);
     PVMM_C_NEED(out, op);
-    auto l = pvmm::ipc::listener::listen(name);
-    if (!l) return fail(l.error());
-    return adopt(kind::listener, std::move(*l), out);
+    return adopt_result(kind::listener, pvmm::ipc::listener::listen(name), out);
   });
 }
 
@@ -35,17 +33,14 @@ pvmm_status pvmm_listener_accept(pvmm_listener listener, int64_t timeout_ms, pvm
   return guard(op, [&] {
     PVMM_C_NEED(out, op);
     PVMM_C_FIND(pvmm::ipc::listener, listener, l, listener, op);
-    auto c = l->accept(to_timeout(timeout_ms));
-    if (!c) return fail(c.error());
-    return adopt(kind::connection, std::move(*c), out);
+    return adopt_result(kind::connection, l->accept(to_timeout(timeout_ms)), out);
   });
 }
 
 pvmm_status pvmm_listener_release(pvmm_listener listener) noexcept {
   constexpr const char* op = "pvmm_listener_release";
   return guard(op, [&] {
-    auto l = take<pvmm::ipc::listener>(kind::listener, listener.id, op);
-    if (!l) return fail(l.error());
+    PVMM_C_TRY(l, take<pvmm::ipc::listener>(kind::listener, listener.id, op));
     return pvmm_status_ok;  // closed (and a path name removed) with the last reference
   });
 }
@@ -55,17 +50,14 @@ pvmm_status pvmm_connect(const char* name, int64_t timeout_ms, pvmm_connection* 
   return guard(op, [&] {
     PVMM_C_NEED(name, op);
     PVMM_C_NEED(out, op);
-    auto c = pvmm::ipc::connect(name, to_timeout(timeout_ms));
-    if (!c) return fail(c.error());
-    return adopt(kind::connection, std::move(*c), out);
+    return adopt_result(kind::connection, pvmm::ipc::connect(name, to_timeout(timeout_ms)), out);
   });
 }
 
 pvmm_status pvmm_connection_release(pvmm_connection connection) noexcept {
   constexpr const char* op = "pvmm_connection_release";
   return guard(op, [&] {
-    auto c = take<pvmm::ipc::connection>(kind::connection, connection.id, op);
-    if (!c) return fail(c.error());
+    PVMM_C_TRY(c, take<pvmm::ipc::connection>(kind::connection, connection.id, op));
     return pvmm_status_ok;
   });
 }
@@ -91,8 +83,7 @@ pvmm_status pvmm_connection_receive(pvmm_connection connection, int* fds, size_t
     if (fds == nullptr && max_fds != 0) return null_argument(op, "fds");
     if (payload == nullptr && max_payload != 0) return null_argument(op, "payload");
     PVMM_C_FIND(pvmm::ipc::connection, connection, c, connection, op);
-    auto got = c->receive(max_fds, max_payload, to_timeout(timeout_ms));
-    if (!got) return fail(got.error());
+    PVMM_C_TRY(got, c->receive(max_fds, max_payload, to_timeout(timeout_ms)));
     if (got->fds.size() > max_fds || got->payload.size() > max_payload) {
       return fail(pvmm::errc::protocol_error, op, "the message is larger than the buffers given");
     }

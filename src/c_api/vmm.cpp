@@ -21,41 +21,23 @@ pvmm_status pvmm_allocation_create(size_t size, const pvmm_allocation_properties
   constexpr const char* op = "pvmm_allocation_create";
   return guard(op, [&] {
     PVMM_C_NEED(out, op);
-    auto p = to_properties(properties, op);
-    if (!p) return fail(p.error());
-    auto a = physical_allocation::create(size, *p);
-    if (!a) return fail(a.error());
-    return adopt(kind::allocation, std::move(*a), out);
+    PVMM_C_TRY(p, to_properties(properties, op));
+    return adopt_result(kind::allocation, physical_allocation::create(size, *p), out);
   });
 }
 
 pvmm_status pvmm_allocation_retain(const void* address, pvmm_allocation* out) noexcept {
-  constexpr const char* op = "pvmm_allocation_retain";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    auto a = physical_allocation::retain(address);
-    if (!a) return fail(a.error());
-    return adopt(kind::allocation, std::move(*a), out);
-  });
+  return create_entry(kind::allocation, "pvmm_allocation_retain", out,
+                      [&] { return physical_allocation::retain(address); });
 }
 
 pvmm_status pvmm_allocation_release(pvmm_allocation allocation) noexcept {
-  constexpr const char* op = "pvmm_allocation_release";
-  return guard(op, [&] {
-    auto a = take<physical_allocation>(kind::allocation, allocation.id, op);
-    if (!a) return fail(a.error());
-    return report((*a)->release());
-  });
+  return release_entry<physical_allocation>(kind::allocation, allocation.id, "pvmm_allocation_release");
 }
 
 pvmm_status pvmm_allocation_size(pvmm_allocation allocation, size_t* size) noexcept {
-  constexpr const char* op = "pvmm_allocation_size";
-  return guard(op, [&] {
-    PVMM_C_NEED(size, op);
-    PVMM_C_FIND(physical_allocation, allocation, a, allocation, op);
-    *size = a->size();
-    return pvmm_status_ok;
-  });
+  return read_entry<physical_allocation>(kind::allocation, allocation.id, "pvmm_allocation_size", size, "size",
+                                         [](const physical_allocation& a) { return a.size(); });
 }
 
 pvmm_status pvmm_allocation_export_posix_fd(pvmm_allocation allocation, int* fd) noexcept {
@@ -63,21 +45,15 @@ pvmm_status pvmm_allocation_export_posix_fd(pvmm_allocation allocation, int* fd)
   return guard(op, [&] {
     PVMM_C_NEED(fd, op);
     PVMM_C_FIND(physical_allocation, allocation, a, allocation, op);
-    auto exported = a->export_posix_fd();
-    if (!exported) return fail(exported.error());
+    PVMM_C_TRY(exported, a->export_posix_fd());
     *fd = exported->detach();
     return pvmm_status_ok;
   });
 }
 
 pvmm_status pvmm_allocation_import_posix_fd(int fd, size_t size, pvmm_allocation* out) noexcept {
-  constexpr const char* op = "pvmm_allocation_import_posix_fd";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    auto a = physical_allocation::import_posix_fd(fd, size);
-    if (!a) return fail(a.error());
-    return adopt(kind::allocation, std::move(*a), out);
-  });
+  return create_entry(kind::allocation, "pvmm_allocation_import_posix_fd", out,
+                      [&] { return physical_allocation::import_posix_fd(fd, size); });
 }
 
 pvmm_status pvmm_allocation_export_fabric(pvmm_allocation allocation, pvmm_fabric_handle* handle) noexcept {
@@ -85,8 +61,7 @@ pvmm_status pvmm_allocation_export_fabric(pvmm_allocation allocation, pvmm_fabri
   return guard(op, [&] {
     PVMM_C_NEED(handle, op);
     PVMM_C_FIND(physical_allocation, allocation, a, allocation, op);
-    auto exported = a->export_fabric();
-    if (!exported) return fail(exported.error());
+    PVMM_C_TRY(exported, a->export_fabric());
     static_assert(sizeof handle->bytes == sizeof exported->bytes, "pvmm_fabric_handle is pvmm::fabric_handle");
     std::memcpy(handle->bytes, exported->bytes.data(), sizeof handle->bytes);
     return pvmm_status_ok;
@@ -101,21 +76,14 @@ pvmm_status pvmm_allocation_import_fabric(const pvmm_fabric_handle* handle, size
     PVMM_C_NEED(out, op);
     pvmm::fabric_handle h;
     std::memcpy(h.bytes.data(), handle->bytes, sizeof handle->bytes);
-    auto a = physical_allocation::import_fabric(h, size);
-    if (!a) return fail(a.error());
-    return adopt(kind::allocation, std::move(*a), out);
+    return adopt_result(kind::allocation, physical_allocation::import_fabric(h, size), out);
   });
 }
 
 pvmm_status pvmm_reservation_create(size_t size, size_t alignment, const void* fixed_address,
                                     pvmm_reservation* out) noexcept {
-  constexpr const char* op = "pvmm_reservation_create";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    auto r = address_reservation::reserve(size, alignment, fixed_address);
-    if (!r) return fail(r.error());
-    return adopt(kind::reservation, std::move(*r), out);
-  });
+  return create_entry(kind::reservation, "pvmm_reservation_create", out,
+                      [&] { return address_reservation::reserve(size, alignment, fixed_address); });
 }
 
 pvmm_status pvmm_reservation_release(pvmm_reservation reservation) noexcept {
@@ -124,30 +92,19 @@ pvmm_status pvmm_reservation_release(pvmm_reservation reservation) noexcept {
     // Checked before the handle dies: the C++ release refuses while mappings remain, and the handle stays usable.
     PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
     if (r->mapping_count() != 0) return report(r->release());
-    auto taken = take<address_reservation>(kind::reservation, reservation.id, op);
-    if (!taken) return fail(taken.error());
+    PVMM_C_TRY(taken, take<address_reservation>(kind::reservation, reservation.id, op));
     return report((*taken)->release());
   });
 }
 
 pvmm_status pvmm_reservation_address(pvmm_reservation reservation, void** address) noexcept {
-  constexpr const char* op = "pvmm_reservation_address";
-  return guard(op, [&] {
-    PVMM_C_NEED(address, op);
-    PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
-    *address = r->address();
-    return pvmm_status_ok;
-  });
+  return read_entry<address_reservation>(kind::reservation, reservation.id, "pvmm_reservation_address", address,
+                                         "address", [](const address_reservation& r) { return r.address(); });
 }
 
 pvmm_status pvmm_reservation_size(pvmm_reservation reservation, size_t* size) noexcept {
-  constexpr const char* op = "pvmm_reservation_size";
-  return guard(op, [&] {
-    PVMM_C_NEED(size, op);
-    PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
-    *size = r->size();
-    return pvmm_status_ok;
-  });
+  return read_entry<address_reservation>(kind::reservation, reservation.id, "pvmm_reservation_size", size, "size",
+                                         [](const address_reservation& r) { return r.size(); });
 }
 
 pvmm_status pvmm_reservation_map(pvmm_reservation reservation, size_t offset, pvmm_allocation memory,
@@ -156,8 +113,7 @@ pvmm_status pvmm_reservation_map(pvmm_reservation reservation, size_t offset, pv
   return guard(op, [&] {
     PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
     PVMM_C_FIND(physical_allocation, allocation, a, memory, op);
-    auto mapped = r->map(offset, *a, memory_offset, size);
-    if (!mapped) return fail(mapped.error());
+    PVMM_C_TRY(mapped, r->map(offset, *a, memory_offset, size));
     if (address != nullptr) *address = *mapped;
     return pvmm_status_ok;
   });
@@ -176,8 +132,7 @@ pvmm_status pvmm_reservation_set_access(pvmm_reservation reservation, size_t off
   constexpr const char* op = "pvmm_reservation_set_access";
   return guard(op, [&] {
     PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
-    auto list = to_grants(grants, count, op);
-    if (!list) return fail(list.error());
+    PVMM_C_TRY(list, to_grants(grants, count, op));
     return report(r->set_access(offset, size, pvmm::access_list(*list)));
   });
 }
@@ -186,10 +141,8 @@ pvmm_status pvmm_query_access(pvmm_location where, const void* address, int* acc
   constexpr const char* op = "pvmm_query_access";
   return guard(op, [&] {
     PVMM_C_NEED(access, op);
-    auto l = to_location(where, op);
-    if (!l) return fail(l.error());
-    auto a = pvmm::query_access(*l, address);
-    if (!a) return fail(a.error());
+    PVMM_C_TRY(l, to_location(where, op));
+    PVMM_C_TRY(a, pvmm::query_access(*l, address));
     *access = static_cast<int>(*a);
     return pvmm_status_ok;
   });
@@ -211,8 +164,7 @@ pvmm_status pvmm_export_dmabuf(const void* address, size_t size, pvmm_dmabuf_pie
   return guard(op, [&] {
     PVMM_C_NEED(count, op);
     if (pieces == nullptr && capacity != 0) return null_argument(op, "pieces");
-    auto exported = pvmm::export_dmabuf(address, size);
-    if (!exported) return fail(exported.error());
+    PVMM_C_TRY(exported, pvmm::export_dmabuf(address, size));
     *count = exported->size();
     if (exported->size() > capacity) {
       return fail(pvmm::errc::out_of_range, op,

@@ -94,7 +94,8 @@ result<std::vector<dmabuf_piece>> export_dmabuf(const void* address, std::size_t
           errc::not_supported,
           fmt::format("device {} ({}) does not export dma-bufs (capabilities.sharing.dmabuf)", p.where.id, device.name),
           "CUDA: the kernel driver must support dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, open "
-          "kernel modules); the host backend's memory is a memfd and registers with ibv_reg_mr");
+          "kernel modules); HIP: pvmm must be built against headers declaring hipMemGetHandleForAddressRange "
+          "(HIP 7.0); the host backend's memory is a memfd and registers with ibv_reg_mr");
     }
   }
   std::vector<dmabuf_piece> out;

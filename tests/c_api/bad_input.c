@@ -2,6 +2,7 @@
  * handles of another type, wrong struct sizes, a bootstrap table of the wrong version): a specific status and
  * message, never a crash. Plain C11. */
 #define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -91,6 +92,13 @@ int main(void) {
   CHECK_STATUS(pvmm_can_access_peer(0, 0, NULL), pvmm_status_invalid_argument, "can_access is NULL");
   CHECK_STATUS(pvmm_can_access_peer(-3, 0, &value), pvmm_status_invalid_device, "");
   CHECK_OK(pvmm_query_granularity(&props, &gran, NULL));
+  {
+    size_t free_bytes = 0, total_bytes = 0;
+    CHECK_STATUS(pvmm_query_memory(0, NULL, &total_bytes, NULL), pvmm_status_invalid_argument, "free_bytes is NULL");
+    CHECK_STATUS(pvmm_query_memory(0, &free_bytes, NULL, NULL), pvmm_status_invalid_argument, "total_bytes is NULL");
+    CHECK_STATUS(pvmm_query_memory(-1, &free_bytes, &total_bytes, NULL), pvmm_status_invalid_device, "");
+    CHECK(free_bytes == 0 && total_bytes == 0); /* untouched on failure */
+  }
 
   /* allocations */
   CHECK_STATUS(pvmm_allocation_create(gran, &props, NULL), pvmm_status_invalid_argument, "out is NULL");
@@ -257,6 +265,25 @@ int main(void) {
     CHECK_STATUS(pvmm_event_record(event, ref), pvmm_status_invalid_handle, null_handle);
     CHECK_STATUS(pvmm_event_synchronize(event), pvmm_status_invalid_handle, null_handle);
     CHECK_STATUS(pvmm_stream_wait_event(ref, event), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_event_native(event, &a), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_event_native(event, NULL), pvmm_status_invalid_argument, "native is NULL");
+    CHECK_STATUS(pvmm_event_query(event, &value), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_event_query(event, NULL), pvmm_status_invalid_argument, "done is NULL");
+    /* borrowed native streams: {0, d} is no stream; a value that is not one is refused where pvmm can tell (the host
+       backend: on a GPU it would be the driver's undefined behaviour) */
+    CHECK_STATUS(pvmm_stream_synchronize(ref), pvmm_status_invalid_argument, "the stream is empty");
+    CHECK_STATUS(pvmm_stream_query(ref, &value), pvmm_status_invalid_argument, "the stream is empty");
+    CHECK_STATUS(pvmm_stream_query(ref, NULL), pvmm_status_invalid_argument, "done is NULL");
+    CHECK_STATUS(pvmm_copy_async(&a, &b, sizeof a, ref), pvmm_status_invalid_argument, "the stream is empty");
+    {
+      pvmm_backend_info here = PVMM_INIT(pvmm_backend_info);
+      pvmm_stream_ref made_up = {0x5eed, 0};
+      CHECK_OK(pvmm_query_backend(&here));
+      if (strcmp(here.name, "host") == 0) {
+        CHECK_STATUS(pvmm_stream_synchronize(made_up), pvmm_status_invalid_handle, "");
+        CHECK_STATUS(pvmm_stream_query(made_up, &value), pvmm_status_invalid_handle, "");
+      }
+    }
     CHECK_STATUS(pvmm_pool_create(NULL, &pool), pvmm_status_invalid_argument, "options is NULL");
     CHECK_STATUS(pvmm_pool_create(&popts, NULL), pvmm_status_invalid_argument, "out is NULL");
     popts.location.kind = 8;
@@ -274,6 +301,10 @@ int main(void) {
     CHECK_STATUS(pvmm_pool_trim_to(pool, 0), pvmm_status_invalid_handle, null_handle);
     CHECK_STATUS(pvmm_pool_usage(pool, &a, &b), pvmm_status_invalid_handle, null_handle);
     CHECK_STATUS(pvmm_pool_usage(pool, NULL, &b), pvmm_status_invalid_argument, "reserved is NULL");
+    {
+      pvmm_access_descriptor rw = {{pvmm_location_device, 0}, pvmm_access_read_write};
+      CHECK_STATUS(pvmm_pool_set_access(pool, &rw, 1), pvmm_status_invalid_handle, null_handle);
+    }
     popts.struct_size = sizeof popts;
     popts.exportable = 0;
     CHECK_OK(pvmm_pool_create(&popts, &pool));
@@ -281,9 +312,70 @@ int main(void) {
     CHECK_OK(pvmm_stream_native(stream, &ref));
     CHECK_STATUS(pvmm_pool_allocate_async(pool, 0, ref, &address), pvmm_status_invalid_size, "");
     CHECK_STATUS(pvmm_pool_free_async(pool, &value, ref), pvmm_status_invalid_argument, "");
+    CHECK_STATUS(pvmm_pool_set_access(pool, NULL, 1), pvmm_status_invalid_argument, "grants is NULL");
+    CHECK_STATUS(pvmm_copy_async(NULL, &b, sizeof b, ref), pvmm_status_invalid_argument, "a copy end is null");
+    CHECK_STATUS(pvmm_copy_async(&a, NULL, sizeof a, ref), pvmm_status_invalid_argument, "a copy end is null");
+    CHECK_STATUS(pvmm_pool_set_access(pool, &bad_grant, 1), pvmm_status_invalid_location, "kind 7");
+    CHECK_OK(pvmm_event_create(0, &event));
+    CHECK_OK(pvmm_event_release(event));
+    CHECK_STATUS(pvmm_event_native(event, &a), pvmm_status_already_released, freed);
+    CHECK_STATUS(pvmm_event_query(event, &value), pvmm_status_already_released, freed);
+    CHECK_STATUS(pvmm_event_release(event), pvmm_status_already_released, freed); /* double free */
+
+    /* pool sharing: NULL, a pool that is not exportable or not imported, a forged record, foreign handles */
+    {
+      pvmm_pool imported = {0};
+      pvmm_pool_id id;
+      pvmm_pool_pointer_export record;
+      pvmm_pool_allocation held = {0};
+      pvmm_pool_allocation pool_as_allocation;
+      int fd = -1;
+      memset(&id, 0, sizeof id);
+      memset(&record, 0, sizeof record);
+      CHECK_STATUS(pvmm_pool_export_posix_fd(pool, NULL, &id), pvmm_status_invalid_argument, "fd is NULL");
+      CHECK_STATUS(pvmm_pool_export_posix_fd(pool, &fd, NULL), pvmm_status_invalid_argument, "id is NULL");
+      CHECK_STATUS(pvmm_pool_export_posix_fd(pool, &fd, &id), pvmm_status_handle_type_not_requested, "");
+      CHECK(fd == -1);
+      CHECK_STATUS(pvmm_pool_import_posix_fd(-1, &id, 0, &imported), pvmm_status_invalid_handle, "");
+      fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      CHECK(fd >= 0);
+      CHECK_STATUS(pvmm_pool_import_posix_fd(fd, NULL, 0, &imported), pvmm_status_invalid_argument, "id is NULL");
+      CHECK_STATUS(pvmm_pool_import_posix_fd(fd, &id, 0, NULL), pvmm_status_invalid_argument, "out is NULL");
+      CHECK_STATUS(pvmm_pool_import_posix_fd(fd, &id, 0, &imported), pvmm_status_invalid_handle, "no pool identity");
+      id.bytes[3] = 1; /* an identity, but the fd is no pool: refused (the code is the driver's; the host's is
+                          invalid_handle, not_supported where pools cannot be shared) */
+      CHECK(pvmm_pool_import_posix_fd(fd, &id, 0, &imported) != pvmm_status_ok);
+      CHECK(imported.id == 0 && fcntl(fd, F_GETFD) != -1); /* the borrowed fd is still open */
+      close(fd);
+      fd = -1;
+      CHECK_STATUS(pvmm_pool_export_pointer(pool, &value, NULL), pvmm_status_invalid_argument, "out is NULL");
+      CHECK_STATUS(pvmm_pool_export_pointer(pool, &value, &record), pvmm_status_handle_type_not_requested, "");
+      CHECK_STATUS(pvmm_pool_import_pointer(pool, NULL, ref, &held), pvmm_status_invalid_argument, "from is NULL");
+      CHECK_STATUS(pvmm_pool_import_pointer(pool, &record, ref, NULL), pvmm_status_invalid_argument, "out is NULL");
+      CHECK_STATUS(pvmm_pool_import_pointer(pool, &record, ref, &held), pvmm_status_invalid_argument, "");
+      CHECK(held.id == 0);
+      CHECK_STATUS(pvmm_pool_allocation_data(held, &address, NULL), pvmm_status_invalid_handle, null_handle);
+      CHECK_STATUS(pvmm_pool_allocation_data(held, NULL, NULL), pvmm_status_invalid_argument, "data is NULL");
+      CHECK_STATUS(pvmm_pool_allocation_free_async(held, ref), pvmm_status_invalid_handle, null_handle);
+      CHECK_STATUS(pvmm_pool_allocation_release(held), pvmm_status_invalid_handle, null_handle);
+      pool_as_allocation.id = pool.id;
+      CHECK_STATUS(pvmm_pool_allocation_release(pool_as_allocation), pvmm_status_invalid_handle,
+                   "a pvmm_pool handle where a pvmm_pool_allocation handle belongs");
+    }
     CHECK_OK(pvmm_stream_release(stream));
     CHECK_OK(pvmm_pool_release(pool));
     CHECK_STATUS(pvmm_pool_trim_to(pool, 0), pvmm_status_already_released, freed);
+    CHECK_STATUS(pvmm_pool_export_posix_fd(pool, &value, NULL), pvmm_status_invalid_argument, "id is NULL");
+    {
+      pvmm_pool_id id;
+      pvmm_pool_pointer_export record;
+      pvmm_pool_allocation held = {0};
+      CHECK_STATUS(pvmm_pool_export_posix_fd(pool, &value, &id), pvmm_status_already_released, freed);
+      CHECK_STATUS(pvmm_pool_export_pointer(pool, &value, &record), pvmm_status_already_released, freed);
+      memset(&record, 0, sizeof record);
+      CHECK_STATUS(pvmm_pool_import_pointer(pool, &record, ref, &held), pvmm_status_already_released, freed);
+      CHECK_STATUS(pvmm_pool_set_access(pool, NULL, 0), pvmm_status_already_released, freed);
+    }
   }
 
   /* growable, pinned, managed, pointer */
@@ -318,6 +410,18 @@ int main(void) {
   CHECK_STATUS(pvmm_managed_release(man), pvmm_status_invalid_handle, null_handle);
   CHECK_STATUS(pvmm_managed_data(man, &address, NULL), pvmm_status_invalid_handle, null_handle);
   CHECK_STATUS(pvmm_managed_data(man, NULL, NULL), pvmm_status_invalid_argument, "data is NULL");
+  CHECK_STATUS(pvmm_managed_advise(&value, 4096, 6, NULL), pvmm_status_invalid_argument, "advice 6");
+  CHECK_STATUS(pvmm_managed_advise(&value, 4096, -1, NULL), pvmm_status_invalid_argument, "not a pvmm_advice");
+  CHECK_STATUS(pvmm_managed_advise(&value, 4096, pvmm_advice_set_accessed_by, &bad_location),
+               pvmm_status_invalid_location, "kind 9");
+  {
+    pvmm_stream_ref nowhere = {0, 0};
+    pvmm_location device0 = {pvmm_location_device, 0};
+    CHECK_STATUS(pvmm_managed_prefetch_async(&value, 4096, bad_location, nowhere), pvmm_status_invalid_location,
+                 "kind 9");
+    CHECK_STATUS(pvmm_managed_prefetch_async(&value, 4096, device0, nowhere), pvmm_status_invalid_argument,
+                 "not in a managed allocation");
+  }
   CHECK_STATUS(pvmm_query_pointer(&value, NULL), pvmm_status_invalid_argument, "attributes is NULL");
   CHECK_STATUS(pvmm_query_pointer(NULL, &attrs), pvmm_status_invalid_argument, "");
   attrs.struct_size = 2 * sizeof attrs;
@@ -376,6 +480,7 @@ int main(void) {
   topts.struct_size = sizeof topts;
   topts.timeout_ms = -1;
   CHECK_STATUS(pvmm_team_create(boot, &topts, &team), pvmm_status_invalid_argument, "timeout_ms is negative");
+  topts.timeout_ms = 0;
   {
     pvmm_bootstrap reservation_as_bootstrap;
     reservation_as_bootstrap.id = dead_res.id;

@@ -1,6 +1,5 @@
 // Feature "dmabuf" for a backend that lacks it: the host backend (its memory is a memfd, not a dma-buf; a NIC
-// registers host memory directly with ibv_reg_mr) and hip (no hipMemGetHandleForAddressRange in the headers pvmm
-// builds against).
+// registers host memory directly with ibv_reg_mr). The hip backend answers for itself (backends/hip/dmabuf.cpp).
 #include "backend/dmabuf.hpp"
 #include "backend/unsupported/unsupported.hpp"
 
