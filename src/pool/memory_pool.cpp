@@ -52,7 +52,7 @@ result<void*> allocate(pool_state& pool, std::size_t size, stream_ref on, pool_s
   PVMM_TRY_ASSIGN(p, op.step("allocate_from_pool", [&] {
     return backend::allocate_from_pool(pool.handle, size, on.native_handle(), on.device());
   }));
-  if (pool.add_live(p, size, by) == pool_state::recorded::no_memory) {
+  if (pool.add_new(p, size, by) == pool_state::recorded::no_memory) {
     (void)backend::free_to_pool(p, on.native_handle(), on.device());  // rollback: never fault-injected
     return op.fail(errc::out_of_memory, "no host memory to record the allocation; it was freed");
   }

@@ -36,6 +36,9 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   enum class recorded { added, present, no_memory };
   /// Records an allocation handed out (or imported), unless it is recorded already.
   recorded add_live(void* p, std::size_t size, holder by);
+  /// Records an allocation the backend has just handed out: not live before, so not looked up first (the
+  /// lookup probed every size level of the registry on each allocation).
+  recorded add_new(void* p, std::size_t size, holder by);
   /// Forgets a live allocation held `by` and returns its size; nothing when `p` is not live. A live pointer held
   /// otherwise is reported in `other` and stays live.
   std::optional<std::size_t> take_live(const void* p, holder by, bool& other);
@@ -59,8 +62,11 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   std::atomic<bool> exported{false};  // export_posix_fd has succeeded once: pointers may be exported from then on
 
  private:
-  mutable spin_lock lock;                // guards raw_live and orphaned
-  std::size_t raw_live = 0;              // raw allocations in the range registry
+  /// Guards orphaned, and add_live's look-up-then-add. Not taken by an allocation or a free: raw_live and
+  /// orphan_set pair up instead (owner_gone and take_orphan_if_done say how), a lock round trip fewer per call.
+  mutable spin_lock lock;
+  std::atomic<std::size_t> raw_live{0};  // raw allocations in the range registry
+  std::atomic<bool> orphan_set{false};   // orphaned may be set: a raw free looks under the lock
   std::shared_ptr<pool_state> orphaned;  // set while the owner is gone and raw allocations remain
   std::mutex stream_lock;                // guards own_stream (held across its creation only: no user code runs)
   stream_handle own_stream{};            // teardown_stream(), zero until first used
