@@ -28,10 +28,14 @@ constexpr std::uint64_t max_overlap_probes = 4096;
 
 // Trivially destructible on purpose (no destructor runs at exit): an owner with static storage may give its range
 // back after this file's statics would otherwise have been destroyed.
+constexpr std::size_t kind_count = static_cast<std::size_t>(memory_kind::registered) + 1;
+// One cache line: the lock, the table's header and the per-kind counts an add or remove updates under the lock.
 struct alignas(64) shard {
   spin_lock lock;
   probe_table<range> entries;
+  std::uint32_t ranges_of[kind_count];  // entries by kind (query_live_objects' reservations and pool allocations)
 };
+static_assert(sizeof(shard) == 64, "a shard is one cache line");
 
 // Process-wide because addresses are (see the header).
 shard shards[shard_count];
@@ -87,7 +91,9 @@ bool add(const range& r) noexcept {
   const std::uint64_t key = key_of(level, std::uint64_t{as_int(r.base)} >> level);
   shard& s = shard_of(key);
   std::lock_guard<spin_lock> guard(s.lock);
-  return s.entries.insert(key, r);
+  if (!s.entries.insert(key, r)) return false;
+  ++s.ranges_of[static_cast<std::size_t>(r.kind)];
+  return true;
 }
 
 removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out) noexcept {
@@ -99,6 +105,7 @@ removal remove(const void* base, memory_kind kind, const void* owner, std::uint8
       return;
     }
     if (out) *out = e->value;
+    --s.ranges_of[static_cast<std::size_t>(kind)];
     s.entries.erase(e);
     result = removal::removed;
   });
@@ -115,6 +122,25 @@ std::optional<range> find_start(const void* base, memory_kind kind, const void* 
 bool update(const range& r) noexcept {
   auto match = [&](const range& v) { return same_start(v, r.base, r.kind, r.owner) && v.size == r.size; };
   return at_start(r.base, match, [&](shard&, probe_table<range>::entry* e) { e->value = r; });
+}
+
+std::size_t count(memory_kind kind) noexcept {
+  std::size_t n = 0;
+  for (shard& s : shards) {
+    std::lock_guard<spin_lock> guard(s.lock);
+    n += s.ranges_of[static_cast<std::size_t>(kind)];
+  }
+  return n;
+}
+
+void for_each(memory_kind kind, void (*fn)(const range&, void*), void* context) noexcept {
+  for (shard& s : shards) {
+    std::lock_guard<spin_lock> guard(s.lock);
+    if (s.ranges_of[static_cast<std::size_t>(kind)] == 0) continue;
+    s.entries.for_each([&](const probe_table<range>::entry& e) {
+      if (e.value.kind == kind) fn(e.value, context);
+    });
+  }
 }
 
 bool visit(const void* address, void (*fn)(const range&, void*), void* context) noexcept {

@@ -61,6 +61,13 @@ std::optional<range> find(const void* address) noexcept;
 /// A range that overlaps [begin, begin + size) (size > 0, no wrap), the lowest-based when several do.
 std::optional<range> find_overlapping(const void* begin, std::size_t size) noexcept;
 
+/// How many ranges of `kind` are entered (each shard counts its own under its lock: no counter of its own to write
+/// on every add and remove).
+std::size_t count(memory_kind kind) noexcept;
+/// Calls fn(range, context) for every range of `kind`, each while its shard's lock is held (fn must not call a
+/// backend nor enter the registry). For the rare whole-process queries (diagnostics).
+void for_each(memory_kind kind, void (*fn)(const range&, void*), void* context) noexcept;
+
 /// Calls visit(range, context) for the range containing `address` while that range cannot leave the registry (its
 /// shard's lock is held: visit must not call a backend nor enter the registry); returns whether one was found.
 bool visit(const void* address, void (*visit)(const range&, void*), void* context) noexcept;

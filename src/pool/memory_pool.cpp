@@ -56,7 +56,6 @@ result<void*> allocate(pool_state& pool, std::size_t size, stream_ref on, pool_s
     (void)backend::free_to_pool(p, on.native_handle(), on.device());  // rollback: never fault-injected
     return op.fail(errc::out_of_memory, "no host memory to record the allocation; it was freed");
   }
-  ++live_pool_allocations;
   return p;
 }
 
@@ -77,10 +76,10 @@ status free(pool_state& pool, void* pointer, stream_ref on, pool_state::holder b
   auto ok = teardown ? call() : op.step("free_to_pool", call);
   if (!ok) {
     // Still live: the caller may try again (an owner's teardown cannot, and its record would outlive the pool).
-    if (!teardown) (void)pool.add_live(pointer, *size, by);
+    // Counted live either way (query_live_objects counts records, and these).
+    if (teardown || pool.add_live(pointer, *size, by) == pool_state::recorded::no_memory) ++unfreed_pool_allocations;
     return teardown ? status(op.wrap(std::move(ok).error())) : ok;
   }
-  --live_pool_allocations;
   return {};
 }
 
@@ -274,7 +273,6 @@ result<pool_allocation> memory_pool::import_pointer(const pool_pointer_export& f
     (void)detail::backend::free_to_pool(p, free_on.native_handle(), free_on.device());  // rollback: not injected
     return op.fail(errc::out_of_memory, "no host memory to record the import; it was undone");
   }
-  ++detail::live_pool_allocations;
   return pool_allocation(state_, p, static_cast<std::size_t>(from.size), free_on);
 }
 
