@@ -73,7 +73,7 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
 };
 
 /// errc::already_released for an operation on an empty memory_pool owner.
-error empty_pool(const operation& op);
+[[gnu::cold]] error empty_pool(const operation& op);
 /// Sets the mutable attributes (threshold, reuse policies) of a pool, as at creation or set_attributes.
 status set_attributes(pool_handle h, std::uint64_t release_threshold, bool follow, bool opportunistic, bool internal,
                       const operation& op);

@@ -27,7 +27,7 @@ struct span {
 };
 using span_list = short_list<span, 4>;  // a call usually touches one mapping
 
-error released_reservation(const operation& op) {
+[[gnu::cold]] error released_reservation(const operation& op) {
   return op.fail(errc::already_released, "this address_reservation is empty (released or moved from)");
 }
 
