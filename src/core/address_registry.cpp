@@ -19,7 +19,9 @@ bool add(reservation_state* r) {
   return range_registry::add(entry);
 }
 
-void remove(reservation_state* r) { (void)range_registry::remove(r->address, memory_kind::device, r, 0); }
+void remove(reservation_state* r) {
+  (void)range_registry::remove(r->address, memory_kind::device, r, 0, nullptr, r->size);
+}
 
 std::size_t count_mappings() noexcept {
   std::size_t n = 0;

@@ -64,20 +64,25 @@ bool same_start(const range& r, const void* base, memory_kind kind, const void* 
   return r.base == base && r.kind == kind && (owner == nullptr || r.owner == owner);
 }
 
-/// Runs at(shard, entry) under the shard's lock for the first entry starting at `base` that satisfies `match`;
-/// returns whether one did.
+/// Runs at(shard, entry) under the shard's lock for the first entry at `level` starting at `base` that satisfies
+/// `match`; returns whether one did.
 template <class Match, class At>
-bool at_start(const void* base, Match&& match, At&& at) {
+bool at_start_on(unsigned level, const void* base, Match&& match, At&& at) {
+  const std::uint64_t key = key_of(level, std::uint64_t{as_int(base)} >> level);
+  shard& s = shard_of(key);
+  std::lock_guard<spin_lock> guard(s.lock);
+  auto* e = s.entries.find(key, match);
+  if (e) at(s, e);
+  return e != nullptr;
+}
+
+/// As at_start_on, trying `first_level` first (when nonzero) and then every level in use, lowest first.
+template <class Match, class At>
+bool at_start(const void* base, Match&& match, At&& at, unsigned first_level = 0) {
+  if (first_level && at_start_on(first_level, base, match, at)) return true;
   bool found = false;
   for_each_level([&](unsigned level) {
-    if (found) return;
-    const std::uint64_t key = key_of(level, std::uint64_t{as_int(base)} >> level);
-    shard& s = shard_of(key);
-    std::lock_guard<spin_lock> guard(s.lock);
-    if (auto* e = s.entries.find(key, match)) {
-      at(s, e);
-      found = true;
-    }
+    if (!found && level != first_level) found = at_start_on(level, base, match, at);
   });
   return found;
 }
@@ -96,19 +101,23 @@ bool add(const range& r) noexcept {
   return true;
 }
 
-removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out) noexcept {
+removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out,
+               std::size_t size) noexcept {
   removal result = removal::absent;
   auto match = [&](const range& r) { return same_start(r, base, kind, owner); };
-  at_start(base, match, [&](shard& s, probe_table<range>::entry* e) {
-    if (e->value.holder != holder) {
-      result = removal::held_otherwise;
-      return;
-    }
-    if (out) *out = e->value;
-    --s.ranges_of[static_cast<std::size_t>(kind)];
-    s.entries.erase(e);
-    result = removal::removed;
-  });
+  at_start(
+      base, match,
+      [&](shard& s, probe_table<range>::entry* e) {
+        if (e->value.holder != holder) {
+          result = removal::held_otherwise;
+          return;
+        }
+        if (out) *out = e->value;
+        --s.ranges_of[static_cast<std::size_t>(kind)];
+        s.entries.erase(e);
+        result = removal::removed;
+      },
+      size ? level_of(size) : 0);
   return result;
 }
 

@@ -48,8 +48,10 @@ bool add(const range& r) noexcept;
 enum class removal { removed, absent, held_otherwise };
 /// Removes the range of `kind` and `owner` (any owner when null) starting at `base` whose holder is `holder`.
 /// held_otherwise: such a range is live with another holder (it stays). `out` gets the removed range.
-removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder,
-               range* out = nullptr) noexcept;
+/// `size`, when the caller knows it (nonzero), says which size level to probe first: the range is found in one
+/// probe instead of one per level in use below its own (every other level is probed still when it is not there).
+removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out = nullptr,
+               std::size_t size = 0) noexcept;
 
 /// The range of `kind` and `owner` (any owner when null) that starts at `base`.
 std::optional<range> find_start(const void* base, memory_kind kind, const void* owner = nullptr) noexcept;

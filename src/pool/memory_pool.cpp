@@ -59,13 +59,15 @@ result<void*> allocate(pool_state& pool, std::size_t size, stream_ref on, pool_s
   return p;
 }
 
-/// Frees `pointer`, held `by` the caller's kind of owner. Teardown (an owner's destructor) bypasses fault injection:
-/// injecting there would only simulate the leak the destructor exists to prevent.
-status free(pool_state& pool, void* pointer, stream_ref on, pool_state::holder by, bool teardown, const operation& op) {
+/// Frees `pointer`, held `by` the caller's kind of owner (of `known_size` bytes where the caller knows it, else 0).
+/// Teardown (an owner's destructor) bypasses fault injection: injecting there would only simulate the leak the
+/// destructor exists to prevent.
+status free(pool_state& pool, void* pointer, stream_ref on, pool_state::holder by, bool teardown, const operation& op,
+            std::size_t known_size = 0) {
   PVMM_TRY(check_stream(on, op));
   // Claimed: a second free of the same pointer is refused from here on.
   bool held_otherwise = false;
-  const std::optional<std::size_t> size = pool.take_live(pointer, by, held_otherwise);
+  const std::optional<std::size_t> size = pool.take_live(pointer, by, held_otherwise, known_size);
   if (held_otherwise)
     return op.fail(errc::invalid_argument, fmt::format("{} is owned by a pool_allocation", pointer),
                    "free it through its owner (pool_allocation::free_async), which otherwise frees it again");
@@ -137,7 +139,8 @@ status pool_allocation::free_in_order(holder& region, stream_ref on, bool teardo
   auto args = [&] { return fmt::format("pointer={}, stream={:#x}", region.data_, on.native_handle().value); };
   const detail::operation op{name, args};
   if (!region.holds()) return op.fail(errc::already_released, "this pool_allocation is empty (freed or moved from)");
-  PVMM_TRY(detail::free(*region.pool_, region.data_, on, detail::pool_state::holder::owner, teardown, op));
+  PVMM_TRY(
+      detail::free(*region.pool_, region.data_, on, detail::pool_state::holder::owner, teardown, op, region.size_));
   region.clear();  // the pool may go now; a pending free keeps the driver's pool alive on every backend
   return {};
 }

@@ -73,9 +73,9 @@ pool_state::recorded pool_state::add_new(void* p, std::size_t size, holder by) {
   return recorded::no_memory;
 }
 
-std::optional<std::size_t> pool_state::take_live(const void* p, holder by, bool& other) {
+std::optional<std::size_t> pool_state::take_live(const void* p, holder by, bool& other, std::size_t size) {
   range_registry::range taken;
-  const auto done = range_registry::remove(p, memory_kind::pool, this, static_cast<std::uint8_t>(by), &taken);
+  const auto done = range_registry::remove(p, memory_kind::pool, this, static_cast<std::uint8_t>(by), &taken, size);
   other = done == range_registry::removal::held_otherwise;
   if (done != range_registry::removal::removed) return std::nullopt;
   if (by == holder::raw) raw_live.fetch_sub(1);  // sequentially consistent: pairs with owner_gone

@@ -40,8 +40,8 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   /// lookup probed every size level of the registry on each allocation).
   recorded add_new(void* p, std::size_t size, holder by);
   /// Forgets a live allocation held `by` and returns its size; nothing when `p` is not live. A live pointer held
-  /// otherwise is reported in `other` and stays live.
-  std::optional<std::size_t> take_live(const void* p, holder by, bool& other);
+  /// otherwise is reported in `other` and stays live. `size`: its size where the caller knows it (0 otherwise).
+  std::optional<std::size_t> take_live(const void* p, holder by, bool& other, std::size_t size = 0);
   std::optional<std::size_t> live_size(const void* p) const;
 
   /// The owner is gone: keeps this state alive while raw allocations are live.
