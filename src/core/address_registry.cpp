@@ -19,7 +19,23 @@ bool add(reservation_state* r) {
   return range_registry::add(entry);
 }
 
-void remove(reservation_state* r) { (void)range_registry::remove(r->address, memory_kind::device, r, 0); }
+void remove(reservation_state* r) {
+  (void)range_registry::remove(r->address, memory_kind::device, r, 0, nullptr, r->size);
+}
+
+std::size_t count_mappings() noexcept {
+  std::size_t n = 0;
+  range_registry::for_each(
+      memory_kind::device,
+      [](const range_registry::range& entry, void* total) {
+        // The registry's lock keeps the reservation from being freed meanwhile.
+        auto& r = *static_cast<reservation_state*>(const_cast<void*>(entry.owner));
+        std::lock_guard<spin_lock> mappings_guard(r.lock);
+        for (const auto& m : r.mappings) *static_cast<std::size_t*>(total) += m.second.made ? 1 : 0;
+      },
+      &n);
+  return n;
+}
 
 result<std::shared_ptr<allocation_state>> find_mapped(const void* address, const operation& op) {
   using found_type = result<std::shared_ptr<allocation_state>>;

@@ -16,6 +16,9 @@ namespace pvmm::detail::address_registry {
 bool add(reservation_state* reservation);
 void remove(reservation_state* reservation);
 
+/// The mappings the backend made in every reservation (query_live_objects).
+std::size_t count_mappings() noexcept;
+
 /// The allocation mapped at `address` (anywhere inside a mapping), or errc::not_mapped.
 result<std::shared_ptr<allocation_state>> find_mapped(const void* address, const operation& op);
 

@@ -18,7 +18,7 @@ bool count_backend_call() noexcept;
 inline bool inject_failure_now() noexcept {
   return backend_counting.load(std::memory_order_relaxed) && count_backend_call();
 }
-error injected_failure(const char* call);
+[[gnu::cold]] error injected_failure(const char* call);
 
 /// Runs backend call `f` as a step of an operation: counted, and failed instead when a test armed it.
 template <class F>

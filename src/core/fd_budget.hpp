@@ -20,10 +20,10 @@ int probe_fd_exhaustion() noexcept;
 
 /// errc::system_error for `call` failing with fd exhaustion `err`: "out of file descriptors: N open, RLIMIT_NOFILE
 /// soft limit M (hard H)", the errno's name, and a hint (raise the limit; pvmm's fd budget per operation).
-error fd_exhaustion_error(const char* call, int err, const std::string& context = {});
+[[gnu::cold]] error fd_exhaustion_error(const char* call, int err, const std::string& context = {});
 
 /// A backend's failure of a call that opens an fd (export, import), reported as fd exhaustion when this process is
 /// out of fds now, whatever the backend said (its words stay in the detail); unchanged otherwise.
-error blame_fd_exhaustion(const char* call, error e);
+[[gnu::cold]] error blame_fd_exhaustion(const char* call, error e);
 
 }  // namespace pvmm::detail

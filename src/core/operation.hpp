@@ -36,13 +36,16 @@ class operation {
  public:
   operation(const char* name, lazy_args args = {}) noexcept : name_(name), args_(args) {}
   const char* name() const noexcept { return name_; }
+  // Cold: the compiler moves every path that ends in one of these out of the caller's hot code (into .text.unlikely,
+  // with the error text's formatting), so a successful call touches fewer code lines and pages - what a real driver
+  // call evicts between two pvmm calls (pvmm-own-cost's cold table).
   /// An error pvmm raises by itself (no native error).
-  error fail(errc code, std::string detail, std::string hint = {}) const;
+  [[gnu::cold]] error fail(errc code, std::string detail, std::string hint = {}) const;
   /// Adds this operation and its arguments to an error a step reported. An inner operation's error keeps its
   /// name and arguments; this operation is added to its detail as "(in name(arguments))".
-  error wrap(error e) const;
+  [[gnu::cold]] error wrap(error e) const;
   /// Reports an inner operation's error as this operation's own (its name and arguments replace the inner).
-  error take_over(error e) const;
+  [[gnu::cold]] error take_over(error e) const;
   /// Runs backend step `call` (counted, fault-injectable); its error comes back wrapped.
   template <class F>
   auto step(const char* call, F&& f) const -> decltype(f()) {

@@ -40,7 +40,6 @@ status reservation_state::unmap_all() {
   for (auto& [offset, m] : doomed) {
     auto ok = backend::unmap(static_cast<char*>(address) + offset, m.size);  // teardown: never fault-injected
     if (!ok && first_failure) first_failure = std::move(ok);
-    --live_mappings;
   }
   return first_failure;
 }

@@ -24,14 +24,16 @@
 namespace pvmm::detail {
 
 // Live-object counters (pvmm/diagnostics.hpp). Process-wide because leaks are process-wide; atomics
-// because owners are created and destroyed on any thread.
+// because owners are created and destroyed on any thread. Reservations, mappings and pool allocations have no
+// counter of their own: an atomic increment and decrement on every reserve, map and pool allocation cost more than
+// the rest of their bookkeeping (pvmm-own-cost), so query_live_objects counts their records instead (range registry
+// entries, a reservation's mappings).
 extern std::atomic<std::size_t> live_allocations;
-extern std::atomic<std::size_t> live_reservations;
 extern std::atomic<std::size_t> live_streams;
 extern std::atomic<std::size_t> live_events;
 extern std::atomic<std::size_t> live_pools;
-extern std::atomic<std::size_t> live_pool_allocations;
-extern std::atomic<std::size_t> live_mappings;
+/// Pool allocations whose owner's teardown could not free them (their record is gone): still counted live.
+extern std::atomic<std::size_t> unfreed_pool_allocations;
 extern std::atomic<std::size_t> live_managed;
 extern std::atomic<std::size_t> live_pinned;
 extern std::atomic<std::size_t> live_registrations;
@@ -73,6 +75,8 @@ struct mapping_record {
   /// A thread is mapping, unmapping or granting this mapping outside the lock: other threads get errc::busy
   /// instead of acting on a mapping that is changing under them (invariant 15).
   bool busy = false;
+  /// The backend mapped it (a record claimed by map() before its backend call is not yet a live mapping).
+  bool made = false;
 };
 
 struct reservation_state {

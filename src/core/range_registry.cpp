@@ -28,10 +28,14 @@ constexpr std::uint64_t max_overlap_probes = 4096;
 
 // Trivially destructible on purpose (no destructor runs at exit): an owner with static storage may give its range
 // back after this file's statics would otherwise have been destroyed.
+constexpr std::size_t kind_count = static_cast<std::size_t>(memory_kind::registered) + 1;
+// One cache line: the lock, the table's header and the per-kind counts an add or remove updates under the lock.
 struct alignas(64) shard {
   spin_lock lock;
   probe_table<range> entries;
+  std::uint32_t ranges_of[kind_count];  // entries by kind (query_live_objects' reservations and pool allocations)
 };
+static_assert(sizeof(shard) == 64, "a shard is one cache line");
 
 // Process-wide because addresses are (see the header).
 shard shards[shard_count];
@@ -60,20 +64,25 @@ bool same_start(const range& r, const void* base, memory_kind kind, const void* 
   return r.base == base && r.kind == kind && (owner == nullptr || r.owner == owner);
 }
 
-/// Runs at(shard, entry) under the shard's lock for the first entry starting at `base` that satisfies `match`;
-/// returns whether one did.
+/// Runs at(shard, entry) under the shard's lock for the first entry at `level` starting at `base` that satisfies
+/// `match`; returns whether one did.
 template <class Match, class At>
-bool at_start(const void* base, Match&& match, At&& at) {
+bool at_start_on(unsigned level, const void* base, Match&& match, At&& at) {
+  const std::uint64_t key = key_of(level, std::uint64_t{as_int(base)} >> level);
+  shard& s = shard_of(key);
+  std::lock_guard<spin_lock> guard(s.lock);
+  auto* e = s.entries.find(key, match);
+  if (e) at(s, e);
+  return e != nullptr;
+}
+
+/// As at_start_on, trying `first_level` first (when nonzero) and then every level in use, lowest first.
+template <class Match, class At>
+bool at_start(const void* base, Match&& match, At&& at, unsigned first_level = 0) {
+  if (first_level && at_start_on(first_level, base, match, at)) return true;
   bool found = false;
   for_each_level([&](unsigned level) {
-    if (found) return;
-    const std::uint64_t key = key_of(level, std::uint64_t{as_int(base)} >> level);
-    shard& s = shard_of(key);
-    std::lock_guard<spin_lock> guard(s.lock);
-    if (auto* e = s.entries.find(key, match)) {
-      at(s, e);
-      found = true;
-    }
+    if (!found && level != first_level) found = at_start_on(level, base, match, at);
   });
   return found;
 }
@@ -87,21 +96,28 @@ bool add(const range& r) noexcept {
   const std::uint64_t key = key_of(level, std::uint64_t{as_int(r.base)} >> level);
   shard& s = shard_of(key);
   std::lock_guard<spin_lock> guard(s.lock);
-  return s.entries.insert(key, r);
+  if (!s.entries.insert(key, r)) return false;
+  ++s.ranges_of[static_cast<std::size_t>(r.kind)];
+  return true;
 }
 
-removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out) noexcept {
+removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out,
+               std::size_t size) noexcept {
   removal result = removal::absent;
   auto match = [&](const range& r) { return same_start(r, base, kind, owner); };
-  at_start(base, match, [&](shard& s, probe_table<range>::entry* e) {
-    if (e->value.holder != holder) {
-      result = removal::held_otherwise;
-      return;
-    }
-    if (out) *out = e->value;
-    s.entries.erase(e);
-    result = removal::removed;
-  });
+  at_start(
+      base, match,
+      [&](shard& s, probe_table<range>::entry* e) {
+        if (e->value.holder != holder) {
+          result = removal::held_otherwise;
+          return;
+        }
+        if (out) *out = e->value;
+        --s.ranges_of[static_cast<std::size_t>(kind)];
+        s.entries.erase(e);
+        result = removal::removed;
+      },
+      size ? level_of(size) : 0);
   return result;
 }
 
@@ -115,6 +131,25 @@ std::optional<range> find_start(const void* base, memory_kind kind, const void* 
 bool update(const range& r) noexcept {
   auto match = [&](const range& v) { return same_start(v, r.base, r.kind, r.owner) && v.size == r.size; };
   return at_start(r.base, match, [&](shard&, probe_table<range>::entry* e) { e->value = r; });
+}
+
+std::size_t count(memory_kind kind) noexcept {
+  std::size_t n = 0;
+  for (shard& s : shards) {
+    std::lock_guard<spin_lock> guard(s.lock);
+    n += s.ranges_of[static_cast<std::size_t>(kind)];
+  }
+  return n;
+}
+
+void for_each(memory_kind kind, void (*fn)(const range&, void*), void* context) noexcept {
+  for (shard& s : shards) {
+    std::lock_guard<spin_lock> guard(s.lock);
+    if (s.ranges_of[static_cast<std::size_t>(kind)] == 0) continue;
+    s.entries.for_each([&](const probe_table<range>::entry& e) {
+      if (e.value.kind == kind) fn(e.value, context);
+    });
+  }
 }
 
 bool visit(const void* address, void (*fn)(const range&, void*), void* context) noexcept {

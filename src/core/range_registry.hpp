@@ -48,8 +48,10 @@ bool add(const range& r) noexcept;
 enum class removal { removed, absent, held_otherwise };
 /// Removes the range of `kind` and `owner` (any owner when null) starting at `base` whose holder is `holder`.
 /// held_otherwise: such a range is live with another holder (it stays). `out` gets the removed range.
-removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder,
-               range* out = nullptr) noexcept;
+/// `size`, when the caller knows it (nonzero), says which size level to probe first: the range is found in one
+/// probe instead of one per level in use below its own (every other level is probed still when it is not there).
+removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out = nullptr,
+               std::size_t size = 0) noexcept;
 
 /// The range of `kind` and `owner` (any owner when null) that starts at `base`.
 std::optional<range> find_start(const void* base, memory_kind kind, const void* owner = nullptr) noexcept;
@@ -60,6 +62,13 @@ bool update(const range& r) noexcept;
 std::optional<range> find(const void* address) noexcept;
 /// A range that overlaps [begin, begin + size) (size > 0, no wrap), the lowest-based when several do.
 std::optional<range> find_overlapping(const void* begin, std::size_t size) noexcept;
+
+/// How many ranges of `kind` are entered (each shard counts its own under its lock: no counter of its own to write
+/// on every add and remove).
+std::size_t count(memory_kind kind) noexcept;
+/// Calls fn(range, context) for every range of `kind`, each while its shard's lock is held (fn must not call a
+/// backend nor enter the registry). For the rare whole-process queries (diagnostics).
+void for_each(memory_kind kind, void (*fn)(const range&, void*), void* context) noexcept;
 
 /// Calls visit(range, context) for the range containing `address` while that range cannot leave the registry (its
 /// shard's lock is held: visit must not call a backend nor enter the registry); returns whether one was found.

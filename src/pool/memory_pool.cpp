@@ -52,21 +52,22 @@ result<void*> allocate(pool_state& pool, std::size_t size, stream_ref on, pool_s
   PVMM_TRY_ASSIGN(p, op.step("allocate_from_pool", [&] {
     return backend::allocate_from_pool(pool.handle, size, on.native_handle(), on.device());
   }));
-  if (pool.add_live(p, size, by) == pool_state::recorded::no_memory) {
+  if (pool.add_new(p, size, by) == pool_state::recorded::no_memory) {
     (void)backend::free_to_pool(p, on.native_handle(), on.device());  // rollback: never fault-injected
     return op.fail(errc::out_of_memory, "no host memory to record the allocation; it was freed");
   }
-  ++live_pool_allocations;
   return p;
 }
 
-/// Frees `pointer`, held `by` the caller's kind of owner. Teardown (an owner's destructor) bypasses fault injection:
-/// injecting there would only simulate the leak the destructor exists to prevent.
-status free(pool_state& pool, void* pointer, stream_ref on, pool_state::holder by, bool teardown, const operation& op) {
+/// Frees `pointer`, held `by` the caller's kind of owner (of `known_size` bytes where the caller knows it, else 0).
+/// Teardown (an owner's destructor) bypasses fault injection: injecting there would only simulate the leak the
+/// destructor exists to prevent.
+status free(pool_state& pool, void* pointer, stream_ref on, pool_state::holder by, bool teardown, const operation& op,
+            std::size_t known_size = 0) {
   PVMM_TRY(check_stream(on, op));
   // Claimed: a second free of the same pointer is refused from here on.
   bool held_otherwise = false;
-  const std::optional<std::size_t> size = pool.take_live(pointer, by, held_otherwise);
+  const std::optional<std::size_t> size = pool.take_live(pointer, by, held_otherwise, known_size);
   if (held_otherwise)
     return op.fail(errc::invalid_argument, fmt::format("{} is owned by a pool_allocation", pointer),
                    "free it through its owner (pool_allocation::free_async), which otherwise frees it again");
@@ -77,10 +78,10 @@ status free(pool_state& pool, void* pointer, stream_ref on, pool_state::holder b
   auto ok = teardown ? call() : op.step("free_to_pool", call);
   if (!ok) {
     // Still live: the caller may try again (an owner's teardown cannot, and its record would outlive the pool).
-    if (!teardown) (void)pool.add_live(pointer, *size, by);
+    // Counted live either way (query_live_objects counts records, and these).
+    if (teardown || pool.add_live(pointer, *size, by) == pool_state::recorded::no_memory) ++unfreed_pool_allocations;
     return teardown ? status(op.wrap(std::move(ok).error())) : ok;
   }
-  --live_pool_allocations;
   return {};
 }
 
@@ -138,7 +139,8 @@ status pool_allocation::free_in_order(holder& region, stream_ref on, bool teardo
   auto args = [&] { return fmt::format("pointer={}, stream={:#x}", region.data_, on.native_handle().value); };
   const detail::operation op{name, args};
   if (!region.holds()) return op.fail(errc::already_released, "this pool_allocation is empty (freed or moved from)");
-  PVMM_TRY(detail::free(*region.pool_, region.data_, on, detail::pool_state::holder::owner, teardown, op));
+  PVMM_TRY(
+      detail::free(*region.pool_, region.data_, on, detail::pool_state::holder::owner, teardown, op, region.size_));
   region.clear();  // the pool may go now; a pending free keeps the driver's pool alive on every backend
   return {};
 }
@@ -274,7 +276,6 @@ result<pool_allocation> memory_pool::import_pointer(const pool_pointer_export& f
     (void)detail::backend::free_to_pool(p, free_on.native_handle(), free_on.device());  // rollback: not injected
     return op.fail(errc::out_of_memory, "no host memory to record the import; it was undone");
   }
-  ++detail::live_pool_allocations;
   return pool_allocation(state_, p, static_cast<std::size_t>(from.size), free_on);
 }
 

@@ -36,9 +36,12 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   enum class recorded { added, present, no_memory };
   /// Records an allocation handed out (or imported), unless it is recorded already.
   recorded add_live(void* p, std::size_t size, holder by);
+  /// Records an allocation the backend has just handed out: not live before, so not looked up first (the
+  /// lookup probed every size level of the registry on each allocation).
+  recorded add_new(void* p, std::size_t size, holder by);
   /// Forgets a live allocation held `by` and returns its size; nothing when `p` is not live. A live pointer held
-  /// otherwise is reported in `other` and stays live.
-  std::optional<std::size_t> take_live(const void* p, holder by, bool& other);
+  /// otherwise is reported in `other` and stays live. `size`: its size where the caller knows it (0 otherwise).
+  std::optional<std::size_t> take_live(const void* p, holder by, bool& other, std::size_t size = 0);
   std::optional<std::size_t> live_size(const void* p) const;
 
   /// The owner is gone: keeps this state alive while raw allocations are live.
@@ -59,15 +62,18 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   std::atomic<bool> exported{false};  // export_posix_fd has succeeded once: pointers may be exported from then on
 
  private:
-  mutable spin_lock lock;                // guards raw_live and orphaned
-  std::size_t raw_live = 0;              // raw allocations in the range registry
+  /// Guards orphaned, and add_live's look-up-then-add. Not taken by an allocation or a free: raw_live and
+  /// orphan_set pair up instead (owner_gone and take_orphan_if_done say how), a lock round trip fewer per call.
+  mutable spin_lock lock;
+  std::atomic<std::size_t> raw_live{0};  // raw allocations in the range registry
+  std::atomic<bool> orphan_set{false};   // orphaned may be set: a raw free looks under the lock
   std::shared_ptr<pool_state> orphaned;  // set while the owner is gone and raw allocations remain
   std::mutex stream_lock;                // guards own_stream (held across its creation only: no user code runs)
   stream_handle own_stream{};            // teardown_stream(), zero until first used
 };
 
 /// errc::already_released for an operation on an empty memory_pool owner.
-error empty_pool(const operation& op);
+[[gnu::cold]] error empty_pool(const operation& op);
 /// Sets the mutable attributes (threshold, reuse policies) of a pool, as at creation or set_attributes.
 status set_attributes(pool_handle h, std::uint64_t release_threshold, bool follow, bool opportunistic, bool internal,
                       const operation& op);

@@ -27,7 +27,7 @@ struct span {
 };
 using span_list = short_list<span, 4>;  // a call usually touches one mapping
 
-error released_reservation(const operation& op) {
+[[gnu::cold]] error released_reservation(const operation& op) {
   return op.fail(errc::already_released, "this address_reservation is empty (released or moved from)");
 }
 
@@ -161,8 +161,9 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
     r->mappings.erase(offset);
     return op.wrap(std::move(ok).error());
   }
-  r->mappings.find(offset)->second.busy = false;  // still there: busy kept every other thread off it
-  ++live_mappings;
+  mapping_record& made = r->mappings.find(offset)->second;  // still there: busy kept every other thread off it
+  made.busy = false;
+  made.made = true;
   return address;
 }
 
@@ -284,7 +285,6 @@ status address_reservation::unmap(std::size_t offset, std::size_t size) {
       memory = std::move(it->second.memory);
       state_->mappings.erase(it);
     }
-    --detail::live_mappings;
   }
   return {};
 }

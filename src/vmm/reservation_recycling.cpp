@@ -45,7 +45,6 @@ std::unique_ptr<reservation_state, reservation_recycler> new_reservation_state(v
   state->address = address;
   state->size = size;
   state->freed = false;
-  ++live_reservations;
   return std::unique_ptr<reservation_state, reservation_recycler>(state);
 }
 
@@ -54,7 +53,6 @@ void reservation_recycler::operator()(reservation_state* state) const noexcept {
     (void)state->unmap_all();
     (void)state->free_range();
   }
-  --live_reservations;
   state_cache& c = cache;
   if (c.gone || c.count == cached_states) {
     delete state;
