@@ -201,7 +201,11 @@ struct caching_allocator::state {
     if (!complete(b.cross, blocking)) return false;
     auto f = home_fence(b, op);
     if (!f) return std::move(f).error();
-    return complete(*f, blocking);
+    if (complete(*f, blocking)) return true;
+    // A fence recorded just now may not answer done yet on an idle stream; the stream's own query covers it.
+    auto q = b.home.query();
+    if (q && *q) (*f)->done = true;
+    return (*f)->done;
   }
 
   // ---- spans ----

@@ -82,6 +82,10 @@ void row(const std::string& what, double pvmm_s, double other_s, double scale = 
 void overhead();
 void sharing();
 void teams();
+/// Allocation traces through every allocator (traces.cpp); sizes scaled by trace_scale, trace_rounds timed rounds.
+void traces();
+extern double trace_scale;
+extern int trace_rounds;
 /// The child side of teams(): one endpoint rank of a configuration, printing one result line per repetition.
 int teams_rank_main(int argc, char** argv);
 #if PVMM_BENCH_CUDA

@@ -15,10 +15,14 @@
 //             pvmm's prefetch vs cuMemPrefetchAsync
 //   pools     (cuda) warm allocate+free on a stream vs cuMemAllocFromPoolAsync/cuMemFreeAsync, vs cuMemAlloc/cuMemFree,
 //             and cold (threshold 0) vs warm (threshold max)
+//   traces    allocation traces (a transformer training step, lognormal sizes; with and without cross-stream frees)
+//             through the raw driver pool, pvmm's pool, pvmm's caching_allocator, and PyTorch's and RMM's allocators
+//             where built with them: us per alloc+free (p50, p99), peak reserved / peak live.
+//             --trace-scale=F scales every size, --trace-rounds=N the timed rounds
 // Ratios come from rounds that alternate pvmm and the alternative in a random order: the ratio printed is the
 // median of the per-round ratios, with their interquartile range; "within noise" where it holds 1.
 // pvmm's own nanoseconds per call, without the driver's time around them, come from pvmm-own-cost.
-// Usage: pvmm-bench [section ...]   (default: all that apply here)
+// Usage: pvmm-bench [--trace-scale=F] [--trace-rounds=N] [section ...]   (default: all that apply here)
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -63,7 +67,17 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--growth-variant") return bench::growth_variant_main(argv[2]);
 #endif
   if (argc >= 2 && std::string(argv[1]) == "--teams-rank") return bench::teams_rank_main(argc, argv);
-  std::vector<std::string> sections(argv + 1, argv + argc);
+  std::vector<std::string> sections;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--trace-scale=", 0) == 0) {
+      bench::trace_scale = std::stod(a.substr(14));
+    } else if (a.rfind("--trace-rounds=", 0) == 0) {
+      bench::trace_rounds = std::stoi(a.substr(15));
+    } else {
+      sections.push_back(a);
+    }
+  }
   auto want = [&](const char* s) {
     return sections.empty() || std::find(sections.begin(), sections.end(), s) != sections.end();
   };
@@ -80,5 +94,6 @@ int main(int argc, char** argv) {
 #endif
   if (want("sharing")) bench::sharing();
   if (want("teams")) bench::teams();
+  if (want("traces")) bench::traces();
   return 0;
 }
