@@ -24,9 +24,10 @@ namespace pvmm {
 
 // Named, not anonymous: the library is a unity build, and these names are common.
 namespace detail::caching {
-constexpr std::size_t min_block = 512;         // every size rounds to a multiple: PyTorch's alignment
-constexpr unsigned classes_per_doubling = 8;   // size-class rounding wastes at most 1/8
-constexpr std::size_t large_fit_divisor = 16;  // a cached large block serves a request it exceeds by <= 1/16
+constexpr std::size_t min_block = 512;  // every size rounds to a multiple: PyTorch's alignment
+// Size-class rounding wastes at most 1/4 of a small request, but fewer classes leave fewer partly used segments:
+// small requests are few bytes next to large ones.
+constexpr unsigned classes_per_doubling = 4;
 
 /// An event recorded on a stream, shared by the blocks it covers; back to the spare list when no block needs it.
 struct fence {
@@ -40,6 +41,12 @@ struct span {
   std::vector<physical_allocation> chunks;
 };
 
+/// A reserved range holding large blocks (one span stitched, then split and merged); freed when nothing is mapped.
+struct region {
+  address_reservation range;
+  std::size_t mapped = 0;  // chunks mapped in it
+};
+
 struct segment;  // a span carved into slots of one size class
 
 struct block {
@@ -51,8 +58,12 @@ struct block {
   fence* cross = nullptr;      // recorded on the freeing stream when it was not home
   bool live = false;
   segment* seg = nullptr;  // small blocks: their segment
-  span own;                // large blocks: their range and chunks
   std::size_t class_index = 0;
+  // Large blocks: their region, the chunks mapped at ptr (in order), the adjacent blocks in the region.
+  region* reg = nullptr;
+  std::vector<physical_allocation> chunks;
+  block* prev = nullptr;
+  block* next = nullptr;
 };
 
 struct segment {
@@ -86,9 +97,9 @@ struct caching_allocator::state {
   using span = detail::caching::span;
   using block = detail::caching::block;
   using segment = detail::caching::segment;
+  using region = detail::caching::region;
   using stream_bins = detail::caching::stream_bins;
   static constexpr std::size_t min_block = detail::caching::min_block;
-  static constexpr std::size_t large_fit_divisor = detail::caching::large_fit_divisor;
   static std::size_t class_size(std::size_t n) noexcept { return detail::caching::class_size(n); }
 
   caching_options options;
@@ -98,6 +109,7 @@ struct caching_allocator::state {
   std::deque<stream_bins> streams;                           // a deque: references stay valid as streams are added
   std::unordered_map<void*, std::unique_ptr<block>> blocks;  // every block, live or cached, by address
   std::vector<std::unique_ptr<segment>> segments;
+  std::vector<std::unique_ptr<region>> regions;
   std::vector<std::size_t> class_sizes;  // index -> bytes
   std::vector<physical_allocation> idle_chunks;
   std::vector<std::unique_ptr<fence>> fences;
@@ -218,6 +230,23 @@ struct caching_allocator::state {
     s.chunks.clear();
     return {};
   }
+  /// Unmaps a cached large block's chunks (they go idle) and frees its region once nothing is mapped there.
+  status unmap_block(block& b) {
+    if (auto ok = b.reg->range.unmap(
+            static_cast<std::size_t>(static_cast<char*>(b.ptr) - static_cast<char*>(b.reg->range.address())), b.size);
+        !ok)
+      return ok;
+    b.reg->mapped -= b.chunks.size();
+    for (auto& c : b.chunks) idle_chunks.push_back(std::move(c));
+    b.chunks.clear();
+    if (b.prev) b.prev->next = nullptr;  // a hole now: nothing merges across it
+    if (b.next) b.next->prev = nullptr;
+    if (b.reg->mapped == 0) {
+      if (auto ok = b.reg->range.release(); !ok) return ok;
+      regions.erase(std::find_if(regions.begin(), regions.end(), [&](auto& r) { return r.get() == b.reg; }));
+    }
+    return {};
+  }
   /// Unmaps idle cached large blocks (any stream) until `want` chunks are idle; true when there are.
   result<bool> dissolve_large(std::size_t want, bool blocking, const detail::operation& op) {
     for (auto& h : streams)
@@ -229,7 +258,7 @@ struct caching_allocator::state {
           ++it;
           continue;
         }
-        if (auto ok = unmap(b.own); !ok) return op.wrap(std::move(ok).error());
+        if (auto ok = unmap_block(b); !ok) return op.wrap(std::move(ok).error());
         drop(b.cross);
         it = h.large.erase(it);
         --st.cached_blocks;
@@ -376,10 +405,65 @@ struct caching_allocator::state {
     return first;
   }
 
+  /// Cuts a claimed large block to `bytes`: the rest (whole chunks, same region) is cached on its new home
+  /// stream, ordered after what the claim waited for.
+  void split(block& b, std::size_t bytes) {
+    auto tail = std::make_unique<block>();
+    tail->ptr = static_cast<char*>(b.ptr) + bytes;
+    tail->size = b.size - bytes;
+    tail->home = b.home;
+    tail->reg = b.reg;
+    const auto keep = static_cast<std::ptrdiff_t>(bytes / chunk);
+    tail->chunks.assign(std::make_move_iterator(b.chunks.begin() + keep), std::make_move_iterator(b.chunks.end()));
+    b.chunks.erase(b.chunks.begin() + keep, b.chunks.end());
+    b.size = bytes;
+    tail->prev = &b;
+    tail->next = b.next;
+    if (b.next) b.next->prev = tail.get();
+    b.next = tail.get();
+    auto& h = bins(b.home);
+    tail->free_seq = ++h.free_counter;
+    h.large.emplace(tail->size, tail.get());
+    ++st.cached_blocks;
+    blocks.emplace(tail->ptr, std::move(tail));
+  }
+  void uncache_large(block& b) {
+    auto& map = bins(b.home).large;
+    for (auto it = map.lower_bound(b.size); it != map.end() && it->first == b.size; ++it)
+      if (it->second == &b) {
+        map.erase(it);
+        --st.cached_blocks;
+        return;
+      }
+  }
+  /// Caches a freed large block, merged with its free neighbours of the same home stream (none with a pending
+  /// cross-stream free): what PyTorch's allocator does within a segment, at chunk granularity.
+  void cache_large(block* b) {
+    auto mergeable = [&](block* n) {
+      return n && !n->live && !n->cross && !b->cross && n->home.native_handle() == b->home.native_handle();
+    };
+    auto absorb = [&](block& into, block& gone) {  // gone follows into
+      uncache_large(gone);
+      into.size += gone.size;
+      for (auto& c : gone.chunks) into.chunks.push_back(std::move(c));
+      into.next = gone.next;
+      if (gone.next) gone.next->prev = &into;
+      into.free_seq = std::max(into.free_seq, gone.free_seq);
+      blocks.erase(gone.ptr);
+    };
+    if (mergeable(b->prev)) {  // b is counted as cached by the caller: it stands for the merged block
+      block* p = b->prev;
+      uncache_large(*p);
+      absorb(*p, *b);
+      b = p;
+    }
+    if (mergeable(b->next)) absorb(*b, *b->next);
+    bins(b->home).large.emplace(b->size, b);
+  }
+
   result<block*> large_block(std::size_t bytes, stream_ref on, const detail::operation& op) {
-    const std::size_t most = bytes + bytes / large_fit_divisor;
     auto from = [&](std::multimap<std::size_t, block*>& map) -> result<block*> {
-      for (auto it = map.lower_bound(bytes); it != map.end() && it->first <= most; ++it) {
+      for (auto it = map.lower_bound(bytes); it != map.end(); ++it) {  // the smallest that fits, split
         auto ok = claim(*it->second, on, op);
         if (!ok) return std::move(ok).error();
         if (!*ok) continue;
@@ -387,6 +471,7 @@ struct caching_allocator::state {
         map.erase(it);
         --st.cached_blocks;
         ++st.cache_hits;
+        if (b->size > bytes) split(*b, bytes);
         return b;
       }
       return static_cast<block*>(nullptr);
@@ -399,11 +484,16 @@ struct caching_allocator::state {
     }
     auto s = stitch(bytes / chunk, op);
     if (!s) return std::move(s).error();
+    regions.push_back(std::make_unique<region>());
+    region* r = regions.back().get();
+    r->range = std::move(s->range);
+    r->mapped = s->chunks.size();
     auto b = std::make_unique<block>();
-    b->ptr = s->range.address();
+    b->ptr = r->range.address();
     b->size = bytes;
     b->home = on;
-    b->own = std::move(*s);
+    b->reg = r;
+    b->chunks = std::move(s->chunks);
     block* raw = b.get();
     blocks.emplace(raw->ptr, std::move(b));
     return raw;
@@ -540,7 +630,7 @@ status caching_allocator::deallocate(void* pointer, stream_ref on) {
     --b.seg->busy;
     h.small[b.class_index].push_back(&b);
   } else {
-    h.large.emplace(b.size, &b);
+    s.cache_large(&b);
   }
   return {};
 }
