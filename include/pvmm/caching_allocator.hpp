@@ -12,8 +12,10 @@
 //
 // Semantics:
 // - allocate(size, s) gives `size` bytes usable in stream s's order (s is the block's home stream). Requests up
-//   to small_limit come from per-stream size classes (8 per doubling, multiples of 512 B) carved from one-chunk
-//   segments; larger ones are whole chunks, reused when a cached block is at most 1/16 larger than needed;
+//   to small_limit come from per-stream size classes (4 per doubling, multiples of 512 B) carved from one-chunk
+//   segments; larger ones are whole chunks: the smallest cached block that fits is split at a chunk boundary (no
+//   driver call), and a freed block merges with its free neighbours of the same home stream (PyTorch's segment
+//   splitting, at chunk granularity);
 // - deallocate(p, s) gives the block back in s's order, where s is the stream of its last use. s == home: the block
 //   is reusable on its home stream at once (stream order). s != home (an FSDP-style free on another stream): an
 //   event is recorded on s at the free, and the home stream reuses the block only once that event has completed,
