@@ -236,6 +236,28 @@ replay_result replay(const trace& t, side& s, pvmm::stream* streams, pvmm::event
   return r;
 }
 
+#if PVMM_BENCH_RMM
+/// An RMM resource as a side (RMM's deallocate needs the size: the side keeps it).
+template <class Resource, class Peak>
+side rmm_side(const char* name, std::shared_ptr<Resource> mr, Peak peak) {
+  auto native = [](const pvmm::stream& s) {
+    return rmm::cuda_stream_view(reinterpret_cast<cudaStream_t>(static_cast<std::uintptr_t>(s.native_handle().value)));
+  };
+  auto sizes = std::make_shared<std::unordered_map<void*, std::size_t>>();
+  return {name,
+          [mr, native, sizes](std::size_t n, const pvmm::stream& s) {
+            void* p = mr->allocate(n, native(s));
+            (*sizes)[p] = n;
+            return p;
+          },
+          [mr, native, sizes](void* p, const pvmm::stream& s) {
+            mr->deallocate(p, (*sizes)[p], native(s));
+            sizes->erase(p);
+          },
+          peak};
+}
+#endif
+
 std::vector<side> make_sides(pvmm::stream* streams) {
   std::vector<side> sides;
   const int dev = 0;
@@ -317,41 +339,18 @@ std::vector<side> make_sides(pvmm::stream* streams) {
 #if PVMM_BENCH_RMM
   {
     auto upstream = std::make_shared<rmm::mr::cuda_memory_resource>();
-    auto pool = std::make_shared<rmm::mr::pool_memory_resource<rmm::mr::cuda_memory_resource>>(
-        upstream.get(), rmm::percent_of_free_device_memory(10));
-    auto native = [](const pvmm::stream& s) {
-      return rmm::cuda_stream_view(
-          reinterpret_cast<cudaStream_t>(static_cast<std::uintptr_t>(s.native_handle().value)));
-    };
-    auto sizes = std::make_shared<std::unordered_map<void*, std::size_t>>();
-    sides.push_back({"RMM pool_memory_resource",
-                     [upstream, pool, native, sizes](std::size_t n, const pvmm::stream& s) {
-                       void* p = pool->allocate(n, native(s));
-                       (*sizes)[p] = n;
-                       return p;
-                     },
-                     [pool, native, sizes](void* p, const pvmm::stream& s) {
-                       pool->deallocate(p, (*sizes)[p], native(s));
-                       sizes->erase(p);
-                     },
-                     [pool] { return static_cast<std::uint64_t>(pool->pool_size()); }});
+    // Starts empty and grows as needed, so its peak is what the trace asked of it.
+    auto pool = std::shared_ptr<rmm::mr::pool_memory_resource<rmm::mr::cuda_memory_resource>>(
+        new rmm::mr::pool_memory_resource<rmm::mr::cuda_memory_resource>(upstream.get(), 0),
+        [upstream](auto* p) { delete p; });
+    sides.push_back(rmm_side("RMM pool_memory_resource", pool, [pool] { return std::uint64_t{pool->pool_size()}; }));
     auto async = std::make_shared<rmm::mr::cuda_async_memory_resource>();
-    sides.push_back({"RMM cuda_async_memory_resource",
-                     [async, native, sizes](std::size_t n, const pvmm::stream& s) {
-                       void* p = async->allocate(n, native(s));
-                       (*sizes)[p] = n;
-                       return p;
-                     },
-                     [async, native, sizes](void* p, const pvmm::stream& s) {
-                       async->deallocate(p, (*sizes)[p], native(s));
-                       sizes->erase(p);
-                     },
-                     [async] {
-                       cuuint64_t v = 0;
-                       CU(cuMemPoolGetAttribute(reinterpret_cast<CUmemoryPool>(async->pool_handle()),
-                                                CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v));
-                       return std::uint64_t{v};
-                     }});
+    sides.push_back(rmm_side("RMM cuda_async_memory_resource", async, [async] {
+      cuuint64_t v = 0;
+      CU(cuMemPoolGetAttribute(reinterpret_cast<CUmemoryPool>(async->pool_handle()), CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+                               &v));
+      return std::uint64_t{v};
+    }));
   }
 #else
   fmt::print("  RMM pool and async resources: [pvmm-skip] RMM was not found at configure time (PVMM_RMM_ROOT)\n");

@@ -43,7 +43,7 @@ caching_allocator make(bool wait = true, std::size_t max_reserved = 0) {
 
 }  // namespace
 
-PVMM_CASE("caching allocator: data written reads back; blocks do not overlap; stats count live and reserved") {
+PVMM_CASE("caching allocator: data written reads back, blocks do not overlap, stats count live and reserved") {
   PVMM_REQUIRE_CACHING();
   auto s = stream::create(0).value();  // before the allocator: its cache records events on it
   auto a = make();
@@ -189,7 +189,7 @@ PVMM_CASE("caching allocator: idle chunks of freed blocks are stitched into a la
   PVMM_CHECK_OK(a.deallocate(y, s));
 }
 
-PVMM_CASE("caching allocator: trim gives back everything cached; a live block keeps its chunks") {
+PVMM_CASE("caching allocator: trim gives back everything cached, a live block keeps its chunks") {
   PVMM_REQUIRE_CACHING();
   auto s = stream::create(0).value();  // before the allocator: its cache records events on it
   auto a = make();
