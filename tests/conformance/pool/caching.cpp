@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "any_allocator.hpp"
 #include "memory_kinds.hpp"
 
 using namespace pvmm;
@@ -300,3 +301,63 @@ PVMM_CASE("caching allocator: threads allocating on their own streams at once ge
   CHECK(a.stats().live == 0);
   PVMM_CHECK_OK(a.release());
 }
+
+namespace {
+/// The shared "any allocator" bodies for the caching allocator's raw pointers, each held by a small owner (as an
+/// allocator plug-in would). Its chunks are created without handle types: sharing one is refused.
+struct caching_pointers {
+  static constexpr const char* name = "caching allocator pointers";
+  pvmm::stream on = pvmm::stream::create(0).value();  // before the allocator: its cache records events on it
+  pvmm::caching_allocator cache = pvmm::caching_allocator::create().value();
+
+  static std::string unavailable() {
+    if (auto why = pvmm_test::no_device_reason(); !why.empty()) return why;
+    return pvmm_test::caps().vmm.supported ? std::string() : "the device lacks virtual memory management";
+  }
+  static std::size_t unit() { return std::size_t{64} << 10; }
+  static bool whole_units_only() { return false; }
+  static pvmm::errc impossible_size_error() { return pvmm::errc::out_of_memory; }
+  static pvmm::errc released_again_error() { return pvmm::errc::invalid_argument; }
+  static bool shareable() { return false; }
+  static pvmm::errc unshareable_error() { return pvmm::errc::handle_type_not_requested; }
+
+  struct block {
+    caching_pointers* from = nullptr;
+    void* data = nullptr;
+    bool owned = false;  // false once given back: `data` stays, so that a second deallocate names the same pointer
+    block(caching_pointers* f, void* d) : from(f), data(d), owned(true) {}
+    block(block&& other) noexcept : from(other.from), data(other.data), owned(other.owned) { other.owned = false; }
+    block& operator=(block&&) = delete;
+    ~block() {
+      if (owned) (void)from->cache.deallocate(data, from->on);
+    }
+  };
+  pvmm::result<block> allocate(std::size_t size) {
+    auto p = cache.allocate(size, on);
+    if (!p) return std::move(p).error();
+    return block(this, *p);
+  }
+  static void* address(const block& b) { return b.data; }
+  pvmm::status release(block& b) {
+    auto done = cache.deallocate(b.data, on);
+    if (done) b.owned = false;
+    return done;
+  }
+  void write(void* at, const std::vector<std::uint32_t>& words) { any_allocator::stream_write(on, at, words); }
+  std::vector<std::uint32_t> read(const void* at, std::size_t bytes) {
+    return any_allocator::stream_read(on, at, bytes);
+  }
+  /// Retains the chunk under the block and exports it: refused, its chunks have no handle types.
+  using view = pvmm::physical_allocation;
+  static void* view_address(const view&) { return nullptr; }
+  pvmm::result<view> share(const block& b) {
+    auto chunk = pvmm::physical_allocation::retain(b.data);
+    if (!chunk) return std::move(chunk).error();
+    auto fd = chunk->export_posix_fd();
+    if (!fd) return std::move(fd).error();
+    return std::move(*chunk);
+  }
+};
+}  // namespace
+
+TEST_SUITE("pool") { PVMM_ANY_ALLOCATOR_CASES(caching_pointers) }
