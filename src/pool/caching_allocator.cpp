@@ -221,30 +221,42 @@ struct caching_allocator::state {
   }
 
   // ---- spans ----
-  /// Unmaps a span (its chunks are mapped back to back from its start) and frees its range; the chunks go idle.
-  status unmap(span& s) {
-    if (!s.chunks.empty())
-      if (auto ok = s.range.unmap(0, s.chunks.size() * chunk); !ok) return ok;
-    if (auto ok = s.range.release(); !ok) return ok;
-    for (auto& c : s.chunks) idle_chunks.push_back(std::move(c));
-    s.chunks.clear();
+  /// Unmaps `chunks` (mapped back to back from `offset` in `range`) last first, each going idle as it is unmapped:
+  /// a failure leaves the prefix still mapped and the vector naming exactly it (reservation::unmap over several
+  /// mappings is not atomic, so the tail is unmapped one mapping at a time).
+  status unmap_tail_first(address_reservation& range, std::size_t offset, std::vector<physical_allocation>& chunks,
+                          std::size_t* mapped_count) {
+    while (!chunks.empty()) {
+      if (auto ok = range.unmap(offset + (chunks.size() - 1) * chunk, chunk); !ok) return ok;
+      idle_chunks.push_back(std::move(chunks.back()));
+      chunks.pop_back();
+      if (mapped_count) --*mapped_count;
+    }
     return {};
   }
-  /// Unmaps a cached large block's chunks (they go idle) and frees its region once nothing is mapped there.
+  /// Unmaps a span and frees its range; the chunks go idle.
+  status unmap(span& s) {
+    if (auto ok = unmap_tail_first(s.range, 0, s.chunks, nullptr); !ok) return ok;
+    // Nothing is mapped any more, so the caller drops the span; a range the backend would not free now is freed
+    // again by its destructor.
+    (void)s.range.release();
+    return {};
+  }
+  /// Unmaps a cached large block's chunks (they go idle) and frees its region once nothing is mapped there. On a
+  /// failure the block keeps the chunks still mapped (its size says so; the caller caches it again).
   status unmap_block(block& b) {
-    if (auto ok = b.reg->range.unmap(
-            static_cast<std::size_t>(static_cast<char*>(b.ptr) - static_cast<char*>(b.reg->range.address())), b.size);
-        !ok)
-      return ok;
-    b.reg->mapped -= b.chunks.size();
-    for (auto& c : b.chunks) idle_chunks.push_back(std::move(c));
-    b.chunks.clear();
-    if (b.prev) b.prev->next = nullptr;  // a hole now: nothing merges across it
-    if (b.next) b.next->prev = nullptr;
-    if (b.reg->mapped == 0) {
-      if (auto ok = b.reg->range.release(); !ok) return ok;
-      regions.erase(std::find_if(regions.begin(), regions.end(), [&](auto& r) { return r.get() == b.reg; }));
+    const auto offset =
+        static_cast<std::size_t>(static_cast<char*>(b.ptr) - static_cast<char*>(b.reg->range.address()));
+    auto ok = unmap_tail_first(b.reg->range, offset, b.chunks, &b.reg->mapped);
+    if (b.next && b.chunks.size() * chunk != b.size) {  // a hole after it now: nothing merges across it
+      b.next->prev = nullptr;
+      b.next = nullptr;
     }
+    b.size = b.chunks.size() * chunk;
+    if (!ok) return ok;
+    if (b.prev) b.prev->next = nullptr;
+    if (b.reg->mapped == 0)  // the region goes (its destructor frees the range if release could not)
+      regions.erase(std::find_if(regions.begin(), regions.end(), [&](auto& r) { return r.get() == b.reg; }));
     return {};
   }
   /// Unmaps idle cached large blocks (any stream) until `want` chunks are idle; true when there are.
@@ -258,9 +270,12 @@ struct caching_allocator::state {
           ++it;
           continue;
         }
-        if (auto ok = unmap_block(b); !ok) return op.wrap(std::move(ok).error());
-        drop(b.cross);
         it = h.large.erase(it);
+        if (auto ok = unmap_block(b); !ok) {
+          h.large.emplace(b.size, &b);  // what is still mapped stays cached
+          return op.wrap(std::move(ok).error());
+        }
+        drop(b.cross);
         --st.cached_blocks;
         blocks.erase(b.ptr);
       }
@@ -288,6 +303,7 @@ struct caching_allocator::state {
         --st.cached_blocks;
         blocks.erase(m->ptr);
       }
+      g.members.clear();  // a failed unmap below is retried with no slots left to hand out
       if (auto ok = unmap(g.memory); !ok) return op.wrap(std::move(ok).error());
       segments.erase(segments.begin() + static_cast<std::ptrdiff_t>(i));
     }
@@ -299,6 +315,13 @@ struct caching_allocator::state {
     note_reserved();
   }
 
+  /// Rolls back a stitch: its chunks go idle; those a failed unmap leaves mapped go with the span's destructor.
+  void release_unmappable(span& s) {
+    if (!unmap(s)) {
+      chunks_held -= s.chunks.size();
+      note_reserved();
+    }
+  }
   /// A new range of `count` chunks: idle chunks first, then chunks of idle cached blocks, then new ones.
   result<span> stitch(std::size_t count, const detail::operation& op) {
     if (idle_chunks.size() < count) {
@@ -326,14 +349,14 @@ struct caching_allocator::state {
     for (std::size_t i = 0; i < count; ++i) {
       auto at = s.range.map(i * chunk, idle_chunks.back(), 0, chunk);
       if (!at) {
-        (void)unmap(s);  // the chunks it took go back to the idle list
+        release_unmappable(s);  // the chunks it took go back to the idle list
         return op.wrap(std::move(at).error());
       }
       s.chunks.push_back(std::move(idle_chunks.back()));
       idle_chunks.pop_back();
     }
     if (auto ok = s.range.set_access(0, count * chunk, {grant}); !ok) {
-      (void)unmap(s);
+      release_unmappable(s);
       return op.wrap(std::move(ok).error());
     }
     ++st.stitches;
