@@ -484,6 +484,28 @@ struct caching_allocator::state {
     bins(b->home).large.emplace(b->size, b);
   }
 
+  /// Cached large blocks whose cross-stream free has completed lose their gate and merge with their neighbours
+  /// (a gated block merges with nothing). Runs on a miss, before stitching. True when any merged.
+  bool settle_cross_frees() {
+    std::vector<void*> settled;
+    for (auto& h : streams)
+      for (auto& [size, b] : h.large)
+        if (b->cross && complete(b->cross, false)) settled.push_back(b->ptr);
+    bool merged = false;
+    for (void* at : settled) {
+      auto it = blocks.find(at);  // an earlier merge may have absorbed it (its gate was done too)
+      if (it == blocks.end() || !it->second->cross) continue;
+      block* b = it->second.get();
+      uncache_large(*b);
+      drop(b->cross);
+      ++st.cached_blocks;  // cache_large expects the block counted, as deallocate leaves it
+      const std::size_t before = b->size;
+      cache_large(b);
+      merged = merged || blocks.count(at) == 0 || it->second->size != before;
+    }
+    return merged;
+  }
+
   result<block*> large_block(std::size_t bytes, stream_ref on, const detail::operation& op) {
     auto from = [&](std::multimap<std::size_t, block*>& map) -> result<block*> {
       for (auto it = map.lower_bound(bytes); it != map.end(); ++it) {  // the smallest that fits, split
@@ -504,6 +526,12 @@ struct caching_allocator::state {
     for (auto& h : streams) {
       got = from(h.large);
       if (!got || *got) return got;
+    }
+    if (settle_cross_frees()) {  // merged blocks may fit now
+      for (auto& h : streams) {
+        got = from(h.large);
+        if (!got || *got) return got;
+      }
     }
     auto s = stitch(bytes / chunk, op);
     if (!s) return std::move(s).error();

@@ -86,6 +86,7 @@ void teams();
 void traces();
 extern double trace_scale;
 extern int trace_rounds;
+extern std::string trace_only;  ///< replay only traces whose name holds this
 /// The child side of teams(): one endpoint rank of a configuration, printing one result line per repetition.
 int teams_rank_main(int argc, char** argv);
 #if PVMM_BENCH_CUDA

@@ -18,11 +18,12 @@
 //   traces    allocation traces (a transformer training step, lognormal sizes; with and without cross-stream frees)
 //             through the raw driver pool, pvmm's pool, pvmm's caching_allocator, and PyTorch's and RMM's allocators
 //             where built with them: us per alloc+free (p50, p99), peak reserved / peak live.
-//             --trace-scale=F scales every size, --trace-rounds=N the timed rounds
+//             --trace-scale=F scales every size, --trace-rounds=N the timed rounds, --trace-only=TEXT picks traces
 // Ratios come from rounds that alternate pvmm and the alternative in a random order: the ratio printed is the
 // median of the per-round ratios, with their interquartile range; "within noise" where it holds 1.
 // pvmm's own nanoseconds per call, without the driver's time around them, come from pvmm-own-cost.
-// Usage: pvmm-bench [--trace-scale=F] [--trace-rounds=N] [section ...]   (default: all that apply here)
+// Usage: pvmm-bench [--trace-scale=F] [--trace-rounds=N] [--trace-only=TEXT] [section ...]   (default: all that apply
+// here)
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -72,6 +73,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a.rfind("--trace-scale=", 0) == 0) {
       bench::trace_scale = std::stod(a.substr(14));
+    } else if (a.rfind("--trace-only=", 0) == 0) {
+      bench::trace_only = a.substr(13);
     } else if (a.rfind("--trace-rounds=", 0) == 0) {
       bench::trace_rounds = std::stoi(a.substr(15));
     } else {

@@ -9,7 +9,8 @@
 //                of two streams
 // Sides: the raw driver pool (cuda: cuMemAllocFromPoolAsync / cuMemFreeAsync on a pool keeping its memory),
 // pvmm's memory_pool, pvmm's caching_allocator; where found at configure time PyTorch's caching allocator (libc10)
-// and RMM's pool and async resources. --trace-scale=F scales every size (CI runs 0.004 on the host backend).
+// and RMM's pool and async resources. --trace-scale=F scales every size (CI runs 0.004 on the host backend);
+// --trace-only=TEXT replays only the traces whose name holds TEXT.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -41,6 +42,7 @@ namespace bench {
 
 double trace_scale = 1.0;
 int trace_rounds = 5;
+std::string trace_only;
 
 namespace {
 
@@ -370,6 +372,7 @@ void traces() {
   auto order = pvmm::event::create(0).value();
   const trace traces[] = {transformer(false, 1), transformer(true, 2), lognormal(false, 3), lognormal(true, 4)};
   for (const trace& t : traces) {
+    if (t.name.find(trace_only) == std::string::npos) continue;
     // Fresh sides per trace, so each peak belongs to one trace.
     auto sides = make_sides(streams);
     std::size_t frees = 0;
