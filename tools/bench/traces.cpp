@@ -269,8 +269,13 @@ std::vector<side> make_sides(pvmm::stream* streams) {
     CUmemPoolProps props{};
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     props.location = raw_device_memory(dev).location;
-    auto pool = std::make_shared<CUmemoryPool>();
-    CU(cuMemPoolCreate(pool.get(), &props));
+    CUmemoryPool made = nullptr;
+    CU(cuMemPoolCreate(&made, &props));
+    // Destroyed with the side (after the trace synchronized), so the next trace starts without its memory.
+    auto pool = std::shared_ptr<CUmemoryPool>(new CUmemoryPool(made), [](CUmemoryPool* p) {
+      (void)cuMemPoolDestroy(*p);
+      delete p;
+    });
     cuuint64_t keep = ~cuuint64_t{0};
     CU(cuMemPoolSetAttribute(*pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
     auto native = [](const pvmm::stream& s) {
@@ -310,13 +315,23 @@ std::vector<side> make_sides(pvmm::stream* streams) {
 #if PVMM_BENCH_TORCH
   {
     namespace alloc = c10::cuda::CUDACachingAllocator;
-    alloc::init(1);
+    static const bool initialised = [] {
+      alloc::init(1);
+      return true;
+    }();
+    (void)initialised;
+    alloc::resetPeakStats(0);  // this trace's peak only
     auto native = [](const pvmm::stream& s) {
       return reinterpret_cast<cudaStream_t>(static_cast<std::uintptr_t>(s.native_handle().value));
     };
     // raw_delete frees in the order of the stream the block was allocated on: a block freed on another stream
     // first makes that stream wait for the freeing one (what FSDP2 does instead of record_stream).
-    auto homes = std::make_shared<std::unordered_map<void*, const pvmm::stream*>>();
+    // The cache is emptied with the side, so the next trace starts without its memory.
+    auto homes = std::shared_ptr<std::unordered_map<void*, const pvmm::stream*>>(
+        new std::unordered_map<void*, const pvmm::stream*>(), [](auto* h) {
+          alloc::emptyCache();
+          delete h;
+        });
     auto ev = std::make_shared<pvmm::event>(pvmm::event::create(0).value());
     sides.push_back({"PyTorch CUDACachingAllocator (libc10)",
                      [native, homes](std::size_t n, const pvmm::stream& s) {
