@@ -190,6 +190,35 @@ PVMM_CASE("caching allocator: idle chunks of freed blocks are stitched into a la
   PVMM_CHECK_OK(a.deallocate(y, s));
 }
 
+PVMM_CASE("caching allocator: a cached block is split for smaller requests and merged back when they are freed") {
+  PVMM_REQUIRE_CACHING();
+  auto s = stream::create(0).value();
+  auto a = make();
+  const std::size_t c = a.chunk_size();
+  char* whole = static_cast<char*>(a.allocate(8 * c, s).value());
+  PVMM_CHECK_OK(a.deallocate(whole, s));
+  const auto before = a.stats();
+  auto x = a.allocate(3 * c, s);  // the front of the cached block
+  auto y = a.allocate(2 * c, s);  // the front of what was left
+  PVMM_REQUIRE_VALUE(x);
+  PVMM_REQUIRE_VALUE(y);
+  CHECK(*x == whole);
+  CHECK(*y == whole + 3 * c);
+  CHECK(a.stats().reserved == before.reserved);
+  CHECK(a.stats().stitches == before.stitches);
+  round_trip(*x, 3 * c, s, 1);
+  round_trip(*y, 2 * c, s, 2);
+  PVMM_CHECK_OK(a.deallocate(*y, s));
+  PVMM_CHECK_OK(a.deallocate(*x, s));
+  CHECK(a.stats().cached_blocks == 1);  // merged back into one block
+  auto again = a.allocate(8 * c, s);
+  PVMM_REQUIRE_VALUE(again);
+  CHECK(*again == whole);
+  CHECK(a.stats().stitches == before.stitches);
+  round_trip(*again, 8 * c, s, 3);
+  PVMM_CHECK_OK(a.deallocate(*again, s));
+}
+
 PVMM_CASE("caching allocator: trim gives back everything cached, a live block keeps its chunks") {
   PVMM_REQUIRE_CACHING();
   auto s = stream::create(0).value();  // before the allocator: its cache records events on it
