@@ -19,6 +19,7 @@
 #pragma once
 
 #include <pvmm/allocation.hpp>
+#include <pvmm/caching_allocator.hpp>
 #include <pvmm/descriptor.hpp>
 #include <pvmm/device.hpp>
 #include <pvmm/diagnostics.hpp>

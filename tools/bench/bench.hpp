@@ -90,6 +90,11 @@ void overhead();
 void sharing();
 /// Window creation, barrier and put/wait-signal latency, one-shot all-reduce (team_ranks.hpp lists the files).
 void teams(const team_flags& flags);
+/// Allocation traces through every allocator (traces.cpp); sizes scaled by trace_scale, trace_rounds timed rounds.
+void traces();
+extern double trace_scale;
+extern int trace_rounds;
+extern std::string trace_only;  ///< replay only traces whose name holds this
 /// The child side of the teams sections: one endpoint rank of one job (team_ranks.hpp).
 int teams_rank_main(int argc, char** argv);
 #if PVMM_BENCH_CUDA

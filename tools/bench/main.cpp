@@ -20,12 +20,18 @@
 //             pvmm's prefetch vs cuMemPrefetchAsync
 //   pools     (cuda) warm allocate+free on a stream vs cuMemAllocFromPoolAsync/cuMemFreeAsync, vs cuMemAlloc/cuMemFree,
 //             and cold (threshold 0) vs warm (threshold max)
+//   traces    allocation traces (a transformer training step, lognormal sizes; with and without cross-stream frees)
+//             through the raw driver pool, pvmm's pool, pvmm's caching_allocator, and PyTorch's and RMM's allocators
+//             where built with them: us per alloc+free (p50, p99), peak reserved / peak live.
+//             --trace-scale=F scales every size, --trace-rounds=N the timed rounds, --trace-only=TEXT picks traces
 // Ratios come from rounds that alternate pvmm and the alternative in a random order: the ratio printed is the
 // median of the per-round ratios, with their interquartile range; "within noise" where it holds 1.
 // pvmm's own nanoseconds per call, without the driver's time around them, come from pvmm-own-cost.
-// Usage: pvmm-bench [section ...] [--quick] [--compare nccl|torch]   (default: all sections that apply here)
+// Usage: pvmm-bench [section ...] [--quick] [--compare nccl|torch] [--trace-scale=F] [--trace-rounds=N]
+//                   [--trace-only=TEXT]   (default: all sections that apply here)
 //   --quick    teams: N = 2 and 4, small sizes, few iterations, every buffer still checked (CI's smoke run)
 //   --compare  teams' all-reduce: an outside implementation beside pvmm and raw ([pvmm-skip] where it cannot run)
+//   --trace-*  traces: scale of the sizes, timed rounds, only the traces whose name holds TEXT
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -79,8 +85,17 @@ int main(int argc, char** argv) {
       team_flags.quick = true;
     } else if (a == "--compare" && i + 1 < argc) {
       team_flags.compare.push_back(argv[++i]);
+    } else if (a.rfind("--trace-scale=", 0) == 0) {
+      bench::trace_scale = std::stod(a.substr(14));
+    } else if (a.rfind("--trace-only=", 0) == 0) {
+      bench::trace_only = a.substr(13);
+    } else if (a.rfind("--trace-rounds=", 0) == 0) {
+      bench::trace_rounds = std::stoi(a.substr(15));
     } else if (a.rfind("--", 0) == 0) {
-      std::fprintf(stderr, "pvmm-bench: unknown flag %s (--quick, --compare nccl|torch)\n", a.c_str());
+      std::fprintf(stderr,
+                   "pvmm-bench: unknown flag %s (--quick, --compare nccl|torch, --trace-scale=, "
+                   "--trace-rounds=, --trace-only=)\n",
+                   a.c_str());
       return 2;
     } else {
       sections.push_back(a);
@@ -107,5 +122,6 @@ int main(int argc, char** argv) {
     if (want("teams-sync")) bench::team_sync(team_flags);
     if (want("teams-allreduce")) bench::team_allreduce(team_flags);
   }
+  if (want("traces")) bench::traces();
   return 0;
 }

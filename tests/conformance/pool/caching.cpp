@@ -1,0 +1,425 @@
+// The caching allocator (pvmm/caching_allocator.hpp) on every backend: data round trips, reuse on the home stream,
+// cross-stream reuse gated on events (proved with a stream held by a host function), stitching of idle chunks,
+// trim and pressure giving memory back, exact errors. Every case runs under the leak check.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "any_allocator.hpp"
+#include "memory_kinds.hpp"
+
+using namespace pvmm;
+using namespace pvmm_test;
+using namespace std::chrono_literals;
+
+namespace {
+
+#define PVMM_REQUIRE_CACHING()                                                             \
+  do {                                                                                     \
+    PVMM_REQUIRE_DEVICE();                                                                 \
+    PVMM_REQUIRE_CAPABILITY(pvmm_test::caps().vmm.supported, "virtual memory management"); \
+  } while (0)
+
+/// Writes a pattern made from `seed` into `size` bytes at `p` in `s`'s order, reads it back and compares.
+void round_trip(void* p, std::size_t size, stream_ref s, unsigned seed) {
+  std::vector<unsigned char> out(size), in(size, 0);
+  for (std::size_t i = 0; i < size; ++i) out[i] = static_cast<unsigned char>((i * 131 + seed) & 0xff);
+  PVMM_CHECK_OK(s.copy_async(p, out.data(), size));
+  PVMM_CHECK_OK(s.copy_async(in.data(), p, size));
+  PVMM_CHECK_OK(s.synchronize());
+  CHECK(in == out);
+}
+
+void set_flag(void* p) { static_cast<std::atomic<bool>*>(p)->store(true); }
+
+caching_allocator make(bool wait = true, std::size_t max_reserved = 0) {
+  caching_options o;
+  o.wait_for_pending_frees = wait;
+  o.max_reserved = max_reserved;
+  return caching_allocator::create(o).value();
+}
+
+}  // namespace
+
+PVMM_CASE("caching allocator: data written reads back, blocks do not overlap, stats count live and reserved") {
+  PVMM_REQUIRE_CACHING();
+  auto s = stream::create(0).value();  // before the allocator: its cache records events on it
+  auto a = make();
+  const std::size_t sizes[] = {
+      1, 512, 700, 4096, 100000, std::size_t{1} << 20, (std::size_t{1} << 20) + 1, a.chunk_size() * 3 + 5};
+  std::vector<std::pair<char*, std::size_t>> got;
+  std::size_t asked = 0;
+  for (std::size_t n : sizes) {
+    auto p = a.allocate(n, s);
+    PVMM_REQUIRE_VALUE(p);
+    CHECK(reinterpret_cast<std::uintptr_t>(*p) % 512 == 0);
+    got.emplace_back(static_cast<char*>(*p), n);
+    asked += n;
+  }
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    round_trip(got[i].first, got[i].second, s, static_cast<unsigned>(i));
+    for (std::size_t j = 0; j < i; ++j)
+      CHECK((got[i].first + got[i].second <= got[j].first || got[j].first + got[j].second <= got[i].first));
+  }
+  auto st = a.stats();
+  CHECK(st.live == asked);
+  CHECK(st.live_blocks == got.size());
+  CHECK(st.reserved >= st.live);
+  CHECK(st.peak_live == asked);
+  for (auto& g : got) PVMM_CHECK_OK(a.deallocate(g.first, s));
+  st = a.stats();
+  CHECK(st.live == 0);
+  CHECK(st.peak_live == asked);
+  CHECK(st.cached_blocks >= got.size());
+  PVMM_CHECK_OK(s.synchronize());
+  PVMM_CHECK_OK(a.release());
+}
+
+PVMM_CASE("caching allocator: a block freed on its stream is reused there at once, without new memory") {
+  PVMM_REQUIRE_CACHING();
+  auto s = stream::create(0).value();  // before the allocator: its cache records events on it
+  auto a = make();
+  for (std::size_t n : {std::size_t{3000}, a.chunk_size() + 1}) {
+    INFO(n << " bytes");
+    void* p = a.allocate(n, s).value();
+    const auto before = a.stats();
+    PVMM_CHECK_OK(a.deallocate(p, s));
+    auto q = a.allocate(n, s);
+    PVMM_REQUIRE_VALUE(q);
+    CHECK(*q == p);
+    CHECK(a.stats().reserved == before.reserved);
+    CHECK(a.stats().cache_hits == before.cache_hits + 1);
+    round_trip(*q, n, s, 7);
+    PVMM_CHECK_OK(a.deallocate(*q, s));
+  }
+  PVMM_CHECK_OK(s.synchronize());
+}
+
+PVMM_CASE("caching allocator: a cross-stream free is reused only after its event, waited for on the device") {
+  PVMM_REQUIRE_CACHING();
+  for (bool wait : {true, false})
+    for (std::size_t n : {std::size_t{5000}, std::size_t{3} << 20}) {
+      INFO("wait_for_pending_frees=" << wait << ", " << n << " bytes");
+      auto home = stream::create(0).value();
+      auto other = stream::create(0).value();
+      auto a = make(wait);
+      void* p = a.allocate(n, home).value();
+      PVMM_CHECK_OK(home.synchronize());
+      gate g;
+      PVMM_CHECK_OK(other.launch_host_function(gate::hold, &g));
+      PVMM_CHECK_OK(a.deallocate(p, other));  // its event is recorded behind the held host function
+      auto q = a.allocate(n, home);
+      PVMM_REQUIRE_VALUE(q);
+      std::atomic<bool> ran{false};
+      PVMM_CHECK_OK(home.launch_host_function(set_flag, &ran));
+      if (wait) {
+        CHECK(*q == p);  // reused, with home waiting for the free's event
+        CHECK(a.stats().waits == 1);
+        std::this_thread::sleep_for(50ms);
+        CHECK_FALSE(ran.load());  // home's work is held behind the other stream's free
+      } else {
+        CHECK(*q != p);  // the pending free is not handed out
+        CHECK(a.stats().waits == 0);
+      }
+      g.open = true;
+      PVMM_CHECK_OK(home.synchronize());
+      CHECK(ran.load());
+      PVMM_CHECK_OK(other.synchronize());
+      round_trip(*q, n, home, 3);
+      if (!wait) {  // once its event is done, the block comes back
+        auto r = a.allocate(n, home);
+        PVMM_REQUIRE_VALUE(r);
+        CHECK(*r == p);
+        PVMM_CHECK_OK(a.deallocate(*r, home));
+      }
+      PVMM_CHECK_OK(a.deallocate(*q, home));
+      PVMM_CHECK_OK(home.synchronize());
+      PVMM_CHECK_OK(a.release());
+    }
+}
+
+PVMM_CASE("caching allocator: another stream takes a cached block only once its home stream's work is done") {
+  PVMM_REQUIRE_CACHING();
+  auto s1 = stream::create(0).value();
+  auto s2 = stream::create(0).value();
+  auto a = make(false);
+  const std::size_t n = std::size_t{2} << 20;
+  void* p = a.allocate(n, s1).value();
+  gate g;
+  PVMM_CHECK_OK(s1.launch_host_function(gate::hold, &g));  // work that may still use p
+  PVMM_CHECK_OK(a.deallocate(p, s1));
+  auto q = a.allocate(n, s2);
+  PVMM_REQUIRE_VALUE(q);
+  CHECK(*q != p);
+  g.open = true;
+  PVMM_CHECK_OK(s1.synchronize());
+  auto r = a.allocate(n, s2);
+  PVMM_REQUIRE_VALUE(r);
+  CHECK(*r == p);
+  round_trip(*r, n, s2, 11);
+  PVMM_CHECK_OK(a.deallocate(*q, s2));
+  PVMM_CHECK_OK(a.deallocate(*r, s2));
+  PVMM_CHECK_OK(s2.synchronize());
+}
+
+PVMM_CASE("caching allocator: idle chunks of freed blocks are stitched into a larger range, not reserved again") {
+  PVMM_REQUIRE_CACHING();
+  auto s = stream::create(0).value();  // before the allocator: its cache records events on it
+  auto a = make();
+  const std::size_t c = a.chunk_size();
+  void* x = a.allocate(2 * c, s).value();
+  void* y = a.allocate(2 * c, s).value();
+  void* z = a.allocate(2 * c, s).value();
+  PVMM_CHECK_OK(a.deallocate(x, s));
+  PVMM_CHECK_OK(a.deallocate(z, s));
+  PVMM_CHECK_OK(s.synchronize());
+  const auto before = a.stats();
+  CHECK(before.reserved == 6 * c);
+  auto big = a.allocate(4 * c, s);  // fits no cached block: stitched from x's and z's chunks
+  PVMM_REQUIRE_VALUE(big);
+  const auto after = a.stats();
+  CHECK(after.reserved == 6 * c);
+  CHECK(after.stitches == before.stitches + 1);
+  CHECK(after.chunks_reused == before.chunks_reused + 4);
+  round_trip(*big, 4 * c, s, 5);
+  round_trip(y, 2 * c, s, 6);
+  PVMM_CHECK_OK(a.deallocate(*big, s));
+  PVMM_CHECK_OK(a.deallocate(y, s));
+}
+
+PVMM_CASE("caching allocator: a cached block is split for smaller requests and merged back when they are freed") {
+  PVMM_REQUIRE_CACHING();
+  auto s = stream::create(0).value();
+  auto a = make();
+  const std::size_t c = a.chunk_size();
+  char* whole = static_cast<char*>(a.allocate(8 * c, s).value());
+  PVMM_CHECK_OK(a.deallocate(whole, s));
+  const auto before = a.stats();
+  auto x = a.allocate(3 * c, s);  // the front of the cached block
+  auto y = a.allocate(2 * c, s);  // the front of what was left
+  PVMM_REQUIRE_VALUE(x);
+  PVMM_REQUIRE_VALUE(y);
+  CHECK(*x == whole);
+  CHECK(*y == whole + 3 * c);
+  CHECK(a.stats().reserved == before.reserved);
+  CHECK(a.stats().stitches == before.stitches);
+  round_trip(*x, 3 * c, s, 1);
+  round_trip(*y, 2 * c, s, 2);
+  PVMM_CHECK_OK(a.deallocate(*y, s));
+  PVMM_CHECK_OK(a.deallocate(*x, s));
+  CHECK(a.stats().cached_blocks == 1);  // merged back into one block
+  auto again = a.allocate(8 * c, s);
+  PVMM_REQUIRE_VALUE(again);
+  CHECK(*again == whole);
+  CHECK(a.stats().stitches == before.stitches);
+  round_trip(*again, 8 * c, s, 3);
+  PVMM_CHECK_OK(a.deallocate(*again, s));
+}
+
+PVMM_CASE("caching allocator: trim gives back everything cached, a live block keeps its chunks") {
+  PVMM_REQUIRE_CACHING();
+  auto s = stream::create(0).value();  // before the allocator: its cache records events on it
+  auto a = make();
+  const std::size_t c = a.chunk_size();
+  void* keep = a.allocate(c, s).value();
+  for (std::size_t n : {std::size_t{100}, std::size_t{70000}, 3 * c})
+    PVMM_CHECK_OK(a.deallocate(a.allocate(n, s).value(), s));
+  CHECK(a.stats().reserved > c);
+  PVMM_CHECK_OK(a.trim());
+  CHECK(a.stats().reserved == c);
+  CHECK(a.stats().cached_blocks == 0);
+  round_trip(keep, c, s, 9);
+  PVMM_CHECK_OK(a.deallocate(keep, s));
+  PVMM_CHECK_OK(a.trim());
+  CHECK(a.stats().reserved == 0);
+  CHECK(a.stats().peak_reserved > c);
+  a.reset_peaks();
+  CHECK(a.stats().peak_reserved == 0);
+}
+
+PVMM_CASE("caching allocator: under pressure the cache is given back and the allocation retried") {
+  PVMM_REQUIRE_CACHING();
+  caching_options o;
+  auto probe = caching_allocator::create(o).value();
+  const std::size_t c = probe.chunk_size();
+  auto s = stream::create(0).value();
+  auto a = make(true, 2 * c);
+  PVMM_CHECK_OK(a.deallocate(a.allocate(1000, s).value(), s));  // a one-chunk segment, cached
+  auto big = a.allocate(2 * c, s);                              // needs the segment's chunk back
+  PVMM_REQUIRE_VALUE(big);
+  CHECK(a.stats().pressure_retries == 1);
+  CHECK(a.stats().reserved == 2 * c);
+  PVMM_CHECK_ERRC(a.allocate(1, s), errc::out_of_memory);  // nothing cached is left to give back
+  round_trip(*big, 2 * c, s, 2);
+  PVMM_CHECK_OK(a.deallocate(*big, s));
+}
+
+PVMM_CASE("caching allocator: a backend failure at any step of an allocation leaves it consistent, nothing leaks") {
+  PVMM_REQUIRE_CACHING();
+  auto s = stream::create(0).value();
+  auto other = stream::create(0).value();
+  bool clean_pass = false;
+  for (std::size_t n = 1; n < 200 && !clean_pass; ++n) {
+    INFO("failing backend call " << n);
+    auto a = make();
+    const std::size_t c = a.chunk_size();
+    void* kept = a.allocate(2 * c, other).value();  // cached on another stream: a claim, a split, a stitch
+    PVMM_CHECK_OK(a.deallocate(kept, other));
+    const auto before = testing::backend_call_count();
+    testing::fail_nth_backend_call(n);
+    auto big = a.allocate(3 * c, s);
+    auto small = a.allocate(700, s);
+    testing::fail_nth_backend_call(0);
+    clean_pass = testing::backend_call_count() - before < n;  // no call was failed: every step was covered
+    if (!big || !small) CHECK((big ? small.code() : big.code()) == errc::backend_error);
+    for (auto* r : {&big, &small})
+      if (*r) {
+        round_trip(**r, 700, s, 1);
+        PVMM_CHECK_OK(a.deallocate(**r, s));
+      }
+    auto again = a.allocate(3 * c, s);  // usable after the failure
+    PVMM_REQUIRE_VALUE(again);
+    round_trip(*again, 3 * c, s, 4);
+    PVMM_CHECK_OK(a.deallocate(*again, s));
+    CHECK(a.stats().live == 0);
+    PVMM_CHECK_OK(a.release());
+  }
+  CHECK(clean_pass);
+}
+
+PVMM_CASE("caching allocator: bad input is refused with exact errors") {
+  PVMM_REQUIRE_CACHING();
+  caching_options o;
+  o.device = 1 << 20;
+  PVMM_CHECK_ERRC(caching_allocator::create(o), errc::invalid_device);
+  o = {};
+  o.chunk_size = 4096 + 1;
+  PVMM_CHECK_ERRC(caching_allocator::create(o), errc::unaligned);
+  o = {};
+  o.small_limit = 100;
+  PVMM_CHECK_ERRC(caching_allocator::create(o), errc::invalid_argument);
+  auto a = make();
+  o = {};
+  o.small_limit = a.chunk_size() * 2;
+  PVMM_CHECK_ERRC(caching_allocator::create(o), errc::invalid_argument);
+  auto s = stream::create(0).value();
+  PVMM_CHECK_ERRC(a.allocate(0, s), errc::invalid_size);
+  PVMM_CHECK_ERRC(a.allocate(16, stream_ref{}), errc::invalid_argument);
+  PVMM_CHECK_ERRC(a.allocate(static_cast<std::size_t>(-1), s), errc::out_of_memory);
+  int local = 0;
+  PVMM_CHECK_ERRC(a.deallocate(&local, s), errc::invalid_argument);
+  PVMM_CHECK_ERRC(a.deallocate(nullptr, s), errc::invalid_argument);
+  void* p = a.allocate(64, s).value();
+  PVMM_CHECK_ERRC(a.deallocate(p, stream_ref{}), errc::invalid_argument);
+  PVMM_CHECK_ERRC(a.release(), errc::busy);
+  PVMM_CHECK_OK(a.deallocate(p, s));
+  PVMM_CHECK_ERRC(a.deallocate(p, s), errc::invalid_argument);  // twice
+  auto moved = std::move(a);
+  PVMM_CHECK_ERRC(a.allocate(64, s), errc::already_released);
+  PVMM_CHECK_ERRC(a.deallocate(p, s), errc::already_released);
+  PVMM_CHECK_ERRC(a.trim(), errc::already_released);
+  PVMM_CHECK_ERRC(a.release(), errc::already_released);
+  PVMM_CHECK_OK(moved.release());
+  PVMM_CHECK_ERRC(moved.release(), errc::already_released);
+}
+
+PVMM_CASE("caching allocator: threads allocating on their own streams at once get their own data back") {
+  PVMM_REQUIRE_CACHING();
+  auto s1 = stream::create(0).value();
+  auto s2 = stream::create(0).value();
+  auto a = make();
+  std::atomic<int> failures{0};
+  auto work = [&](unsigned seed, stream_ref s) {
+    std::vector<void*> held;
+    for (unsigned i = 0; i < 200; ++i) {
+      const std::size_t n = 512u << ((i + seed) % 13);
+      auto p = a.allocate(n, s);
+      if (!p) {
+        ++failures;
+        return;
+      }
+      std::vector<unsigned char> out(n, static_cast<unsigned char>(seed + i)), in(n);
+      (void)s.copy_async(*p, out.data(), n);
+      (void)s.copy_async(in.data(), *p, n);
+      (void)s.synchronize();
+      if (in != out) ++failures;
+      held.push_back(*p);
+      if (held.size() > 4) {
+        if (!a.deallocate(held.front(), s)) ++failures;
+        held.erase(held.begin());
+      }
+    }
+    for (void* p : held)
+      if (!a.deallocate(p, s)) ++failures;
+    (void)s.synchronize();
+  };
+  std::thread t1(work, 1u, stream_ref(s1)), t2(work, 2u, stream_ref(s2));
+  t1.join();
+  t2.join();
+  CHECK(failures.load() == 0);
+  CHECK(a.stats().live == 0);
+  PVMM_CHECK_OK(a.release());
+}
+
+namespace {
+/// The shared "any allocator" bodies for the caching allocator's raw pointers, each held by a small owner (as an
+/// allocator plug-in would). Its chunks are created without handle types: sharing one is refused.
+struct caching_pointers {
+  static constexpr const char* name = "caching allocator pointers";
+  pvmm::stream on = pvmm::stream::create(0).value();  // before the allocator: its cache records events on it
+  pvmm::caching_allocator cache = pvmm::caching_allocator::create().value();
+
+  static std::string unavailable() {
+    if (auto why = pvmm_test::no_device_reason(); !why.empty()) return why;
+    return pvmm_test::caps().vmm.supported ? std::string() : "the device lacks virtual memory management";
+  }
+  static std::size_t unit() { return std::size_t{64} << 10; }
+  static bool whole_units_only() { return false; }
+  static pvmm::errc impossible_size_error() { return pvmm::errc::out_of_memory; }
+  static pvmm::errc released_again_error() { return pvmm::errc::invalid_argument; }
+  static bool shareable() { return false; }
+  static pvmm::errc unshareable_error() { return pvmm::errc::handle_type_not_requested; }
+
+  struct block {
+    caching_pointers* from = nullptr;
+    void* data = nullptr;
+    bool owned = false;  // false once given back: `data` stays, so that a second deallocate names the same pointer
+    block(caching_pointers* f, void* d) : from(f), data(d), owned(true) {}
+    block(block&& other) noexcept : from(other.from), data(other.data), owned(other.owned) { other.owned = false; }
+    block& operator=(block&&) = delete;
+    ~block() {
+      if (owned) (void)from->cache.deallocate(data, from->on);
+    }
+  };
+  pvmm::result<block> allocate(std::size_t size) {
+    auto p = cache.allocate(size, on);
+    if (!p) return std::move(p).error();
+    return block(this, *p);
+  }
+  static void* address(const block& b) { return b.data; }
+  pvmm::status release(block& b) {
+    auto done = cache.deallocate(b.data, on);
+    if (done) b.owned = false;
+    return done;
+  }
+  void write(void* at, const std::vector<std::uint32_t>& words) { any_allocator::stream_write(on, at, words); }
+  std::vector<std::uint32_t> read(const void* at, std::size_t bytes) {
+    return any_allocator::stream_read(on, at, bytes);
+  }
+  /// Retains the chunk under the block and exports it: refused, its chunks have no handle types.
+  using view = pvmm::physical_allocation;
+  static void* view_address(const view&) { return nullptr; }
+  pvmm::result<view> share(const block& b) {
+    auto chunk = pvmm::physical_allocation::retain(b.data);
+    if (!chunk) return std::move(chunk).error();
+    auto fd = chunk->export_posix_fd();
+    if (!fd) return std::move(fd).error();
+    return std::move(*chunk);
+  }
+};
+}  // namespace
+
+TEST_SUITE("pool") { PVMM_ANY_ALLOCATOR_CASES(caching_pointers) }
