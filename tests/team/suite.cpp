@@ -267,6 +267,9 @@ TEST_SUITE("team") {
   TEST_CASE("store (directory): a rank killed while the others wait at a stream-ordered barrier: each names it") {
     for_each_size("store (directory)", "sig-killed", 0, directory_store_processes);
   }
+  TEST_CASE("endpoints: a rank whose reservation fails in create or create_from: every rank fails naming it") {
+    for_each_size("endpoints", "mem-reserve-refused", 0, endpoint_processes);
+  }
   TEST_CASE("endpoints: a rank out of fds at window create: every rank fails at once naming it") {
     for_each_size("endpoints", "fd-short", 0, endpoint_processes);
   }
