@@ -38,3 +38,27 @@ function(pvmm_unity_build target)
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${PVMM_UNITY_BATCH})
   endif()
 endfunction()
+
+# The signal module (src/backend/signal_kernels.cu compiled to PTX by the CUDA toolkit's nvcc, then embedded as a raw
+# string in signal_kernels_ptx.inc) for `target`, which includes it: the cuda backend and the hip backend on HIP's
+# NVIDIA platform load it with the driver at run time. One rule per directory, shared by its targets.
+function(pvmm_embed_signal_module target)
+  find_package(CUDAToolkit REQUIRED)
+  find_program(PVMM_NVCC nvcc HINTS ${CUDAToolkit_BIN_DIR} REQUIRED)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/signal_module)
+  get_filename_component(backend ${CMAKE_CURRENT_SOURCE_DIR} NAME)
+  set(rule pvmm_signal_module_${backend})
+  if(NOT TARGET ${rule})
+    set(kernels ${PROJECT_SOURCE_DIR}/src/backend/signal_kernels.cu)
+    add_custom_command(OUTPUT ${dir}/signal_kernels_ptx.inc
+      COMMAND ${PVMM_NVCC} -ptx -arch=compute_75 -std=c++17 -I${PROJECT_SOURCE_DIR}/include ${kernels}
+              -o ${dir}/signal_kernels.ptx
+      COMMAND ${CMAKE_COMMAND} -DIN=${dir}/signal_kernels.ptx -DOUT=${dir}/signal_kernels_ptx.inc
+              -P ${PROJECT_SOURCE_DIR}/cmake/embed_text.cmake
+      DEPENDS ${kernels} ${PROJECT_SOURCE_DIR}/include/pvmm/team_device.hpp ${PROJECT_SOURCE_DIR}/cmake/embed_text.cmake
+      COMMENT "signal kernels -> PTX")
+    add_custom_target(${rule} DEPENDS ${dir}/signal_kernels_ptx.inc)
+  endif()
+  add_dependencies(${target} ${rule})
+  target_include_directories(${target} PRIVATE ${dir})
+endfunction()

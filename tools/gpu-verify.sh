@@ -54,9 +54,9 @@ verify() {  # verify <name> <cmake args...>
   fi
   echo "--- $name: examples ---"
   local example
-  for example in vector_add grow multi_gpu_stripes team_kernel team_oneshot team_signals ipc_ring ipc_ring_gpu pool_ipc pool_ipc_gpu pool_loop unified_memory pinned_transfer multicast_allreduce; do
+  for example in vector_add grow multi_gpu_stripes team_kernel team_oneshot team_signals team_ring ipc_ring ipc_ring_gpu pool_ipc pool_ipc_gpu pool_loop unified_memory pinned_transfer multicast_allreduce; do
     [ -x "$build/examples/pvmm_example_$example" ] || continue
-    case $example in team_kernel | team_oneshot | team_signals) true ;; *) false ;; esac
+    case $example in team_kernel | team_oneshot | team_signals | team_ring) true ;; *) false ;; esac
     if [ $? -eq 0 ]; then "$build/examples/pvmm_example_$example" --spawn 4  # 4 processes, one GPU
     else "$build/examples/pvmm_example_$example"; fi
     local rc=$?

@@ -198,7 +198,8 @@ class symmetric_window : detail::move_only {
 
   // ---- Signals (the window made with window_options::signal_channels > 0; else invalid_argument) ----
   // Stream-ordered: each call enqueues on `on` (a stream of this rank's team device) and returns; the work runs
-  // when the stream reaches it (host backend: a host function; cuda: a one-thread kernel; hip: not_supported yet).
+  // when the stream reaches it (host backend: a host function; cuda and hip on HIP's NVIDIA platform: a one-thread
+  // kernel of the embedded PTX signal module; hip on AMD: not_supported, which needs a code object per gfx target).
   // A wait that expires on the stream records it and lets the stream go on: signal_status() reports it. Every wait
   // is bounded by its timeout (a dead peer never holds a stream, or a GPU, forever); bad peers, channels or
   // timeouts are refused before anything is enqueued. The device functions of pvmm/team_device.hpp use the same
@@ -213,7 +214,8 @@ class symmetric_window : detail::move_only {
   status put_signal(int peer, int channel, stream_ref on) const;
   /// Enqueues: wait for the next signal from `peer` on `channel`, at most `timeout` once the stream reaches it.
   status wait_signal(int peer, int channel, stream_ref on, std::chrono::milliseconds timeout) const;
-  /// Enqueues: signal every peer on `channel`, then wait for each (each wait at most `timeout`).
+  /// Enqueues: signal every peer on `channel`, then wait for each; one deadline bounds the whole barrier (`timeout`
+  /// from when the stream reaches it, however many peers are silent or dead).
   status barrier(stream_ref on, std::chrono::milliseconds timeout, int channel = 0) const;
   /// errc::timeout naming the rank and channel of the first wait that expired on this rank (stream-ordered or in a
   /// kernel), else success. Reads the pad: synchronise the streams that wait first. Blocks (a copy on the device).

@@ -18,7 +18,8 @@
 // acquire load sees the signal: a system-scope release RMW pairs with a system-scope acquire load (a fence_system
 // before it where the platform's RMW carries no release order). Data written with plain stores before signal()
 // and read after wait() is therefore ordered, across processes and devices.
-// Timeouts: every wait takes a timeout in nanoseconds (0 is not "forever": pvmm has no unbounded device wait). On
+// Timeouts: every wait takes a timeout in nanoseconds (0 is not "forever": pvmm has no unbounded device wait); a
+// barrier's timeout bounds the whole call, however many peers are silent. On
 // expiry the wait records {rank, channel, seen, expected} in this rank's error record (the first failure wins), and
 // returns false; it never traps (a trap kills the context: PyTorch's test ends in os._exit). The host reads the
 // record with symmetric_window::signal_status(): errc::timeout naming the rank and channel.
@@ -92,13 +93,6 @@ PVMM_HOST_DEVICE inline std::uint64_t signal_clock_ns(std::uint32_t wall_clock_k
           .count());
 #endif
 }
-// Between two looks at a counter that has not moved: host code gives its core away (on the host backend the waiters
-// are stream threads, often more than the cores, and the signaller may be waiting for one); device code spins.
-PVMM_HOST_DEVICE inline void signal_pause() {
-#if !defined(PVMM_DEVICE_CUDA) && !defined(PVMM_DEVICE_HIP)
-  std::this_thread::yield();
-#endif
-}
 }  // namespace detail
 
 /// A symmetric window as a kernel sees it. Trivially copyable: pass it by value. Built by symmetric_window::view().
@@ -146,9 +140,9 @@ struct window_view {
     return wait_since(from, channel, detail::signal_clock_ns(wall_clock_khz), timeout_ns);
   }
 
-  /// Every rank signals every other on `channel`, then waits for each; false when any wait expired. The whole call
-  /// is bounded by one `timeout_ns` from its start, however many ranks are missing (each later wait gets what is
-  /// left, and still takes a signal already there). Called by one thread per rank per channel at a time.
+  /// Every rank signals every other on `channel`, then waits for each; false when any wait expired. One deadline
+  /// bounds the whole call (`timeout_ns` from its start, however many peers are silent); once it has passed, each
+  /// remaining wait still looks once and consumes its epoch. Called by one thread per rank per channel at a time.
   PVMM_HOST_DEVICE bool barrier(int channel, std::uint64_t timeout_ns) const {
     const std::uint64_t start = detail::signal_clock_ns(wall_clock_khz);
     for (int r = 0; r < size; ++r)
@@ -160,15 +154,20 @@ struct window_view {
   }
 
  private:
-  // wait(), its clock started at `start`: at least one look at the counter, then until start + timeout_ns.
+  // wait(), with its deadline `timeout_ns` after `start` (a signal_clock_ns reading). The clock is read, and host
+  // code yields its core, once every 64 loads: host ranks (the host backend's stream threads) may share few cores.
   PVMM_HOST_DEVICE bool wait_since(int from, int channel, std::uint64_t start, std::uint64_t timeout_ns) const {
     std::uint64_t* const consumed = expected(channel, from);
     const std::uint64_t target = *consumed + 1;
     *consumed = target;
     const std::uint64_t* const counter = inbox(rank, channel, from);
-    for (;;) {
+    for (std::uint32_t loads = 1;; ++loads) {
       const std::uint64_t seen = detail::signal_load_acquire(counter);
       if (static_cast<std::int64_t>(seen - target) >= 0) return true;  // wrap-safe (NCCL's test)
+      if (loads % 64 != 0) continue;
+#if !defined(PVMM_DEVICE_CUDA) && !defined(PVMM_DEVICE_HIP)
+      std::this_thread::yield();
+#endif
       if (detail::signal_clock_ns(wall_clock_khz) - start >= timeout_ns) {
         signal_error* e = error();
         if (e->failed == 0) {  // the first failure wins (a benign race between two channels' waiters)
@@ -180,7 +179,6 @@ struct window_view {
         }
         return false;
       }
-      detail::signal_pause();
     }
   }
 };

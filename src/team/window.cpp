@@ -124,13 +124,7 @@ result<symmetric_window> symmetric_window::create(const team& members, const win
         PVMM_TRY_ASSIGN(max_size, detail::agree_max_size(*w, options, until, op));
         w->max_size = max_size;
         w->stride = max_size;
-        auto range = address_reservation::reserve(w->stride * static_cast<std::size_t>(members.size()));
-        if (!range) {  // still take part, so the others fail at once naming this rank
-          const auto e = op.wrap(std::move(range).error());
-          auto announced = detail::exchange_chunks(*w, physical_allocation(), 0, 0, &e, until, op);
-          return std::move(announced).error();  // this rank's own error (or the step's, if it failed earlier)
-        }
-        w->range = std::move(*range);
+        PVMM_TRY(detail::reserve_range(*w, until, op));
         PVMM_TRY(grow_slot(*w, round_up(options.size, w->team->slot_unit), until, op));
         if (options.signal_channels > 0)
           PVMM_TRY(detail::attach_signals(members, *w, options.signal_channels, until, op));

@@ -273,4 +273,15 @@ status exchange_chunks(window_state& w, physical_allocation mine, std::size_t of
   return outcome;
 }
 
+status reserve_range(window_state& w, deadline until, const operation& op) {
+  auto range = address_reservation::reserve(w.stride * w.slots.size());
+  if (!range) {
+    const auto e = op.wrap(std::move(range).error());
+    auto announced = exchange_chunks(w, physical_allocation(), 0, 0, &e, until, op);
+    return std::move(announced).error();
+  }
+  w.range = std::move(*range);
+  return {};
+}
+
 }  // namespace pvmm::detail

@@ -109,13 +109,7 @@ result<symmetric_window> symmetric_window::create_over(const team& members,
   PVMM_TRY_ASSIGN(stride, detail::stride_of(requests, t.slot_unit, op));
   w->max_size = stride;
   w->stride = stride;
-  auto range = address_reservation::reserve(w->stride * static_cast<std::size_t>(members.size()));
-  if (!range) {  // still take part, so the others fail at once naming this rank
-    const auto e = op.wrap(std::move(range).error());
-    auto announced = detail::exchange_chunks(*w, physical_allocation(), 0, 0, &e, until, op);
-    return std::move(announced).error();
-  }
-  w->range = std::move(*range);
+  PVMM_TRY(detail::reserve_range(*w, until, op));
   std::size_t offset = 0;
   for (std::uint64_t i = 0; i < steps; ++i) {
     physical_allocation shared;  // a reference of the window's own: the caller keeps its owner

@@ -131,4 +131,9 @@ result<std::size_t> agree_max_size(window_state& w, const window_options& option
 status exchange_chunks(window_state& w, physical_allocation mine, std::size_t offset, std::size_t chunk_size,
                        const error* failed, deadline until, const operation& op);
 
+/// Reserves the window's flat range (stride x ranks) into `w.range`. A rank that cannot still takes part in the
+/// first chunk exchange, announcing its failure, so every other rank fails at once naming it; it returns its own
+/// error (or the step's, if the step failed before). stride_of bounded stride x ranks.
+status reserve_range(window_state& w, deadline until, const operation& op);
+
 }  // namespace pvmm::detail

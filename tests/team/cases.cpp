@@ -295,6 +295,12 @@ int killed_victim(const std::string& name, int size) {
   return std::stoi(name.substr(name.find('-') + 1)) % 2 == 0 ? 0 : size - 1;
 }
 
+int dying_rank(const std::string& name, int size) {
+  if (name.rfind("killed-", 0) == 0) return killed_victim(name, size);
+  if (name == "sig-killed") return size - 1;
+  return -1;
+}
+
 std::string verdict::text() const {
   std::string out;
   for (const auto& f : failures) out += f + "\n";

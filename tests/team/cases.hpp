@@ -35,12 +35,14 @@ verdict run_case(const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks);
 /// `p.name` is none of them.
 bool run_mem_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks);
 
-/// The signal cases (signal_cases.cpp: "sig-data", "sig-silent", "sig-absent", "sig-bad"): false when `p.name` is
-/// none of them.
+/// The signal cases (signal_cases.cpp: "sig-data", "sig-silent", "sig-absent", "sig-bad", "sig-deadline",
+/// "sig-killed"): false when `p.name` is none of them.
 bool run_signal_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks);
 
 /// "killed-<step>": the rank that dies, and the last step (dying_bootstrap in cases.cpp says what each is).
 int killed_victim(const std::string& name, int size);
+/// The rank that case `name` kills with SIGKILL ("killed-<step>", "sig-killed"), or -1 where none dies.
+int dying_rank(const std::string& name, int size);
 inline constexpr int last_kill_step = 5;
 
 /// The cases, for the suites that list them.

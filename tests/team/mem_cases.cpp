@@ -359,6 +359,45 @@ void split_dead_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, const case_
   v.check(took < 5s, where(*b) + "the split returned long after its 1 s deadline");
 }
 
+// "mem-reserve-refused": the last rank's address reservation fails (an injected backend failure: process-wide, so
+// process ranks only; endpoints, whose count of calls before it is known) in create, then in create_from: that rank
+// still takes part, so every rank fails at once, the others naming it; then the team goes on (a window made next works
+// on every rank).
+void reserve_refused_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
+  auto t = pvmm::team::create(b, team_options_for(*b));
+  if (!t) return v.check(false, where(*b) + "team::create: " + t.error().message());
+  auto a = pvmm::physical_allocation::create(unit, slot_properties(*t, pvmm::handle_types::posix_fd));
+  if (!a) return v.check(false, where(*b) + "allocation: " + a.error().message());
+  const int last = b->size() - 1;
+  pvmm::window_options o;
+  o.size = unit;
+  o.timeout = 20s;
+  for (const bool from : {false, true}) {
+    const std::string what = where(*b) + (from ? "create_from: " : "create: ");
+    // Counted calls on the endpoints adapter: 1 the first allgather, 2 the reservation (the case checks it hit it).
+    if (b->rank() == last) pvmm::testing::fail_nth_backend_call(2);
+    const auto start = std::chrono::steady_clock::now();
+    auto w = from ? pvmm::symmetric_window::create_from(*t, *a, o) : pvmm::symmetric_window::create(*t, o);
+    pvmm::testing::fail_nth_backend_call(0);
+    v.check(std::chrono::steady_clock::now() - start < 10s, what + "took longer than the deadline allows");
+    if (w) {
+      v.check(false, what + "a window though rank " + std::to_string(last) + "'s reservation failed");
+      continue;
+    }
+    const std::string message = w.error().message();
+    if (b->rank() == last)
+      v.check(message.find("address_reservation") != std::string::npos &&
+                  message.find("fault injected") != std::string::npos,
+              what + "expected this rank's failed reservation, got " + message);
+    else
+      v.check(message.find("rank " + std::to_string(last)) != std::string::npos,
+              what + "the error does not name rank " + std::to_string(last) + ": " + message);
+  }
+  auto after = pvmm::symmetric_window::create(*t, o);
+  v.check(after.has_value(),
+          where(*b) + "a window after the refused ones: " + (after ? std::string("made") : after.error().message()));
+}
+
 // One run of memory case `p.name` on this rank; false when it is none of them.
 bool run_mem_body(verdict& v, const case_params& p, const std::shared_ptr<pvmm::bootstrap>& ranks) {
   if (p.name == "mem-from")
@@ -373,6 +412,8 @@ bool run_mem_body(verdict& v, const case_params& p, const std::shared_ptr<pvmm::
     split_dead_case(v, ranks, p);
   else if (p.name == "mem-split-lost")
     split_lost_case(v, ranks);
+  else if (p.name == "mem-reserve-refused")
+    reserve_refused_case(v, ranks);
   else
     return false;
   return true;

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
     b->reset();
   }
 #ifdef PVMM_TEAM_WITH_MPI
-  if (adapter == "mpi" && p.name.rfind("killed-", 0) == 0) {
+  if (adapter == "mpi" && pvmm_team_test::dying_rank(p.name, size) >= 0) {
     // A survivor's verdict, for tests/team/mpi_killed.cmake: MPI_Finalize with a dead rank may never return, and
     // mpirun's own status then says only that a rank died, so each survivor reports and leaves without it.
     // The survivors leave together (mpirun stops the others once one leaves without MPI_Finalize): each marks

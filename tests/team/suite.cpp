@@ -124,8 +124,8 @@ void process_adapter(const std::string& adapter, const case_params& p, int n, co
       }
       std::this_thread::sleep_for(5ms);
     }
-    if (p.name.rfind("killed-", 0) == 0 && static_cast<int>(r) == pvmm_team_test::killed_victim(p.name, n))
-      CHECK_MESSAGE((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL), "rank 0 was to die of SIGKILL");
+    if (static_cast<int>(r) == pvmm_team_test::dying_rank(p.name, n))
+      CHECK_MESSAGE((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL), "rank " << r << " was to die of SIGKILL");
     else
       CHECK_MESSAGE((WIFEXITED(status) && WEXITSTATUS(status) == 0), "rank " << r << " of " << n << " failed");
   }
@@ -240,6 +240,9 @@ void killed_at_each_step(const std::string& adapter, void (*run)(const case_para
   }                                                                                                               \
   TEST_CASE(adapter ": signal calls refuse bad peers, channels, timeouts and streams, and channels must agree") { \
     for_each_size(adapter, "sig-bad", 0, body);                                                                   \
+  }                                                                                                               \
+  TEST_CASE(adapter ": a barrier no other rank joins ends at its one deadline, not one per silent peer") {        \
+    for_each_size(adapter, "sig-deadline", 0, body);                                                              \
   }
 
 TEST_SUITE("team") {
@@ -257,6 +260,15 @@ TEST_SUITE("team") {
   PVMM_TEAM_MEM_CASES("store (directory)", directory_store_processes)
   TEST_CASE("endpoints: a rank killed at each team step: every survivor returns within its deadline naming it") {
     killed_at_each_step("endpoints", endpoint_processes);
+  }
+  TEST_CASE("endpoints: a rank killed while the others wait at a stream-ordered barrier: each returns naming it") {
+    for_each_size("endpoints", "sig-killed", 0, endpoint_processes);
+  }
+  TEST_CASE("store (directory): a rank killed while the others wait at a stream-ordered barrier: each names it") {
+    for_each_size("store (directory)", "sig-killed", 0, directory_store_processes);
+  }
+  TEST_CASE("endpoints: a rank whose reservation fails in create or create_from: every rank fails naming it") {
+    for_each_size("endpoints", "mem-reserve-refused", 0, endpoint_processes);
   }
   TEST_CASE("endpoints: a rank out of fds at window create: every rank fails at once naming it") {
     for_each_size("endpoints", "fd-short", 0, endpoint_processes);

@@ -1,11 +1,14 @@
-// Feature "team_signal" for a backend without signal kernels (hip, for now: its module would be a code object per
-// GPU architecture; pvmm/team_device.hpp's device functions compile under hipcc for users' own kernels).
+// Feature "team_signal" for a backend without stream-ordered signal kernels: the hip backend on AMD. pvmm's signal
+// module is PTX (src/backend/signal_kernels.cu), which only NVIDIA's driver loads; AMD would need a code object per
+// GPU architecture (gfx target), built with hipcc for each, which pvmm does not build yet. pvmm/team_device.hpp's
+// device functions compile under hipcc for users' own kernels.
 #include "backend/team_signal.hpp"
 
 namespace pvmm::detail::backend {
 
 const char* stream_signals_missing(int) noexcept {
-  return "this backend has no stream-ordered signal kernels yet; call pvmm/team_device.hpp's functions from a "
+  return "this backend has no stream-ordered signal kernels: pvmm's signal module is PTX, and AMD GPUs would need a "
+         "code object per gfx target, which pvmm does not build yet; call pvmm/team_device.hpp's functions from a "
          "kernel of your own (window.view())";
 }
 

@@ -1,6 +1,7 @@
-// The cuda backend's signal module: one kernel running pvmm/team_device.hpp's functions, compiled to PTX at build
-// time (nvcc -ptx) and embedded in libpvmm_cuda, which loads it with cuModuleLoadData: the library stays
-// driver-only and the driver JITs the PTX for whatever GPU it finds.
+// The signal module: one kernel running pvmm/team_device.hpp's functions, compiled to PTX at build time (nvcc -ptx,
+// cmake: pvmm_embed_signal_module) and embedded in libpvmm_cuda and in libpvmm_hip on HIP's NVIDIA platform, which
+// load it with cuModuleLoadData / hipModuleLoadData: the libraries stay driver-only and the driver JITs the PTX for
+// whatever GPU it finds. Its parameters are signal_kernel_arguments' (signal_module.hpp), in this order.
 #include <pvmm/team_device.hpp>
 
 extern "C" __global__ void pvmm_signal_kernel(pvmm::window_view view, unsigned op, int peer, int channel,

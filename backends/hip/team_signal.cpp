@@ -1,0 +1,47 @@
+// HIP backend on HIP's NVIDIA platform, feature "team_signal": one-thread launches of the embedded signal module's
+// kernel (src/backend/signal_module.hpp: the PTX the cuda backend loads), through hipModuleLoadData /
+// hipModuleGetFunction / hipModuleLaunchKernel, which forward to cuModule* / cuLaunchKernel there. On AMD the
+// backend links src/backend/unsupported/team_signal.cpp instead (a code object per gfx target would be needed).
+#if !defined(__HIP_PLATFORM_NVIDIA__)
+#error "backends/hip/team_signal.cpp is for HIP's NVIDIA platform; AMD builds link the unsupported team_signal"
+#endif
+#include "backend/team_signal.hpp"
+#include "backend/signal_module.hpp"
+#include "runtime.hpp"
+
+namespace pvmm::detail::backend {
+using namespace hip;
+
+namespace {
+const char signal_ptx[] =
+#include "signal_kernels_ptx.inc"
+    ;
+
+result<hipFunction_t> kernel_of_current_context() {
+  hipCtx_t context = nullptr;
+  PVMM_HIP(hipCtxGetCurrent, &context);
+  return signal_kernel_in<hipCtx_t, hipFunction_t>(context, []() -> result<hipFunction_t> {
+    hipModule_t module = nullptr;
+    PVMM_HIP(hipModuleLoadData, &module, signal_ptx);
+    hipFunction_t f = nullptr;
+    PVMM_HIP(hipModuleGetFunction, &f, module, signal_kernel_name);
+    return f;
+  });
+}
+}  // namespace
+
+const char* stream_signals_missing(int) noexcept { return nullptr; }
+
+status enqueue_signal(const signal_work& work, stream_handle s, int device) {
+  PVMM_REQUIRE_RUNTIME();
+  return on_device(device, [&]() -> status {
+    PVMM_TRY_ASSIGN(f, kernel_of_current_context());
+    signal_kernel_arguments arguments(work);
+    PVMM_HIP(hipModuleLaunchKernel, f, 1, 1, 1, 1, 1, 1, 0, native(s), arguments.params(), nullptr);
+    return {};
+  });
+}
+
+std::uint32_t wall_clock_khz(int) noexcept { return 0; }  // %globaltimer counts nanoseconds
+
+}  // namespace pvmm::detail::backend

@@ -1,0 +1,57 @@
+// The signal module as a driver loads it: what the cuda backend and the hip backend on HIP's NVIDIA platform share.
+// signal_kernels.cu is compiled to PTX at build time (cmake: pvmm_embed_signal_module) and embedded; each backend
+// loads it with its module calls (cuModule*, hipModule*: on NVIDIA those forward to cuModule*) once per context and
+// launches its kernel with one thread on the caller's stream.
+#pragma once
+
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "backend/team_signal.hpp"
+#include "core/propagate.hpp"
+
+namespace pvmm::detail::backend {
+
+/// The module's one kernel (extern "C" in signal_kernels.cu).
+inline constexpr const char* signal_kernel_name = "pvmm_signal_kernel";
+
+/// The kernel's parameters in its order (signal_kernels.cu), as the drivers' launch calls take them: an array of
+/// pointers to each value. Not copyable: the array points into the object.
+class signal_kernel_arguments {
+ public:
+  explicit signal_kernel_arguments(const signal_work& w)
+      : view_(w.view),
+        op_(static_cast<unsigned>(w.op)),
+        peer_(w.peer),
+        channel_(w.channel),
+        timeout_ns_(w.timeout_ns) {}
+  signal_kernel_arguments(const signal_kernel_arguments&) = delete;
+  signal_kernel_arguments& operator=(const signal_kernel_arguments&) = delete;
+  void** params() { return params_; }
+
+ private:
+  window_view view_;
+  unsigned op_;
+  int peer_;
+  int channel_;
+  unsigned long long timeout_ns_;
+  void* params_[5] = {&view_, &op_, &peer_, &channel_, &timeout_ns_};
+};
+
+/// The kernel in `context`, loaded by `load()` (a result<Function>) the first time that context asks. Global state,
+/// one cache per backend library (each instantiates this once): a module lives as long as its context, so it is
+/// loaded once per context (loading JITs the PTX) and never unloaded.
+template <class Context, class Function, class Load>
+result<Function> signal_kernel_in(Context context, Load&& load) {
+  static std::mutex lock;
+  static std::vector<std::pair<Context, Function>> loaded;
+  const std::lock_guard<std::mutex> hold(lock);
+  for (const auto& [c, f] : loaded)
+    if (c == context) return f;
+  PVMM_TRY_ASSIGN(f, load());
+  loaded.emplace_back(context, f);
+  return f;
+}
+
+}  // namespace pvmm::detail::backend
