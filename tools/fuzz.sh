@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A longer fuzz run than CI's minute per target: tools/fuzz.sh [seconds per target, default 3600] [target ...]
+# A longer fuzz run than CI's 20 s per target: tools/fuzz.sh [seconds per target, default 3600] [target ...]
 # Builds the fuzz preset (clang, ASan + UBSan, host backend) and runs each target from its seed corpus; new
 # inputs go to build/fuzz/tests/fuzz/corpus/<target>, crashes to the current directory (crash-*).
 set -euo pipefail
@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-3600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(descriptor_parse receive_fds import_buffer pool_records)
+# Every target tests/fuzz/CMakeLists.txt builds (its foreach list), unless some are named.
+[ ${#targets[@]} -gt 0 ] || read -r -a targets < <(sed -n 's/^foreach(target \(.*\))$/\1/p' tests/fuzz/CMakeLists.txt)
 cmake --preset fuzz -DPVMM_FUZZ_SECONDS="$seconds" >/dev/null
 cmake --build --preset fuzz
 for t in "${targets[@]}"; do

@@ -60,7 +60,7 @@ case "${1:-}" in
     # Reliability: sanitizers and fuzzing need clang and its runtimes (libFuzzer, ASan, UBSan, TSan).
     install_missing clang libclang-rt-14-dev
     backends+=(host-asan host-tsan fuzz)
-    export PVMM_FUZZ_SECONDS="${PVMM_FUZZ_SECONDS:-20}"  # six targets; CI stays under 25 min with Python and C
+    export PVMM_FUZZ_SECONDS="${PVMM_FUZZ_SECONDS:-20}"  # five targets, two at a time
     total=0 failed=0 skipped=0
     # Formatting: every C++ source as .clang-format says (Debian's clang-format), or the run fails naming the files.
     install_missing clang-format
