@@ -4,7 +4,7 @@
 #                         pvmm-info --check
 #   tools/setup.sh test   build every backend this machine can compile (host always; cuda, and hip on HIP's
 #                         NVIDIA platform (built only), where the CUDA toolkit is; hip with Debian's ROCm
-#                         packages) with warnings as errors, run each suite;
+#                         packages, its suite only where an AMD GPU is) with warnings as errors, run each suite;
 #                         then the reliability builds: the host suite under ASan + UBSan and under TSan, and
 #                         each libFuzzer target for PVMM_FUZZ_SECONDS (default 20; longer by hand) — clang from Debian; and
 #                         every C++ source checked against .clang-format; Open MPI (Debian's) for the team
@@ -47,7 +47,7 @@ case "${1:-}" in
     install_missing "${base_packages[@]}" openmpi-bin libopenmpi-dev
     backends=(host)
     # hip-nvidia is built (not run: no GPU here) to keep the driverless build of HIP's NVIDIA platform working:
-    # the library, tools and examples; tools/gpu-verify.sh builds and runs its tests where there is a GPU.
+    # the library (tools/gpu-verify.sh builds its tools, examples and tests and runs them where there is a GPU).
     if cuda_toolkit; then
       backends+=(cuda)
       [ -d ../shared/reference/hip-nvidia/include ] && backends+=(hip-nvidia)  # HIP's NVIDIA-platform headers
@@ -79,7 +79,14 @@ case "${1:-}" in
       status=0
       # Each stage's time (wall, and CPU of all its processes): where CI's time goes, read from its log.
       TIMEFORMAT="time: backend $b: %0R s wall, %0U s user, %0S s sys"
-      time { cmake --workflow --preset "$b" || status=$?; }
+      if [ "$b" = hip ] && ! amd_gpu; then
+        # No AMD GPU here: every hip device case would only skip, and the cases that need no device ran in the host
+        # stage; the backend (with its compile checks against the newest ROCm and HIP-on-NVIDIA headers), the tools
+        # and the examples are built. An AMD machine runs the whole hip suite (tools/setup.sh test there).
+        time { { cmake --preset hip -DPVMM_BUILD_TESTS=OFF >/dev/null && cmake --build --preset hip; } || status=$?; }
+      else
+        time { cmake --workflow --preset "$b" || status=$?; }
+      fi
       if [ -f "build/$b/junit.xml" ]; then
         t=$(junit_count "build/$b/junit.xml" tests)
         f=$(junit_count "build/$b/junit.xml" failures)
