@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A longer fuzz run than CI's 20 s per target: tools/fuzz.sh [seconds per target, default 3600] [target ...]
+# A longer fuzz run than CI's 10 s per target: tools/fuzz.sh [seconds per target, default 3600] [target ...]
 # Builds the fuzz preset (clang, ASan + UBSan, host backend) and runs each target from its seed corpus; new
 # inputs go to build/fuzz/tests/fuzz/corpus/<target>, crashes to the current directory (crash-*).
 set -euo pipefail

@@ -6,7 +6,7 @@
 #                         NVIDIA platform (built only), where the CUDA toolkit is; hip with Debian's ROCm
 #                         packages, its suite only where an AMD GPU is) with warnings as errors, run each suite;
 #                         then the reliability builds: the host suite under ASan + UBSan and under TSan, and
-#                         each libFuzzer target for PVMM_FUZZ_SECONDS (default 20; longer by hand) — clang from Debian; and
+#                         each libFuzzer target for PVMM_FUZZ_SECONDS (default 10; tools/fuzz.sh for long runs) — clang from Debian; and
 #                         every C++ source checked against .clang-format; Open MPI (Debian's) for the team
 #                         cases under mpirun
 set -euo pipefail
@@ -60,7 +60,7 @@ case "${1:-}" in
     # Reliability: sanitizers and fuzzing need clang and its runtimes (libFuzzer, ASan, UBSan, TSan).
     install_missing clang libclang-rt-14-dev
     backends+=(host-asan host-tsan fuzz)
-    export PVMM_FUZZ_SECONDS="${PVMM_FUZZ_SECONDS:-20}"  # five targets, two at a time
+    export PVMM_FUZZ_SECONDS="${PVMM_FUZZ_SECONDS:-10}"  # five targets, two at a time; tools/fuzz.sh for long runs
     total=0 failed=0 skipped=0
     # Formatting: every C++ source as .clang-format says (Debian's clang-format), or the run fails naming the files.
     install_missing clang-format
