@@ -34,6 +34,7 @@
 //   --trace-*  traces: scale of the sizes, timed rounds, only the traces whose name holds TEXT
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <string>
 #include <vector>
@@ -86,11 +87,23 @@ int main(int argc, char** argv) {
     } else if (a == "--compare" && i + 1 < argc) {
       team_flags.compare.push_back(argv[++i]);
     } else if (a.rfind("--trace-scale=", 0) == 0) {
-      bench::trace_scale = std::stod(a.substr(14));
+      // strtod/strtol, not std::stod/stoi: a bad value is a usage error, not an uncaught exception.
+      char* end = nullptr;
+      bench::trace_scale = std::strtod(a.c_str() + 14, &end);
+      if (end == a.c_str() + 14 || *end != '\0' || !(bench::trace_scale > 0)) {
+        std::fprintf(stderr, "pvmm-bench: --trace-scale wants a positive number, got %s\n", a.c_str() + 14);
+        return 2;
+      }
     } else if (a.rfind("--trace-only=", 0) == 0) {
       bench::trace_only = a.substr(13);
     } else if (a.rfind("--trace-rounds=", 0) == 0) {
-      bench::trace_rounds = std::stoi(a.substr(15));
+      char* end = nullptr;
+      const long rounds = std::strtol(a.c_str() + 15, &end, 10);
+      if (end == a.c_str() + 15 || *end != '\0' || rounds < 1 || rounds > 1000) {
+        std::fprintf(stderr, "pvmm-bench: --trace-rounds wants 1 to 1000, got %s\n", a.c_str() + 15);
+        return 2;
+      }
+      bench::trace_rounds = static_cast<int>(rounds);
     } else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr,
                    "pvmm-bench: unknown flag %s (--quick, --compare nccl|torch, --trace-scale=, "
