@@ -1,5 +1,6 @@
 // How the team examples start their ranks: one binary, three launchers, the same rank body.
-//   --threads N                 N ranks as threads of this process (make_thread_bootstraps)
+//   --threads N                 N ranks as threads of this process (make_thread_bootstraps); on one GPU their
+//                               stream-ordered waits are refused (one context: pvmm/team.hpp), so use --spawn
 //   --spawn N                   N copies of this program, each started with --endpoints (one command runs all)
 //   --endpoints NAME RANK SIZE  one rank of SIZE node-local processes meeting at endpoint NAME
 //   --mpi                       rank and size from mpirun (only in the *_mpi build, PVMM_EXAMPLE_WITH_MPI)

@@ -32,6 +32,8 @@ const char* stream_signals_missing(int) noexcept {
   return nullptr;
 }
 
+const char* same_context_waits_missing(int) noexcept { return same_context_waits_reason; }
+
 status enqueue_signal(const signal_work& work, stream_handle s, int) {
   PVMM_REQUIRE_DRIVER();
   PVMM_TRY_ASSIGN(scope, context_scope::of_stream(native(s)));

@@ -32,6 +32,8 @@ result<hipFunction_t> kernel_of_current_context() {
 
 const char* stream_signals_missing(int) noexcept { return nullptr; }
 
+const char* same_context_waits_missing(int) noexcept { return same_context_waits_reason; }
+
 status enqueue_signal(const signal_work& work, stream_handle s, int device) {
   PVMM_REQUIRE_RUNTIME();
   return on_device(device, [&]() -> status {

@@ -26,6 +26,8 @@ void run_signal_work(void* data) {
 
 const char* stream_signals_missing(int) noexcept { return nullptr; }
 
+const char* same_context_waits_missing(int) noexcept { return nullptr; }  // each stream is a thread
+
 status enqueue_signal(const signal_work& work, stream_handle s, int device) {
   auto* copy = new (std::nothrow) signal_work(work);
   if (copy == nullptr) return make_error(errc::out_of_memory, "no memory for the host function's arguments");

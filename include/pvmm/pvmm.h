@@ -553,7 +553,9 @@ PVMM_C_API pvmm_status pvmm_window_peer(pvmm_window window, int rank, void** add
 
 /* Signals (a window made with signal_channels > 0; pvmm/team.hpp): stream-ordered, every wait bounded. A wait that
  * expires lets the stream go on; pvmm_window_signal_status then answers pvmm_status_timeout naming the rank and
- * channel. Kernels use pvmm/team_device.hpp (C++) with the table from pvmm_window_device_pointer_table. */
+ * channel. Kernels use pvmm/team_device.hpp (C++) with the table from pvmm_window_device_pointer_table. On the
+ * GPU backends, wait_signal and barrier answer pvmm_status_not_supported where another rank of the window is in
+ * this process on this device (thread ranks on one GPU): one context's kernels are not sure to run at once. */
 PVMM_C_API pvmm_status pvmm_window_put_signal(pvmm_window window, int peer, int channel,
                                               pvmm_stream_ref on) PVMM_C_NOEXCEPT;
 PVMM_C_API pvmm_status pvmm_window_wait_signal(pvmm_window window, int peer, int channel, pvmm_stream_ref on,

@@ -204,6 +204,12 @@ class symmetric_window : detail::move_only {
   // is bounded by its timeout (a dead peer never holds a stream, or a GPU, forever); bad peers, channels or
   // timeouts are refused before anything is enqueued. The device functions of pvmm/team_device.hpp use the same
   // counters (view()).
+  // Ranks sharing a process and a device (thread ranks on one GPU): on the GPU backends, wait_signal and barrier
+  // are not_supported on every rank of such a window, naming two such ranks (checked before the arguments). CUDA
+  // does not guarantee that kernels on different streams of one context run at the same time, and a waiting
+  // kernel can keep its sibling from starting until the wait expires. The host backend's streams are threads, so
+  // it allows them. Processes sharing a GPU are time-sliced, which runs each one's kernels: to share a GPU, run
+  // one process per rank.
 
   /// The window as kernels see it: pass by value (pvmm/team_device.hpp). peers points at device_pointer_table().
   result<window_view> view() const;

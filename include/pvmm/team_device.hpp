@@ -23,6 +23,10 @@
 // expiry the wait records {rank, channel, seen, expected} in this rank's error record (the first failure wins), and
 // returns false; it never traps (a trap kills the context: PyTorch's test ends in os._exit). The host reads the
 // record with symmetric_window::signal_status(): errc::timeout naming the rank and channel.
+// Progress: a wait needs the waited-for rank's kernel to run. Separate processes sharing a GPU are time-sliced, and
+// separate GPUs run independently; two ranks in one process on one device share a context, whose kernels on
+// different streams are not guaranteed to run at the same time (the host API refuses such waits on GPUs:
+// symmetric_window::barrier). Waits in one kernel between its blocks need them all resident (a cooperative launch).
 // Clocks: NVIDIA %globaltimer (ns); AMD wall_clock64() at view.wall_clock_khz (hipDeviceAttributeWallClockRate,
 // filled by the host); host code std::chrono::steady_clock.
 #pragma once

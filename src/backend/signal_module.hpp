@@ -13,6 +13,13 @@
 
 namespace pvmm::detail::backend {
 
+/// Why the NVIDIA driver's signal kernels refuse a wait for a rank sharing the caller's context (issue 35: measured
+/// on an H100, 8 of 180 barriers between 3 thread ranks of a process timed out with a live peer: its kernel was
+/// enqueued at once but did not start until its siblings' waits had expired).
+inline constexpr const char* same_context_waits_reason =
+    "CUDA does not guarantee that kernels on different streams of one context run at the same time, so a kernel "
+    "waiting for a rank in the same process and on the same device can stall until its timeout";
+
 /// The module's one kernel (extern "C" in signal_kernels.cu).
 inline constexpr const char* signal_kernel_name = "pvmm_signal_kernel";
 

@@ -25,6 +25,10 @@ struct signal_work {
 
 /// Whether this backend enqueues signal work on a device's streams (empty: it does; else why not).
 const char* stream_signals_missing(int ordinal) noexcept;
+/// Whether a stream-ordered wait for a rank in this process on the same device is sure to progress (empty: it is;
+/// else why not). The host backend's streams are threads, so it is; a GPU does not promise that the kernels of one
+/// context run at the same time, so a wait for a rank sharing the context may stall until its timeout.
+const char* same_context_waits_missing(int ordinal) noexcept;
 /// Enqueues `work` on stream `s` of device `device`.
 status enqueue_signal(const signal_work& work, stream_handle s, int device);
 /// AMD's wall clock rate (kHz) for the view; 0 where the device clock is in nanoseconds.

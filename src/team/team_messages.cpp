@@ -18,6 +18,12 @@
 
 namespace pvmm::detail {
 
+bool team_state::same_process(int a, int b) const {
+  const member_record& x = records[a];
+  const member_record& y = records[b];
+  return x.node == y.node && x.pid_namespace == y.pid_namespace && x.pid == y.pid;
+}
+
 bool team_state::same_device(int a, int b) const {
   const member_record& x = records[a];
   const member_record& y = records[b];

@@ -72,6 +72,8 @@ struct team_state {
   std::vector<int> node_ranks() const;
   /// Whether ranks `a` and `b` use the same physical device (on one node).
   bool same_device(int a, int b) const;
+  /// Whether ranks `a` and `b` are one process (one node, one pid namespace, one pid).
+  bool same_process(int a, int b) const;
   /// Those of `candidates` whose process this one can see (another process, same node and pid namespace) and
   /// that have exited (all of them: a rank that failed and left is named beside the one that died first); empty
   /// when none has (or none can be seen). Opens and closes at most one fd at a time.

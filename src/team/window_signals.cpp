@@ -66,6 +66,11 @@ status attach_signals(const team& members, window_state& w, int channels, deadli
   s->pads = std::move(pads);
   s->channels = channels;
   s->wall_clock_khz = backend::wall_clock_khz(w.team->options.device);
+  // The first two ranks sharing a process and a device, from the records every rank holds: every rank refuses
+  // the same waits (a rank that had no such sibling would otherwise wait for one that was refused).
+  for (int a = 0; a < n && s->same_context_ranks[0] < 0; ++a)
+    for (int b = a + 1; b < n && s->same_context_ranks[0] < 0; ++b)
+      if (w.team->same_process(a, b) && w.team->same_device(a, b)) s->same_context_ranks = {a, b};
   w.signals = std::move(s);
   return {};
 }
@@ -116,6 +121,14 @@ status enqueue(const std::shared_ptr<detail::window_state>& state, detail::backe
   // The capability first (this rank's device: a stream on another device is refused below).
   if (const char* missing = detail::backend::stream_signals_missing(state->team->options.device))
     return op.fail(errc::not_supported, missing);
+  if (what != detail::backend::signal_op::put && s->same_context_ranks[0] >= 0) {
+    if (const char* why = detail::backend::same_context_waits_missing(state->team->options.device))
+      return op.fail(errc::not_supported,
+                     fmt::format("ranks {} and {} of this window are in one process on one device: {}",
+                                 s->same_context_ranks[0], s->same_context_ranks[1], why),
+                     "run one process per rank (processes sharing a GPU are time-sliced, so each one's kernels run) "
+                     "or give each thread rank its own GPU");
+  }
   const int n = static_cast<int>(state->slots.size());
   if (what != detail::backend::signal_op::barrier && (peer < 0 || peer >= n || peer == state->team->rank()))
     return op.fail(errc::invalid_argument,

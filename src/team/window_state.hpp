@@ -2,6 +2,7 @@
 // allocations, or its imports of a peer's) or why the peer is not mapped.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -56,6 +57,7 @@ struct window_signals {
   symmetric_window pads;  // rank r's pad at pads.base() + r * pads.stride(); the pointer table after this rank's
   int channels = 0;
   std::uint32_t wall_clock_khz = 0;
+  std::array<int, 2> same_context_ranks{-1, -1};  // the first two ranks in one process on one device (-1: none)
 };
 
 struct window_state final : peer_mappings {

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include <pvmm/device.hpp>
 #include <pvmm/diagnostics.hpp>
 #include <pvmm/pinned.hpp>
 #include <pvmm/stream.hpp>
@@ -54,6 +55,17 @@ bool set_up(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b, int channels,
   if (auto probe = w->put_signal(-1, 0, *s); probe.code() == errc::not_supported) {
     std::printf("[pvmm-skip] %s%s\n", where(*b).c_str(), probe.error().message().c_str());
     return false;
+  }
+  // Waits between ranks sharing a process and a GPU are refused on every rank, naming two of them (one context's
+  // kernels are not sure to run at once); the host backend's stream threads always progress, so it never refuses.
+  if (auto probe = w->barrier(*s, 0ms, -1); probe.code() == errc::not_supported) {
+    const std::string why = probe.error().message();
+    v.check(pvmm::query_backend().name != "host" && why.find("in one process on one device") != std::string::npos,
+            where(*b) + "barrier refused: " + why);
+    std::printf("[pvmm-skip] %s%s\n", where(*b).c_str(), why.c_str());
+    return false;
+  } else if (probe.code() != errc::invalid_argument) {
+    return v.check(false, where(*b) + "barrier on channel -1: " + text(probe)), false;
   }
   out = {std::move(*t), std::move(*w), std::move(*s)};
   return true;

@@ -12,6 +12,8 @@ const char* stream_signals_missing(int) noexcept {
          "kernel of your own (window.view())";
 }
 
+const char* same_context_waits_missing(int) noexcept { return stream_signals_missing(0); }
+
 status enqueue_signal(const signal_work&, stream_handle, int) {
   return make_error(errc::not_supported, stream_signals_missing(0));
 }
