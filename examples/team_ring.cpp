@@ -59,7 +59,12 @@ int run(std::shared_ptr<pvmm::bootstrap> ranks) {
       if (me == 0) std::printf("%s: [pvmm-skip] %s\n", name, s.error().message().c_str());
       return 0;
     }
-    if (auto s = window.wait_signal(prev, 0, stream, wait_timeout); !s) return fail(me, "wait_signal", s.error());
+    if (auto s = window.wait_signal(prev, 0, stream, wait_timeout); !s) {
+      // Refused on every rank alike (thread ranks sharing a GPU): let this rank's signal finish, then stop.
+      if (s.code() != pvmm::errc::not_supported || !stream.synchronize()) return fail(me, "wait_signal", s.error());
+      if (me == 0) std::printf("%s: [pvmm-skip] %s\n", name, s.error().message().c_str());
+      return 0;
+    }
   }
   std::vector<std::uint64_t> gathered(static_cast<std::size_t>(n) * chunk_words);
   if (auto s = stream.copy_async(gathered.data(), window.local(), gathered.size() * 8); !s)
