@@ -7,13 +7,14 @@
 //   peer      (cuda, 2 GPUs) copy into GPU 1 from GPU 0 memory through a pvmm peer mapping vs cudaMemcpyPeer
 //   nccl      (cuda, built with NCCL) ncclMemAlloc/ncclMemFree vs pvmm doing the same, 2 MiB to 1 GiB
 //   sharing   export -> send fd -> import -> map -> first read: pvmm vs the raw calls
-//   teams     N = 2, 4, 8 ranks: symmetric window creation (threads and endpoint processes, 2 MiB to 1 GiB slots:
-//             team::create, a bare exchange, window::create; fds held per rank; no raw alternative: absolute
-//             times); barrier and put/wait-signal latency between processes on one device, against the same steps
-//             on the raw calls (cuda: cuStreamWriteValue32 / cuStreamWaitValue32); one-shot all-reduce 4 KiB to
-//             64 MiB through the window's device view, against the same kernel on cuIpc pointers (cuda; host:
-//             pvmm's side only), time and bandwidth, every output checked. teams-sync and teams-allreduce run
-//             one of the last two tables alone
+//   teams     N = 2, 4, 8 ranks, one GPU each where there are N reachable GPUs, else all on device 0: symmetric
+//             window creation (threads and endpoint processes, 2 MiB to 1 GiB slots: team::create, a bare
+//             exchange, window::create; fds held per rank; no raw alternative: absolute times; PyTorch
+//             SymmetricMemory's rendezvous with --compare torch); barrier and put/wait-signal latency, against
+//             the same steps on the raw calls (cuda: cuStreamWriteValue32 / cuStreamWaitValue32); one-shot
+//             all-reduce 4 KiB to 64 MiB through the window's device view, against the same kernel on cuIpc
+//             pointers (cuda; host: pvmm's side only), NCCL and PyTorch SymmetricMemory with --compare, time and
+//             bandwidth, every output checked. teams-sync and teams-allreduce run one of the last two tables alone
 //   pinned    (cuda) pinned allocate vs cuMemHostAlloc, register vs cuMemHostRegister; H2D and D2H bandwidth,
 //             pinned vs pageable, 4 KiB to 1 GiB
 //   managed   (cuda, built with a CUDA compiler) prefetch-then-kernel vs first-touch faults vs an explicit copy;

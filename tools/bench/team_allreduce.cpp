@@ -150,6 +150,18 @@ std::string bandwidth(std::size_t bytes, double seconds, int n) {
   return fmt::format("{:.2f} / {:.2f}", algbw, algbw * 2 * (n - 1) / n);
 }
 
+// A row per size from the ranks' lines tagged `tag` + bytes: pvmm against the other side of those lines, per
+// round, and a bandwidth: pvmm's against raw (tag ""), the outside side's otherwise (NCCL: "nccl-").
+void print_paired_rows(int n, const std::map<std::string, paired_rounds>& rows, const std::string& tag, bool quick) {
+  for (std::size_t bytes : allreduce::sizes(quick)) {
+    const auto at = rows.find(tag + std::to_string(bytes));
+    check(at != rows.end(), "a teams all-reduce result");
+    const paired_rounds& p = at->second;
+    fmt::print("  {:>2} {:>9}  {}  {}\n", n, size_name(bytes), latency_columns(p, 1e6),
+               bandwidth(bytes, median(tag.empty() ? p.pvmm : p.raw), n));
+  }
+}
+
 }  // namespace
 
 int team_allreduce_rank(const rank_args& a) {
@@ -244,12 +256,7 @@ void team_allreduce(const team_flags& flags, const torch_results* torch) {
     const bool nccl_here = with_nccl && nccl_missing(n).empty();
     by_n[n] = slowest_per_round(
         run_rank_processes("allreduce", n, {quick ? "1" : "0", nccl_here ? "1" : "0"}, std::chrono::seconds(300)));
-    for (std::size_t bytes : allreduce::sizes(quick)) {
-      const auto at = by_n[n].find(std::to_string(bytes));
-      check(at != by_n[n].end(), "a teams all-reduce result");
-      fmt::print("  {:>2} {:>9}  {}  {}\n", n, size_name(bytes), latency_columns(at->second, 1e6),
-                 bandwidth(bytes, median(at->second.pvmm), n));
-    }
+    print_paired_rows(n, by_n[n], "", quick);
   }
   if (with_nccl) {
     fmt::print(
@@ -263,12 +270,7 @@ void team_allreduce(const team_flags& flags, const torch_results* torch) {
         fmt::print("  {:>2}  [pvmm-skip] {}\n", n, why);
         continue;
       }
-      for (std::size_t bytes : allreduce::sizes(quick)) {
-        const auto at = by_n[n].find("nccl-" + std::to_string(bytes));
-        check(at != by_n[n].end(), "a teams all-reduce result from NCCL's side");
-        fmt::print("  {:>2} {:>9}  {}  {}\n", n, size_name(bytes), latency_columns(at->second, 1e6),
-                   bandwidth(bytes, median(at->second.raw), n));
-      }
+      print_paired_rows(n, by_n[n], "nccl-", quick);
     }
   }
   if (with_torch) {

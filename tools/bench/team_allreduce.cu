@@ -145,7 +145,7 @@ class gpu_reducer : public reducer {
   void launch(const Team& team, std::size_t count) {
     const std::size_t wanted = (count / 4 + threads - 1) / threads;  // one float4 a thread, or grid-stride
     const int blocks = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, max_blocks_)));
-    one_shot_all_reduce<<<blocks, threads, 0, stream_>>>(team, static_cast<float4*>(out_), count / 4, expired_);
+    one_shot_all_reduce<<<blocks, threads, 0, stream()>>>(team, reinterpret_cast<float4*>(out()), count / 4, expired_);
     CUDART(cudaGetLastError());
   }
 

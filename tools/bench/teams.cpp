@@ -7,6 +7,9 @@
 //   window    symmetric_window::create: reserve, allocate, the record allgather, the fd ring, import, map, grant;
 // and the fds each rank's process holds more while its team and window are alive, and after releasing them (0:
 // nothing leaked). Printed: the median over the repetitions and its interquartile range.
+// Ranks run one per GPU where the machine has N GPUs that reach each other, else all on device 0 (team_ranks.hpp).
+// --compare torch adds PyTorch SymmetricMemory's symm_mem.empty + rendezvous at the same slots (team_torch.hpp: its
+// own processes, one GPU each) as a row under each processes row.
 // Then the section's other tables: team_sync.cpp (barrier and put/wait-signal latency) and team_allreduce.cpp
 // (one-shot all-reduce); --quick (CI's smoke run) keeps N = 2, 4 and small sizes, every buffer still checked.
 #include <dirent.h>
