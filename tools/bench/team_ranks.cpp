@@ -70,6 +70,7 @@ std::vector<int> team_sizes(const team_flags& flags) {
 }
 
 children_output run_children(const std::vector<std::vector<std::string>>& argvs, std::chrono::seconds limit) {
+  children_output out;
   int out_pipe[2];
   check(::pipe2(out_pipe, O_CLOEXEC) == 0, "pipe2");
   posix_spawn_file_actions_t actions;
@@ -83,16 +84,19 @@ children_output run_children(const std::vector<std::vector<std::string>>& argvs,
     argv.push_back(nullptr);
     pid_t pid = 0;
     if (::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ) != 0) {
-      std::fprintf(stderr, "pvmm-bench: FAIL: could not start %s\n", argv[0]);
+      out.not_started = words.front();
       for (pid_t started : pids) ::kill(started, SIGKILL);  // our own children, by pid
       for (pid_t started : pids) ::waitpid(started, nullptr, 0);
-      std::exit(1);
+      break;
     }
     pids.push_back(pid);
   }
   ::posix_spawn_file_actions_destroy(&actions);
   ::close(out_pipe[1]);
-  children_output out;
+  if (!out.not_started.empty()) {
+    ::close(out_pipe[0]);
+    return out;
+  }
   out.in_time = read_until(out_pipe[0], out.text, clock_type::now() + limit);
   ::close(out_pipe[0]);
   if (!out.in_time)
@@ -115,6 +119,7 @@ std::string run_rank_processes(const std::string& job, int n, const std::vector<
     argvs.back().insert(argvs.back().end(), args.begin(), args.end());
   }
   children_output ran = run_children(argvs, limit);
+  check(ran.not_started.empty(), "posix_spawn of a rank");
   std::string failed;
   for (int r = 0; r < n; ++r) {
     const int status = ran.statuses[static_cast<std::size_t>(r)];

@@ -46,9 +46,11 @@ struct children_output {
   std::string text;
   bool in_time = false;
   std::vector<int> statuses;
+  std::string not_started;  ///< non-empty: a child could not start (this program), and none runs
 };
 /// Starts one child per argv (argv[0] looked up in PATH when it has no '/'), reads their stdout until every one
-/// closed it or `limit` passes, then reaps them all. Their stderr is this program's.
+/// closed it or `limit` passes, then reaps them all. Their stderr is this program's. Where one cannot start, those
+/// already started are killed and reaped, and nothing is read.
 children_output run_children(const std::vector<std::vector<std::string>>& argvs, std::chrono::seconds limit);
 
 /// Starts `n` ranks of `job` with `args`; returns their stdout. Every rank must exit 0 within `limit`, or the

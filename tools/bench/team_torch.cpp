@@ -77,6 +77,11 @@ torch_results run_torch(const std::vector<int>& team_sizes, const torch_plan& cr
   if (!create.empty()) argv.insert(argv.end(), {"--create", plan_arg(create)});
   if (!allreduce.empty()) argv.insert(argv.end(), {"--allreduce", plan_arg(allreduce)});
   const children_output ran = run_children({argv}, limit);
+  if (!ran.not_started.empty()) {
+    out.skipped = "no Python to run " + std::string(PVMM_BENCH_TORCH_SCRIPT) + " (" + ran.not_started +
+                  " could not start; $PVMM_PYTHON names another)";
+    return out;
+  }
   std::map<std::pair<int, std::size_t>, std::map<int, double>> create_runs, allreduce_runs;
   std::string failed;
   std::istringstream lines(ran.text);

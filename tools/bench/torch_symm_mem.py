@@ -124,13 +124,21 @@ class Rank:
     def empty(self, count, dtype):
         return self.symm_mem.empty(count, dtype=dtype, device=self.device)
 
+    def rendezvous(self, tensor):
+        handle = self.symm_mem.rendezvous(tensor, self.group_name)
+        if getattr(handle, "multicast_ptr", 0):  # the environment above should have prevented it: say so loudly
+            emit(f"fail N={self.size} rank {self.rank}: rendezvous made a multicast object despite "
+                 "TORCH_SYMM_MEM_DISABLE_MULTICAST=1")
+            sys.exit(1)
+        return handle
+
     def create(self, n, slot, reps):
         torch = self.torch
         for rep in range(-1, reps):  # -1: uncounted (the process's first rendezvous sets up its exchange)
             self.barrier()
             t0 = time.perf_counter()
             t = self.empty(slot, torch.uint8)
-            handle = self.symm_mem.rendezvous(t, self.group_name)
+            handle = self.rendezvous(t)
             torch.cuda.synchronize()
             seconds = time.perf_counter() - t0
             if rep >= 0:
@@ -143,7 +151,7 @@ class Rank:
         torch = self.torch
         max_count = max(b for b, _ in sizes) // 4
         buf = self.empty(max_count, torch.float32)
-        self.symm_mem.rendezvous(buf, self.group_name)
+        self.rendezvous(buf)
         pattern = torch.arange(max_count, device=self.device, dtype=torch.int64) % 97
         buf.copy_(pattern.to(torch.float32) * (self.rank + 1))
         out = torch.empty(max_count, device=self.device, dtype=torch.float32)
@@ -214,13 +222,13 @@ def run_team(a, n, until):
         for r in range(n):
             argv[3] = str(r)
             children.append(subprocess.Popen(list(argv), stdout=subprocess.PIPE, text=True))
-        # A rank that refused (exit 3) leaves its peers waiting in a collective: stop them rather than let the
-        # deadline do it, so the reason is a skip, not a timeout.
+        # A rank that refused (exit 3) or failed leaves its peers waiting in a collective: stop them rather than
+        # let the deadline do it, so the reason is the rank's, not a timeout.
         in_time = True
-        while any(c.poll() is None for c in children):
+        while None in [c.poll() for c in children]:  # a list: every child polled (any() would stop at the first)
             if time.monotonic() > until:
                 in_time = False
-            if not in_time or any(c.returncode == 3 for c in children):
+            if not in_time or any(c.returncode not in (None, 0) for c in children):
                 for c in children:
                     if c.poll() is None:
                         c.kill()  # our own children
