@@ -130,9 +130,12 @@ std::string nccl_missing(int ranks) {
       "needs one GPU per rank, peers reachable ({} ranks, {} GPUs here); NCCL refuses two ranks on "
       "one GPU",
       ranks, pvmm::device_count().value_or(0));
-#else
+#elif PVMM_BENCH_CUDA
   (void)ranks;
   return "not built with NCCL (tools/CMakeLists.txt looks for nccl.h and libnccl)";
+#else
+  (void)ranks;
+  return "the host backend: NCCL runs on GPUs";
 #endif
 }
 
@@ -213,7 +216,7 @@ int team_allreduce_rank(const rank_args& a) {
       emit(fmt::format("{} {} {} {} {}\n", bytes, me, round, took[0], raw_s));
       if (with_nccl) emit(fmt::format("nccl-{} {} {} {} {}\n", bytes, me, round, took[0], took.back()));
     }
-    for (auto& side : sides) ok = ok && checked(*ranks, *side.r, count, me, n, side.name);
+    for (auto& one : sides) ok = ok && checked(*ranks, *one.r, count, me, n, one.name);
   }
   if (!ok) return 1;   // the peers' next barrier fails within its timeout: every rank exits
   sync_point(*ranks);  // no rank unmaps while a peer still reads
