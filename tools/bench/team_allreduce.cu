@@ -225,15 +225,16 @@ class nccl_reducer final : public gpu_reducer {
  public:
   nccl_reducer(pvmm::bootstrap& ranks, std::size_t max_count) : gpu_reducer(max_count) {
     CUDART(cudaMalloc(&input_, max_count * sizeof(float)));
+    // Never a multicast object: NVLS (NVLink SHARP) is NCCL's multicast path; CollNet is the network's. Set before
+    // NCCL's first call here (it caches its parameters when first read). ncclCommInitRank has no timeout: a peer
+    // that never comes is the parent's deadline.
+    ::setenv("NCCL_NVLS_ENABLE", "0", 1);
+    ::setenv("NCCL_COLLNET_ENABLE", "0", 1);
     ncclUniqueId id{};
     if (ranks.rank() == 0) NCCL(ncclGetUniqueId(&id));
     std::vector<ncclUniqueId> all(static_cast<std::size_t>(ranks.size()));
     check(ranks.allgather(&id, sizeof id, all.data(), pvmm::deadline_in(std::chrono::seconds(30))).has_value(),
           "allgather of NCCL's unique id");
-    // Never a multicast object: NVLS (NVLink SHARP) is NCCL's multicast path; CollNet is the network's. Read at
-    // communicator creation. ncclCommInitRank has no timeout: a peer that never comes is the parent's deadline.
-    ::setenv("NCCL_NVLS_ENABLE", "0", 1);
-    ::setenv("NCCL_COLLNET_ENABLE", "0", 1);
     NCCL(ncclCommInitRank(&comm_, ranks.size(), all[0], ranks.rank()));
   }
   ~nccl_reducer() override {
