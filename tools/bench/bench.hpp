@@ -79,10 +79,13 @@ void spread_row(const std::string& what, const comparison& c, double scale = 1e6
 void row(const std::string& what, double pvmm_s, double other_s, double scale = 1e6);
 
 /// The teams sections' flags: --quick (the CI smoke run: N = 2 and 4, small sizes, few iterations; it still checks
-/// every buffer) and --compare <name> (an outside implementation beside pvmm and the raw calls: nccl, torch).
+/// every buffer), --compare <name> (an outside implementation beside pvmm and the raw calls: nccl, torch) and
+/// --ranks=2,4 (only these team sizes).
 struct team_flags {
   bool quick = false;
   std::vector<std::string> compare;
+  std::vector<int> ranks;
+  bool compares(const char* name) const { return std::find(compare.begin(), compare.end(), name) != compare.end(); }
 };
 
 // ---- sections ----

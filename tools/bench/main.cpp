@@ -7,13 +7,14 @@
 //   peer      (cuda, 2 GPUs) copy into GPU 1 from GPU 0 memory through a pvmm peer mapping vs cudaMemcpyPeer
 //   nccl      (cuda, built with NCCL) ncclMemAlloc/ncclMemFree vs pvmm doing the same, 2 MiB to 1 GiB
 //   sharing   export -> send fd -> import -> map -> first read: pvmm vs the raw calls
-//   teams     N = 2, 4, 8 ranks: symmetric window creation (threads and endpoint processes, 2 MiB to 1 GiB slots:
-//             team::create, a bare exchange, window::create; fds held per rank; no raw alternative: absolute
-//             times); barrier and put/wait-signal latency between processes on one device, against the same steps
-//             on the raw calls (cuda: cuStreamWriteValue32 / cuStreamWaitValue32); one-shot all-reduce 4 KiB to
-//             64 MiB through the window's device view, against the same kernel on cuIpc pointers (cuda; host:
-//             pvmm's side only), time and bandwidth, every output checked. teams-sync and teams-allreduce run
-//             one of the last two tables alone
+//   teams     N = 2, 4, 8 ranks, one GPU each where there are N reachable GPUs, else all on device 0: symmetric
+//             window creation (threads and endpoint processes, 2 MiB to 1 GiB slots: team::create, a bare
+//             exchange, window::create; fds held per rank; no raw alternative: absolute times; PyTorch
+//             SymmetricMemory's rendezvous with --compare torch); barrier and put/wait-signal latency, against
+//             the same steps on the raw calls (cuda: cuStreamWriteValue32 / cuStreamWaitValue32); one-shot
+//             all-reduce 4 KiB to 64 MiB through the window's device view, against the same kernel on cuIpc
+//             pointers (cuda; host: pvmm's side only), NCCL and PyTorch SymmetricMemory with --compare, time and
+//             bandwidth, every output checked. teams-sync and teams-allreduce run one of the last two tables alone
 //   pinned    (cuda) pinned allocate vs cuMemHostAlloc, register vs cuMemHostRegister; H2D and D2H bandwidth,
 //             pinned vs pageable, 4 KiB to 1 GiB
 //   managed   (cuda, built with a CUDA compiler) prefetch-then-kernel vs first-touch faults vs an explicit copy;
@@ -27,10 +28,13 @@
 // Ratios come from rounds that alternate pvmm and the alternative in a random order: the ratio printed is the
 // median of the per-round ratios, with their interquartile range; "within noise" where it holds 1.
 // pvmm's own nanoseconds per call, without the driver's time around them, come from pvmm-own-cost.
-// Usage: pvmm-bench [section ...] [--quick] [--compare nccl|torch] [--trace-scale=F] [--trace-rounds=N]
-//                   [--trace-only=TEXT]   (default: all sections that apply here)
+// Usage: pvmm-bench [section ...] [--quick] [--compare nccl|torch] [--ranks=2,4] [--trace-scale=F]
+//                   [--trace-rounds=N] [--trace-only=TEXT]   (default: all sections that apply here)
 //   --quick    teams: N = 2 and 4, small sizes, few iterations, every buffer still checked (CI's smoke run)
-//   --compare  teams' all-reduce: an outside implementation beside pvmm and raw ([pvmm-skip] where it cannot run)
+//   --compare  teams: an outside implementation beside pvmm and raw ([pvmm-skip] where it cannot run): nccl
+//              (ncclAllReduce in the all-reduce table), torch (PyTorch SymmetricMemory's rendezvous in the
+//              creation table, its one_shot_all_reduce in the all-reduce table; tools/bench/torch_symm_mem.py)
+//   --ranks    teams: only these team sizes (default 2, 4, 8; --quick 2, 4)
 //   --trace-*  traces: scale of the sizes, timed rounds, only the traces whose name holds TEXT
 #include <algorithm>
 #include <cstdio>
@@ -72,12 +76,13 @@ int main(int argc, char** argv) {
     std::printf("pvmm-bench: no device here (%s)\n", b.unavailable_reason.c_str());
     return 0;
   }
+  // A teams rank picks its own device (one GPU per rank where there are enough): before device 0 is touched.
+  if (argc >= 2 && std::string(argv[1]) == "--teams-rank") return bench::teams_rank_main(argc, argv);
 #if PVMM_BENCH_CUDA
   CUDART(cudaSetDevice(0));
   CUDART(cudaFree(nullptr));  // create the primary context pvmm also uses
   if (argc == 3 && std::string(argv[1]) == "--growth-variant") return bench::growth_variant_main(argv[2]);
 #endif
-  if (argc >= 2 && std::string(argv[1]) == "--teams-rank") return bench::teams_rank_main(argc, argv);
   std::vector<std::string> sections;
   bench::team_flags team_flags;
   for (int i = 1; i < argc; ++i) {
@@ -86,6 +91,21 @@ int main(int argc, char** argv) {
       team_flags.quick = true;
     } else if (a == "--compare" && i + 1 < argc) {
       team_flags.compare.push_back(argv[++i]);
+    } else if (a.rfind("--ranks=", 0) == 0) {
+      // A comma-separated list of team sizes, each 2 to 8 and even (the signal table pairs ranks).
+      const char* at = a.c_str() + 8;
+      for (;;) {
+        char* end = nullptr;
+        const long n = std::strtol(at, &end, 10);
+        if (end == at || n < 2 || n > 8 || n % 2 != 0 || (*end != ',' && *end != '\0')) {
+          std::fprintf(stderr, "pvmm-bench: --ranks wants team sizes 2, 4, 6 or 8, comma-separated, got %s\n",
+                       a.c_str() + 8);
+          return 2;
+        }
+        team_flags.ranks.push_back(static_cast<int>(n));
+        if (*end == '\0') break;
+        at = end + 1;
+      }
     } else if (a.rfind("--trace-scale=", 0) == 0) {
       // strtod/strtol, not std::stod/stoi: a bad value is a usage error, not an uncaught exception.
       char* end = nullptr;
@@ -106,7 +126,7 @@ int main(int argc, char** argv) {
       bench::trace_rounds = static_cast<int>(rounds);
     } else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr,
-                   "pvmm-bench: unknown flag %s (--quick, --compare nccl|torch, --trace-scale=, "
+                   "pvmm-bench: unknown flag %s (--quick, --compare nccl|torch, --ranks=, --trace-scale=, "
                    "--trace-rounds=, --trace-only=)\n",
                    a.c_str());
       return 2;

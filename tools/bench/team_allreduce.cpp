@@ -1,22 +1,26 @@
 // pvmm-bench teams, all-reduce: a one-shot all-reduce (float sums) of 4 KiB to 64 MiB between N = 2, 4, 8 endpoint
-// processes on device 0. Every rank's input is in its slot of a window; each rank reads every peer's slot through
-// the window's device view (pvmm/team_device.hpp) between two barriers and writes the sum into its own output.
+// processes, one GPU each where the machine has N GPUs that reach each other, else all on device 0 (team_ranks.hpp).
+// Every rank's input is in its slot of a window; each rank reads every peer's slot through the window's device view
+// (pvmm/team_device.hpp) between two barriers and writes the sum into its own output.
 //   cuda: pvmm's side against the same kernel on raw driver pointers (team_allreduce.cu says what each is).
 //   host: pvmm's side only (the view's functions run in host code; there is no raw driver to compare with): the
 //         CI smoke run of the same steps, checked the same way.
-// Per size: rounds of `ops` all-reduces enqueued back to back and then waited for, the sides alternating in a
-// seeded order, ranks lined up at a bootstrap barrier before each block, each round counting its slowest rank.
+// Per size: rounds of `ops` all-reduces enqueued back to back and then waited for, the sides in a seeded order,
+// ranks lined up at a bootstrap barrier before each block, each round counting its slowest rank.
 // Printed: µs per all-reduce (median [IQR]), the ratio, and pvmm's bandwidth as NCCL's tests print it (algbw =
 // bytes / time; busbw = algbw x 2(N-1)/N), so NCCL's numbers compare directly. After the rounds each side runs
 // once more into a NaN-filled output, and every float of every rank's output is checked.
-// All ranks share one GPU, by time-slicing between their contexts (no MPS): a barrier waits for the peers' kernels
-// to be scheduled, so these are not multi-GPU numbers; both sides pay the same.
-// --compare nccl|torch: an outside implementation beside the two; each prints [pvmm-skip] with its reason until it
-// can run here (outside_sides below: one reducer each, added to the rank's job).
+// Where the ranks share one GPU, their contexts time-slice (no MPS): a barrier waits for the peers' kernels to be
+// scheduled, so those are not multi-GPU numbers; every side pays the same.
+// --compare nccl: ncclAllReduce as a third side of the same rounds (one GPU per rank only; NCCL refuses two ranks
+// on one device), printed as pvmm against NCCL per round. --compare torch: PyTorch SymmetricMemory's
+// one_shot_all_reduce, same sizes, operations and rounds in its own processes (team_torch.hpp): medians compared.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -28,19 +32,25 @@
 #include "bench.hpp"
 #include "team_allreduce.hpp"
 #include "team_ranks.hpp"
+#include "team_torch.hpp"
 
 namespace bench {
-namespace {
-
-using allreduce::reducer;
-
-constexpr std::uint64_t host_barrier_timeout_ns = 10000000000ull;  // 10 s, as the GPU kernels'
+namespace allreduce {
 
 std::vector<std::size_t> sizes(bool quick) {
   if (quick) return {4096, 65536};
   return {4096, 65536, std::size_t{1} << 20, std::size_t{16} << 20, std::size_t{64} << 20};
 }
 int ops_for(std::size_t bytes, bool quick) { return quick ? 2 : bytes >= (std::size_t{16} << 20) ? 5 : 10; }
+int rounds(bool quick) { return quick ? 2 : 7; }
+
+}  // namespace allreduce
+
+namespace {
+
+using allreduce::reducer;
+
+constexpr std::uint64_t host_barrier_timeout_ns = 10000000000ull;  // 10 s, as the GPU kernels'
 
 // The host backend's side: the kernel's steps in host code over the view (its memory is host memory).
 class host_reducer final : public reducer {
@@ -112,38 +122,56 @@ bool checked(pvmm::bootstrap& ranks, reducer& side, std::size_t count, int me, i
   return true;
 }
 
-// Outside implementations --compare names: why each cannot run here (none runs yet: each becomes a reducer).
-struct outside_side {
-  const char* name;
-  std::string (*missing)(int ranks);
-};
-std::string one_gpu_per_rank(int ranks) {
-  const int gpus = pvmm::device_count().value_or(0);
-  if (gpus < ranks) return fmt::format("needs one GPU per rank ({} ranks, {} GPUs here)", ranks, gpus);
-  return "not written yet: its reducer is the next step (team_allreduce.hpp)";
-}
-const outside_side outside_sides[] = {
-    {"nccl",
-     [](int ranks) -> std::string {
-#if PVMM_BENCH_NCCL
-       return "ncclAllReduce " + one_gpu_per_rank(ranks) + "; NCCL refuses two ranks on one GPU";
+// Why NCCL cannot run beside pvmm for `ranks` ranks here ("" where it can).
+std::string nccl_missing(int ranks) {
+#if PVMM_BENCH_NCCL && PVMM_BENCH_ALLREDUCE_GPU
+  if (one_gpu_per_rank(ranks)) return "";
+  return fmt::format(
+      "needs one GPU per rank, peers reachable ({} ranks, {} GPUs here); NCCL refuses two ranks on "
+      "one GPU",
+      ranks, pvmm::device_count().value_or(0));
+#elif PVMM_BENCH_CUDA
+  (void)ranks;
+  return "not built with NCCL (tools/CMakeLists.txt looks for nccl.h and libnccl)";
 #else
-       (void)ranks;
-       return "not built with NCCL (tools/CMakeLists.txt looks for nccl.h and libnccl)";
+  (void)ranks;
+  return "the host backend: NCCL runs on GPUs";
 #endif
-     }},
-    {"torch",
-     [](int ranks) {
-       return "PyTorch SymmetricMemory's one_shot_all_reduce " + one_gpu_per_rank(ranks) + "; it runs from Python";
-     }},
-};
+}
+
+std::string size_name(std::size_t bytes) {
+  return bytes >= (std::size_t{1} << 20) ? fmt::format("{} MiB", bytes >> 20) : fmt::format("{} KiB", bytes >> 10);
+}
+
+// µs median [IQR] of seconds, as latency_columns prints a side.
+std::string us_cell(const std::vector<double>& v) {
+  return fmt::format("{:9.2f} [{:.2f}-{:.2f}]", median(v) * 1e6, quantile(v, 0.25) * 1e6, quantile(v, 0.75) * 1e6);
+}
+
+std::string bandwidth(std::size_t bytes, double seconds, int n) {
+  const double algbw = static_cast<double>(bytes) / seconds / 1e9;
+  return fmt::format("{:.2f} / {:.2f}", algbw, algbw * 2 * (n - 1) / n);
+}
+
+// A row per size from the ranks' lines tagged `tag` + bytes: pvmm against the other side of those lines, per
+// round, and a bandwidth: pvmm's against raw (tag ""), the outside side's otherwise (NCCL: "nccl-").
+void print_paired_rows(int n, const std::map<std::string, paired_rounds>& rows, const std::string& tag, bool quick) {
+  for (std::size_t bytes : allreduce::sizes(quick)) {
+    const auto at = rows.find(tag + std::to_string(bytes));
+    check(at != rows.end(), "a teams all-reduce result");
+    const paired_rounds& p = at->second;
+    fmt::print("  {:>2} {:>9}  {}  {}\n", n, size_name(bytes), latency_columns(p, 1e6),
+               bandwidth(bytes, median(tag.empty() ? p.pvmm : p.raw), n));
+  }
+}
 
 }  // namespace
 
 int team_allreduce_rank(const rank_args& a) {
   const bool quick = !a.rest.empty() && a.rest[0] == "1";
+  const bool with_nccl = a.rest.size() > 1 && a.rest[1] == "1";  // the parent checked nccl_missing
   const int n = a.size, me = a.rank;
-  const auto all_sizes = sizes(quick);
+  const auto all_sizes = allreduce::sizes(quick);
   const std::size_t max_count = all_sizes.back() / sizeof(float);
 #if PVMM_BENCH_ALLREDUCE_GPU
   const int channels = allreduce::gpu_max_blocks();  // one per block
@@ -153,65 +181,72 @@ int team_allreduce_rank(const rank_args& a) {
   auto joined = join_team(a, max_count * sizeof(float), channels);
   const auto& ranks = joined.ranks;
   const pvmm::symmetric_window* const window = &joined.window;
-  std::unique_ptr<reducer> pvmm_side, raw_side;
+  // sides[0] is pvmm's; then raw (cuda), then NCCL (--compare nccl, one GPU per rank).
+  struct side {
+    const char* name;
+    std::unique_ptr<reducer> r;
+  };
+  std::vector<side> sides;
 #if PVMM_BENCH_ALLREDUCE_GPU
-  pvmm_side = allreduce::gpu_pvmm_reducer(*window, max_count);
-  raw_side = allreduce::gpu_raw_reducer(*ranks, max_count);
-#else
-  pvmm_side = std::make_unique<host_reducer>(*window, max_count);
+  sides.push_back({"pvmm", allreduce::gpu_pvmm_reducer(*window, max_count)});
+  sides.push_back({"raw", allreduce::gpu_raw_reducer(*ranks, max_count)});
+#if PVMM_BENCH_NCCL
+  if (with_nccl) sides.push_back({"nccl", allreduce::gpu_nccl_reducer(*ranks, max_count)});
 #endif
+#else
+  sides.push_back({"pvmm", std::make_unique<host_reducer>(*window, max_count)});
+#endif
+  check(!with_nccl || sides.back().name == std::string("nccl"), "NCCL's side built in");
   std::vector<float> input(max_count);
   for (std::size_t i = 0; i < max_count; ++i) input[i] = static_cast<float>((me + 1) * static_cast<int>(i % 97));
-  pvmm_side->fill(input);
-  if (raw_side) raw_side->fill(input);
+  for (auto& s : sides) s.r->fill(input);
 
   bool ok = true;
-  const int rounds = quick ? 2 : 7;
+  const int rounds = allreduce::rounds(quick);
+  const int count_sides = static_cast<int>(sides.size());
   for (std::size_t s = 0; s < all_sizes.size() && ok; ++s) {
     const std::size_t bytes = all_sizes[s], count = bytes / sizeof(float);
-    const int ops = ops_for(bytes, quick);
-    for (int round = -1; round < rounds; ++round) {  // round -1 warms both sides up, uncounted
-      double pvmm_s = 0, raw_s = -1;
-      const auto run_pvmm = [&] { pvmm_s = timed_block(*ranks, *pvmm_side, count, ops); };
-      const auto run_raw = [&] {
-        if (raw_side) raw_s = timed_block(*ranks, *raw_side, count, ops);
-      };
-      if (pvmm_first(round, static_cast<int>(s)))
-        run_pvmm(), run_raw();
-      else
-        run_raw(), run_pvmm();
-      if (round >= 0) emit(fmt::format("{} {} {} {} {}\n", bytes, me, round, pvmm_s, raw_s));
+    const int ops = allreduce::ops_for(bytes, quick);
+    for (int round = -1; round < rounds; ++round) {  // round -1 warms every side up, uncounted
+      std::vector<double> took(sides.size(), -1);    // -1: no such side (raw on the host backend)
+      for (int i : side_order(round, static_cast<int>(s), count_sides))
+        took[static_cast<std::size_t>(i)] = timed_block(*ranks, *sides[static_cast<std::size_t>(i)].r, count, ops);
+      if (round < 0) continue;
+      const double raw_s = sides.size() > 1 ? took[1] : -1;
+      emit(fmt::format("{} {} {} {} {}\n", bytes, me, round, took[0], raw_s));
+      if (with_nccl) emit(fmt::format("nccl-{} {} {} {} {}\n", bytes, me, round, took[0], took.back()));
     }
-    ok = checked(*ranks, *pvmm_side, count, me, n, "pvmm") &&
-         (!raw_side || checked(*ranks, *raw_side, count, me, n, "raw"));
+    for (auto& one : sides) ok = ok && checked(*ranks, *one.r, count, me, n, one.name);
   }
   if (!ok) return 1;   // the peers' next barrier fails within its timeout: every rank exits
   sync_point(*ranks);  // no rank unmaps while a peer still reads
-  raw_side.reset();    // collective: closes the peers' buffers, then frees its own after a barrier
+  sides.clear();       // collective: raw closes the peers' buffers, then frees its own after a barrier
   return 0;
 }
 
-void team_allreduce(const team_flags& flags) {
-  const std::vector<int> team_sizes = flags.quick ? std::vector<int>{2, 4} : std::vector<int>{2, 4, 8};
-  if (!flags.compare.empty()) fmt::print("\nteams, all-reduce, outside implementations (--compare):\n");
-  for (const std::string& name : flags.compare) {
-    const outside_side* side = nullptr;
-    for (const auto& o : outside_sides)
-      if (name == o.name) side = &o;
-    if (side == nullptr) fmt::print("  {}: [pvmm-skip] unknown (nccl, torch)\n", name);
-    for (int n : team_sizes)
-      if (side != nullptr) fmt::print("  {} N={}: [pvmm-skip] {}\n", name, n, side->missing(n));
-  }
+void team_allreduce(const team_flags& flags, const torch_results* torch) {
+  const bool quick = flags.quick;
+  const std::vector<int> sizes = team_sizes(flags);
+  for (const std::string& name : flags.compare)
+    if (name != "nccl" && name != "torch")
+      fmt::print("\nteams, all-reduce, --compare {}: [pvmm-skip] unknown (nccl, torch)\n", name);
 #if PVMM_BENCH_CUDA && !PVMM_BENCH_ALLREDUCE_GPU
   fmt::print(
       "\nteams, all-reduce: [pvmm-skip] not built: no CUDA compiler at configure time (the section has a kernel)\n");
   return;
 #else
-  const bool quick = flags.quick;
+  const bool with_nccl = flags.compares("nccl"), with_torch = flags.compares("torch");
+  torch_results torch_here;
+  if (with_torch && torch == nullptr) {  // this table alone (teams-allreduce): run PyTorch's side for it
+    torch_plan plan;
+    for (std::size_t bytes : allreduce::sizes(quick)) plan.emplace_back(bytes, allreduce::ops_for(bytes, quick));
+    torch_here = run_torch(sizes, {}, plan, allreduce::rounds(quick));
+    torch = &torch_here;
+  }
   fmt::print(
-      "\nteams, all-reduce: one-shot, float sums, N endpoint processes time-sharing device 0; µs per all-reduce, "
-      "median [IQR] of {} rounds (the slowest rank of each); raw = {}; GB/s: pvmm's algbw / busbw (NCCL's)\n",
-      quick ? 2 : 7,
+      "\nteams, all-reduce: one-shot, float sums, {}; µs per all-reduce, median [IQR] of {} rounds (the slowest rank "
+      "of each); raw = {}; GB/s: pvmm's algbw / busbw (NCCL's)\n",
+      placement(sizes), allreduce::rounds(quick),
 #if PVMM_BENCH_CUDA
       "the same kernel on cuMemAlloc + cuIpc pointers, hand-written flags"
 #else
@@ -219,17 +254,49 @@ void team_allreduce(const team_flags& flags) {
 #endif
   );
   fmt::print("  {:>2} {:>9}  {:<26} {:<26} {:<24} {}\n", "N", "size", "pvmm", "raw", "pvmm/raw [IQR]", "algbw / busbw");
-  for (int n : team_sizes) {
-    const auto rows =
-        slowest_per_round(run_rank_processes("allreduce", n, {quick ? "1" : "0"}, std::chrono::seconds(300)));
-    for (std::size_t bytes : sizes(quick)) {
-      const auto at = rows.find(std::to_string(bytes));
-      check(at != rows.end(), "a teams all-reduce result");
-      const double algbw = static_cast<double>(bytes) / median(at->second.pvmm) / 1e9;
-      const std::string size =
-          bytes >= (std::size_t{1} << 20) ? fmt::format("{} MiB", bytes >> 20) : fmt::format("{} KiB", bytes >> 10);
-      fmt::print("  {:>2} {:>9}  {}  {:.2f} / {:.2f}\n", n, size, latency_columns(at->second, 1e6), algbw,
-                 algbw * 2 * (n - 1) / n);
+  std::map<int, std::map<std::string, paired_rounds> > by_n;
+  for (int n : sizes) {
+    const bool nccl_here = with_nccl && nccl_missing(n).empty();
+    by_n[n] = slowest_per_round(
+        run_rank_processes("allreduce", n, {quick ? "1" : "0", nccl_here ? "1" : "0"}, std::chrono::seconds(300)));
+    print_paired_rows(n, by_n[n], "", quick);
+  }
+  if (with_nccl) {
+    fmt::print(
+        "\nteams, all-reduce against NCCL: ncclAllReduce (float, sum, out of place; NVLS and CollNet off) as a third "
+        "side of the same rounds, in the same processes; µs per all-reduce, median [IQR]; GB/s: NCCL's algbw / "
+        "busbw\n");
+    fmt::print("  {:>2} {:>9}  {:<26} {:<26} {:<24} {}\n", "N", "size", "pvmm", "nccl", "pvmm/nccl [IQR]",
+               "algbw / busbw");
+    for (int n : sizes) {
+      if (const std::string why = nccl_missing(n); !why.empty()) {
+        fmt::print("  {:>2}  [pvmm-skip] {}\n", n, why);
+        continue;
+      }
+      print_paired_rows(n, by_n[n], "nccl-", quick);
+    }
+  }
+  if (with_torch) {
+    fmt::print(
+        "\nteams, all-reduce against PyTorch SymmetricMemory{}: torch.ops.symm_mem.one_shot_all_reduce, the same "
+        "sizes, operations and rounds in its own processes (one GPU each, multicast off), so not interleaved with "
+        "pvmm's rounds: pvmm/torch is the ratio of the medians; GB/s: torch's algbw / busbw\n",
+        torch->version.empty() ? "" : " (torch " + torch->version + ")");
+    fmt::print("  {:>2} {:>9}  {:<26} {:<26} {:<9} {}\n", "N", "size", "pvmm", "torch", "pvmm/torch", "algbw / busbw");
+    for (int n : sizes) {
+      bool any = false;
+      for (std::size_t bytes : allreduce::sizes(quick)) {
+        const auto at = torch->allreduce.find({n, bytes});
+        if (at == torch->allreduce.end()) continue;
+        any = true;
+        const std::vector<double>& pvmm_s = by_n[n].at(std::to_string(bytes)).pvmm;
+        fmt::print("  {:>2} {:>9}  {:<26} {:<26} {:8.2f}x  {}\n", n, size_name(bytes), us_cell(pvmm_s),
+                   us_cell(at->second), median(pvmm_s) / median(at->second), bandwidth(bytes, median(at->second), n));
+      }
+      if (!any) {
+        const std::string why = torch->missing(n);
+        fmt::print("  {:>2}  [pvmm-skip] {}\n", n, why.empty() ? "no result" : why);
+      }
     }
   }
 #endif

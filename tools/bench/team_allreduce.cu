@@ -9,6 +9,10 @@
 //         the data: flags[block][src] (uint32), each barrier writing its epoch with a system-scope release store
 //         (libcu++ atomic_ref) and spinning on acquire loads against %globaltimer: the same steps, by hand.
 // Both barriers give up after 10 s (a dead peer ends the kernel, never hangs the GPU); the host sees it in a flag.
+// Everything runs on the runtime's current device: the rank's (team_ranks.cpp sets it), one GPU per rank or all on
+// device 0; across GPUs the raw side's cuIpcOpenMemHandle enables peer access (the bench only puts ranks on
+// separate GPUs where every pair can access each other), and pvmm's window grants this rank's device.
+//   nccl (--compare nccl, built with NCCL): ncclAllReduce on the same buffers' shapes, its own kernels.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cuda/atomic>
@@ -16,11 +20,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <pvmm/team_device.hpp>
+
+#if PVMM_BENCH_NCCL
+#include <nccl.h>
+#endif
 
 #include "bench.hpp"
 #include "team_allreduce.hpp"
@@ -129,11 +139,13 @@ class gpu_reducer : public reducer {
 
  protected:
   virtual void* input_slot() = 0;
+  cudaStream_t stream() const { return stream_; }
+  float* out() const { return static_cast<float*>(out_); }
   template <class Team>
   void launch(const Team& team, std::size_t count) {
     const std::size_t wanted = (count / 4 + threads - 1) / threads;  // one float4 a thread, or grid-stride
     const int blocks = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, max_blocks_)));
-    one_shot_all_reduce<<<blocks, threads, 0, stream_>>>(team, static_cast<float4*>(out_), count / 4, expired_);
+    one_shot_all_reduce<<<blocks, threads, 0, stream()>>>(team, reinterpret_cast<float4*>(out()), count / 4, expired_);
     CUDART(cudaGetLastError());
   }
 
@@ -206,11 +218,66 @@ class raw_reducer final : public gpu_reducer {
   raw_team team_;
 };
 
+#if PVMM_BENCH_NCCL
+#define NCCL(call) ::bench::check((call) == ncclSuccess, #call)
+
+class nccl_reducer final : public gpu_reducer {
+ public:
+  nccl_reducer(pvmm::bootstrap& ranks, std::size_t max_count) : gpu_reducer(max_count) {
+    CUDART(cudaMalloc(&input_, max_count * sizeof(float)));
+    // Never a multicast object: NVLS (NVLink SHARP) is NCCL's multicast path; CollNet is the network's. Set before
+    // NCCL's first call here (it caches its parameters when first read). ncclCommInitRank has no timeout: a peer
+    // that never comes is the parent's deadline.
+    ::setenv("NCCL_NVLS_ENABLE", "0", 1);
+    ::setenv("NCCL_COLLNET_ENABLE", "0", 1);
+    ncclUniqueId id{};
+    if (ranks.rank() == 0) NCCL(ncclGetUniqueId(&id));
+    std::vector<ncclUniqueId> all(static_cast<std::size_t>(ranks.size()));
+    check(ranks.allgather(&id, sizeof id, all.data(), pvmm::deadline_in(std::chrono::seconds(30))).has_value(),
+          "allgather of NCCL's unique id");
+    NCCL(ncclCommInitRank(&comm_, ranks.size(), all[0], ranks.rank()));
+  }
+  ~nccl_reducer() override {
+    (void)cudaStreamSynchronize(stream());
+    (void)ncclCommDestroy(comm_);
+    (void)cudaFree(input_);
+  }
+  void enqueue(std::size_t count) override {
+    NCCL(ncclAllReduce(input_, out(), count, ncclFloat, ncclSum, comm_, stream()));
+  }
+  // NCCL's kernels wait for their peers without a timeout: the stream is polled against a deadline, and NCCL's
+  // own errors are looked at while it waits.
+  void finish() override {
+    const auto until = clock_type::now() + std::chrono::seconds(10);
+    cudaError_t e;
+    while ((e = cudaStreamQuery(stream())) == cudaErrorNotReady) {
+      if (!expired().empty() || clock_type::now() > until) {
+        std::fprintf(stderr, "pvmm-bench: FAIL: teams all-reduce, NCCL's side: %s\n",
+                     expired().empty() ? "ncclAllReduce not done within 10 s" : expired().c_str());
+        std::exit(1);  // exiting tears the communicator and the stuck kernel down
+      }
+    }
+    CUDART(e);
+  }
+  std::string expired() override {
+    ncclResult_t async = ncclSuccess;
+    NCCL(ncclCommGetAsyncError(comm_, &async));
+    return async == ncclSuccess ? "" : std::string("NCCL: ") + ncclGetErrorString(async);
+  }
+
+ private:
+  void* input_slot() override { return input_; }
+  void* input_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+};
+#endif
+
 }  // namespace
 
 int gpu_max_blocks() {
-  int sms = 0;
-  CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  int device = 0, sms = 0;
+  CUDART(cudaGetDevice(&device));
+  CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   return sms;
 }
 
@@ -221,5 +288,11 @@ std::unique_ptr<reducer> gpu_pvmm_reducer(const pvmm::symmetric_window& window, 
 std::unique_ptr<reducer> gpu_raw_reducer(pvmm::bootstrap& ranks, std::size_t max_count) {
   return std::make_unique<raw_reducer>(ranks, max_count);
 }
+
+#if PVMM_BENCH_NCCL
+std::unique_ptr<reducer> gpu_nccl_reducer(pvmm::bootstrap& ranks, std::size_t max_count) {
+  return std::make_unique<nccl_reducer>(ranks, max_count);
+}
+#endif
 
 }  // namespace bench::allreduce

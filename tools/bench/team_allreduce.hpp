@@ -1,6 +1,6 @@
 // pvmm-bench teams, all-reduce: one side of the one-shot all-reduce as a rank runs it (team_allreduce.cpp runs
-// the rounds, checks the outputs and prints; team_allreduce.cu has the GPU sides). A side that someone adds later
-// (NCCL, PyTorch SymmetricMemory: --compare) is one more reducer.
+// the rounds, checks the outputs and prints; team_allreduce.cu has the GPU sides: pvmm, raw, and NCCL for
+// --compare nccl). PyTorch SymmetricMemory runs from Python in its own processes (team_torch.hpp).
 #pragma once
 
 #include <cstddef>
@@ -14,6 +14,12 @@
 namespace bench::allreduce {
 
 constexpr int max_ranks = 8;
+
+/// What the table runs, the same for every side (and for PyTorch's run): sizes in bytes, all-reduces per timed
+/// block, timed rounds.
+std::vector<std::size_t> sizes(bool quick);
+int ops_for(std::size_t bytes, bool quick);
+int rounds(bool quick);
 
 class reducer {
  public:
@@ -40,6 +46,12 @@ std::unique_ptr<reducer> gpu_pvmm_reducer(const pvmm::symmetric_window& window, 
 /// The raw side: the same kernel over cuMemAlloc buffers shared with cuIpcGetMemHandle / cuIpcOpenMemHandle (the
 /// handles exchanged over `ranks`), with its barrier flags written by hand.
 std::unique_ptr<reducer> gpu_raw_reducer(pvmm::bootstrap& ranks, std::size_t max_count);
+#if PVMM_BENCH_NCCL
+/// NCCL's side: ncclAllReduce (float, sum, out of place) on its own stream, in a communicator made with
+/// ncclCommInitRank (the unique id from rank 0 through `ranks`), NVLS and CollNet off: never a multicast object.
+/// One GPU per rank only: NCCL refuses two ranks on one device.
+std::unique_ptr<reducer> gpu_nccl_reducer(pvmm::bootstrap& ranks, std::size_t max_count);
+#endif
 #endif
 
 }  // namespace bench::allreduce

@@ -44,48 +44,96 @@ bool read_until(int fd, std::string& text, clock_type::time_point until) {
 
 }  // namespace
 
-std::string run_rank_processes(const std::string& job, int n, const std::vector<std::string>& args,
-                               std::chrono::seconds limit) {
-  static int serial = 0;  // one meeting point per run (the bench's main thread only starts ranks)
-  const std::string meeting = fmt::format("pvmm-bench-{}-{}-{}", job, ::getpid(), serial++);
+bool one_gpu_per_rank(int ranks) {
+  if (pvmm::device_count().value_or(0) < ranks) return false;
+  for (int a = 0; a < ranks; ++a)
+    for (int b = 0; b < ranks; ++b)
+      if (a != b && !pvmm::can_access_peer(a, b).value_or(false)) return false;
+  return true;
+}
+
+int rank_device(int rank, int ranks) { return one_gpu_per_rank(ranks) ? rank : 0; }
+
+std::string placement(const std::vector<int>& team_sizes) {
+  std::string per_gpu, shared;
+  for (int n : team_sizes) (one_gpu_per_rank(n) ? per_gpu : shared) += std::to_string(n) + ", ";
+  const auto list = [](std::string s) { return s.substr(0, s.size() - 2); };
+  if (shared.empty()) return "N processes, one per GPU";
+  if (per_gpu.empty()) return "N processes time-sharing device 0";
+  return fmt::format("N processes, one per GPU for N = {}, time-sharing device 0 for N = {} ({} GPUs here)",
+                     list(per_gpu), list(shared), pvmm::device_count().value_or(0));
+}
+
+std::vector<int> team_sizes(const team_flags& flags) {
+  if (!flags.ranks.empty()) return flags.ranks;
+  return flags.quick ? std::vector<int>{2, 4} : std::vector<int>{2, 4, 8};
+}
+
+children_output run_children(const std::vector<std::vector<std::string>>& argvs, std::chrono::seconds limit) {
+  children_output out;
   int out_pipe[2];
   check(::pipe2(out_pipe, O_CLOEXEC) == 0, "pipe2");
   posix_spawn_file_actions_t actions;
   ::posix_spawn_file_actions_init(&actions);
-  ::posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);  // the rank's results come back on its stdout
+  ::posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);  // the child's results come back on its stdout
   std::vector<pid_t> pids;
-  for (int r = 0; r < n; ++r) {
-    std::vector<std::string> words{"/proc/self/exe", "--teams-rank",    job,
-                                   meeting,          std::to_string(r), std::to_string(n)};
-    words.insert(words.end(), args.begin(), args.end());
+  for (const auto& words : argvs) {
+    std::vector<std::string> copy = words;
     std::vector<char*> argv;
-    for (auto& w : words) argv.push_back(w.data());
+    for (auto& w : copy) argv.push_back(w.data());
     argv.push_back(nullptr);
     pid_t pid = 0;
-    check(::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) == 0, "posix_spawn of a rank");
+    if (::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ) != 0) {
+      out.not_started = words.front();
+      for (pid_t started : pids) ::kill(started, SIGKILL);  // our own children, by pid
+      for (pid_t started : pids) ::waitpid(started, nullptr, 0);
+      break;
+    }
     pids.push_back(pid);
   }
   ::posix_spawn_file_actions_destroy(&actions);
   ::close(out_pipe[1]);
-  std::string text;
-  const bool in_time = read_until(out_pipe[0], text, clock_type::now() + limit);
+  if (!out.not_started.empty()) {
+    ::close(out_pipe[0]);
+    return out;
+  }
+  out.in_time = read_until(out_pipe[0], out.text, clock_type::now() + limit);
   ::close(out_pipe[0]);
-  if (!in_time)
+  if (!out.in_time)
     for (pid_t pid : pids) ::kill(pid, SIGKILL);  // our own children, by pid
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);  // each has exited or been killed: bounded
+    out.statuses.push_back(status);
+  }
+  return out;
+}
+
+std::string run_rank_processes(const std::string& job, int n, const std::vector<std::string>& args,
+                               std::chrono::seconds limit) {
+  static int serial = 0;  // one meeting point per run (the bench's main thread only starts ranks)
+  const std::string meeting = fmt::format("pvmm-bench-{}-{}-{}", job, ::getpid(), serial++);
+  std::vector<std::vector<std::string>> argvs;
+  for (int r = 0; r < n; ++r) {
+    argvs.push_back({"/proc/self/exe", "--teams-rank", job, meeting, std::to_string(r), std::to_string(n)});
+    argvs.back().insert(argvs.back().end(), args.begin(), args.end());
+  }
+  children_output ran = run_children(argvs, limit);
+  check(ran.not_started.empty(), "posix_spawn of a rank");
   std::string failed;
   for (int r = 0; r < n; ++r) {
-    int status = 0;
-    ::waitpid(pids[static_cast<std::size_t>(r)], &status, 0);  // each has exited or been killed: bounded
+    const int status = ran.statuses[static_cast<std::size_t>(r)];
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
       failed += fmt::format(" rank {} {} {};", r, WIFEXITED(status) ? "exited with" : "killed by signal",
                             WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
   }
-  if (!in_time || !failed.empty()) {
+  if (!ran.in_time || !failed.empty()) {
     std::fprintf(stderr, "pvmm-bench: FAIL: teams job %s with %d ranks:%s%s\n", job.c_str(), n,
-                 in_time ? "" : fmt::format(" not done within {} s (killed);", limit.count()).c_str(), failed.c_str());
+                 ran.in_time ? "" : fmt::format(" not done within {} s (killed);", limit.count()).c_str(),
+                 failed.c_str());
     std::exit(1);
   }
-  return text;
+  return std::move(ran.text);
 }
 
 std::shared_ptr<pvmm::bootstrap> join_ranks(const rank_args& a) {
@@ -98,7 +146,7 @@ rank_team join_team(const rank_args& a, std::size_t slot, int channels) {
   rank_team t;
   t.ranks = join_ranks(a);
   pvmm::team_options to;
-  to.device = 0;
+  to.device = rank_device(a.rank, a.size);
   to.timeout = team_timeout;
   auto team = pvmm::team::create(t.ranks, to);
   check(team.has_value(), "team::create");
@@ -122,10 +170,17 @@ void emit(const std::string& line) {
   check(::write(1, line.data(), line.size()) == static_cast<ssize_t>(line.size()), "write of a result line");
 }
 
-bool pvmm_first(int round, int salt) {
+std::vector<int> side_order(int round, int salt, int sides) {
   std::mt19937 order(static_cast<std::mt19937::result_type>(12345 + 1000 * salt + round));
-  return (order() & 1) != 0;
+  std::vector<int> out(static_cast<std::size_t>(sides));
+  for (int i = 0; i < sides; ++i) out[static_cast<std::size_t>(i)] = i;
+  // Fisher-Yates by hand: std::shuffle's draws are the library's choice, and every rank must agree.
+  for (int i = sides - 1; i > 0; --i)
+    std::swap(out[static_cast<std::size_t>(i)], out[order() % static_cast<unsigned>(i + 1)]);
+  return out;
 }
+
+bool pvmm_first(int round, int salt) { return side_order(round, salt, 2)[0] == 0; }
 
 std::map<std::string, paired_rounds> slowest_per_round(const std::string& text) {
   std::map<std::string, std::map<int, std::pair<double, double>>> rounds;  // tag -> round -> slowest (pvmm, raw)
@@ -165,6 +220,12 @@ int teams_rank_main(int argc, char** argv) {
   a.rank = std::stoi(argv[4]);
   a.size = std::stoi(argv[5]);
   a.rest.assign(argv + 6, argv + argc);
+#if PVMM_BENCH_CUDA
+  // The rank's device is the runtime's current one (its kernels, streams and cuMemAlloc use it); main() did not
+  // touch device 0 for a rank, so a rank on device 1 makes no context there.
+  CUDART(cudaSetDevice(rank_device(a.rank, a.size)));
+  CUDART(cudaFree(nullptr));
+#endif
   if (a.job == "create") return team_create_rank(a);
   if (a.job == "sync") return team_sync_rank(a);
   if (a.job == "allreduce") return team_allreduce_rank(a);

@@ -1,23 +1,26 @@
-// pvmm-bench teams, signals: barrier and put/wait-signal latency between N = 2, 4, 8 endpoint processes sharing
-// device 0, in µs per operation: pvmm's stream-ordered calls against the same steps written on the raw calls.
+// pvmm-bench teams, signals: barrier and put/wait-signal latency between N = 2, 4, 8 endpoint processes, one GPU
+// each where the machine has N GPUs that reach each other, else all on device 0 (team_ranks.hpp), in µs per
+// operation: pvmm's stream-ordered calls against the same steps written on the raw calls.
 //   barrier   pvmm: symmetric_window::barrier(stream, timeout) (cuda: one one-thread kernel per call; host: a host
 //             function on the stream's worker). Raw: every rank writes its epoch into each peer's inbox, then waits
 //             for each peer's epoch in its own.
 //   put-wait  ping-pong in pairs (0-1, 2-3, ...; all pairs at once): one rank puts, the other waits and puts back;
 //             printed per one-way signal (half a round trip). pvmm: put_signal / wait_signal.
 // Raw path, cuda: cuStreamWriteValue32 into the peer's inbox and cuStreamWaitValue32 (GEQ) on this rank's, on the
-// same stream. Chosen because it is the raw driver's own stream-ordered signal (what NVSHMEM's on-stream
-// signalling uses), and it answers issue 35's question whether stream memory operations would beat pvmm's kernel.
-// It has no timeout of its own: the bench bounds it from the host (the stream is polled against a deadline; on
-// expiry the rank fails naming the step, and exiting tears its context and the stuck wait down). Launching pvmm's
-// own kernel through the driver would measure only pvmm's host-side checks. Raw path, host: the same counters
-// written with __atomic (release) and spun on (acquire) with a deadline, inline on the calling thread: there is
-// no stream to order against, so the ratio is what pvmm's stream (a worker thread) costs.
-// The raw inboxes live in each rank's data slot of the window: the mapping is pvmm's (the creation table times
-// it); only the signalling is timed. Each timed block enqueues `ops` operations and then synchronises the stream;
-// ranks line up at a bootstrap barrier before every block; a round counts its slowest rank; rounds alternate the
-// sides in a seeded order. Checked after the rounds: pvmm's signal_status() (no wait expired) and every raw
-// inbox holding the last epoch its peer wrote.
+// same stream (the rank's device). Across GPUs the write goes through the window's mapping of the peer's slot,
+// which pvmm granted to this rank's device: stream memory operations take any address the stream's device can
+// reach, and the default write flag fences before the write, so the data the epoch announces is visible first. Chosen
+// because it is the raw driver's own stream-ordered signal (what NVSHMEM's on-stream signalling uses), and it answers
+// issue 35's question whether stream memory operations would beat pvmm's kernel. It has no timeout of its own: the
+// bench bounds it from the host (the stream is polled against a deadline; on expiry the rank fails naming the step, and
+// exiting tears its context and the stuck wait down). Launching pvmm's own kernel through the driver would measure only
+// pvmm's host-side checks. Raw path, host: the same counters written with __atomic (release) and spun on (acquire) with
+// a deadline, inline on the calling thread: there is no stream to order against, so the ratio is what pvmm's stream (a
+// worker thread) costs. The raw inboxes live in each rank's data slot of the window: the mapping is pvmm's (the
+// creation table times it); only the signalling is timed. Each timed block enqueues `ops` operations and then
+// synchronises the stream; ranks line up at a bootstrap barrier before every block; a round counts its slowest rank;
+// rounds alternate the sides in a seeded order. Checked after the rounds: pvmm's signal_status() (no wait expired) and
+// every raw inbox holding the last epoch its peer wrote.
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -106,7 +109,7 @@ int team_sync_rank(const rank_args& a) {
   auto joined = join_team(a, 4096, 2);  // the slot rounded up to the granularity; channels: barrier, ping-pong
   const auto& ranks = joined.ranks;
   const pvmm::symmetric_window* const window = &joined.window;
-  auto stream = pvmm::stream::create(0);
+  auto stream = pvmm::stream::create(joined.team.device());  // the rank's device (team_ranks.hpp)
   check(stream.has_value(), "stream::create");
   const int n = a.size, me = a.rank, partner = me ^ 1;  // n is even: 2, 4, 8
   // The raw inboxes start at zero on every rank before any rank writes one.
@@ -190,9 +193,9 @@ int team_sync_rank(const rank_args& a) {
 
 void team_sync(const team_flags& flags) {
   fmt::print(
-      "\nteams, signals: µs per operation, median [IQR] of {} rounds (the slowest rank of each), N endpoint processes "
-      "on device 0; raw = {}; put-wait = one way (half a ping-pong round trip), all pairs at once\n",
-      flags.quick ? 2 : 9,
+      "\nteams, signals: µs per operation, median [IQR] of {} rounds (the slowest rank of each), {}; raw = {}; "
+      "put-wait = one way (half a ping-pong round trip), all pairs at once\n",
+      flags.quick ? 2 : 9, placement(team_sizes(flags)),
 #if PVMM_BENCH_CUDA
       "cuStreamWriteValue32 + cuStreamWaitValue32 on the same stream"
 #else
@@ -200,8 +203,7 @@ void team_sync(const team_flags& flags) {
 #endif
   );
   fmt::print("  {:<9} {:>2}  {:<26} {:<26} {}\n", "operation", "N", "pvmm", "raw", "pvmm/raw [IQR]");
-  const std::vector<int> team_sizes = flags.quick ? std::vector<int>{2, 4} : std::vector<int>{2, 4, 8};
-  for (int n : team_sizes) {
+  for (int n : team_sizes(flags)) {
     const auto rows =
         slowest_per_round(run_rank_processes("sync", n, {flags.quick ? "1" : "0"}, std::chrono::seconds(120)));
     for (const char* kind : kind_names) {

@@ -7,6 +7,9 @@
 //   window    symmetric_window::create: reserve, allocate, the record allgather, the fd ring, import, map, grant;
 // and the fds each rank's process holds more while its team and window are alive, and after releasing them (0:
 // nothing leaked). Printed: the median over the repetitions and its interquartile range.
+// Ranks run one per GPU where the machine has N GPUs that reach each other, else all on device 0 (team_ranks.hpp).
+// --compare torch adds PyTorch SymmetricMemory's symm_mem.empty + rendezvous at the same slots (team_torch.hpp: its
+// own processes, one GPU each) as a row under each processes row.
 // Then the section's other tables: team_sync.cpp (barrier and put/wait-signal latency) and team_allreduce.cpp
 // (one-shot all-reduce); --quick (CI's smoke run) keeps N = 2, 4 and small sizes, every buffer still checked.
 #include <dirent.h>
@@ -26,7 +29,9 @@
 #include <pvmm/team.hpp>
 
 #include "bench.hpp"
+#include "team_allreduce.hpp"
 #include "team_ranks.hpp"
+#include "team_torch.hpp"
 
 namespace bench {
 namespace {
@@ -57,8 +62,7 @@ long open_fds() {
 sample one_repetition(const std::shared_ptr<pvmm::bootstrap>& ranks, std::size_t slot) {
   sample s;
   pvmm::team_options to;
-  const int devices = pvmm::device_count().value_or(1);
-  to.device = ranks->local_rank() % (devices > 0 ? devices : 1);
+  to.device = rank_device(ranks->local_rank(), ranks->size());
   to.timeout = collective_timeout;
   pvmm::window_options wo;
   wo.size = slot;
@@ -143,6 +147,20 @@ std::string ms(const spread& s) {
   return fmt::format("{:8.2f} [{:.2f}-{:.2f}]", s.median * 1e3, s.q1 * 1e3, s.q3 * 1e3);
 }
 
+// PyTorch SymmetricMemory's row (--compare torch): symm_mem.empty + rendezvous in the window::create column.
+void print_torch_row(int n, std::size_t slot, const torch_results& torch) {
+  const auto at = torch.create.find({n, slot});
+  if (at == torch.create.end()) {
+    const std::string why = torch.missing(n);
+    fmt::print("  {:<9} {:>2} {:>6} MiB  [pvmm-skip] {}\n", "torch", n, slot >> 20,
+               why.empty() ? "no result for this size" : why);
+    return;
+  }
+  const std::vector<double>& v = at->second;
+  fmt::print("  {:<9} {:>2} {:>6} MiB  {:<24} {:<24} {:<24} {:>5} {:>4}\n", "torch", n, slot >> 20, "-", "-",
+             ms({bench::median(v), quantile(v, 0.25), quantile(v, 0.75)}), "-", "-");
+}
+
 void print_row(const char* launch, int n, std::size_t slot, const samples& all, bool one_process) {
   long held = 0, leaked = 0;
   for (const auto& rep : all)
@@ -170,32 +188,48 @@ void teams(const team_flags& flags) {
   const int reps = flags.quick ? 2 : 7, reps_of_1_gib = 3;
   const std::size_t mib = std::size_t{1} << 20;
   const auto memory = pvmm::query_memory(0);
-  fmt::print(
-      "\nteams: symmetric window creation, ms: median [IQR] of {} repetitions ({} for 1 GiB slots), the slowest rank "
-      "of each; exchange = a bare bootstrap allgather of 256 bytes; fds: held per rank with the window alive, and "
-      "left after\n",
-      reps, reps_of_1_gib);
-  fmt::print("  {:<9} {:>2} {:>10}  {:<24} {:<24} {:<24} {:>5} {:>4}\n", "launch", "N", "slot", "team::create",
-             "exchange", "window::create", "fds", "left");
-  const std::vector<int> team_sizes = flags.quick ? std::vector<int>{2, 4} : std::vector<int>{2, 4, 8};
+  const std::vector<int> sizes = team_sizes(flags);
   const std::vector<std::size_t> slots =
       flags.quick ? std::vector<std::size_t>{2 * mib} : std::vector<std::size_t>{2 * mib, 64 * mib, 1024 * mib};
+  const auto reps_for = [&](std::size_t slot) { return slot >= 1024 * mib ? reps_of_1_gib : reps; };
+  // PyTorch SymmetricMemory's run serves this table and the all-reduce's: one set of its processes per N.
+  const bool with_torch = flags.compares("torch");
+  torch_results torch;
+  if (with_torch) {
+    torch_plan create, reduce;
+    for (std::size_t slot : slots) create.emplace_back(slot, reps_for(slot));
+    for (std::size_t bytes : allreduce::sizes(flags.quick))
+      reduce.emplace_back(bytes, allreduce::ops_for(bytes, flags.quick));
+    torch = run_torch(sizes, create, reduce, allreduce::rounds(flags.quick));
+  }
+  fmt::print(
+      "\nteams: symmetric window creation, ms: median [IQR] of {} repetitions ({} for 1 GiB slots), the slowest rank "
+      "of each; {}; exchange = a bare bootstrap allgather of 256 bytes; fds: held per rank with the window alive, "
+      "and left after{}\n",
+      reps, reps_of_1_gib, placement(sizes),
+      with_torch ? "; torch = PyTorch SymmetricMemory's symm_mem.empty + rendezvous (its own processes, one GPU each, "
+                   "after one uncounted repetition)" +
+                       (torch.version.empty() ? "" : ", torch " + torch.version)
+                 : "");
+  fmt::print("  {:<9} {:>2} {:>10}  {:<24} {:<24} {:<24} {:>5} {:>4}\n", "launch", "N", "slot", "team::create",
+             "exchange", "window::create", "fds", "left");
   for (const char* launch : {"threads", "processes"})
-    for (int n : team_sizes)
+    for (int n : sizes)
       for (std::size_t slot : slots) {
         // Every rank's slot is allocated at once; leave a quarter of the free memory to everything else.
-        const std::size_t needed = slot * static_cast<std::size_t>(n);
+        const std::size_t needed = slot * static_cast<std::size_t>(one_gpu_per_rank(n) ? 1 : n);
         if (!memory || needed > memory->free / 4 * 3) {
           fmt::print("  {:<9} {:>2} {:>6} MiB  skipped: {} ranks x {} MiB need {} MiB, {} MiB free here\n", launch, n,
                      slot >> 20, n, slot >> 20, needed >> 20, memory ? memory->free >> 20 : 0);
           continue;
         }
         const bool threads = std::string(launch) == "threads";
-        const int k = slot >= 1024 * mib ? reps_of_1_gib : reps;
+        const int k = reps_for(slot);
         print_row(launch, n, slot, threads ? run_threads(n, slot, k) : run_processes(n, slot, k), threads);
+        if (!threads && with_torch) print_torch_row(n, slot, torch);
       }
   team_sync(flags);
-  team_allreduce(flags);
+  team_allreduce(flags, with_torch ? &torch : nullptr);
 }
 
 }  // namespace bench
