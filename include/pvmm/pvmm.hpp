@@ -33,6 +33,7 @@
 #include <pvmm/multicast.hpp>
 #include <pvmm/owned_fd.hpp>
 #include <pvmm/pinned.hpp>
+#include <pvmm/pinned_pool.hpp>
 #include <pvmm/pointer.hpp>
 #include <pvmm/reservation.hpp>
 #include <pvmm/stream.hpp>
