@@ -228,7 +228,9 @@ class memory_pool : detail::move_only {
   /// Gives back unused memory now, keeping at least `keep` bytes reserved. Frees the host has not seen complete
   /// (not synchronized) still count as used.
   status trim_to(std::size_t keep) const;
-  /// Grants other devices access to the pool's memory (the pool's own device always has read_write).
+  /// Grants other devices access to the pool's memory (the pool's own device always has read_write; a pool of host
+  /// memory has no own device: every device's grant goes to the driver, as CUDA's host pools are the host's alone
+  /// until granted).
   status set_access(access_list grants) const;
   result<access> query_access(location where) const;
 

@@ -406,6 +406,10 @@ PVMM_C_API pvmm_status pvmm_pool_free_async(pvmm_pool pool, void* pointer, pvmm_
 PVMM_C_API pvmm_status pvmm_pool_trim_to(pvmm_pool pool, size_t keep) PVMM_C_NOEXCEPT;
 /** Bytes the pool holds from the driver and bytes allocated from it now. */
 PVMM_C_API pvmm_status pvmm_pool_usage(pvmm_pool pool, uint64_t* reserved, uint64_t* used) PVMM_C_NOEXCEPT;
+/** Reserved bytes above the release threshold go back at a synchronize (pvmm_pool_create sets UINT64_MAX, keeping
+ * everything; 0 gives all unused memory back at every synchronize, the drivers' default). */
+PVMM_C_API pvmm_status pvmm_pool_set_release_threshold(pvmm_pool pool, uint64_t bytes) PVMM_C_NOEXCEPT;
+PVMM_C_API pvmm_status pvmm_pool_release_threshold(pvmm_pool pool, uint64_t* bytes) PVMM_C_NOEXCEPT;
 /** Grants other devices access to the pool's memory (its own device always has read_write). */
 PVMM_C_API pvmm_status pvmm_pool_set_access(pvmm_pool pool, const pvmm_access_descriptor* grants,
                                             size_t count) PVMM_C_NOEXCEPT;

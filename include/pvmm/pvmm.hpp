@@ -5,9 +5,10 @@
 // growable_buffer, owned_fd, memory_pool, pool_allocation, managed_allocation, pinned_allocation,
 // host_registration, stream and event — is used like any C++ object: its const members concurrently, release(),
 // moving and destruction never while another thread uses it. Beyond that: address_reservation allows concurrent
-// map/unmap/set_access on different mappings; memory_pool allows concurrent allocate/free; stream and event calls
-// (stream_ref included) may come from several threads at once. Concurrent misuse of one object is reported
-// (errc::busy) where pvmm can see it, never a corrupted process.
+// map/unmap/set_access on different mappings; memory_pool allows concurrent allocate/free, caching_allocator and
+// pinned_pool concurrent allocate/deallocate/trim/stats; stream and event calls (stream_ref included) may come from
+// several threads at once. Concurrent misuse of one object is reported (errc::busy) where pvmm can see it, never a
+// corrupted process.
 //
 // Calls that block (wait for a device, a peer, a socket or a deadline; bindings release the GIL around exactly
 // these, docs/design.md "Bindings"): stream_ref/stream synchronize, stream::release and its destructor, event
@@ -33,6 +34,7 @@
 #include <pvmm/multicast.hpp>
 #include <pvmm/owned_fd.hpp>
 #include <pvmm/pinned.hpp>
+#include <pvmm/pinned_pool.hpp>
 #include <pvmm/pointer.hpp>
 #include <pvmm/reservation.hpp>
 #include <pvmm/stream.hpp>

@@ -330,6 +330,14 @@ struct py_pool {
   }
 };
 
+struct py_pinned_pool {
+  std::shared_ptr<pvmm::pinned_pool> ptr;
+  pvmm::pinned_pool& get(const char* op) const {
+    if (!ptr) pvmm_py::throw_closed(op);
+    return *ptr;
+  }
+};
+
 struct py_pool_allocation : owner<pvmm::pool_allocation> {
   nb::object stream;  // the stream it was allocated on: release() frees there
 };
@@ -810,6 +818,59 @@ NB_MODULE(_pvmm, m) {
       pinned, "PinnedAllocation", [](const pvmm::pinned_allocation& b) { return b.data(); },
       [](const pvmm::pinned_allocation& b) { return b.size(); });
 
+  nb::class_<py_pinned_pool>(m, "PinnedPool",
+                             "Page-locked staging buffers, reused once the copies that read them have completed "
+                             "(pvmm::pinned_pool).")
+      .def_static(
+          "create",
+          [](int device, bool driver_pool) {
+            pvmm::pinned_pool_options o;
+            o.device = device;
+            o.driver_pool = driver_pool;
+            return py_pinned_pool{std::make_shared<pvmm::pinned_pool>(unwrap(pvmm::pinned_pool::create(o)))};
+          },
+          "device"_a = 0, "driver_pool"_a = true)
+      .def(
+          "allocate",
+          [](const py_pinned_pool& p, std::size_t size) {
+            return reinterpret_cast<std::uintptr_t>(unwrap(p.get("allocate").allocate(size)));
+          },
+          "size"_a, "A pointer (int) the host may write at once; give it back with deallocate.")
+      .def(
+          "deallocate",
+          [](const py_pinned_pool& p, std::uintptr_t pointer, nb::handle stream) {
+            auto& pool = p.get("deallocate");
+            unwrap(pool.deallocate(reinterpret_cast<void*>(pointer), pvmm_py::stream_of(stream, pool.device())));
+          },
+          "pointer"_a, "stream"_a,
+          "Gives the block back in `stream`'s order (a pvmm.Stream or a foreign one): the stream of its last use.")
+      .def(
+          "trim", [](const py_pinned_pool& p) { unwrap(p.get("trim").trim()); },
+          nb::call_guard<nb::gil_scoped_release>(), "Waits for the cached blocks' copies and gives them back.")
+      .def("stats",
+           [](const py_pinned_pool& p) {
+             const auto st = p.get("stats").stats();
+             nb::dict d;
+             d["reserved"] = st.reserved;
+             d["live"] = st.live;
+             d["live_blocks"] = st.live_blocks;
+             d["cached_blocks"] = st.cached_blocks;
+             d["cache_hits"] = st.cache_hits;
+             d["new_blocks"] = st.new_blocks;
+             d["passed_over"] = st.passed_over;
+             return d;
+           })
+      .def_prop_ro("source",
+                   [](const py_pinned_pool& p) {
+                     return p.get("source").source() == pvmm::pinned_source::driver_pool ? "driver_pool"
+                                                                                         : "pinned_allocations";
+                   })
+      .def("close", [](py_pinned_pool& p) { p.ptr.reset(); })
+      .def_prop_ro("closed", [](const py_pinned_pool& p) { return !p.ptr; })
+      .def(
+          "__enter__", [](py_pinned_pool& self) -> py_pinned_pool& { return self; }, nb::rv_policy::reference)
+      .def("__exit__", [](py_pinned_pool& p, nb::args) { p.ptr.reset(); });
+
   auto managed = nb::class_<py_managed>(m, "ManagedAllocation", "Managed (unified) memory.");
   managed.def_static(
       "create",
@@ -856,6 +917,22 @@ NB_MODULE(_pvmm, m) {
             return pool;
           },
           "device"_a = 0, "exportable"_a = false, "max_size"_a = 0)
+      .def_static(
+          "default",
+          [](int device) {
+            py_pool pool;
+            pool.device = device;
+            pool.ptr = std::make_shared<pvmm::memory_pool>(unwrap(pvmm::memory_pool::default_pool(device)));
+            return pool;
+          },
+          "device"_a = 0, "The device's default pool (not owned; its release threshold is the driver's, 0).")
+      .def_prop_rw(
+          "release_threshold",
+          [](const py_pool& p) { return unwrap(p.get("release_threshold").attributes()).release_threshold; },
+          [](const py_pool& p, std::uint64_t bytes) {
+            unwrap(p.get("release_threshold").set_release_threshold(bytes));
+          },
+          "Reserved bytes above this go back at a synchronize (2**64-1 keeps everything; 0 gives all back).")
       .def(
           "allocate",
           [](const py_pool& p, std::size_t size, nb::handle stream) {

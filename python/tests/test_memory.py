@@ -1,5 +1,6 @@
 """Owners, DLPack round trips with NumPy, lifetimes and errors (host backend in CI; every backend runs it)."""
 
+import ctypes
 import re
 from pathlib import Path
 
@@ -168,6 +169,50 @@ def test_pool_allocation_outlives_its_stream():
     a.close()
     del a
     assert pool.usage()["used_current"] == 0
+
+
+def test_pool_release_threshold_reads_back_and_gives_back_at_a_synchronize():
+    pool = pvmm.MemoryPool.create()
+    assert pool.release_threshold == 2**64 - 1  # pvmm's default keeps everything
+    s = pvmm.Stream.create()
+    pool.free_async(pool.allocate_async(4 * MIB, s), s)
+    s.synchronize()
+    assert pool.usage()["reserved_current"] >= 4 * MIB
+    pool.release_threshold = 0
+    assert pool.release_threshold == 0
+    pool.free_async(pool.allocate_async(4096, s), s)
+    s.synchronize()
+    assert pool.usage()["reserved_current"] == 0
+    assert pvmm.MemoryPool.default().release_threshold >= 0  # the driver's, readable
+
+
+def test_pinned_pool_reuses_a_block_once_its_copy_has_completed():
+    s = pvmm.Stream.create()
+    target = pvmm.MemoryPool.create().allocate(MIB, s)
+    with pvmm.PinnedPool.create() as pool:
+        assert pool.source in ("driver_pool", "pinned_allocations")
+        p = pool.allocate(MIB)
+        ctypes_buffer = (ctypes.c_ubyte * MIB).from_address(p)
+        ctypes_buffer[0], ctypes_buffer[MIB - 1] = 7, 9  # the host writes at once
+        s.copy(target.address, p, MIB)
+        pool.deallocate(p, s)
+        s.synchronize()
+        assert pool.allocate(MIB) == p  # its copy has completed: reused
+        back = bytearray(2)
+        s.copy(ctypes.addressof((ctypes.c_ubyte * 1).from_buffer(back)), target.address, 1)
+        s.copy(ctypes.addressof((ctypes.c_ubyte * 1).from_buffer(back, 1)), target.address + MIB - 1, 1)
+        s.synchronize()
+        assert back == bytearray([7, 9])
+        pool.deallocate(p, s)
+        s.synchronize()
+        stats = pool.stats()
+        assert stats["cache_hits"] == 1 and stats["new_blocks"] == 1 and stats["live_blocks"] == 0
+        pool.trim()
+        assert pool.stats()["reserved"] == 0
+        with pytest.raises(pvmm.InvalidArgumentError):
+            pool.deallocate(p + 4096, s)
+    assert pool.closed
+    target.close()
 
 
 @pytest.mark.skipif(pvmm.BACKEND != "host", reason="reads memory through NumPy (host backend)")

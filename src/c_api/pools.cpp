@@ -184,6 +184,25 @@ pvmm_status pvmm_pool_usage(pvmm_pool pool, uint64_t* reserved, uint64_t* used) 
   });
 }
 
+pvmm_status pvmm_pool_set_release_threshold(pvmm_pool pool, uint64_t bytes) noexcept {
+  constexpr const char* op = "pvmm_pool_set_release_threshold";
+  return guard(op, [&] {
+    PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
+    return report(p->set_release_threshold(bytes));
+  });
+}
+
+pvmm_status pvmm_pool_release_threshold(pvmm_pool pool, uint64_t* bytes) noexcept {
+  constexpr const char* op = "pvmm_pool_release_threshold";
+  return guard(op, [&] {
+    PVMM_C_NEED(bytes, op);
+    PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
+    PVMM_C_TRY(a, p->attributes());
+    *bytes = a->release_threshold;
+    return pvmm_status_ok;
+  });
+}
+
 pvmm_status pvmm_pool_set_access(pvmm_pool pool, const pvmm_access_descriptor* grants, size_t count) noexcept {
   constexpr const char* op = "pvmm_pool_set_access";
   return guard(op, [&] {

@@ -198,6 +198,7 @@ result<memory_pool> memory_pool::create(const pool_properties& p) {
   PVMM_TRY_ASSIGN(h, op.step("create_pool", [&] { return detail::backend::create_pool(p); }));
   // Destroys the pool if a later step fails.
   auto state = std::make_shared<detail::pool_state>(h, device, detail::pool_state::origin::created, id);
+  state->host_located = host;
   PVMM_TRY(detail::set_attributes(h, p.release_threshold, p.reuse_follow_event_dependencies, p.reuse_opportunistic,
                                   p.reuse_internal_dependencies, op));
   return memory_pool(std::move(state));

@@ -117,13 +117,15 @@ status memory_pool::set_access(access_list grants) const {
   const detail::operation op{"pvmm::memory_pool::set_access", args};
   if (!state_) return detail::empty_pool(op);
   if (grants.empty()) return op.fail(errc::invalid_argument, "no access grants given");
-  std::vector<access_descriptor> others;  // the pool's own device is not the driver's to change
+  // The pool's own device is not the driver's to change; a pool of host memory has none (CUDA's host pools are the
+  // host's alone until a device is granted).
+  std::vector<access_descriptor> others;
   for (const auto& g : grants) {
     if (g.location.type != location::kind::device)
       return op.fail(errc::invalid_location,
                      fmt::format("pools grant devices only, not {}", detail::describe(g.location)));
     PVMM_TRY(detail::check_location(g.location, op));
-    if (g.location.id == state_->device) {
+    if (!state_->host_located && g.location.id == state_->device) {
       if (g.access != access::read_write)
         return op.fail(errc::invalid_argument,
                        fmt::format("the pool's own device {} always has read_write access", state_->device));
@@ -143,7 +145,7 @@ result<access> memory_pool::query_access(location where) const {
   if (where.type != location::kind::device)
     return op.fail(errc::invalid_location, fmt::format("pools grant devices only, not {}", detail::describe(where)));
   PVMM_TRY(detail::check_location(where, op));
-  if (where.id == state_->device) return access::read_write;
+  if (!state_->host_located && where.id == state_->device) return access::read_write;
   return op.step("get_pool_access", [&] { return detail::backend::get_pool_access(state_->handle, where); });
 }
 

@@ -60,6 +60,7 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   const bool imported;
   const pool_id id;                   // nonzero: exportable (or imported)
   std::atomic<bool> exported{false};  // export_posix_fd has succeeded once: pointers may be exported from then on
+  bool host_located = false;          // a pool of host memory: no device has access until granted (set at creation)
 
  private:
   /// Guards orphaned, and add_live's look-up-then-add. Not taken by an allocation or a free: raw_live and

@@ -301,6 +301,9 @@ int main(void) {
     CHECK_STATUS(pvmm_pool_trim_to(pool, 0), pvmm_status_invalid_handle, null_handle);
     CHECK_STATUS(pvmm_pool_usage(pool, &a, &b), pvmm_status_invalid_handle, null_handle);
     CHECK_STATUS(pvmm_pool_usage(pool, NULL, &b), pvmm_status_invalid_argument, "reserved is NULL");
+    CHECK_STATUS(pvmm_pool_set_release_threshold(pool, 0), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_pool_release_threshold(pool, &a), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_pool_release_threshold(pool, NULL), pvmm_status_invalid_argument, "bytes is NULL");
     {
       pvmm_access_descriptor rw = {{pvmm_location_device, 0}, pvmm_access_read_write};
       CHECK_STATUS(pvmm_pool_set_access(pool, &rw, 1), pvmm_status_invalid_handle, null_handle);

@@ -250,6 +250,21 @@ static void pools_and_streams(void) {
     CHECK_OK(pvmm_stream_query(refs[1], &done));
     CHECK(done == 1);
   }
+  {
+    /* The threshold reads back as set: UINT64_MAX from pvmm_pool_create; at 0, a synchronize gives back what the
+     * pool holds unused. */
+    uint64_t threshold = 0;
+    CHECK_OK(pvmm_pool_release_threshold(pool, &threshold));
+    CHECK(threshold == UINT64_MAX);
+    CHECK_OK(pvmm_pool_set_release_threshold(pool, 0));
+    CHECK_OK(pvmm_pool_release_threshold(pool, &threshold));
+    CHECK(threshold == 0);
+    CHECK_OK(pvmm_pool_allocate_async(pool, 4096, refs[1], &pointer));
+    CHECK_OK(pvmm_pool_free_async(pool, pointer, refs[1]));
+    CHECK_OK(pvmm_stream_synchronize(refs[1]));
+    CHECK_OK(pvmm_pool_usage(pool, &reserved, &used));
+    CHECK(used == 0 && reserved == 0);
+  }
   CHECK_OK(pvmm_pool_trim_to(pool, 0));
   CHECK_OK(pvmm_pool_release(pool));
   CHECK_STATUS(pvmm_pool_release(pool), pvmm_status_already_released, "released already");

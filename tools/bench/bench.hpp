@@ -106,6 +106,8 @@ void batching();
 void peer();
 void nccl();
 void pools();
+/// The release threshold on the default pool and a created one, pvmm against the raw pool calls.
+void threshold();
 void pinned();
 void managed();
 /// The child side of growth(): runs one variant in this fresh process and prints its result line.

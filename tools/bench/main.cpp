@@ -15,12 +15,15 @@
 //             all-reduce 4 KiB to 64 MiB through the window's device view, against the same kernel on cuIpc
 //             pointers (cuda; host: pvmm's side only), NCCL and PyTorch SymmetricMemory with --compare, time and
 //             bandwidth, every output checked. teams-sync and teams-allreduce run one of the last two tables alone
-//   pinned    (cuda) pinned allocate vs cuMemHostAlloc, register vs cuMemHostRegister; H2D and D2H bandwidth,
-//             pinned vs pageable, 4 KiB to 1 GiB
+//   pinned    (cuda) pinned allocate vs cuMemHostAlloc, register vs cuMemHostRegister; a reused staging buffer
+//             (allocate, copy H2D, free) through pvmm::pinned_pool vs cuMemHostAlloc/cuMemFreeHost each time vs a raw
+//             host-located driver pool; H2D and D2H bandwidth, pinned vs pageable, 4 KiB to 1 GiB
 //   managed   (cuda, built with a CUDA compiler) prefetch-then-kernel vs first-touch faults vs an explicit copy;
 //             pvmm's prefetch vs cuMemPrefetchAsync
 //   pools     (cuda) warm allocate+free on a stream vs cuMemAllocFromPoolAsync/cuMemFreeAsync, vs cuMemAlloc/cuMemFree,
 //             and cold (threshold 0) vs warm (threshold max)
+//   threshold (cuda) the release threshold (0, the working set, UINT64_MAX) on the default pool and a created pool:
+//             us per alloc+free with a synchronize per cycle, reserved bytes after it; pvmm vs the raw pool calls
 //   traces    allocation traces (a transformer training step, lognormal sizes; with and without cross-stream frees)
 //             through the raw driver pool, pvmm's pool, pvmm's caching_allocator, and PyTorch's and RMM's allocators
 //             where built with them: us per alloc+free (p50, p99), peak reserved / peak live.
@@ -145,6 +148,7 @@ int main(int argc, char** argv) {
   if (want("peer")) bench::peer();
   if (want("nccl")) bench::nccl();
   if (want("pools")) bench::pools();
+  if (want("threshold")) bench::threshold();
   if (want("pinned")) bench::pinned();
   if (want("managed")) bench::managed();
 #endif

@@ -53,4 +53,28 @@ TEST_SUITE("pool") {
     PVMM_CHECK_ERRC(empty.attributes(), errc::already_released);
     PVMM_CHECK_ERRC(empty.set_attributes({}), errc::already_released);
   }
+  PVMM_CASE("the default pool's release threshold decides what a synchronize gives back, as a created pool's does") {
+    PVMM_REQUIRE_DEVICE();
+    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    auto def = memory_pool::default_pool(0).value();
+    const std::uint64_t was = def.attributes().value().release_threshold;
+    auto s = stream::create(0).value();
+    const std::size_t working_set = 8 * mib;
+    auto cycle = [&] {  // allocate and free the working set, synchronize: what the pool still holds
+      void* p = def.allocate_async(working_set, s).value();
+      PVMM_CHECK_OK(def.free_async(p, s));
+      PVMM_CHECK_OK(s.synchronize());
+      return def.usage().value().reserved_current;
+    };
+    PVMM_CHECK_OK(def.set_release_threshold(working_set));
+    CHECK(def.attributes().value().release_threshold == working_set);
+    CHECK(cycle() >= working_set);  // kept: the pool holds no more than the threshold
+    PVMM_CHECK_OK(def.set_release_threshold(0));
+    CHECK(cycle() == 0);  // given back at the synchronize
+    PVMM_CHECK_OK(def.set_release_threshold(std::numeric_limits<std::uint64_t>::max()));
+    CHECK(cycle() >= working_set);
+    PVMM_CHECK_OK(def.set_release_threshold(was));  // the process's default pool, as it was
+    CHECK(def.attributes().value().release_threshold == was);
+    PVMM_CHECK_OK(def.trim_to(0));
+  }
 }
