@@ -18,6 +18,8 @@
 
 #include <pvmm/device.hpp>
 #include <pvmm/diagnostics.hpp>
+#include <pvmm/reservation.hpp>
+#include <pvmm/stream.hpp>
 #include <pvmm/team.hpp>
 #include <pvmm/team_multicast.hpp>
 #include <pvmm/testing.hpp>
@@ -153,6 +155,7 @@ void killed_case(verdict& v, std::shared_ptr<pvmm::bootstrap> inner, int after, 
   const int victim = killed_victim("killed-" + std::to_string(after), inner->size());
   auto b = std::make_shared<dying_bootstrap>(inner, victim, after);
   const std::string who = where(*b);
+  use_every_device_once();
   const auto fds = pvmm_test::open_fd_count();
   const auto threads = pvmm_test::live_thread_count();
   const auto live = pvmm::query_live_objects();
@@ -312,6 +315,26 @@ std::string no_device_reason() {
   if (!backend.available) return backend.name + " backend unavailable: " + backend.unavailable_reason;
   if (pvmm::device_count().value_or(0) < 1) return "no device";
   return {};
+}
+
+void use_every_device_once() {
+  static const bool used = [] {
+    const int devices = pvmm::device_count().value_or(0);
+    for (int d = 0; d < devices; ++d) {
+      auto stream = pvmm::stream::create(d);
+      pvmm::allocation_properties props;
+      props.location = pvmm::location::device(d);
+      auto unit = pvmm::query_granularity(props);
+      if (!stream || !unit) continue;  // the case itself reports what fails
+      auto memory = pvmm::physical_allocation::create(unit->minimum, props);
+      auto range = pvmm::address_reservation::reserve(unit->minimum);
+      if (memory && range)
+        (void)range->map_and_grant(0, *memory, 0, unit->minimum,
+                                   {pvmm::access_descriptor{props.location, pvmm::access::read_write}});
+    }
+    return true;
+  }();
+  (void)used;
 }
 
 const std::vector<std::string>& case_names() {

@@ -30,6 +30,7 @@ using enveloped = pvmm::detail::enveloped<T>;
 
 // Nothing a case leaves behind: fds and live pvmm objects as before.
 struct leak_check {
+  bool devices_used = (pvmm_team_test::use_every_device_once(), true);
   std::size_t fds = pvmm_test::open_fd_count();
   pvmm::live_objects live = pvmm::query_live_objects();
   ~leak_check() {

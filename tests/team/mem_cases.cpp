@@ -430,6 +430,7 @@ bool run_mem_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootst
   // leak. Both runs must pass.
   const bool twice = p.one_rank_per_process && (p.name == "mem-from" || p.name == "mem-heap" || p.name == "mem-split");
   if (twice) run_mem_body(v, p, ranks);
+  use_every_device_once();
   const auto fds = pvmm_test::open_fd_count();
   const auto threads = pvmm_test::live_thread_count();
   const auto live = pvmm::query_live_objects();

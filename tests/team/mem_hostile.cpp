@@ -46,6 +46,7 @@ void expect_forger_named(std::function<void(pvmm::detail::from_request&)> forge)
     std::printf("[pvmm-skip] %s\n", why.c_str());
     return;
   }
+  pvmm_team_test::use_every_device_once();
   const std::size_t fds = pvmm_test::open_fd_count();
   const auto live = pvmm::query_live_objects();
   {

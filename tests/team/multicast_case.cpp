@@ -32,6 +32,7 @@ void multicast_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool process
     std::printf("[pvmm-skip] multicast over a team on real hardware: PVMM_ENABLE_MULTICAST_TESTS is not 1\n");
     return;
   }
+  use_every_device_once();
   const auto fds = pvmm_test::open_fd_count();
   const auto live = pvmm::query_live_objects();
   {

@@ -230,6 +230,7 @@ void killed_at_barrier_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& 
     v.check(b->barrier(pvmm::deadline_in(20s)).has_value(),
             where(*b) + "bootstrap barrier before the warm-up's release");
   }
+  use_every_device_once();
   const auto fds = pvmm_test::open_fd_count();
   const auto threads = pvmm_test::live_thread_count();
   const auto live = pvmm::query_live_objects();

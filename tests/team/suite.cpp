@@ -31,6 +31,7 @@ void run_threads(const case_params& p, std::vector<std::shared_ptr<pvmm::bootstr
 // them: one 8-rank window first, once per process, so the baseline below holds only what a case leaves.
 bool warm_up_once() {
   static const bool done = [] {
+    pvmm_team_test::use_every_device_once();
     case_params p;
     p.name = "window";
     if (auto ranks = pvmm::make_thread_bootstraps(8)) run_threads(p, std::move(*ranks));
