@@ -119,7 +119,7 @@ inline status claim(mapping_table::iterator first, mapping_table::iterator last,
 }
 
 /// Clears the busy marks of the mappings at `pieces` that are still recorded. Caller holds the lock.
-void release_claim(reservation_state& r, const span_list& pieces) {
+inline void release_claim(reservation_state& r, const span_list& pieces) {
   for (auto [off, sz] : pieces) {
     (void)sz;
     if (auto it = r.mappings.find(off); it != r.mappings.end()) it->second.busy = false;
@@ -349,7 +349,7 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
     else
       pieces = claimed;
   }
-  if (auto ok = detail::check_host_access(memories, op); !ok) {
+  if (auto ok = memories.size() == 0 ? status{} : detail::check_host_access(memories, op); !ok) {
     std::lock_guard<detail::spin_lock> guard(state_->lock);
     detail::release_claim(*state_, claimed);
     return std::move(ok).error();
