@@ -104,9 +104,10 @@ result<capabilities> device_capabilities(int ordinal) {
   return c;
 }
 
-result<std::size_t> reservation_unit() {
-  static std::atomic<std::size_t> known{0};  // granularities are fixed for the life of the process
-  if (std::size_t unit = known.load(std::memory_order_relaxed)) return unit;
+// Granularities are fixed for the life of the process (process-wide because the driver is).
+std::atomic<std::size_t> known_reservation_unit{0};
+
+result<std::size_t> reservation_unit_uncached() {
   PVMM_TRY_ASSIGN(count, cached_device_count());
   std::size_t unit = 0;
   for (int d = 0; d < count; ++d) {
@@ -120,7 +121,7 @@ result<std::size_t> reservation_unit() {
     return make_error(b.available ? errc::backend_unavailable : b.unavailable_code,
                       b.available ? "no device" : b.unavailable_reason);
   }
-  known.store(unit, std::memory_order_relaxed);
+  known_reservation_unit.store(unit, std::memory_order_relaxed);
   return unit;
 }
 

@@ -17,9 +17,16 @@ result<int> cached_device_count();
 result<granularity> cached_granularity(const allocation_properties& properties);
 /// A device's capabilities, assembled from every feature of the backend.
 result<capabilities> device_capabilities(int ordinal);
+/// The reservation unit once known (0 until then), for reservation_unit's inline common case.
+extern std::atomic<std::size_t> known_reservation_unit;
+/// reservation_unit's first answer: asks every device's granularity.
+result<std::size_t> reservation_unit_uncached();
 /// Size and alignment unit of address reservations: the largest minimum granularity over all devices, so
-/// any device's memory can be mapped anywhere in any reservation.
-result<std::size_t> reservation_unit();
+/// any device's memory can be mapped anywhere in any reservation. Cached: every reserve asks, inline.
+inline result<std::size_t> reservation_unit() {
+  if (std::size_t unit = known_reservation_unit.load(std::memory_order_relaxed)) return unit;
+  return reservation_unit_uncached();
+}
 /// The device count once known (nonzero; 0 until then), for check_location's inline common case.
 extern std::atomic<int> known_device_count;
 /// check_location's whole check, every kind (and a device before the count is known).
