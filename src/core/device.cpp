@@ -27,11 +27,9 @@ bool numa_node_exists(int node) {
   return node >= 0 && ::access(fmt::format("/sys/devices/system/node/node{}", node).c_str(), F_OK) == 0;
 }
 
-namespace {
 // The device count is fixed once the driver has started; a count of 0 is not cached (nothing to speed up).
 // Process-wide because the driver is.
 std::atomic<int> known_device_count{0};
-}  // namespace
 
 result<int> cached_device_count() {
   if (int n = known_device_count.load(std::memory_order_relaxed); n > 0) return n;
@@ -106,9 +104,10 @@ result<capabilities> device_capabilities(int ordinal) {
   return c;
 }
 
-result<std::size_t> reservation_unit() {
-  static std::atomic<std::size_t> known{0};  // granularities are fixed for the life of the process
-  if (std::size_t unit = known.load(std::memory_order_relaxed)) return unit;
+// Granularities are fixed for the life of the process (process-wide because the driver is).
+std::atomic<std::size_t> known_reservation_unit{0};
+
+result<std::size_t> reservation_unit_uncached() {
   PVMM_TRY_ASSIGN(count, cached_device_count());
   std::size_t unit = 0;
   for (int d = 0; d < count; ++d) {
@@ -122,15 +121,13 @@ result<std::size_t> reservation_unit() {
     return make_error(b.available ? errc::backend_unavailable : b.unavailable_code,
                       b.available ? "no device" : b.unavailable_reason);
   }
-  known.store(unit, std::memory_order_relaxed);
+  known_reservation_unit.store(unit, std::memory_order_relaxed);
   return unit;
 }
 
-status check_location(location where, const operation& op) {
+status check_location_uncached(location where, const operation& op) {
   switch (where.type) {
     case location::kind::device: {
-      // Every stream-ordered call checks its stream's device: the common case costs one load and a compare.
-      if (int n = known_device_count.load(std::memory_order_relaxed); where.id >= 0 && where.id < n) return {};
       auto count = cached_device_count();
       if (!count) return op.wrap(std::move(count).error());
       if (*count == 0) {

@@ -35,12 +35,16 @@ status reservation_state::unmap_all() {
   flat_map<std::size_t, mapping_record> doomed;
   {
     std::lock_guard<spin_lock> guard(lock);
+    if (mappings.empty()) return first_failure;  // keeps the table's storage for the state's next use (recycling)
     doomed.swap(mappings);
   }
   for (auto& [offset, m] : doomed) {
     auto ok = backend::unmap(static_cast<char*>(address) + offset, m.size);  // teardown: never fault-injected
     if (!ok && first_failure) first_failure = std::move(ok);
   }
+  doomed.clear();  // the memories go, outside the lock; the storage comes back for the state's next use
+  std::lock_guard<spin_lock> guard(lock);
+  if (mappings.empty()) mappings.swap(doomed);
   return first_failure;
 }
 

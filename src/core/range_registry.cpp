@@ -67,7 +67,7 @@ bool same_start(const range& r, const void* base, memory_kind kind, const void* 
 /// Runs at(shard, entry) under the shard's lock for the first entry at `level` starting at `base` that satisfies
 /// `match`; returns whether one did.
 template <class Match, class At>
-bool at_start_on(unsigned level, const void* base, Match&& match, At&& at) {
+[[gnu::always_inline]] inline bool at_start_on(unsigned level, const void* base, Match&& match, At&& at) {
   const std::uint64_t key = key_of(level, std::uint64_t{as_int(base)} >> level);
   shard& s = shard_of(key);
   std::lock_guard<spin_lock> guard(s.lock);
@@ -78,7 +78,7 @@ bool at_start_on(unsigned level, const void* base, Match&& match, At&& at) {
 
 /// As at_start_on, trying `first_level` first (when nonzero) and then every level in use, lowest first.
 template <class Match, class At>
-bool at_start(const void* base, Match&& match, At&& at, unsigned first_level = 0) {
+[[gnu::always_inline]] inline bool at_start(const void* base, Match&& match, At&& at, unsigned first_level = 0) {
   if (first_level && at_start_on(first_level, base, match, at)) return true;
   bool found = false;
   for_each_level([&](unsigned level) {

@@ -15,12 +15,17 @@ namespace pvmm::detail {
 
 class spin_lock {
  public:
+  // The uncontended exchange inline; the waiting out of line, so a caller's hot code holds only the exchange.
   void lock() noexcept {
-    while (held_.exchange(true, std::memory_order_acquire)) wait();
+    if (__builtin_expect(held_.exchange(true, std::memory_order_acquire), false)) lock_contended();
   }
   void unlock() noexcept { held_.store(false, std::memory_order_release); }
 
  private:
+  [[gnu::noinline, gnu::cold]] void lock_contended() noexcept {
+    do wait();
+    while (held_.exchange(true, std::memory_order_acquire));
+  }
   void wait() const noexcept {
     for (int spins = 0; held_.load(std::memory_order_relaxed); ++spins) {
       if (spins < 64) {

@@ -68,6 +68,7 @@ pool_state::recorded pool_state::add_new(void* p, std::size_t size, holder by) {
   entry.holder = static_cast<std::uint8_t>(by);
   // Counted before it is entered: a raw free can find it only after, so the count never goes below zero.
   if (by == holder::raw) raw_live.fetch_add(1);
+  if (recent_size.load(std::memory_order_relaxed) != size) recent_size.store(size, std::memory_order_relaxed);
   if (range_registry::add(entry)) return recorded::added;
   if (by == holder::raw) raw_live.fetch_sub(1);  // not entered: no free can have counted it
   return recorded::no_memory;
@@ -75,6 +76,7 @@ pool_state::recorded pool_state::add_new(void* p, std::size_t size, holder by) {
 
 std::optional<std::size_t> pool_state::take_live(const void* p, holder by, bool& other, std::size_t size) {
   range_registry::range taken;
+  if (size == 0) size = recent_size.load(std::memory_order_relaxed);  // a hint of the level to probe first
   const auto done = range_registry::remove(p, memory_kind::pool, this, static_cast<std::uint8_t>(by), &taken, size);
   other = done == range_registry::removal::held_otherwise;
   if (done != range_registry::removal::removed) return std::nullopt;

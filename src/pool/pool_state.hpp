@@ -68,6 +68,10 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   mutable spin_lock lock;
   std::atomic<std::size_t> raw_live{0};  // raw allocations in the range registry
   std::atomic<bool> orphan_set{false};   // orphaned may be set: a raw free looks under the lock
+  /// The size of the latest allocation recorded: a free that does not know its pointer's size (a raw free) asks the
+  /// range registry at that size's level first, one probe in the common pattern (frees of the sizes allocated)
+  /// instead of one per size level in use below the pointer's own. Only a hint: any other level is probed after.
+  std::atomic<std::size_t> recent_size{0};
   std::shared_ptr<pool_state> orphaned;  // set while the owner is gone and raw allocations remain
   std::mutex stream_lock;                // guards own_stream (held across its creation only: no user code runs)
   stream_handle own_stream{};            // teardown_stream(), zero until first used

@@ -13,11 +13,9 @@
 
 namespace pvmm {
 namespace detail {
-status check_stream(const stream_ref& s, const operation& op) {
-  if (s.native_handle().value == 0)
-    return op.fail(errc::invalid_argument, "the stream is empty (0)",
-                   "streams are explicit: create one with pvmm::stream::create, or wrap a native stream");
-  return check_location(location::device(s.device()), op);
+error empty_stream(const operation& op) {
+  return op.fail(errc::invalid_argument, "the stream is empty (0)",
+                 "streams are explicit: create one with pvmm::stream::create, or wrap a native stream");
 }
 
 namespace {

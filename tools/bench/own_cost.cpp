@@ -6,7 +6,8 @@
 // (median of per-round differences, with the IQR) and the driver calls each operation made. No GPU is needed, and no
 // GPU timing noise hides a few nanoseconds: this is the number the "at most 30 ns added" target is about (pvmm-bench
 // measures the same operations against the real driver, where these nanoseconds sit inside the driver's own time).
-// Usage: pvmm-own-cost [operations per round] [only the rows whose name contains this]
+// Usage: pvmm-own-cost [operations per round] [only the rows whose name contains this] [rounds]
+// (given rounds, the cold table is left out: for profiling one warm row under perf for as long as it takes)
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -32,6 +33,8 @@ pvmm::cuda::driver_api null_driver() {
 int main(int argc, char** argv) {
   if (argc > 1) per_round = std::max(1, std::atoi(argv[1]));
   const std::string only = argc > 2 ? argv[2] : "";
+  if (argc > 3) rounds = std::max(1, std::atoi(argv[3]));
+  const bool cold_table = argc <= 3;
   static const pvmm::cuda::driver_api table = null_driver();
   const pvmm::cuda::driver_api* const previous = pvmm::cuda::install_driver_api(&table);
   const auto& t = table;
@@ -216,6 +219,20 @@ int main(int argc, char** argv) {
                        }
                      });
                    }});
+    // The pool pair again with five more size levels in the range registry (live 64 KiB..1 MiB allocations, as a
+    // program allocating several sizes has): a raw free does not know its pointer's size. Last of the warm rows:
+    // levels in use stay in use.
+    std::vector<void*> smaller;
+    const measured pool_pair =
+        *std::find_if(ops.begin(), ops.end(), [](const measured& m) { return m.name == "pool allocate + free"; });
+    ops.push_back({"pool pair, 6 levels in use",
+                   [&, pvmm_pair = pool_pair.pvmm_op](int n) {
+                     if (smaller.empty())
+                       for (std::size_t k = 16; k <= 20; ++k)
+                         smaller.push_back(pool.allocate_async(std::size_t{1} << k, s).value());
+                     return pvmm_pair(n);
+                   },
+                   pool_pair.raw_op});
 
     fmt::print("pvmm-own-cost: pvmm against a null CUDA driver (entries return at once), {} rounds x {} operations\n",
                rounds, per_round);
@@ -263,11 +280,14 @@ int main(int argc, char** argv) {
                     [&](int i) { bench::check(ranges[i].set_access(0, size, grant).has_value(), "grant"); },
                     pvmm_unmap_all, raw_mapped, [&](int i) { t.cuMemSetAccess(addresses[i], size, &desc, 1); },
                     raw_unmap_all});
-    fmt::print("\ncold caches: each call alone, {} MiB streamed through before it (untimed), 31 rounds x 64 calls\n",
-               evicted_mib());
-    fmt::print("  {:<26} {:>9} {:>9} {:>9}  {:<15}\n", "operation", "pvmm ns", "raw ns", "added ns", "[IQR]");
-    for (const auto& m : cold)
-      if (m.name.find(only) != std::string::npos || only.empty()) report_cold(m);
+    if (cold_table) {
+      fmt::print("\ncold caches: each call alone, {} MiB streamed through before it (untimed), 31 rounds x 64 calls\n",
+                 evicted_mib());
+      fmt::print("  {:<26} {:>9} {:>9} {:>9}  {:<15}\n", "operation", "pvmm ns", "raw ns", "added ns", "[IQR]");
+      for (const auto& m : cold)
+        if (m.name.find(only) != std::string::npos || only.empty()) report_cold(m);
+    }
+    for (void* p : smaller) bench::check(pool.free_async(p, s).has_value(), "free_async");
     mem.clear(), ranges.clear();
   }
   pvmm::cuda::install_driver_api(previous);

@@ -34,7 +34,9 @@ struct measured_cold {
 
 /// Operations per round (64 live objects, as pvmm-bench's overhead rounds hold; the command line may change it).
 extern int per_round;
-inline constexpr int rounds = 101;  // many short rounds keep the median steady
+/// Rounds per warm row: many short rounds keep the median steady (the command line may change it, e.g. to profile
+/// one row for seconds; the cold table is left out then).
+extern int rounds;
 /// The driver calls the last timed() part made, per entry (report prints them).
 extern std::array<std::uint64_t, pvmm::cuda::fake::entry_count> timed_calls;
 

@@ -11,6 +11,7 @@
 namespace own_cost {
 
 int per_round = 64;
+int rounds = 101;
 std::array<std::uint64_t, pvmm::cuda::fake::entry_count> timed_calls{};
 
 namespace {
