@@ -173,6 +173,8 @@ struct side {
   std::function<void*(std::size_t, const pvmm::stream&)> alloc;
   std::function<void(void*, const pvmm::stream&)> free;
   std::function<std::uint64_t()> peak_reserved;
+  /// What the side did, per alloc+free over `pairs` (empty where it cannot say).
+  std::function<std::string(double pairs)> calls = [](double) { return std::string(); };
 };
 
 struct replay_result {
@@ -310,7 +312,18 @@ std::vector<side> make_sides(pvmm::stream* streams) {
         {"pvmm caching_allocator",
          [cache](std::size_t n, const pvmm::stream& s) { return cache->allocate(n, s).value_or(nullptr); },
          [cache](void* p, const pvmm::stream& s) { check(cache->deallocate(p, s).has_value(), "deallocate"); },
-         [cache] { return cache->stats().peak_reserved; }});
+         [cache] { return cache->stats().peak_reserved; },
+         [cache](double pairs) {
+           const auto st = cache->stats();
+           const double calls = double(st.chunks_created + st.maps + st.unmaps + st.event_records + st.event_queries +
+                                       st.device_waits + st.host_syncs + 2 * st.stitches);
+           return fmt::format(
+               "driver calls per alloc+free {:.3f}: stitches {:.4f} (chunks created {:.4f}, maps {:.4f}), unmaps "
+               "{:.4f}, event records {:.4f}, queries {:.4f}, device waits {:.4f}, host syncs {:.4f}; hits {:.3f}",
+               calls / pairs, double(st.stitches) / pairs, double(st.chunks_created) / pairs, double(st.maps) / pairs,
+               double(st.unmaps) / pairs, double(st.event_records) / pairs, double(st.event_queries) / pairs,
+               double(st.device_waits) / pairs, double(st.host_syncs) / pairs, double(st.cache_hits) / pairs);
+         }});
   }
 #if PVMM_BENCH_TORCH
   {
@@ -408,6 +421,7 @@ void traces() {
     std::size_t caching = 0;
     for (std::size_t i = 0; i < sides.size(); ++i)
       if (sides[i].name == "pvmm caching_allocator") caching = i;
+    const double pairs_replayed = double(frees) * (trace_rounds + 1);  // the warm-up round counts here
     for (std::size_t i = 0; i < sides.size(); ++i) {
       const double resv = double(sides[i].peak_reserved());
       std::string vs = "-";
@@ -418,6 +432,7 @@ void traces() {
       fmt::print("  {:<44} {:>9.3f} {:>9.3f} {:>9.3f} {:>11.3f} {:>9.3f}  {}\n", sides[i].name,
                  quantile(pairs[i], 0.5) * 1e6, quantile(pairs[i], 0.99) * 1e6, median(means[i]) * 1e6,
                  resv / (1 << 30), resv / double(t.peak_live), vs);
+      if (auto calls = sides[i].calls(pairs_replayed); !calls.empty()) fmt::print("    {}\n", calls);
     }
   }
   check(streams[0].synchronize().has_value() && streams[1].synchronize().has_value(), "synchronize");
