@@ -57,6 +57,14 @@ struct region {
   std::size_t mapped = 0;
 };
 
+/// Whole chunks [lo, hi) of a region whose owners a stitch took while work queued before `gates` may still touch
+/// them there: they stay mapped in both places until the host has seen that work complete.
+struct ghost {
+  region* reg = nullptr;
+  std::size_t lo = 0, hi = 0;
+  gate gates[2];
+};
+
 struct fence {
   event ev;
   std::uint64_t mark = 0;  // the stream's marks up to this one were queued before it
@@ -88,6 +96,7 @@ struct caching_allocator::state {
   using block = detail::caching::block;
   using region = detail::caching::region;
   using fence = detail::caching::fence;
+  using ghost = detail::caching::ghost;
   using stream_state = detail::caching::stream_state;
   static constexpr std::uint32_t no_stream = detail::caching::no_stream;
   static constexpr std::size_t min_block = detail::caching::min_block;
@@ -103,7 +112,8 @@ struct caching_allocator::state {
   std::deque<block> block_store;  // every block object; spare ones are reused
   std::vector<block*> spare_blocks;
   std::vector<std::unique_ptr<region>> regions;
-  std::vector<physical_allocation> idle_chunks;
+  std::vector<physical_allocation> idle_chunks;  // owned, mapped nowhere but perhaps in a ghost
+  std::vector<ghost> ghosts;
   std::vector<event> spare_events;
   std::size_t chunks_held = 0;
   std::uint64_t epoch = 0;
@@ -189,7 +199,10 @@ struct caching_allocator::state {
     if (g.mark <= ps.done) return true;
     poll(g.stream, g.mark);
     if (g.mark <= ps.done) return true;
-    if (fence_if_busy && ps.fenced < g.mark) (void)record_fence(g.stream, detail::operation{"fence"});
+    if (fence_if_busy && ps.fenced < g.mark) {  // a failure leaves it unfenced: the block waits
+      const detail::operation op{"pvmm::caching_allocator::allocate"};
+      (void)record_fence(g.stream, op);
+    }
     return false;
   }
   /// Whether a cached block may be handed out on stream c now, without waiting.
@@ -248,16 +261,14 @@ struct caching_allocator::state {
     if (apply) into[0] = out[0], into[1] = out[1];
     return true;
   }
-  static bool mergeable(block* a, const block* n) {
-    return n && !n->live && n->home == a->home && merge_gates(a->gates, n->gates, false);
-  }
-  /// Caches a free block on its home's list, merged with free neighbours of the same home (PyTorch's merging
-  /// within a segment). `b` is not on any list.
+  /// Free neighbours merge whatever list holds them, where their gates fit in one block's two.
+  static bool mergeable(block* a, const block* n) { return n && !n->live && merge_gates(a->gates, n->gates, false); }
+  /// Caches a free block on its home's list, merged with its free neighbours (PyTorch's merging within a
+  /// segment; the merged block waits for what either part waited for). `b` is not on any list.
   void cache(block* b) {
-    auto& list = streams[b->home].free;
     if (mergeable(b, b->prev)) {
       block* p = b->prev;
-      list.erase(p);
+      streams[p->home].free.erase(p);
       merge_gates(p->gates, b->gates, true);
       p->size += b->size;
       p->next = b->next;
@@ -267,29 +278,41 @@ struct caching_allocator::state {
     }
     if (mergeable(b, b->next)) {
       block* n = b->next;
-      list.erase(n);
+      streams[n->home].free.erase(n);
       merge_gates(b->gates, n->gates, true);
       b->size += n->size;
       b->next = n->next;
       if (n->next) n->next->prev = b;
       drop_block(n);
     }
-    list.insert(b);
+    streams[b->home].free.insert(b);
   }
 
   // ---- regions: stitching and unmapping ----
-  /// Unmaps the whole chunks [lo, hi) (offsets in b's region) of cached block b, which the caller took off its
-  /// list: they go idle; what is left of b before and after the hole is cached again.
-  status unmap_chunks(block* b, std::size_t lo, std::size_t hi) {
+  void drop_region_if_empty(region* r) {
+    if (r->mapped) return;
+    (void)r->range.release();  // nothing is mapped: a range the backend would not free goes with its destructor
+    regions.erase(std::find_if(regions.begin(), regions.end(), [&](auto& x) { return x.get() == r; }));
+  }
+  /// Takes the whole chunks [lo, hi) (offsets in b's region) out of cached block b, which the caller took off its
+  /// list: their owners go idle (to be stitched); what is left of b before and after is cached again. `quiet`: the
+  /// host has seen every use of b complete, so the chunks are unmapped here. Otherwise they stay mapped there too
+  /// as a ghost (work still queued may touch them through this range; the stream taking them is ordered after
+  /// it), unmapped once that work is seen complete (unmap_quiet_ghosts).
+  status take_chunks(block* b, std::size_t lo, std::size_t hi, bool quiet) {
     region* r = b->reg;
     char* base = static_cast<char*>(r->range.address());
-    ++st.unmaps;
-    if (auto ok = r->range.unmap(lo, hi - lo); !ok) {
-      streams[b->home].free.insert(b);
-      return ok;
+    if (quiet) {
+      ++st.unmaps;
+      if (auto ok = r->range.unmap(lo, hi - lo); !ok) {
+        streams[b->home].free.insert(b);
+        return ok;
+      }
+      r->mapped -= (hi - lo) / chunk;
+    } else {
+      ghosts.push_back(ghost{r, lo, hi, {b->gates[0], b->gates[1]}});
     }
     for (std::size_t at = lo; at < hi; at += chunk) idle_chunks.push_back(std::move(r->chunks[at / chunk]));
-    r->mapped -= (hi - lo) / chunk;
     char* end = b->ptr + b->size;
     block* after = nullptr;
     if (base + hi < end) {  // the part after the hole
@@ -311,31 +334,63 @@ struct caching_allocator::state {
       drop_block(b);
     }
     if (after) streams[after->home].free.insert(after);
-    if (r->mapped == 0) {  // nothing is left in it (its blocks were all taken above)
-      (void)r->range.release();
-      regions.erase(std::find_if(regions.begin(), regions.end(), [&](auto& x) { return x.get() == r; }));
+    drop_region_if_empty(r);
+    return {};
+  }
+  /// Unmaps the ghosts whose work the host has seen complete.
+  status unmap_quiet_ghosts() {
+    for (std::size_t i = 0; i < ghosts.size();) {
+      ghost& g = ghosts[i];
+      bool done = true;
+      for (const gate& x : g.gates)
+        if (x.stream != no_stream && !seen_done(x, true)) done = false;
+      if (!done) {
+        ++i;
+        continue;
+      }
+      ++st.unmaps;
+      if (auto ok = g.reg->range.unmap(g.lo, g.hi - g.lo); !ok) return ok;
+      g.reg->mapped -= (g.hi - g.lo) / chunk;
+      region* r = g.reg;
+      g = ghosts.back();
+      ghosts.pop_back();
+      drop_region_if_empty(r);
     }
     return {};
   }
-  /// Unmaps whole chunks of quiet cached blocks, largest blocks first, until `want` chunks are idle.
-  status harvest(std::size_t want) {
+  /// Takes whole chunks out of cached blocks, largest blocks first, until `want` chunks are idle: of blocks the
+  /// host has seen idle (unmapped), and of blocks stream `c` may use now (left mapped as ghosts). c == no_stream:
+  /// quiet blocks only.
+  status harvest(std::size_t want, std::uint32_t c, const detail::operation& op) {
+    if (auto ok = unmap_quiet_ghosts(); !ok) return op.wrap(std::move(ok).error());
     std::vector<block*> candidates;
     for (auto& ps : streams)
       for (block* b : ps.free)
         if (b->size >= chunk) candidates.push_back(b);
     std::sort(candidates.begin(), candidates.end(), [](block* x, block* y) { return x->size > y->size; });
-    for (block* b : candidates) {
-      if (idle_chunks.size() >= want) break;
-      char* base = static_cast<char*>(b->reg->range.address());
-      const auto from = static_cast<std::size_t>(b->ptr - base);
-      const std::size_t lo = (from + chunk - 1) / chunk * chunk;
-      std::size_t hi = (from + b->size) / chunk * chunk;
-      if (hi <= lo || !quiet(*b)) continue;
-      const std::size_t need = want - idle_chunks.size();
-      if ((hi - lo) / chunk > need) hi = lo + need * chunk;
-      streams[b->home].free.erase(b);
-      if (auto ok = unmap_chunks(b, lo, hi); !ok) return ok;
-    }
+    // Blocks taken without waiting first; then (wait_for_pending_frees) blocks `c` waits for on the device.
+    const bool may_wait = c != no_stream && options.wait_for_pending_frees;
+    for (int pass = 0; pass < (may_wait ? 2 : 1); ++pass)
+      for (block*& b : candidates) {
+        if (idle_chunks.size() >= want) return {};
+        if (!b) continue;  // taken in the first pass
+        char* base = static_cast<char*>(b->reg->range.address());
+        const auto from = static_cast<std::size_t>(b->ptr - base);
+        const std::size_t lo = (from + chunk - 1) / chunk * chunk;
+        std::size_t hi = (from + b->size) / chunk * chunk;
+        if (hi <= lo) continue;
+        const bool is_quiet = pass == 0 && quiet(*b);
+        if (!is_quiet && c == no_stream) continue;
+        if (!is_quiet && !usable(*b, c)) {
+          if (pass == 0) continue;
+          if (auto ok = wait_for(*b, c, op); !ok) return ok;
+        }
+        const std::size_t need = want - idle_chunks.size();
+        if ((hi - lo) / chunk > need) hi = lo + need * chunk;
+        streams[b->home].free.erase(b);
+        if (auto ok = take_chunks(b, lo, hi, is_quiet); !ok) return op.wrap(std::move(ok).error());
+        b = nullptr;
+      }
     return {};
   }
   void release_idle_chunks() {
@@ -343,11 +398,14 @@ struct caching_allocator::state {
     idle_chunks.clear();
     note_reserved();
   }
-  /// A new region of `count` chunks mapped back to back: idle chunks first, then chunks of quiet cached blocks,
-  /// then new ones. Its one block (whole, gated on nothing) is returned, not cached.
+  /// A new region of `count` chunks mapped back to back: idle chunks first, then chunks of cached blocks
+  /// (harvest), then new ones. Its one block (whole) is returned, not cached.
   result<block*> stitch(std::size_t count, std::uint32_t on, const detail::operation& op) {
+    const std::size_t ghosts_before = ghosts.size();
     if (idle_chunks.size() < count)
-      if (auto ok = harvest(count); !ok) return op.wrap(std::move(ok).error());
+      if (auto ok = harvest(count, on, op); !ok) return std::move(ok).error();
+    // Chunks taken as ghosts may still be in use in `on`'s order: the new region is gated on `on` (a fresh mark).
+    const gate fresh = ghosts.size() > ghosts_before ? gate{on, ++streams[on].mark} : gate{};
     const std::size_t reused = std::min(count, idle_chunks.size());
     while (idle_chunks.size() < count) {
       if (options.max_reserved && (chunks_held + 1) * chunk > options.max_reserved)
@@ -396,6 +454,7 @@ struct caching_allocator::state {
     b->size = count * chunk;
     b->reg = r.get();
     b->home = on;
+    b->gates[0] = fresh;
     regions.push_back(std::move(r));
     return b;
   }
@@ -501,7 +560,8 @@ struct caching_allocator::state {
     }
     rehome_all();
     ++epoch;
-    if (auto ok = harvest(static_cast<std::size_t>(-1)); !ok && op) return op->wrap(std::move(ok).error());
+    const detail::operation quiet_op{"pvmm::caching_allocator::~caching_allocator"};
+    if (auto ok = harvest(static_cast<std::size_t>(-1), no_stream, op ? *op : quiet_op); !ok && op) return ok;
     release_idle_chunks();
     return {};
   }
