@@ -302,13 +302,17 @@ struct caching_allocator::state {
   status take_chunks(block* b, std::size_t lo, std::size_t hi, bool quiet) {
     region* r = b->reg;
     char* base = static_cast<char*>(r->range.address());
+    status failed{};
     if (quiet) {
-      ++st.unmaps;
-      if (auto ok = r->range.unmap(lo, hi - lo); !ok) {
+      // One chunk per call, from the top: a failed unmap leaves what is below it to b (an unmap of several
+      // mappings at once may stop half way).
+      std::size_t cut = hi;
+      while (cut > lo && (failed = unmap_chunk(*r, cut - chunk))) cut -= chunk;
+      if (cut == hi) {
         streams[b->home].free.insert(b);
-        return ok;
+        return failed;
       }
-      r->mapped -= (hi - lo) / chunk;
+      lo = cut;
     } else {
       ghosts.push_back(ghost{r, lo, hi, {b->gates[0], b->gates[1]}});
     }
@@ -335,7 +339,13 @@ struct caching_allocator::state {
     }
     if (after) streams[after->home].free.insert(after);
     drop_region_if_empty(r);
-    return {};
+    return failed;
+  }
+  status unmap_chunk(region& r, std::size_t at) {
+    ++st.unmaps;
+    auto ok = r.range.unmap(at, chunk);
+    if (ok) --r.mapped;
+    return ok;
   }
   /// Unmaps the ghosts whose work the host has seen complete.
   status unmap_quiet_ghosts() {
@@ -348,9 +358,8 @@ struct caching_allocator::state {
         ++i;
         continue;
       }
-      ++st.unmaps;
-      if (auto ok = g.reg->range.unmap(g.lo, g.hi - g.lo); !ok) return ok;
-      g.reg->mapped -= (g.hi - g.lo) / chunk;
+      for (; g.hi > g.lo; g.hi -= chunk)  // one chunk per call, so that a failure leaves the ghost exact
+        if (auto ok = unmap_chunk(*g.reg, g.hi - chunk); !ok) return ok;
       region* r = g.reg;
       g = ghosts.back();
       ghosts.pop_back();
@@ -407,11 +416,14 @@ struct caching_allocator::state {
     // Chunks taken as ghosts may still be in use in `on`'s order: the new region is gated on `on` (a fresh mark).
     const gate fresh = ghosts.size() > ghosts_before ? gate{on, ++streams[on].mark} : gate{};
     const std::size_t reused = std::min(count, idle_chunks.size());
+    if (options.max_reserved && (chunks_held + count - reused) * chunk > options.max_reserved)
+      return op.fail(errc::out_of_memory,
+                     fmt::format("holding {:#x} bytes; {} more chunks would pass max_reserved {:#x}",
+                                 std::uint64_t{chunks_held} * chunk, count - reused, options.max_reserved));
+    // The range first: an impossible size fails there, before any chunk is created for it.
+    auto range = address_reservation::reserve(count * chunk);
+    if (!range) return op.wrap(std::move(range).error());
     while (idle_chunks.size() < count) {
-      if (options.max_reserved && (chunks_held + 1) * chunk > options.max_reserved)
-        return op.fail(errc::out_of_memory,
-                       fmt::format("holding {:#x} bytes; another chunk would pass max_reserved {:#x}",
-                                   std::uint64_t{chunks_held} * chunk, options.max_reserved));
       allocation_properties p;
       p.location = location::device(options.device);
       auto c = physical_allocation::create(chunk, p);
@@ -421,8 +433,6 @@ struct caching_allocator::state {
       ++chunks_held;
       note_reserved();
     }
-    auto range = address_reservation::reserve(count * chunk);
-    if (!range) return op.wrap(std::move(range).error());
     auto r = std::make_unique<region>();
     r->range = std::move(*range);
     r->chunks.resize(count);

@@ -173,8 +173,9 @@ struct side {
   std::function<void*(std::size_t, const pvmm::stream&)> alloc;
   std::function<void(void*, const pvmm::stream&)> free;
   std::function<std::uint64_t()> peak_reserved;
-  /// What the side did, per alloc+free over `pairs` (empty where it cannot say).
+  /// What the side did since start_counting, per alloc+free over `pairs` (empty where it cannot say).
   std::function<std::string(double pairs)> calls = [](double) { return std::string(); };
+  std::function<void()> start_counting = [] {};
 };
 
 struct replay_result {
@@ -308,22 +309,31 @@ std::vector<side> make_sides(pvmm::stream* streams) {
   }
   {
     auto cache = std::make_shared<pvmm::caching_allocator>(pvmm::caching_allocator::create({}).value());
+    auto base = std::make_shared<pvmm::caching_stats>();
     sides.push_back(
         {"pvmm caching_allocator",
          [cache](std::size_t n, const pvmm::stream& s) { return cache->allocate(n, s).value_or(nullptr); },
          [cache](void* p, const pvmm::stream& s) { check(cache->deallocate(p, s).has_value(), "deallocate"); },
          [cache] { return cache->stats().peak_reserved; },
-         [cache](double pairs) {
-           const auto st = cache->stats();
-           const double calls = double(st.chunks_created + st.maps + st.unmaps + st.event_records + st.event_queries +
-                                       st.device_waits + st.host_syncs + 2 * st.stitches);
+         [cache, base](double pairs) {
+           const auto now = cache->stats();
+           auto per = [&](std::uint64_t pvmm::caching_stats::*field) {
+             return double(now.*field - (*base).*field) / pairs;
+           };
+           using st = pvmm::caching_stats;
+           // A stitch is a reserve, its maps and one grant; the rest are one call each.
+           const double calls = per(&st::chunks_created) + per(&st::maps) + per(&st::unmaps) + per(&st::event_records) +
+                                per(&st::event_queries) + per(&st::device_waits) + per(&st::host_syncs) +
+                                2 * per(&st::stitches);
            return fmt::format(
-               "driver calls per alloc+free {:.3f}: stitches {:.4f} (chunks created {:.4f}, maps {:.4f}), unmaps "
-               "{:.4f}, event records {:.4f}, queries {:.4f}, device waits {:.4f}, host syncs {:.4f}; hits {:.3f}",
-               calls / pairs, double(st.stitches) / pairs, double(st.chunks_created) / pairs, double(st.maps) / pairs,
-               double(st.unmaps) / pairs, double(st.event_records) / pairs, double(st.event_queries) / pairs,
-               double(st.device_waits) / pairs, double(st.host_syncs) / pairs, double(st.cache_hits) / pairs);
-         }});
+               "timed rounds, per alloc+free: driver calls {:.3f}; stitches {:.4f} (chunks created {:.4f}, maps "
+               "{:.4f}), unmaps {:.4f}, event records {:.4f}, queries {:.4f}, device waits {:.4f}, host syncs "
+               "{:.4f}; cache hits {:.3f}",
+               calls, per(&st::stitches), per(&st::chunks_created), per(&st::maps), per(&st::unmaps),
+               per(&st::event_records), per(&st::event_queries), per(&st::device_waits), per(&st::host_syncs),
+               per(&st::cache_hits));
+         },
+         [cache, base] { *base = cache->stats(); }});
   }
 #if PVMM_BENCH_TORCH
   {
@@ -412,6 +422,8 @@ void traces() {
     std::vector<std::vector<double>> pairs(sides.size());
     for (int r = 0; r < trace_rounds + 1; ++r)
       for (std::size_t k = 0; k < sides.size(); ++k) {
+        if (r == 1 && k == 0)
+          for (auto& sd : sides) sd.start_counting();
         const std::size_t i = (k + static_cast<std::size_t>(r)) % sides.size();
         auto res = replay(t, sides[i], streams, order);
         if (r == 0) continue;  // warm-up round
@@ -421,7 +433,7 @@ void traces() {
     std::size_t caching = 0;
     for (std::size_t i = 0; i < sides.size(); ++i)
       if (sides[i].name == "pvmm caching_allocator") caching = i;
-    const double pairs_replayed = double(frees) * (trace_rounds + 1);  // the warm-up round counts here
+    const double pairs_timed = double(frees) * trace_rounds;
     for (std::size_t i = 0; i < sides.size(); ++i) {
       const double resv = double(sides[i].peak_reserved());
       std::string vs = "-";
@@ -432,7 +444,7 @@ void traces() {
       fmt::print("  {:<44} {:>9.3f} {:>9.3f} {:>9.3f} {:>11.3f} {:>9.3f}  {}\n", sides[i].name,
                  quantile(pairs[i], 0.5) * 1e6, quantile(pairs[i], 0.99) * 1e6, median(means[i]) * 1e6,
                  resv / (1 << 30), resv / double(t.peak_live), vs);
-      if (auto calls = sides[i].calls(pairs_replayed); !calls.empty()) fmt::print("    {}\n", calls);
+      if (auto calls = sides[i].calls(pairs_timed); !calls.empty()) fmt::print("    {}\n", calls);
     }
   }
   check(streams[0].synchronize().has_value() && streams[1].synchronize().has_value(), "synchronize");
