@@ -60,8 +60,9 @@ struct caching_options {
   int device = 0;                ///< the device whose memory it hands out (and whose streams it accepts)
   std::size_t chunk_size = 0;    ///< physical chunk: 0 = the device's recommended granularity (2 MiB on CUDA)
   std::size_t max_reserved = 0;  ///< physical bytes it may hold at most; 0: no limit beyond the device's
-  /// Reuse a cached block whose free is still pending by making the allocating stream wait for it (an event
-  /// wait, on the device) rather than reserving more memory. false: such blocks wait until their event is done.
+  /// When no cached block is ready for a request, take one whose earlier use on another stream is still pending
+  /// (or its chunks, for a stitch) by making the allocating stream wait for that use's event on the device (not
+  /// a host wait) rather than creating more memory. false: such blocks wait until the host sees the event done.
   bool wait_for_pending_frees = true;
 };
 
