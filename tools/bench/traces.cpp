@@ -30,7 +30,7 @@
 #include "bench.hpp"
 
 #if PVMM_BENCH_TORCH
-#include <c10/cuda/CUDACachingAllocator.h>
+#include "traces_torch.hpp"
 #endif
 #if PVMM_BENCH_RMM
 #include <rmm/mr/device/cuda_async_memory_resource.hpp>
@@ -337,29 +337,25 @@ std::vector<side> make_sides(pvmm::stream* streams) {
   }
 #if PVMM_BENCH_TORCH
   {
-    namespace alloc = c10::cuda::CUDACachingAllocator;
-    static const bool initialised = [] {
-      alloc::init(1);
-      return true;
-    }();
-    (void)initialised;
-    alloc::resetPeakStats(0);  // this trace's peak only
+    namespace torch = torch_side;
+    torch::init();
+    torch::reset_peak();  // this trace's peak only
     auto native = [](const pvmm::stream& s) {
-      return reinterpret_cast<cudaStream_t>(static_cast<std::uintptr_t>(s.native_handle().value));
+      return reinterpret_cast<void*>(static_cast<std::uintptr_t>(s.native_handle().value));
     };
     // raw_delete frees in the order of the stream the block was allocated on: a block freed on another stream
     // first makes that stream wait for the freeing one (what FSDP2 does instead of record_stream).
     // The cache is emptied with the side, so the next trace starts without its memory.
     auto homes = std::shared_ptr<std::unordered_map<void*, const pvmm::stream*>>(
         new std::unordered_map<void*, const pvmm::stream*>(), [](auto* h) {
-          alloc::emptyCache();
+          torch::empty_cache();
           delete h;
         });
     auto ev = std::make_shared<pvmm::event>(pvmm::event::create(0).value());
     sides.push_back({"PyTorch CUDACachingAllocator (libc10)",
                      [native, homes](std::size_t n, const pvmm::stream& s) {
-                       void* p = alloc::raw_alloc_with_stream(n, native(s));
-                       (*homes)[p] = &s;
+                       void* p = torch::allocate(n, native(s));
+                       if (p) (*homes)[p] = &s;
                        return p;
                      },
                      [homes, ev](void* p, const pvmm::stream& s) {
@@ -369,9 +365,9 @@ std::vector<side> make_sides(pvmm::stream* streams) {
                          check(it->second->wait(*ev).has_value(), "stream wait");
                        }
                        homes->erase(it);
-                       alloc::raw_delete(p);
+                       torch::deallocate(p);
                      },
-                     [] { return static_cast<std::uint64_t>(alloc::getDeviceStats(0).reserved_bytes[0].peak); }});
+                     [] { return torch::peak_reserved(); }});
   }
 #else
   fmt::print("  PyTorch caching allocator: [pvmm-skip] libc10 was not found at configure time (PVMM_TORCH_ROOT)\n");
