@@ -114,6 +114,7 @@ struct caching_allocator::state {
   std::vector<std::unique_ptr<region>> regions;
   std::vector<physical_allocation> idle_chunks;  // owned, mapped nowhere but perhaps in a ghost
   std::vector<ghost> ghosts;
+  std::size_t ghost_chunks = 0;  // chunk mappings the ghosts hold
   std::vector<event> spare_events;
   std::size_t chunks_held = 0;
   std::uint64_t epoch = 0;
@@ -295,15 +296,15 @@ struct caching_allocator::state {
     regions.erase(std::find_if(regions.begin(), regions.end(), [&](auto& x) { return x.get() == r; }));
   }
   /// Takes the whole chunks [lo, hi) (offsets in b's region) out of cached block b, which the caller took off its
-  /// list: their owners go idle (to be stitched); what is left of b before and after is cached again. `quiet`: the
-  /// host has seen every use of b complete, so the chunks are unmapped here. Otherwise they stay mapped there too
-  /// as a ghost (work still queued may touch them through this range; the stream taking them is ordered after
-  /// it), unmapped once that work is seen complete (unmap_quiet_ghosts).
-  status take_chunks(block* b, std::size_t lo, std::size_t hi, bool quiet) {
+  /// list: their owners go idle (to be stitched); what is left of b before and after is cached again.
+  /// `unmap_now` (the host has seen every use of b complete: giving back): the chunks are unmapped here. Otherwise
+  /// they stay mapped there too, as a ghost: work still queued may touch them through this range (the stream
+  /// taking them is ordered after it), and an unmap can cost more than a map; unmapped later (unmap_quiet_ghosts).
+  status take_chunks(block* b, std::size_t lo, std::size_t hi, bool unmap_now) {
     region* r = b->reg;
     char* base = static_cast<char*>(r->range.address());
     status failed{};
-    if (quiet) {
+    if (unmap_now) {
       // One chunk per call, from the top: a failed unmap leaves what is below it to b (an unmap of several
       // mappings at once may stop half way).
       std::size_t cut = hi;
@@ -315,6 +316,7 @@ struct caching_allocator::state {
       lo = cut;
     } else {
       ghosts.push_back(ghost{r, lo, hi, {b->gates[0], b->gates[1]}});
+      ghost_chunks += (hi - lo) / chunk;
     }
     for (std::size_t at = lo; at < hi; at += chunk) idle_chunks.push_back(std::move(r->chunks[at / chunk]));
     char* end = b->ptr + b->size;
@@ -358,7 +360,7 @@ struct caching_allocator::state {
         ++i;
         continue;
       }
-      for (; g.hi > g.lo; g.hi -= chunk)  // one chunk per call, so that a failure leaves the ghost exact
+      for (; g.hi > g.lo; g.hi -= chunk, --ghost_chunks)  // one chunk per call: a failure leaves the ghost exact
         if (auto ok = unmap_chunk(*g.reg, g.hi - chunk); !ok) return ok;
       region* r = g.reg;
       g = ghosts.back();
@@ -367,18 +369,32 @@ struct caching_allocator::state {
     }
     return {};
   }
-  /// Takes whole chunks out of cached blocks, largest blocks first, until `want` chunks are idle: of blocks the
-  /// host has seen idle (unmapped), and of blocks stream `c` may use now (left mapped as ghosts). c == no_stream:
-  /// quiet blocks only.
+  /// Takes whole chunks out of cached blocks, largest blocks first, until `want` chunks are idle: for stream `c`,
+  /// of blocks it may use now (as ghosts), then (wait_for_pending_frees) of blocks it waits for on the device.
+  /// c == no_stream: giving back, every stream synchronized: every block, unmapped.
   status harvest(std::size_t want, std::uint32_t c, const detail::operation& op) {
-    if (auto ok = unmap_quiet_ghosts(); !ok) return op.wrap(std::move(ok).error());
+    const bool giving_back = c == no_stream;
+    // Ghosts go when the cache gives back, or once they map more chunks than the cache holds (so that their
+    // ranges stay bounded); not on every miss.
+    if (giving_back || ghost_chunks > chunks_held)
+      if (auto ok = unmap_quiet_ghosts(); !ok) return op.wrap(std::move(ok).error());
     std::vector<block*> candidates;
     for (auto& ps : streams)
       for (block* b : ps.free)
         if (b->size >= chunk) candidates.push_back(b);
+    // The smallest block that alone holds enough whole chunks first (big free blocks stay whole for big
+    // requests), then the largest first (fewest ranges cut).
+    auto whole_chunks = [&](const block* b) {
+      const auto from = static_cast<std::size_t>(b->ptr - static_cast<char*>(b->reg->range.address()));
+      const std::size_t lo = (from + chunk - 1) / chunk * chunk, hi = (from + b->size) / chunk * chunk;
+      return hi > lo ? (hi - lo) / chunk : 0;
+    };
     std::sort(candidates.begin(), candidates.end(), [](block* x, block* y) { return x->size > y->size; });
-    // Blocks taken without waiting first; then (wait_for_pending_frees) blocks `c` waits for on the device.
-    const bool may_wait = c != no_stream && options.wait_for_pending_frees;
+    const std::size_t missing = want - std::min(want, idle_chunks.size());
+    auto enough =
+        std::find_if(candidates.rbegin(), candidates.rend(), [&](block* b) { return whole_chunks(b) >= missing; });
+    if (enough != candidates.rend()) std::rotate(candidates.begin(), enough.base() - 1, enough.base());
+    const bool may_wait = !giving_back && options.wait_for_pending_frees;
     for (int pass = 0; pass < (may_wait ? 2 : 1); ++pass)
       for (block*& b : candidates) {
         if (idle_chunks.size() >= want) return {};
@@ -388,16 +404,14 @@ struct caching_allocator::state {
         const std::size_t lo = (from + chunk - 1) / chunk * chunk;
         std::size_t hi = (from + b->size) / chunk * chunk;
         if (hi <= lo) continue;
-        const bool is_quiet = pass == 0 && quiet(*b);
-        if (!is_quiet && c == no_stream) continue;
-        if (!is_quiet && !usable(*b, c)) {
+        if (giving_back ? !quiet(*b) : !usable(*b, c)) {
           if (pass == 0) continue;
           if (auto ok = wait_for(*b, c, op); !ok) return ok;
         }
         const std::size_t need = want - idle_chunks.size();
         if ((hi - lo) / chunk > need) hi = lo + need * chunk;
         streams[b->home].free.erase(b);
-        if (auto ok = take_chunks(b, lo, hi, is_quiet); !ok) return op.wrap(std::move(ok).error());
+        if (auto ok = take_chunks(b, lo, hi, giving_back); !ok) return op.wrap(std::move(ok).error());
         b = nullptr;
       }
     return {};
