@@ -1,23 +1,23 @@
 // pvmm/caching_allocator.hpp - a caching allocator (the engine a framework's allocator plug-in needs): one best-fit
-// pool of blocks split and merged at 512 B, cross-stream reuse gated on events, idle physical chunks stitched into
+// pool of blocks split and merged at 512 B, cross-stream reuse gated on events, free physical chunks stitched into
 // contiguous ranges. The warm path (a cached block freed on the allocating stream) makes no driver call.
 //
 // Why it sits on VMM and not on pvmm's stream-ordered pools (docs/design.md, "Caching allocator"):
 // - a pool caches too: a cache over a pool holds memory twice over and cannot hand back what the pool keeps;
 //   driver pools were measured holding 2.3x the live bytes under random cross-stream frees (issue 38);
 // - over VMM the allocator owns the physical memory in chunks (the device's recommended granularity, 2 MiB on
-//   CUDA) mapped back to back into regions (reserved ranges). When no cached block fits, whole idle chunks of
-//   cached blocks are unmapped and stitched into a new contiguous region (GMLake's idea, ASPLOS'24) before any
-//   new physical memory is created, so reserved bytes stay near live bytes;
+//   CUDA) mapped back to back into regions (reserved ranges). When no cached block fits, whole free chunks of
+//   cached blocks are stitched into a new contiguous region (GMLake's idea, ASPLOS'24) before any new physical
+//   memory is created, so reserved bytes stay near live bytes;
 // - every backend has VMM (host included); a device without it answers errc::not_supported at create.
 //
 // Semantics:
 // - allocate(size, s) gives `size` bytes usable in stream s's order, aligned to 512 B. Every request rounds up to
 //   a multiple of 512 B and takes the smallest cached block that fits (best fit, one pool for all sizes: the
 //   fragments large blocks leave serve small requests), split at 512 B; the rest stays cached. A freed block
-//   merges with its free address neighbours of the same home stream (PyTorch's splitting and merging, without
-//   its small/large pools: a partly used chunk is what costs reserved bytes, and one pool leaves fewer). A miss
-//   stitches ceil(size / chunk) chunks into a new region; what the request leaves of it is cached;
+//   merges with its free address neighbours (PyTorch's splitting and merging, without its small/large pools: a
+//   partly used chunk is what costs reserved bytes, and one pool leaves fewer). A miss stitches ceil(size / chunk)
+//   chunks into a new region (chunks of free blocks s may use, then new ones); what the request leaves is cached;
 // - deallocate(p, s) gives the block back in s's order, where s is the stream of its last use. s == the stream it
 //   was allocated on (its home): reusable there at once, no driver call. s != home (an FSDP-style free, or
 //   PyTorch's record_stream): an event is recorded on s at the free, the one driver call a free can make;
@@ -25,11 +25,12 @@
 //   complete (an event query, or a stream query when no event covers it; at most one of each per stream per
 //   allocation), never on hope. With wait_for_pending_frees, a request no ready block fits takes a pending one
 //   by making its stream wait for the event on the device (a non-blocking wait) rather than reserving more;
-// - physical memory is unmapped only when the host has seen every use of it complete: unmapping is not ordered
-//   with device work (invariant 4);
+// - a chunk stitched elsewhere stays mapped at its old place (a ghost, never handed out) until the host has seen
+//   every use of it there complete: unmapping is not ordered with device work (invariant 4). Ghosts are unmapped
+//   when the cache gives back, or on a miss once they map more chunks than the cache holds;
 // - under pressure (creating a chunk failed, or max_reserved would be exceeded) the allocator synchronizes the
-//   streams it has seen, unmaps every whole chunk of its cached blocks, gives back every idle chunk, and retries
-//   once; trim() does the same on demand. A chunk partly under a live block stays;
+//   streams it has seen, unmaps every ghost and every whole chunk of its cached blocks, gives back the chunks, and
+//   retries once; trim() does the same on demand. A chunk partly under a live block stays;
 // - stats(): reserved = physical bytes held; live = bytes asked for by blocks not yet deallocated; high marks;
 //   and the driver calls made, by kind (so a caller can check that its warm path makes none).
 //

@@ -269,24 +269,21 @@ struct caching_allocator::state {
   void cache(block* b) {
     if (mergeable(b, b->prev)) {
       block* p = b->prev;
-      streams[p->home].free.erase(p);
-      merge_gates(p->gates, b->gates, true);
-      p->size += b->size;
-      p->next = b->next;
-      if (b->next) b->next->prev = p;
-      drop_block(b);
+      streams[p->home].free.erase(p);  // its size changes
+      absorb(p, b);
       b = p;
     }
-    if (mergeable(b, b->next)) {
-      block* n = b->next;
-      streams[n->home].free.erase(n);
-      merge_gates(b->gates, n->gates, true);
-      b->size += n->size;
-      b->next = n->next;
-      if (n->next) n->next->prev = b;
-      drop_block(n);
-    }
+    if (mergeable(b, b->next)) absorb(b, b->next);
     streams[b->home].free.insert(b);
+  }
+  /// Merges `gone` (free, right after `into`) into `into`, which is on no list.
+  void absorb(block* into, block* gone) {
+    streams[gone->home].free.erase(gone);
+    merge_gates(into->gates, gone->gates, true);
+    into->size += gone->size;
+    into->next = gone->next;
+    if (gone->next) gone->next->prev = into;
+    drop_block(gone);
   }
 
   // ---- regions: stitching and unmapping ----
@@ -568,21 +565,23 @@ struct caching_allocator::state {
         cache(b);
       }
   }
-  /// Synchronizes every stream the cache knows, then unmaps every whole chunk of every cached block and gives the
-  /// idle chunks back (trim, pressure, teardown). `op` null: teardown, errors ignored.
+  /// Synchronizes every stream the cache knows, then unmaps every ghost and every whole chunk of every cached block
+  /// and gives the idle chunks back (trim, pressure, teardown). `op` null: teardown, errors ignored.
   status give_back_everything(const detail::operation* op) {
+    bool synchronized = true;
     for (std::uint32_t p = 0; p < streams.size(); ++p) {
       auto& ps = streams[p];
       ++st.host_syncs;
       if (auto ok = ps.s.synchronize(); !ok) {
         if (op) return op->wrap(std::move(ok).error());
+        synchronized = false;  // teardown goes on: that stream's blocks stay gated, their chunks mapped
         continue;
       }
       ps.done = ps.mark;
       for (auto& f : ps.fences) spare_events.push_back(std::move(f.ev));
       ps.fences.clear();
     }
-    rehome_all();
+    if (synchronized) rehome_all();
     ++epoch;
     const detail::operation quiet_op{"pvmm::caching_allocator::~caching_allocator"};
     if (auto ok = harvest(static_cast<std::size_t>(-1), no_stream, op ? *op : quiet_op); !ok && op) return ok;
