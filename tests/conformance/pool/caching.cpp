@@ -397,6 +397,24 @@ PVMM_CASE("caching allocator: chunks still in use in the taking stream's order a
   CHECK(a.stats().peak_reserved == 3 * c);
 }
 
+PVMM_CASE("caching allocator: ghost mappings go once they map more chunks than the allocator holds") {
+  PVMM_REQUIRE_CACHING();
+  auto s = stream::create(0).value();
+  auto a = make();
+  const std::size_t c = a.chunk_size();
+  // Each request is one chunk larger than the last: each stitches the previous one's chunks and one new chunk,
+  // leaving the previous chunks mapped at their old place too.
+  for (std::size_t k = 2; k <= 4; ++k) PVMM_CHECK_OK(a.deallocate(a.allocate(k * c, s).value(), s));
+  PVMM_CHECK_OK(s.synchronize());
+  CHECK(a.stats().reserved == 4 * c);
+  CHECK(a.stats().unmaps == 0);  // ghosts: 2 + 3 chunks, more than the 4 held
+  void* last = a.allocate(5 * c, s).value();
+  CHECK(a.stats().unmaps == 5);  // unmapped before this stitch, their work being done
+  CHECK(a.stats().reserved == 5 * c);
+  round_trip(last, 5 * c, s, 3);
+  PVMM_CHECK_OK(a.deallocate(last, s));
+}
+
 PVMM_CASE("caching allocator: free neighbours merge across the streams they were used on") {
   PVMM_REQUIRE_CACHING();
   auto s1 = stream::create(0).value();
