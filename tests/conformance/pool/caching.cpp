@@ -5,6 +5,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
+#include <map>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -437,6 +440,64 @@ PVMM_CASE("caching allocator: free neighbours merge across the streams they were
   CHECK(a.stats().stitches == stitches);
   PVMM_CHECK_OK(a.deallocate(*again, s2));
   PVMM_CHECK_OK(s2.synchronize());
+}
+
+PVMM_CASE("caching allocator: random sizes on three streams, freed on random ones: no overlap, data intact") {
+  PVMM_REQUIRE_CACHING();
+  stream streams[3] = {stream::create(0).value(), stream::create(0).value(), stream::create(0).value()};
+  auto a = make();
+  const std::size_t c = a.chunk_size();
+  std::mt19937 rng(38);
+  struct held {
+    char* p;
+    std::size_t n;
+    int on;
+    std::uint64_t stamp;
+  };
+  std::vector<held> live;
+  std::map<char*, std::size_t> ranges;  // live blocks by address, to find overlaps
+  auto stamp_check = [&](const held& h) {
+    std::uint64_t head = 0, tail = 0;
+    PVMM_CHECK_OK(streams[h.on].copy_async(&head, h.p, 8));
+    PVMM_CHECK_OK(streams[h.on].copy_async(&tail, h.p + h.n - 8, 8));
+    PVMM_CHECK_OK(streams[h.on].synchronize());
+    CHECK(head == h.stamp);
+    CHECK(tail == ~h.stamp);
+  };
+  for (int i = 0; i < 3000; ++i) {
+    if (live.size() < 4 || (live.size() < 40 && rng() % 2)) {
+      const std::size_t n = 16 + rng() % (rng() % 4 == 0 ? 3 * c : c / 4);
+      const int on = static_cast<int>(rng() % 3);
+      auto p = a.allocate(n, streams[on]);
+      PVMM_REQUIRE_VALUE(p);
+      held h{static_cast<char*>(*p), n, on, rng()};
+      auto next = ranges.lower_bound(h.p);
+      CHECK((next == ranges.end() || h.p + n <= next->first));
+      CHECK((next == ranges.begin() || std::prev(next)->first + std::prev(next)->second <= h.p));
+      ranges.emplace(h.p, n);
+      const std::uint64_t tail = ~h.stamp;
+      PVMM_CHECK_OK(streams[on].copy_async(h.p, &h.stamp, 8));
+      PVMM_CHECK_OK(streams[on].copy_async(h.p + n - 8, &tail, 8));
+      PVMM_CHECK_OK(streams[on].synchronize());  // the stamps are on the stack
+      live.push_back(h);
+    } else {
+      const std::size_t k = rng() % live.size();
+      const held h = live[k];
+      stamp_check(h);  // its stream synchronized: any stream may free it
+      PVMM_CHECK_OK(a.deallocate(h.p, streams[rng() % 3]));
+      ranges.erase(h.p);
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  for (const held& h : live) {
+    stamp_check(h);
+    PVMM_CHECK_OK(a.deallocate(h.p, streams[h.on]));
+  }
+  CHECK(a.stats().live == 0);
+  PVMM_CHECK_OK(a.trim());
+  CHECK(a.stats().reserved == 0);
+  CHECK(a.stats().cached_blocks == 0);
 }
 
 PVMM_CASE("caching allocator: bad input is refused with exact errors") {
