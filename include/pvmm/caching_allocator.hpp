@@ -1,36 +1,41 @@
-// pvmm/caching_allocator.hpp - a caching allocator (the engine a framework's allocator plug-in needs): per-stream
-// size classes, cross-stream reuse gated on events, physical chunks stitched into contiguous ranges.
+// pvmm/caching_allocator.hpp - a caching allocator (the engine a framework's allocator plug-in needs): one best-fit
+// pool of blocks split and merged at 512 B, cross-stream reuse gated on events, free physical chunks stitched into
+// contiguous ranges. The warm path (a cached block freed on the allocating stream) makes no driver call.
 //
 // Why it sits on VMM and not on pvmm's stream-ordered pools (docs/design.md, "Caching allocator"):
 // - a pool caches too: a cache over a pool holds memory twice over and cannot hand back what the pool keeps;
 //   driver pools were measured holding 2.3x the live bytes under random cross-stream frees (issue 38);
 // - over VMM the allocator owns the physical memory in chunks (the device's recommended granularity, 2 MiB on
-//   CUDA): a large block is chunks mapped back to back into its own reserved range, and when no cached block fits,
-//   idle chunks of other cached blocks are unmapped and stitched into a new contiguous range (GMLake's idea,
-//   ASPLOS'24) instead of reserving more physical memory. Reserved bytes stay near live bytes;
+//   CUDA) mapped back to back into regions (reserved ranges). When no cached block fits, whole free chunks of
+//   cached blocks are stitched into a new contiguous region (GMLake's idea, ASPLOS'24) before any new physical
+//   memory is created, so reserved bytes stay near live bytes;
 // - every backend has VMM (host included); a device without it answers errc::not_supported at create.
 //
 // Semantics:
-// - allocate(size, s) gives `size` bytes usable in stream s's order (s is the block's home stream). Requests up
-//   to small_limit come from per-stream size classes (4 per doubling, multiples of 512 B) carved from one-chunk
-//   segments; larger ones are whole chunks: the smallest cached block that fits is split at a chunk boundary (no
-//   driver call), and a freed block merges with its free neighbours of the same home stream (PyTorch's segment
-//   splitting, at chunk granularity);
-// - deallocate(p, s) gives the block back in s's order, where s is the stream of its last use. s == home: the block
-//   is reusable on its home stream at once (stream order). s != home (an FSDP-style free on another stream): an
-//   event is recorded on s at the free, and the home stream reuses the block only once that event has completed,
-//   or, with wait_for_pending_frees, after enqueuing a wait for it: never on hope;
-// - another stream takes a cached block only after an event recorded on the block's home stream after its free
-//   (and its cross-stream event, if any) has completed, or with wait_for_pending_frees, by waiting for them;
-// - physical memory is unmapped only when the host has seen every use of it complete (an event query answering
-//   done, or a synchronize): unmapping is not ordered with device work (invariant 4);
+// - allocate(size, s) gives `size` bytes usable in stream s's order, aligned to 512 B. Every request rounds up to
+//   a multiple of 512 B and takes the smallest cached block that fits (best fit, one pool for all sizes: the
+//   fragments large blocks leave serve small requests), split at 512 B; the rest stays cached. A freed block
+//   merges with its free address neighbours (PyTorch's splitting and merging, without its small/large pools: a
+//   partly used chunk is what costs reserved bytes, and one pool leaves fewer). A miss stitches ceil(size / chunk)
+//   chunks into a new region (chunks of free blocks s may use, then new ones); what the request leaves is cached;
+// - deallocate(p, s) gives the block back in s's order, where s is the stream of its last use. s == the stream it
+//   was allocated on (its home): reusable there at once, no driver call. s != home (an FSDP-style free, or
+//   PyTorch's record_stream): an event is recorded on s at the free, the one driver call a free can make;
+// - a cached block is handed to a stream other than one it was used on only once the host has seen that work
+//   complete (an event query, or a stream query when no event covers it; at most one of each per stream per
+//   allocation), never on hope. With wait_for_pending_frees, a request no ready block fits takes a pending one
+//   by making its stream wait for the event on the device (a non-blocking wait) rather than reserving more;
+// - a chunk stitched elsewhere stays mapped at its old place (a ghost, never handed out) until the host has seen
+//   every use of it there complete: unmapping is not ordered with device work (invariant 4). Ghosts are unmapped
+//   when the cache gives back, or on a miss once they map more chunks than the cache holds;
 // - under pressure (creating a chunk failed, or max_reserved would be exceeded) the allocator synchronizes the
-//   events of its cached blocks, gives back every cached block and idle chunk, and retries once; trim() does the
-//   same on demand;
-// - stats(): reserved = physical bytes held; live = bytes asked for by blocks not yet deallocated; high marks.
+//   streams it has seen, unmaps every ghost and every whole chunk of its cached blocks, gives back the chunks, and
+//   retries once; trim() does the same on demand. A chunk partly under a live block stays;
+// - stats(): reserved = physical bytes held; live = bytes asked for by blocks not yet deallocated; high marks;
+//   and the driver calls made, by kind (so a caller can check that its warm path makes none).
 //
-// Streams: every stream passed in must outlive the allocator, or be idle and never passed again once the
-// caller destroys it (cached blocks keep its handle to record events on).
+// Streams: every stream passed in must outlive the allocator (it keeps their handles: events are recorded and
+// queried on them, and trim, pressure, release and the destructor synchronize each of them).
 //
 // Threading: one caching_allocator may be used from several threads at once (allocate, deallocate, trim, stats
 // and reset_peaks take its one lock; the driver calls they make run under it, and no user code does). Releasing,
@@ -53,12 +58,12 @@ namespace pvmm {
 
 /// What a caching allocator is created with.
 struct caching_options {
-  int device = 0;              ///< the device whose memory it hands out (and whose streams it accepts)
-  std::size_t chunk_size = 0;  ///< physical chunk: 0 = the device's recommended granularity (2 MiB on CUDA)
-  std::size_t small_limit = std::size_t{1} << 20;  ///< requests up to this come from size classes (<= chunk_size)
+  int device = 0;                ///< the device whose memory it hands out (and whose streams it accepts)
+  std::size_t chunk_size = 0;    ///< physical chunk: 0 = the device's recommended granularity (2 MiB on CUDA)
   std::size_t max_reserved = 0;  ///< physical bytes it may hold at most; 0: no limit beyond the device's
-  /// Reuse a cached block whose free is still pending by making the allocating stream wait for it (an event
-  /// wait, on the device) rather than reserving more memory. false: such blocks wait until their event is done.
+  /// When no cached block is ready for a request, take one whose earlier use on another stream is still pending
+  /// (or its chunks, for a stitch) by making the allocating stream wait for that use's event on the device (not
+  /// a host wait) rather than creating more memory. false: such blocks wait until the host sees the event done.
   bool wait_for_pending_frees = true;
 };
 
@@ -71,10 +76,18 @@ struct caching_stats {
   std::uint64_t live_blocks = 0;       ///< blocks allocated and not deallocated
   std::uint64_t cached_blocks = 0;     ///< blocks held for reuse
   std::uint64_t cache_hits = 0;        ///< allocations served by a cached block
-  std::uint64_t stitches = 0;          ///< ranges built from chunks (a new block or segment)
-  std::uint64_t chunks_reused = 0;     ///< chunks taken from dissolved blocks into a stitch
+  std::uint64_t stitches = 0;          ///< regions built from chunks (a range reserved, its chunks mapped, one grant)
+  std::uint64_t chunks_reused = 0;     ///< chunks of a stitch that were held already (idle, or unmapped for it)
   std::uint64_t waits = 0;             ///< reuses that made a stream wait for a pending free
   std::uint64_t pressure_retries = 0;  ///< allocations retried after giving back the cache
+  // Driver calls, by kind:
+  std::uint64_t chunks_created = 0;  ///< physical chunks created
+  std::uint64_t maps = 0;            ///< chunk mappings (one per chunk of a stitch)
+  std::uint64_t unmaps = 0;          ///< unmap calls (one per run of chunks taken from a cached block)
+  std::uint64_t event_records = 0;   ///< events recorded (a cross-stream free; a fence for a busy stream)
+  std::uint64_t event_queries = 0;   ///< event and stream queries
+  std::uint64_t device_waits = 0;    ///< stream waits for an event (non-blocking for the host)
+  std::uint64_t host_syncs = 0;      ///< host waits for a stream (trim, pressure, release, teardown)
 };
 
 /// A caching allocator of one device's memory. Move-only.

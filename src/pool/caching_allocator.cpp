@@ -1,9 +1,11 @@
-// caching_allocator: blocks cached per home stream; large blocks and small-class segments are "spans" (one reserved
-// range with chunks mapped back to back); idle spans are dissolved into chunks and stitched into new spans.
+// caching_allocator: one best-fit pool of blocks (multiples of 512 B) carved from regions (a reserved range with
+// physical chunks mapped into it); blocks split and merge at 512 B; whole idle chunks of free blocks are unmapped
+// and stitched into new regions on a miss. Streams are tracked by marks (see "Streams" below).
 #include <algorithm>
+#include <cstdint>
 #include <deque>
-#include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -24,289 +26,391 @@ namespace pvmm {
 
 // Named, not anonymous: the library is a unity build, and these names are common.
 namespace detail::caching {
-constexpr std::size_t min_block = 512;  // every size rounds to a multiple: PyTorch's alignment
-// Size-class rounding wastes at most 1/4 of a small request, but fewer classes leave fewer partly used segments:
-// small requests are few bytes next to large ones.
-constexpr unsigned classes_per_doubling = 4;
+constexpr std::size_t min_block = 512;  // every block is a multiple: PyTorch's rounding and alignment
+constexpr std::uint32_t no_stream = UINT32_MAX;
 
-/// An event recorded on a stream, shared by the blocks it covers; back to the spare list when no block needs it.
-struct fence {
-  event ev;
-  unsigned refs = 0;
-  bool done = false;
+struct region;
+
+/// Work of stream `stream` up to its `mark`-th free may still use the block: it is reusable in that stream's order
+/// at once, elsewhere once the host has seen that work complete, or the other stream waited for it on the device.
+struct gate {
+  std::uint32_t stream = no_stream;
+  std::uint64_t mark = 0;
 };
-
-struct span {
-  address_reservation range;
-  std::vector<physical_allocation> chunks;
-};
-
-/// A reserved range holding large blocks (one span stitched, then split and merged); freed when nothing is mapped.
-struct region {
-  address_reservation range;
-  std::size_t mapped = 0;  // chunks mapped in it
-};
-
-struct segment;  // a span carved into slots of one size class
 
 struct block {
-  void* ptr = nullptr;
-  std::size_t size = 0;        // bytes it occupies (class size, or whole chunks)
-  std::size_t requested = 0;   // bytes asked for while allocated
-  stream_ref home;             // the stream whose order its last use is in (for a cached block)
-  std::uint64_t free_seq = 0;  // home's free counter at its free (a fence after it covers it)
-  fence* cross = nullptr;      // recorded on the freeing stream when it was not home
-  bool live = false;
-  segment* seg = nullptr;  // small blocks: their segment
-  std::size_t class_index = 0;
-  // Large blocks: their region, the chunks mapped at ptr (in order), the adjacent blocks in the region.
+  char* ptr = nullptr;
+  std::size_t size = 0;       // bytes it occupies (a multiple of min_block)
+  std::size_t requested = 0;  // bytes asked for while live
   region* reg = nullptr;
-  std::vector<physical_allocation> chunks;
-  block* prev = nullptr;
+  block* prev = nullptr;  // address neighbours in the region, linked only across contiguous mapped memory
   block* next = nullptr;
+  std::uint32_t home = 0;  // live: the stream it was allocated on; cached: the stream whose free list holds it
+  gate gates[2];           // cached: the streams whose work may still use it (home's first)
+  bool live = false;
 };
 
-struct segment {
-  span memory;
-  std::size_t class_index = 0;
-  std::size_t slots = 0;
-  std::size_t busy = 0;  // slots allocated
-  std::vector<block*> members;
+/// A reserved range; chunks[i] is mapped at i * chunk, or empty (a hole left by a stitch that took it).
+struct region {
+  address_reservation range;
+  std::vector<physical_allocation> chunks;
+  std::size_t mapped = 0;
 };
 
-struct stream_bins {
+/// Whole chunks [lo, hi) of a region whose owners a stitch took while work queued before `gates` may still touch
+/// them there: they stay mapped in both places until the host has seen that work complete.
+struct ghost {
+  region* reg = nullptr;
+  std::size_t lo = 0, hi = 0;
+  gate gates[2];
+};
+
+struct fence {
+  event ev;
+  std::uint64_t mark = 0;  // the stream's marks up to this one were queued before it
+};
+
+struct by_size {
+  bool operator()(const block* a, const block* b) const {
+    return a->size != b->size ? a->size < b->size : a->ptr < b->ptr;
+  }
+};
+
+struct stream_state {
   stream_ref s;
-  std::vector<std::vector<block*>> small;    // by class index
-  std::multimap<std::size_t, block*> large;  // by size
-  std::uint64_t free_counter = 0;
-  fence* latest = nullptr;  // the newest fence recorded on this stream
-  std::uint64_t latest_seq = 0;
+  std::set<block*, by_size> free;     // cached blocks whose home this is, best fit first
+  std::uint64_t mark = 0;             // frees gated on this stream so far
+  std::uint64_t done = 0;             // marks the host has seen complete
+  std::uint64_t fenced = 0;           // the newest fence's mark
+  std::deque<fence> fences;           // recorded and not yet seen complete, oldest first
+  std::uint64_t polled = 0;           // the epoch its fences were last queried in (once per allocation)
+  std::uint64_t stream_polled = 0;    // the epoch the stream itself was last queried in
+  std::vector<std::uint64_t> waited;  // by stream index: marks of that stream this one waited for on the device
 };
 
-std::size_t class_size(std::size_t size) noexcept {
-  if (size <= min_block) return min_block;
-  std::size_t e = 0;
-  while ((std::size_t{1} << (e + 1)) < size) ++e;  // 2^e < size <= 2^(e+1)
-  const std::size_t step = std::max(min_block, (std::size_t{1} << e) / classes_per_doubling);
-  return (size + step - 1) / step * step;
-}
+std::size_t round_size(std::size_t size) noexcept { return (size + min_block - 1) / min_block * min_block; }
 }  // namespace detail::caching
 
 struct caching_allocator::state {
-  using fence = detail::caching::fence;
-  using span = detail::caching::span;
+  using gate = detail::caching::gate;
   using block = detail::caching::block;
-  using segment = detail::caching::segment;
   using region = detail::caching::region;
-  using stream_bins = detail::caching::stream_bins;
+  using fence = detail::caching::fence;
+  using ghost = detail::caching::ghost;
+  using stream_state = detail::caching::stream_state;
+  static constexpr std::uint32_t no_stream = detail::caching::no_stream;
   static constexpr std::size_t min_block = detail::caching::min_block;
-  static std::size_t class_size(std::size_t n) noexcept { return detail::caching::class_size(n); }
+  static constexpr int max_gated_scan = 32;
 
   caching_options options;
   std::size_t chunk = 0;
   access_descriptor grant{};
   mutable std::mutex lock;
-  std::deque<stream_bins> streams;                           // a deque: references stay valid as streams are added
-  std::unordered_map<void*, std::unique_ptr<block>> blocks;  // every block, live or cached, by address
-  std::vector<std::unique_ptr<segment>> segments;
+  std::deque<stream_state> streams;  // a deque: references stay valid as streams are added
+  std::uint32_t last_stream = 0;     // the last one looked up (most calls repeat it)
+  std::unordered_map<void*, block*> live;
+  std::deque<block> block_store;  // every block object; spare ones are reused
+  std::vector<block*> spare_blocks;
   std::vector<std::unique_ptr<region>> regions;
-  std::vector<std::size_t> class_sizes;  // index -> bytes
-  std::vector<physical_allocation> idle_chunks;
-  std::vector<std::unique_ptr<fence>> fences;
-  std::vector<fence*> spare_fences;
+  std::vector<physical_allocation> idle_chunks;  // owned, mapped nowhere but perhaps in a ghost
+  std::vector<ghost> ghosts;
+  std::size_t ghost_chunks = 0;  // chunk mappings the ghosts hold
+  std::vector<event> spare_events;
   std::size_t chunks_held = 0;
+  std::uint64_t epoch = 0;
   caching_stats st;
 
-  ~state() { (void)give_back_everything(/*blocking=*/true, nullptr); }
+  ~state() { (void)give_back_everything(nullptr); }
 
-  std::uint64_t reserved() const { return std::uint64_t{chunks_held} * chunk; }
   void note_reserved() {
-    st.reserved = reserved();
+    st.reserved = std::uint64_t{chunks_held} * chunk;
     st.peak_reserved = std::max(st.peak_reserved, st.reserved);
   }
 
-  std::size_t class_of(std::size_t bytes) {
-    const std::size_t c = class_size(bytes);
-    auto it = std::lower_bound(class_sizes.begin(), class_sizes.end(), c);
-    return static_cast<std::size_t>(it - class_sizes.begin());
+  std::uint32_t index_of(stream_ref s) {
+    if (last_stream < streams.size() && streams[last_stream].s.native_handle() == s.native_handle()) return last_stream;
+    for (std::uint32_t i = 0; i < streams.size(); ++i)
+      if (streams[i].s.native_handle() == s.native_handle()) return last_stream = i;
+    streams.emplace_back();
+    streams.back().s = s;
+    for (auto& x : streams) x.waited.resize(streams.size(), 0);
+    return last_stream = static_cast<std::uint32_t>(streams.size() - 1);
   }
 
-  stream_bins& bins(stream_ref s) {
-    for (auto& b : streams)
-      if (b.s.native_handle() == s.native_handle()) return b;
-    streams.push_back(stream_bins{s, std::vector<std::vector<block*>>(class_sizes.size()), {}, 0, nullptr, 0});
-    return streams.back();
+  block* new_block() {
+    if (spare_blocks.empty()) return &block_store.emplace_back();
+    block* b = spare_blocks.back();
+    spare_blocks.pop_back();
+    *b = block{};
+    return b;
+  }
+  void drop_block(block* b) {
+    b->reg = nullptr;  // marks it spare for a pass over a snapshot of the lists (rehome_all)
+    spare_blocks.push_back(b);
   }
 
-  // ---- fences ----
-  result<fence*> record_fence(stream_ref on, const detail::operation& op) {
-    fence* f = nullptr;
-    if (!spare_fences.empty()) {
-      f = spare_fences.back();
-      spare_fences.pop_back();
+  // ---- streams: marks, fences, the host's and the device's knowledge of them ----
+  result<fence*> record_fence(std::uint32_t p, const detail::operation& op) {
+    auto& ps = streams[p];
+    event ev;
+    if (!spare_events.empty()) {
+      ev = std::move(spare_events.back());
+      spare_events.pop_back();
     } else {
       auto e = event::create(options.device);
       if (!e) return op.wrap(std::move(e).error());
-      fences.push_back(std::make_unique<fence>());
-      f = fences.back().get();
-      f->ev = std::move(*e);
+      ev = std::move(*e);
     }
-    if (auto ok = f->ev.record(on); !ok) {
-      spare_fences.push_back(f);
+    ++st.event_records;
+    if (auto ok = ev.record(ps.s); !ok) {
+      spare_events.push_back(std::move(ev));
       return op.wrap(std::move(ok).error());
     }
-    f->done = false;
-    f->refs = 1;
-    return f;
+    ps.fences.push_back(fence{std::move(ev), ps.mark});
+    ps.fenced = ps.mark;
+    return &ps.fences.back();
   }
-  void drop(fence*& f) {
-    if (f && --f->refs == 0) spare_fences.push_back(f);
-    f = nullptr;
+  /// Moves p's `done` forward toward `want`: its fences are queried oldest first, and where no fence covers
+  /// `want`, the stream itself (idle: every mark is done). Each at most once per epoch (one allocation). A failed
+  /// query counts as not done: the block waits, nothing is reused on hope.
+  void poll(std::uint32_t p, std::uint64_t want) {
+    auto& ps = streams[p];
+    if (ps.polled != epoch) {
+      ps.polled = epoch;
+      while (!ps.fences.empty()) {
+        ++st.event_queries;
+        auto q = ps.fences.front().ev.query();
+        if (!q || !*q) break;
+        ps.done = std::max(ps.done, ps.fences.front().mark);
+        spare_events.push_back(std::move(ps.fences.front().ev));
+        ps.fences.pop_front();
+      }
+    }
+    if (want > ps.done && want > ps.fenced && ps.stream_polled != epoch) {
+      ps.stream_polled = epoch;
+      ++st.event_queries;
+      auto q = ps.s.query();
+      if (q && *q) ps.done = ps.mark;
+    }
   }
-  /// Whether `f` has completed: asks the event (host-observed); `blocking` synchronizes it.
-  bool complete(fence* f, bool blocking) {
-    if (!f || f->done) return true;
-    if (blocking) {
-      f->done = f->ev.synchronize().has_value();
-    } else {
-      auto q = f->ev.query();
-      f->done = q && *q;
+  /// Whether the host has seen gate g complete (asking the driver at most once per stream per epoch). With
+  /// `fence_if_busy`, a busy stream gets a fence covering g so that a later poll can see it done.
+  bool seen_done(const gate& g, bool fence_if_busy) {
+    auto& ps = streams[g.stream];
+    if (g.mark <= ps.done) return true;
+    poll(g.stream, g.mark);
+    if (g.mark <= ps.done) return true;
+    if (fence_if_busy && ps.fenced < g.mark) {  // a failure leaves it unfenced: the block waits
+      const detail::operation op{"pvmm::caching_allocator::allocate"};
+      (void)record_fence(g.stream, op);
     }
-    return f->done;
+    return false;
   }
-  /// The fence on b's home stream covering b's free, recorded now if the newest does not cover it.
-  result<fence*> home_fence(block& b, const detail::operation& op) {
-    auto& h = bins(b.home);
-    if (!h.latest || h.latest_seq < b.free_seq) {
-      auto f = record_fence(h.s, op);
-      if (!f) return std::move(f).error();
-      drop(h.latest);
-      h.latest = *f;
-      h.latest_seq = h.free_counter;
+  /// Whether a cached block may be handed out on stream c now, without waiting.
+  bool usable(const block& b, std::uint32_t c) {
+    for (const gate& g : b.gates) {
+      if (g.stream == no_stream || g.stream == c || g.mark <= streams[c].waited[g.stream]) continue;
+      if (!seen_done(g, false)) return false;
     }
-    return h.latest;
-  }
-
-  /// Makes a cached block usable on `on`: nothing to do on its home stream unless a cross-stream free is pending;
-  /// elsewhere its home fence too. A pending gate is waited for on `on` (wait_for_pending_frees) or refuses (false).
-  result<bool> claim(block& b, stream_ref on, const detail::operation& op) {
-    fence* gates[2] = {b.cross, nullptr};
-    if (b.home.native_handle() != on.native_handle()) {
-      auto f = home_fence(b, op);
-      if (!f) return std::move(f).error();
-      gates[1] = *f;
-    }
-    bool waited = false;
-    for (fence* g : gates) {
-      if (complete(g, false)) continue;
-      if (!options.wait_for_pending_frees) return false;
-      if (auto ok = on.wait(g->ev); !ok) return op.wrap(std::move(ok).error());
-      waited = true;
-    }
-    if (waited) ++st.waits;
-    drop(b.cross);
-    b.home = on;
     return true;
   }
-  /// Whether every use of a cached block is host-observed complete (so it may be unmapped).
-  result<bool> idle(block& b, bool blocking, const detail::operation& op) {
-    if (!complete(b.cross, blocking)) return false;
-    auto f = home_fence(b, op);
-    if (!f) return std::move(f).error();
-    if (complete(*f, blocking)) return true;
-    // A fence recorded just now may not answer done yet on an idle stream; the stream's own query covers it.
-    auto q = b.home.query();
-    if (q && *q) (*f)->done = true;
-    return (*f)->done;
+  /// Makes stream c wait on the device for every gate of b not yet done (fences recorded as needed).
+  status wait_for(const block& b, std::uint32_t c, const detail::operation& op) {
+    for (const gate& g : b.gates) {
+      if (g.stream == no_stream || g.stream == c || g.mark <= streams[c].waited[g.stream]) continue;
+      if (g.mark <= streams[g.stream].done) continue;
+      auto& ps = streams[g.stream];
+      if (ps.fenced < g.mark)
+        if (auto f = record_fence(g.stream, op); !f) return std::move(f).error();
+      const fence* f = nullptr;
+      for (const auto& x : ps.fences)
+        if (x.mark >= g.mark) {
+          f = &x;
+          break;
+        }
+      ++st.device_waits;
+      if (auto ok = streams[c].s.wait(f->ev); !ok) return op.wrap(std::move(ok).error());
+      streams[c].waited[g.stream] = f->mark;
+    }
+    ++st.waits;
+    return {};
+  }
+  /// Whether every use of a cached block is host-observed complete (so its chunks may be unmapped).
+  bool quiet(const block& b) {
+    for (const gate& g : b.gates)
+      if (g.stream != no_stream && !seen_done(g, true)) return false;
+    return true;
   }
 
-  // ---- spans ----
-  /// Unmaps `chunks` (mapped back to back from `offset` in `range`) last first, each going idle as it is unmapped:
-  /// a failure leaves the prefix still mapped and the vector naming exactly it (reservation::unmap over several
-  /// mappings is not atomic, so the tail is unmapped one mapping at a time).
-  status unmap_tail_first(address_reservation& range, std::size_t offset, std::vector<physical_allocation>& chunks,
-                          std::size_t* mapped_count) {
-    while (!chunks.empty()) {
-      if (auto ok = range.unmap(offset + (chunks.size() - 1) * chunk, chunk); !ok) return ok;
-      idle_chunks.push_back(std::move(chunks.back()));
-      chunks.pop_back();
-      if (mapped_count) --*mapped_count;
+  // ---- free lists: merging ----
+  /// Folds `from`'s gates into `into`'s (a merged block waits for both); false when they name three streams.
+  static bool merge_gates(gate* into, const gate* from, bool apply) {
+    gate out[2] = {into[0], into[1]};
+    for (int k = 0; k < 2; ++k) {
+      const gate& g = from[k];
+      if (g.stream == no_stream) continue;
+      gate* slot = nullptr;
+      for (gate& o : out)
+        if (o.stream == g.stream) slot = &o;
+      if (!slot)
+        for (gate& o : out)
+          if (o.stream == no_stream && !slot) slot = &o;
+      if (!slot) return false;
+      slot->stream = g.stream;
+      slot->mark = std::max(slot->mark, g.mark);
     }
-    return {};
+    if (apply) into[0] = out[0], into[1] = out[1];
+    return true;
   }
-  /// Unmaps a span and frees its range; the chunks go idle.
-  status unmap(span& s) {
-    if (auto ok = unmap_tail_first(s.range, 0, s.chunks, nullptr); !ok) return ok;
-    // Nothing is mapped any more, so the caller drops the span; a range the backend would not free now is freed
-    // again by its destructor.
-    (void)s.range.release();
-    return {};
-  }
-  /// Unmaps a cached large block's chunks (they go idle) and frees its region once nothing is mapped there. On a
-  /// failure the block keeps the chunks still mapped (its size says so; the caller caches it again).
-  status unmap_block(block& b) {
-    const auto offset =
-        static_cast<std::size_t>(static_cast<char*>(b.ptr) - static_cast<char*>(b.reg->range.address()));
-    auto ok = unmap_tail_first(b.reg->range, offset, b.chunks, &b.reg->mapped);
-    if (b.next && b.chunks.size() * chunk != b.size) {  // a hole after it now: nothing merges across it
-      b.next->prev = nullptr;
-      b.next = nullptr;
+  /// Free neighbours merge whatever list holds them, where their gates fit in one block's two.
+  static bool mergeable(block* a, const block* n) { return n && !n->live && merge_gates(a->gates, n->gates, false); }
+  /// Caches a free block on its home's list, merged with its free neighbours (PyTorch's merging within a
+  /// segment; the merged block waits for what either part waited for). `b` is not on any list.
+  void cache(block* b) {
+    if (mergeable(b, b->prev)) {
+      block* p = b->prev;
+      streams[p->home].free.erase(p);  // its size changes
+      absorb(p, b);
+      b = p;
     }
-    b.size = b.chunks.size() * chunk;
-    if (!ok) return ok;
-    if (b.prev) b.prev->next = nullptr;
-    if (b.reg->mapped == 0)  // the region goes (its destructor frees the range if release could not)
-      regions.erase(std::find_if(regions.begin(), regions.end(), [&](auto& r) { return r.get() == b.reg; }));
-    return {};
+    if (mergeable(b, b->next)) absorb(b, b->next);
+    streams[b->home].free.insert(b);
   }
-  /// Unmaps idle cached large blocks (any stream) until `want` chunks are idle; true when there are.
-  result<bool> dissolve_large(std::size_t want, bool blocking, const detail::operation& op) {
-    for (auto& h : streams)
-      for (auto it = h.large.begin(); it != h.large.end() && idle_chunks.size() < want;) {
-        block& b = *it->second;
-        auto quiet = idle(b, blocking, op);
-        if (!quiet) return std::move(quiet).error();
-        if (!*quiet) {
-          ++it;
-          continue;
-        }
-        it = h.large.erase(it);
-        if (auto ok = unmap_block(b); !ok) {
-          h.large.emplace(b.size, &b);  // what is still mapped stays cached
-          return op.wrap(std::move(ok).error());
-        }
-        drop(b.cross);
-        --st.cached_blocks;
-        blocks.erase(b.ptr);
-      }
-    return idle_chunks.size() >= want;
+  /// Merges `gone` (free, right after `into`) into `into`, which is on no list.
+  void absorb(block* into, block* gone) {
+    streams[gone->home].free.erase(gone);
+    merge_gates(into->gates, gone->gates, true);
+    into->size += gone->size;
+    into->next = gone->next;
+    if (gone->next) gone->next->prev = into;
+    drop_block(gone);
   }
-  /// Gives back cached segments whose slots are all free and idle.
-  status dissolve_segments(bool blocking, const detail::operation& op) {
-    for (std::size_t i = 0; i < segments.size();) {
-      segment& g = *segments[i];
-      bool quiet = g.busy == 0;
-      for (block* m : g.members) {
-        if (!quiet) break;
-        auto q = idle(*m, blocking, op);
-        if (!q) return std::move(q).error();
-        quiet = *q;
+
+  // ---- regions: stitching and unmapping ----
+  void drop_region_if_empty(region* r) {
+    if (r->mapped) return;
+    (void)r->range.release();  // nothing is mapped: a range the backend would not free goes with its destructor
+    regions.erase(std::find_if(regions.begin(), regions.end(), [&](auto& x) { return x.get() == r; }));
+  }
+  /// Takes the whole chunks [lo, hi) (offsets in b's region) out of cached block b, which the caller took off its
+  /// list: their owners go idle (to be stitched); what is left of b before and after is cached again.
+  /// `unmap_now` (the host has seen every use of b complete: giving back): the chunks are unmapped here. Otherwise
+  /// they stay mapped there too, as a ghost: work still queued may touch them through this range (the stream
+  /// taking them is ordered after it), and an unmap can cost more than a map; unmapped later (unmap_quiet_ghosts).
+  status take_chunks(block* b, std::size_t lo, std::size_t hi, bool unmap_now) {
+    region* r = b->reg;
+    char* base = static_cast<char*>(r->range.address());
+    status failed{};
+    if (unmap_now) {
+      // One chunk per call, from the top: a failed unmap leaves what is below it to b (an unmap of several
+      // mappings at once may stop half way).
+      std::size_t cut = hi;
+      while (cut > lo && (failed = unmap_chunk(*r, cut - chunk))) cut -= chunk;
+      if (cut == hi) {
+        streams[b->home].free.insert(b);
+        return failed;
       }
-      if (!quiet) {
+      lo = cut;
+    } else {
+      ghosts.push_back(ghost{r, lo, hi, {b->gates[0], b->gates[1]}});
+      ghost_chunks += (hi - lo) / chunk;
+    }
+    for (std::size_t at = lo; at < hi; at += chunk) idle_chunks.push_back(std::move(r->chunks[at / chunk]));
+    char* end = b->ptr + b->size;
+    block* after = nullptr;
+    if (base + hi < end) {  // the part after the hole
+      after = new_block();
+      *after = *b;
+      after->ptr = base + hi;
+      after->size = static_cast<std::size_t>(end - after->ptr);
+      after->prev = nullptr;
+      if (after->next) after->next->prev = after;
+    } else if (b->next) {
+      b->next->prev = nullptr;
+    }
+    if (b->ptr < base + lo) {  // the part before
+      b->size = static_cast<std::size_t>(base + lo - b->ptr);
+      b->next = nullptr;
+      streams[b->home].free.insert(b);
+    } else {
+      if (b->prev) b->prev->next = nullptr;
+      drop_block(b);
+    }
+    if (after) streams[after->home].free.insert(after);
+    drop_region_if_empty(r);
+    return failed;
+  }
+  status unmap_chunk(region& r, std::size_t at) {
+    ++st.unmaps;
+    auto ok = r.range.unmap(at, chunk);
+    if (ok) --r.mapped;
+    return ok;
+  }
+  /// Unmaps the ghosts whose work the host has seen complete.
+  status unmap_quiet_ghosts() {
+    for (std::size_t i = 0; i < ghosts.size();) {
+      ghost& g = ghosts[i];
+      bool done = true;
+      for (const gate& x : g.gates)
+        if (x.stream != no_stream && !seen_done(x, true)) done = false;
+      if (!done) {
         ++i;
         continue;
       }
-      for (block* m : g.members) {
-        auto& list = bins(m->home).small[g.class_index];
-        list.erase(std::remove(list.begin(), list.end(), m), list.end());
-        drop(m->cross);
-        --st.cached_blocks;
-        blocks.erase(m->ptr);
-      }
-      g.members.clear();  // a failed unmap below is retried with no slots left to hand out
-      if (auto ok = unmap(g.memory); !ok) return op.wrap(std::move(ok).error());
-      segments.erase(segments.begin() + static_cast<std::ptrdiff_t>(i));
+      for (; g.hi > g.lo; g.hi -= chunk, --ghost_chunks)  // one chunk per call: a failure leaves the ghost exact
+        if (auto ok = unmap_chunk(*g.reg, g.hi - chunk); !ok) return ok;
+      region* r = g.reg;
+      g = ghosts.back();
+      ghosts.pop_back();
+      drop_region_if_empty(r);
     }
+    return {};
+  }
+  /// Takes whole chunks out of cached blocks, largest blocks first, until `want` chunks are idle: for stream `c`,
+  /// of blocks it may use now (as ghosts), then (wait_for_pending_frees) of blocks it waits for on the device.
+  /// c == no_stream: giving back, every stream synchronized: every block, unmapped.
+  status harvest(std::size_t want, std::uint32_t c, const detail::operation& op) {
+    const bool giving_back = c == no_stream;
+    // Ghosts go when the cache gives back, or once they map more chunks than the cache holds (so that their
+    // ranges stay bounded); not on every miss.
+    if (giving_back || ghost_chunks > chunks_held)
+      if (auto ok = unmap_quiet_ghosts(); !ok) return op.wrap(std::move(ok).error());
+    std::vector<block*> candidates;
+    for (auto& ps : streams)
+      for (block* b : ps.free)
+        if (b->size >= chunk) candidates.push_back(b);
+    // The smallest block that alone holds enough whole chunks first (big free blocks stay whole for big
+    // requests), then the largest first (fewest ranges cut).
+    auto whole_chunks = [&](const block* b) {
+      const auto from = static_cast<std::size_t>(b->ptr - static_cast<char*>(b->reg->range.address()));
+      const std::size_t lo = (from + chunk - 1) / chunk * chunk, hi = (from + b->size) / chunk * chunk;
+      return hi > lo ? (hi - lo) / chunk : 0;
+    };
+    std::sort(candidates.begin(), candidates.end(), [](block* x, block* y) { return x->size > y->size; });
+    const std::size_t missing = want - std::min(want, idle_chunks.size());
+    auto enough =
+        std::find_if(candidates.rbegin(), candidates.rend(), [&](block* b) { return whole_chunks(b) >= missing; });
+    if (enough != candidates.rend()) std::rotate(candidates.begin(), enough.base() - 1, enough.base());
+    const bool may_wait = !giving_back && options.wait_for_pending_frees;
+    for (int pass = 0; pass < (may_wait ? 2 : 1); ++pass)
+      for (block*& b : candidates) {
+        if (idle_chunks.size() >= want) return {};
+        if (!b) continue;  // taken in the first pass
+        char* base = static_cast<char*>(b->reg->range.address());
+        const auto from = static_cast<std::size_t>(b->ptr - base);
+        const std::size_t lo = (from + chunk - 1) / chunk * chunk;
+        std::size_t hi = (from + b->size) / chunk * chunk;
+        if (hi <= lo) continue;
+        if (giving_back ? !quiet(*b) : !usable(*b, c)) {
+          if (pass == 0) continue;
+          if (auto ok = wait_for(*b, c, op); !ok) return ok;
+        }
+        const std::size_t need = want - idle_chunks.size();
+        if ((hi - lo) / chunk > need) hi = lo + need * chunk;
+        streams[b->home].free.erase(b);
+        if (auto ok = take_chunks(b, lo, hi, giving_back); !ok) return op.wrap(std::move(ok).error());
+        b = nullptr;
+      }
     return {};
   }
   void release_idle_chunks() {
@@ -314,259 +418,181 @@ struct caching_allocator::state {
     idle_chunks.clear();
     note_reserved();
   }
-
-  /// Rolls back a stitch: its chunks go idle; those a failed unmap leaves mapped go with the span's destructor.
-  void release_unmappable(span& s) {
-    if (!unmap(s)) {
-      chunks_held -= s.chunks.size();
-      note_reserved();
-    }
-  }
-  /// A new range of `count` chunks: idle chunks first, then chunks of idle cached blocks, then new ones.
-  result<span> stitch(std::size_t count, const detail::operation& op) {
-    if (idle_chunks.size() < count) {
-      auto enough = dissolve_large(count, false, op);
-      if (!enough) return std::move(enough).error();
-    }
+  /// A new region of `count` chunks mapped back to back: idle chunks first, then chunks of cached blocks
+  /// (harvest), then new ones. Its one block (whole) is returned, not cached.
+  result<block*> stitch(std::size_t count, std::uint32_t on, const detail::operation& op) {
+    const std::size_t ghosts_before = ghosts.size();
+    if (idle_chunks.size() < count)
+      if (auto ok = harvest(count, on, op); !ok) return std::move(ok).error();
+    // Chunks taken as ghosts may still be in use in `on`'s order: the new region is gated on `on` (a fresh mark).
+    const gate fresh = ghosts.size() > ghosts_before ? gate{on, ++streams[on].mark} : gate{};
     const std::size_t reused = std::min(count, idle_chunks.size());
+    if (options.max_reserved && (chunks_held + count - reused) * chunk > options.max_reserved)
+      return op.fail(errc::out_of_memory,
+                     fmt::format("holding {:#x} bytes; {} more chunks would pass max_reserved {:#x}",
+                                 std::uint64_t{chunks_held} * chunk, count - reused, options.max_reserved));
+    // The range first: an impossible size fails there, before any chunk is created for it.
+    auto range = address_reservation::reserve(count * chunk);
+    if (!range) return op.wrap(std::move(range).error());
     while (idle_chunks.size() < count) {
-      if (options.max_reserved && (chunks_held + 1) * chunk > options.max_reserved)
-        return op.fail(errc::out_of_memory,
-                       fmt::format("holding {:#x} bytes; another chunk would pass max_reserved {:#x}", reserved(),
-                                   options.max_reserved));
       allocation_properties p;
       p.location = location::device(options.device);
       auto c = physical_allocation::create(chunk, p);
       if (!c) return op.wrap(std::move(c).error());
+      ++st.chunks_created;
       idle_chunks.push_back(std::move(*c));
       ++chunks_held;
       note_reserved();
     }
-    span s;
-    auto range = address_reservation::reserve(count * chunk);
-    if (!range) return op.wrap(std::move(range).error());
-    s.range = std::move(*range);
+    auto r = std::make_unique<region>();
+    r->range = std::move(*range);
+    r->chunks.resize(count);
+    auto roll_back = [&] {  // the chunks it mapped go idle again; the range goes with r
+      for (std::size_t i = r->mapped; i-- > 0;) {
+        (void)r->range.unmap(i * chunk, chunk);
+        idle_chunks.push_back(std::move(r->chunks[i]));
+      }
+    };
     for (std::size_t i = 0; i < count; ++i) {
-      auto at = s.range.map(i * chunk, idle_chunks.back(), 0, chunk);
+      ++st.maps;
+      auto at = r->range.map(i * chunk, idle_chunks.back(), 0, chunk);
       if (!at) {
-        release_unmappable(s);  // the chunks it took go back to the idle list
+        roll_back();
         return op.wrap(std::move(at).error());
       }
-      s.chunks.push_back(std::move(idle_chunks.back()));
+      r->chunks[i] = std::move(idle_chunks.back());
       idle_chunks.pop_back();
+      ++r->mapped;
     }
-    if (auto ok = s.range.set_access(0, count * chunk, {grant}); !ok) {
-      release_unmappable(s);
+    if (auto ok = r->range.set_access(0, count * chunk, {grant}); !ok) {
+      roll_back();
       return op.wrap(std::move(ok).error());
     }
     ++st.stitches;
     st.chunks_reused += reused;
-    return s;
+    block* b = new_block();
+    b->ptr = static_cast<char*>(r->range.address());
+    b->size = count * chunk;
+    b->reg = r.get();
+    b->home = on;
+    b->gates[0] = fresh;
+    regions.push_back(std::move(r));
+    return b;
   }
 
   // ---- allocation ----
+  /// The best-fit cached block of at least `bytes` on stream p's list that stream c may use now; null if none.
+  block* best_fit(std::uint32_t p, std::uint32_t c, std::size_t bytes, block** pending) {
+    auto& list = streams[p].free;
+    block key;
+    key.size = bytes;
+    int gated = 0;  // blocks passed over for a pending gate: bounded, so a long gated list costs no long scan
+    for (auto it = list.lower_bound(&key); it != list.end() && gated < max_gated_scan; ++it, ++gated) {
+      if (usable(**it, c)) return *it;
+      if (!*pending || (*it)->size < (*pending)->size) *pending = *it;
+    }
+    return nullptr;
+  }
+  /// Takes cached block b off its list for stream c, split to `bytes` (the rest stays cached, gated as it was).
+  block* take(block* b, std::uint32_t c, std::size_t bytes) {
+    streams[b->home].free.erase(b);
+    if (b->size - bytes >= min_block) {
+      block* rest = new_block();
+      *rest = *b;
+      rest->ptr = b->ptr + bytes;
+      rest->size = b->size - bytes;
+      rest->prev = b;
+      if (rest->next) rest->next->prev = rest;
+      b->next = rest;
+      b->size = bytes;
+      streams[rest->home].free.insert(rest);
+    }
+    b->home = c;
+    b->gates[0] = b->gates[1] = gate{};
+    return b;
+  }
+
+  result<block*> find_or_make(std::size_t bytes, std::uint32_t c, const detail::operation& op) {
+    ++epoch;
+    block* pending = nullptr;
+    block* b = best_fit(c, c, bytes, &pending);  // the hot path: no driver call unless a gate is foreign
+    for (std::uint32_t p = 0; !b && p < streams.size(); ++p)
+      if (p != c) b = best_fit(p, c, bytes, &pending);
+    if (b) {
+      ++st.cache_hits;
+      return take(b, c, bytes);
+    }
+    if (pending && options.wait_for_pending_frees) {  // memory first: wait on the device rather than reserve more
+      if (auto ok = wait_for(*pending, c, op); !ok) return std::move(ok).error();
+      ++st.cache_hits;
+      return take(pending, c, bytes);
+    }
+    auto whole = detail::checked_round_up(bytes, chunk);
+    if (!whole) return op.fail(errc::out_of_memory, "the size rounded up to whole chunks exceeds the address space");
+    auto made = stitch(*whole / chunk, c, op);
+    if (!made) return std::move(made).error();
+    return take_fresh(*made, c, bytes);
+  }
+  block* take_fresh(block* b, std::uint32_t c, std::size_t bytes) {
+    streams[c].free.insert(b);
+    return take(b, c, bytes);
+  }
   block* hand_out(block& b, std::size_t requested) {
     b.live = true;
     b.requested = requested;
+    live.emplace(b.ptr, &b);
     ++st.live_blocks;
     st.live += requested;
     st.peak_live = std::max(st.peak_live, st.live);
-    if (b.seg) ++b.seg->busy;
     return &b;
   }
 
-  result<block*> small_block(std::size_t ci, stream_ref on, const detail::operation& op) {
-    auto& own = bins(on).small[ci];
-    if (!own.empty()) {  // the hot path: the newest free of this class on this stream
-      block* b = own.back();
-      auto ok = claim(*b, on, op);
-      if (!ok) return std::move(ok).error();
-      if (*ok) {
-        own.pop_back();
-        --st.cached_blocks;
-        ++st.cache_hits;
-        return b;
-      }
+  /// Once every stream is synchronized: every cached block loses its gates and moves to stream 0's list, merged
+  /// with its free neighbours whatever their home was, so that whole chunks come out of partial ones.
+  void rehome_all() {
+    std::vector<block*> all;
+    for (auto& ps : streams) {
+      all.insert(all.end(), ps.free.begin(), ps.free.end());
+      ps.free.clear();
     }
-    for (auto& h : streams) {  // then any stream's, newest first, where its gates allow
-      auto& list = h.small[ci];
-      for (std::size_t i = list.size(); i-- > 0;) {
-        auto ok = claim(*list[i], on, op);
-        if (!ok) return std::move(ok).error();
-        if (!*ok) continue;
-        block* b = list[i];
-        list.erase(list.begin() + static_cast<std::ptrdiff_t>(i));
-        --st.cached_blocks;
-        ++st.cache_hits;
-        return b;
-      }
+    for (block* b : all) {
+      b->home = 0;
+      b->gates[0] = b->gates[1] = gate{};
     }
-    // A new segment of this class on `on`.
-    auto s = stitch(1, op);
-    if (!s) return std::move(s).error();
-    auto g = std::make_unique<segment>();
-    g->memory = std::move(*s);
-    g->class_index = ci;
-    g->slots = chunk / class_sizes[ci];
-    auto& list = bins(on).small[ci];
-    for (std::size_t i = g->slots; i-- > 0;) {
-      auto b = std::make_unique<block>();
-      b->ptr = g->memory.range.at(i * class_sizes[ci]);
-      b->size = class_sizes[ci];
-      b->home = on;
-      b->seg = g.get();
-      b->class_index = ci;
-      g->members.push_back(b.get());
-      if (i > 0) {
-        list.push_back(b.get());
-        ++st.cached_blocks;
-      }
-      blocks.emplace(b->ptr, std::move(b));
-    }
-    block* first = g->members.back();
-    segments.push_back(std::move(g));
-    return first;
-  }
-
-  /// Cuts a claimed large block to `bytes`: the rest (whole chunks, same region) is cached on its new home
-  /// stream, ordered after what the claim waited for.
-  void split(block& b, std::size_t bytes) {
-    auto tail = std::make_unique<block>();
-    tail->ptr = static_cast<char*>(b.ptr) + bytes;
-    tail->size = b.size - bytes;
-    tail->home = b.home;
-    tail->reg = b.reg;
-    const auto keep = static_cast<std::ptrdiff_t>(bytes / chunk);
-    tail->chunks.assign(std::make_move_iterator(b.chunks.begin() + keep), std::make_move_iterator(b.chunks.end()));
-    b.chunks.erase(b.chunks.begin() + keep, b.chunks.end());
-    b.size = bytes;
-    tail->prev = &b;
-    tail->next = b.next;
-    if (b.next) b.next->prev = tail.get();
-    b.next = tail.get();
-    auto& h = bins(b.home);
-    tail->free_seq = ++h.free_counter;
-    h.large.emplace(tail->size, tail.get());
-    ++st.cached_blocks;
-    blocks.emplace(tail->ptr, std::move(tail));
-  }
-  void uncache_large(block& b) {
-    auto& map = bins(b.home).large;
-    for (auto it = map.lower_bound(b.size); it != map.end() && it->first == b.size; ++it)
-      if (it->second == &b) {
-        map.erase(it);
-        --st.cached_blocks;
-        return;
+    for (block* b : all)
+      if (b->reg) {                // null: merged into a neighbour already
+        streams[0].free.erase(b);  // it may be there already, as the survivor of a merge: sizes change below
+        cache(b);
       }
   }
-  /// Caches a freed large block, merged with its free neighbours of the same home stream (none with a pending
-  /// cross-stream free): what PyTorch's allocator does within a segment, at chunk granularity.
-  void cache_large(block* b) {
-    auto mergeable = [&](block* n) {
-      return n && !n->live && !n->cross && !b->cross && n->home.native_handle() == b->home.native_handle();
-    };
-    auto absorb = [&](block& into, block& gone) {  // gone follows into
-      uncache_large(gone);
-      into.size += gone.size;
-      for (auto& c : gone.chunks) into.chunks.push_back(std::move(c));
-      into.next = gone.next;
-      if (gone.next) gone.next->prev = &into;
-      into.free_seq = std::max(into.free_seq, gone.free_seq);
-      blocks.erase(gone.ptr);
-    };
-    if (mergeable(b->prev)) {  // b is counted as cached by the caller: it stands for the merged block
-      block* p = b->prev;
-      uncache_large(*p);
-      absorb(*p, *b);
-      b = p;
-    }
-    if (mergeable(b->next)) absorb(*b, *b->next);
-    bins(b->home).large.emplace(b->size, b);
-  }
-
-  /// Cached large blocks whose cross-stream free has completed lose their gate and merge with their neighbours
-  /// (a gated block merges with nothing). Runs on a miss, before stitching. True when any merged.
-  bool settle_cross_frees() {
-    std::vector<void*> settled;
-    for (auto& h : streams)
-      for (auto& [size, b] : h.large)
-        if (b->cross && complete(b->cross, false)) settled.push_back(b->ptr);
-    bool merged = false;
-    for (void* at : settled) {
-      auto it = blocks.find(at);  // an earlier merge may have absorbed it (its gate was done too)
-      if (it == blocks.end() || !it->second->cross) continue;
-      block* b = it->second.get();
-      uncache_large(*b);
-      drop(b->cross);
-      ++st.cached_blocks;  // cache_large expects the block counted, as deallocate leaves it
-      const std::size_t before = b->size;
-      cache_large(b);
-      merged = merged || blocks.count(at) == 0 || it->second->size != before;
-    }
-    return merged;
-  }
-
-  result<block*> large_block(std::size_t bytes, stream_ref on, const detail::operation& op) {
-    auto from = [&](std::multimap<std::size_t, block*>& map) -> result<block*> {
-      for (auto it = map.lower_bound(bytes); it != map.end(); ++it) {  // the smallest that fits, split
-        auto ok = claim(*it->second, on, op);
-        if (!ok) return std::move(ok).error();
-        if (!*ok) continue;
-        block* b = it->second;
-        map.erase(it);
-        --st.cached_blocks;
-        ++st.cache_hits;
-        if (b->size > bytes) split(*b, bytes);
-        return b;
+  /// Synchronizes every stream the cache knows, then unmaps every ghost and every whole chunk of every cached block
+  /// and gives the idle chunks back (trim, pressure, teardown). `op` null: teardown, errors ignored.
+  status give_back_everything(const detail::operation* op) {
+    bool synchronized = true;
+    for (std::uint32_t p = 0; p < streams.size(); ++p) {
+      auto& ps = streams[p];
+      ++st.host_syncs;
+      if (auto ok = ps.s.synchronize(); !ok) {
+        if (op) return op->wrap(std::move(ok).error());
+        synchronized = false;  // teardown goes on: that stream's blocks stay gated, their chunks mapped
+        continue;
       }
-      return static_cast<block*>(nullptr);
-    };
-    auto got = from(bins(on).large);
-    if (!got || *got) return got;
-    for (auto& h : streams) {
-      got = from(h.large);
-      if (!got || *got) return got;
+      ps.done = ps.mark;
+      for (auto& f : ps.fences) spare_events.push_back(std::move(f.ev));
+      ps.fences.clear();
     }
-    if (settle_cross_frees()) {  // merged blocks may fit now
-      for (auto& h : streams) {
-        got = from(h.large);
-        if (!got || *got) return got;
-      }
-    }
-    auto s = stitch(bytes / chunk, op);
-    if (!s) return std::move(s).error();
-    regions.push_back(std::make_unique<region>());
-    region* r = regions.back().get();
-    r->range = std::move(s->range);
-    r->mapped = s->chunks.size();
-    auto b = std::make_unique<block>();
-    b->ptr = r->range.address();
-    b->size = bytes;
-    b->home = on;
-    b->reg = r;
-    b->chunks = std::move(s->chunks);
-    block* raw = b.get();
-    blocks.emplace(raw->ptr, std::move(b));
-    return raw;
-  }
-
-  result<block*> find_or_make(std::size_t size, stream_ref on, const detail::operation& op) {
-    if (size <= options.small_limit) return small_block(class_of(size), on, op);
-    auto bytes = detail::checked_round_up(size, chunk);
-    if (!bytes) return op.fail(errc::out_of_memory, "the size rounded up to whole chunks exceeds the address space");
-    return large_block(*bytes, on, op);
-  }
-
-  /// Synchronizes the cache's pending frees and gives back every cached block and idle chunk (trim, pressure,
-  /// teardown). `op` null: teardown, errors ignored.
-  status give_back_everything(bool blocking, const detail::operation* op) {
-    const detail::operation quiet{"pvmm::caching_allocator::~caching_allocator"};
-    const detail::operation& o = op ? *op : quiet;
-    auto enough = dissolve_large(static_cast<std::size_t>(-1), blocking, o);
-    if (!enough && op) return std::move(enough).error();
-    if (auto ok = dissolve_segments(blocking, o); !ok && op) return ok;
+    if (synchronized) rehome_all();
+    ++epoch;
+    const detail::operation quiet_op{"pvmm::caching_allocator::~caching_allocator"};
+    if (auto ok = harvest(static_cast<std::size_t>(-1), no_stream, op ? *op : quiet_op); !ok && op) return ok;
     release_idle_chunks();
     return {};
+  }
+
+  std::uint64_t cached_blocks() const {
+    std::uint64_t n = 0;
+    for (auto& ps : streams) n += ps.free.size();
+    return n;
   }
 };
 
@@ -583,7 +609,7 @@ caching_allocator::~caching_allocator() {
   if (!state_) return;
   std::lock_guard<std::mutex> hold(state_->lock);
   if (state_->st.live_blocks == 0) return;  // ~state gives everything back
-  (void)state_->give_back_everything(true, nullptr);
+  (void)state_->give_back_everything(nullptr);
   // Blocks still allocated keep their memory mapped: never unmapped under the caller (invariant 17).
   (void)state_.release();
 }
@@ -593,8 +619,8 @@ std::size_t caching_allocator::chunk_size() const noexcept { return state_ ? sta
 
 result<caching_allocator> caching_allocator::create(const caching_options& options) {
   auto args = [&] {
-    return fmt::format("device={}, chunk_size={:#x}, small_limit={:#x}, max_reserved={:#x}", options.device,
-                       options.chunk_size, options.small_limit, options.max_reserved);
+    return fmt::format("device={}, chunk_size={:#x}, max_reserved={:#x}", options.device, options.chunk_size,
+                       options.max_reserved);
   };
   const detail::operation op{"pvmm::caching_allocator::create", args};
   if (auto ok = detail::check_location(location::device(options.device), op); !ok) return std::move(ok).error();
@@ -610,21 +636,14 @@ result<caching_allocator> caching_allocator::create(const caching_options& optio
   auto unit = detail::reservation_unit();
   if (!unit) return op.wrap(std::move(unit).error());
   std::size_t chunk = options.chunk_size ? options.chunk_size : std::max(g->recommended, *unit);
-  if (chunk % g->minimum != 0 || chunk % *unit != 0)
+  if (chunk % g->minimum != 0 || chunk % *unit != 0 || chunk % detail::caching::min_block != 0)
     return op.fail(errc::unaligned,
                    fmt::format("chunk_size is not a multiple of the granularity {:#x} and the reservation unit {:#x}",
                                g->minimum, *unit));
-  if (options.small_limit > chunk || options.small_limit < detail::caching::min_block)
-    return op.fail(errc::invalid_argument,
-                   fmt::format("small_limit must lie in [{:#x}, chunk_size {:#x}]", detail::caching::min_block, chunk));
   auto s = std::make_unique<state>();
   s->options = options;
   s->chunk = chunk;
   s->grant = access_descriptor{location::device(options.device), access::read_write};
-  for (std::size_t c = detail::caching::min_block; c <= options.small_limit; c = detail::caching::class_size(c + 1))
-    s->class_sizes.push_back(c);
-  if (s->class_sizes.empty() || s->class_sizes.back() < options.small_limit)
-    s->class_sizes.push_back(detail::caching::class_size(options.small_limit));
   return caching_allocator(std::move(s));
 }
 
@@ -638,13 +657,17 @@ result<void*> caching_allocator::allocate(std::size_t size, stream_ref on) {
   if (on.device() != s.options.device)
     return op.fail(errc::invalid_device, fmt::format("the stream is of device {}, the allocator of device {}",
                                                      on.device(), s.options.device));
+  if (size > static_cast<std::size_t>(-1) - detail::caching::min_block)
+    return op.fail(errc::out_of_memory, "the size rounded up to 512 bytes exceeds the address space");
+  const std::size_t bytes = detail::caching::round_size(size);
   std::lock_guard<std::mutex> hold(s.lock);
-  auto b = s.find_or_make(size, on, op);
+  const std::uint32_t c = s.index_of(on);
+  auto b = s.find_or_make(bytes, c, op);
   if (!b && b.code() == errc::out_of_memory) {
     // Pressure: wait for every pending free, give the whole cache back and try once more.
     ++s.st.pressure_retries;
-    if (auto ok = s.give_back_everything(true, &op); !ok) return std::move(ok).error();
-    b = s.find_or_make(size, on, op);
+    if (auto ok = s.give_back_everything(&op); !ok) return std::move(ok).error();
+    b = s.find_or_make(bytes, c, op);
   }
   if (!b) return std::move(b).error();
   return s.hand_out(**b, size)->ptr;
@@ -660,29 +683,26 @@ status caching_allocator::deallocate(void* pointer, stream_ref on) {
     return op.fail(errc::invalid_device, fmt::format("the stream is of device {}, the allocator of device {}",
                                                      on.device(), s.options.device));
   std::lock_guard<std::mutex> hold(s.lock);
-  auto it = s.blocks.find(pointer);
-  if (it == s.blocks.end() || !it->second->live)
-    return op.fail(errc::invalid_argument, it == s.blocks.end()
-                                               ? "the pointer was not returned by this allocator's allocate"
-                                               : "the pointer was already given back");
+  auto it = s.live.find(pointer);
+  if (it == s.live.end())
+    return op.fail(errc::invalid_argument,
+                   "the pointer was not returned by this allocator's allocate, or was already given back");
   auto& b = *it->second;
-  if (on.native_handle() != b.home.native_handle()) {
-    auto f = s.record_fence(on, op);
+  const std::uint32_t freed_on = s.index_of(on);
+  detail::caching::gate cross;
+  if (freed_on != b.home) {  // record_stream semantics: an event at the free, on the freeing stream only
+    ++s.streams[freed_on].mark;
+    auto f = s.record_fence(freed_on, op);
     if (!f) return std::move(f).error();
-    b.cross = *f;
+    cross = {freed_on, (*f)->mark};
   }
-  auto& h = s.bins(b.home);
-  b.free_seq = ++h.free_counter;
+  b.gates[0] = {b.home, ++s.streams[b.home].mark};
+  b.gates[1] = cross;
   b.live = false;
+  s.live.erase(it);
   --s.st.live_blocks;
   s.st.live -= b.requested;
-  ++s.st.cached_blocks;
-  if (b.seg) {
-    --b.seg->busy;
-    h.small[b.class_index].push_back(&b);
-  } else {
-    s.cache_large(&b);
-  }
+  s.cache(&b);
   return {};
 }
 
@@ -690,13 +710,15 @@ status caching_allocator::trim() {
   const detail::operation op{"pvmm::caching_allocator::trim"};
   if (!state_) return op.fail(errc::already_released, "this caching_allocator is empty (released or moved from)");
   std::lock_guard<std::mutex> hold(state_->lock);
-  return state_->give_back_everything(true, &op);
+  return state_->give_back_everything(&op);
 }
 
 caching_stats caching_allocator::stats() const noexcept {
   if (!state_) return {};
   std::lock_guard<std::mutex> hold(state_->lock);
-  return state_->st;
+  caching_stats out = state_->st;
+  out.cached_blocks = state_->cached_blocks();
+  return out;
 }
 
 void caching_allocator::reset_peaks() noexcept {
@@ -714,7 +736,7 @@ status caching_allocator::release() noexcept {
     if (state_->st.live_blocks)
       return op.fail(errc::busy, fmt::format("{} blocks are still allocated", state_->st.live_blocks),
                      "deallocate them first");
-    if (auto ok = state_->give_back_everything(true, &op); !ok) return ok;
+    if (auto ok = state_->give_back_everything(&op); !ok) return ok;
   }
   state_.reset();
   return {};

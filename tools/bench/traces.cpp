@@ -30,7 +30,7 @@
 #include "bench.hpp"
 
 #if PVMM_BENCH_TORCH
-#include <c10/cuda/CUDACachingAllocator.h>
+#include "traces_torch.hpp"
 #endif
 #if PVMM_BENCH_RMM
 #include <rmm/mr/device/cuda_async_memory_resource.hpp>
@@ -173,6 +173,9 @@ struct side {
   std::function<void*(std::size_t, const pvmm::stream&)> alloc;
   std::function<void(void*, const pvmm::stream&)> free;
   std::function<std::uint64_t()> peak_reserved;
+  /// What the side did since start_counting, per alloc+free over `pairs` (empty where it cannot say).
+  std::function<std::string(double pairs)> calls = [](double) { return std::string(); };
+  std::function<void()> start_counting = [] {};
 };
 
 struct replay_result {
@@ -306,37 +309,53 @@ std::vector<side> make_sides(pvmm::stream* streams) {
   }
   {
     auto cache = std::make_shared<pvmm::caching_allocator>(pvmm::caching_allocator::create({}).value());
+    auto base = std::make_shared<pvmm::caching_stats>();
     sides.push_back(
         {"pvmm caching_allocator",
          [cache](std::size_t n, const pvmm::stream& s) { return cache->allocate(n, s).value_or(nullptr); },
          [cache](void* p, const pvmm::stream& s) { check(cache->deallocate(p, s).has_value(), "deallocate"); },
-         [cache] { return cache->stats().peak_reserved; }});
+         [cache] { return cache->stats().peak_reserved; },
+         [cache, base](double pairs) {
+           const auto now = cache->stats();
+           auto per = [&](std::uint64_t pvmm::caching_stats::*field) {
+             return double(now.*field - (*base).*field) / pairs;
+           };
+           using st = pvmm::caching_stats;
+           // A stitch is a reserve, its maps and one grant; the rest are one call each.
+           const double calls = per(&st::chunks_created) + per(&st::maps) + per(&st::unmaps) + per(&st::event_records) +
+                                per(&st::event_queries) + per(&st::device_waits) + per(&st::host_syncs) +
+                                2 * per(&st::stitches);
+           return fmt::format(
+               "timed rounds, per alloc+free: driver calls {:.3f}; stitches {:.4f} (chunks created {:.4f}, maps "
+               "{:.4f}), unmaps {:.4f}, event records {:.4f}, queries {:.4f}, device waits {:.4f}, host syncs "
+               "{:.4f}; cache hits {:.3f}",
+               calls, per(&st::stitches), per(&st::chunks_created), per(&st::maps), per(&st::unmaps),
+               per(&st::event_records), per(&st::event_queries), per(&st::device_waits), per(&st::host_syncs),
+               per(&st::cache_hits));
+         },
+         [cache, base] { *base = cache->stats(); }});
   }
 #if PVMM_BENCH_TORCH
   {
-    namespace alloc = c10::cuda::CUDACachingAllocator;
-    static const bool initialised = [] {
-      alloc::init(1);
-      return true;
-    }();
-    (void)initialised;
-    alloc::resetPeakStats(0);  // this trace's peak only
+    namespace torch = torch_side;
+    torch::init();
+    torch::reset_peak();  // this trace's peak only
     auto native = [](const pvmm::stream& s) {
-      return reinterpret_cast<cudaStream_t>(static_cast<std::uintptr_t>(s.native_handle().value));
+      return reinterpret_cast<void*>(static_cast<std::uintptr_t>(s.native_handle().value));
     };
     // raw_delete frees in the order of the stream the block was allocated on: a block freed on another stream
     // first makes that stream wait for the freeing one (what FSDP2 does instead of record_stream).
     // The cache is emptied with the side, so the next trace starts without its memory.
     auto homes = std::shared_ptr<std::unordered_map<void*, const pvmm::stream*>>(
         new std::unordered_map<void*, const pvmm::stream*>(), [](auto* h) {
-          alloc::emptyCache();
+          torch::empty_cache();
           delete h;
         });
     auto ev = std::make_shared<pvmm::event>(pvmm::event::create(0).value());
     sides.push_back({"PyTorch CUDACachingAllocator (libc10)",
                      [native, homes](std::size_t n, const pvmm::stream& s) {
-                       void* p = alloc::raw_alloc_with_stream(n, native(s));
-                       (*homes)[p] = &s;
+                       void* p = torch::allocate(n, native(s));
+                       if (p) (*homes)[p] = &s;
                        return p;
                      },
                      [homes, ev](void* p, const pvmm::stream& s) {
@@ -346,9 +365,9 @@ std::vector<side> make_sides(pvmm::stream* streams) {
                          check(it->second->wait(*ev).has_value(), "stream wait");
                        }
                        homes->erase(it);
-                       alloc::raw_delete(p);
+                       torch::deallocate(p);
                      },
-                     [] { return static_cast<std::uint64_t>(alloc::getDeviceStats(0).reserved_bytes[0].peak); }});
+                     [] { return torch::peak_reserved(); }});
   }
 #else
   fmt::print("  PyTorch caching allocator: [pvmm-skip] libc10 was not found at configure time (PVMM_TORCH_ROOT)\n");
@@ -399,6 +418,8 @@ void traces() {
     std::vector<std::vector<double>> pairs(sides.size());
     for (int r = 0; r < trace_rounds + 1; ++r)
       for (std::size_t k = 0; k < sides.size(); ++k) {
+        if (r == 1 && k == 0)
+          for (auto& sd : sides) sd.start_counting();
         const std::size_t i = (k + static_cast<std::size_t>(r)) % sides.size();
         auto res = replay(t, sides[i], streams, order);
         if (r == 0) continue;  // warm-up round
@@ -408,6 +429,7 @@ void traces() {
     std::size_t caching = 0;
     for (std::size_t i = 0; i < sides.size(); ++i)
       if (sides[i].name == "pvmm caching_allocator") caching = i;
+    const double pairs_timed = double(frees) * trace_rounds;
     for (std::size_t i = 0; i < sides.size(); ++i) {
       const double resv = double(sides[i].peak_reserved());
       std::string vs = "-";
@@ -418,6 +440,7 @@ void traces() {
       fmt::print("  {:<44} {:>9.3f} {:>9.3f} {:>9.3f} {:>11.3f} {:>9.3f}  {}\n", sides[i].name,
                  quantile(pairs[i], 0.5) * 1e6, quantile(pairs[i], 0.99) * 1e6, median(means[i]) * 1e6,
                  resv / (1 << 30), resv / double(t.peak_live), vs);
+      if (auto calls = sides[i].calls(pairs_timed); !calls.empty()) fmt::print("    {}\n", calls);
     }
   }
   check(streams[0].synchronize().has_value() && streams[1].synchronize().has_value(), "synchronize");
