@@ -50,7 +50,7 @@ bool holds(const void* p, std::size_t n, unsigned seed) {
 }  // namespace pinned_pool_case
 using namespace pinned_pool_case;
 
-PVMM_CASE("pinned pool: host-written bytes copy to device memory and back; a settled block is reused") {
+PVMM_CASE("pinned pool: host-written bytes copy to device memory and back, and a settled block is reused") {
   PVMM_REQUIRE_PINNED_POOL();
   auto s = stream::create(0).value();
   auto device = make_pool();
@@ -137,7 +137,7 @@ PVMM_CASE("pinned pool: a block freed while a copy from it is pending is not han
   }  // the destructor gives the cached blocks back (the leak check sees it)
 }
 
-PVMM_CASE("pinned pool: trim gives every cached block back, waiting for pending frees; a staging loop stays small") {
+PVMM_CASE("pinned pool: trim gives every cached block back, waiting for pending frees, and a staging loop stays small") {
   PVMM_REQUIRE_PINNED_POOL();
   auto s = stream::create(0).value();
   auto device = make_pool();
