@@ -137,7 +137,8 @@ PVMM_CASE("pinned pool: a block freed while a copy from it is pending is not han
   }  // the destructor gives the cached blocks back (the leak check sees it)
 }
 
-PVMM_CASE("pinned pool: trim gives every cached block back, waiting for pending frees, and a staging loop stays small") {
+PVMM_CASE(
+    "pinned pool: trim gives every cached block back, waiting for pending frees, and a staging loop stays small") {
   PVMM_REQUIRE_PINNED_POOL();
   auto s = stream::create(0).value();
   auto device = make_pool();
