@@ -66,9 +66,12 @@ TEST_SUITE("pool") {
       PVMM_CHECK_OK(s.synchronize());
       return def.usage().value().reserved_current;
     };
-    PVMM_CHECK_OK(def.set_release_threshold(working_set));
-    CHECK(def.attributes().value().release_threshold == working_set);
-    CHECK(cycle() >= working_set);  // kept: the pool holds no more than the threshold
+    // The drivers reserve pool memory in chunks larger than a request (32 MiB seen for a 1 MiB one, CUDA 13.0) and give
+    // back whole chunks: a threshold under the chunk gives everything back, so the kept case sets one well above it.
+    const std::uint64_t above_chunks = 512 * mib;
+    PVMM_CHECK_OK(def.set_release_threshold(above_chunks));
+    CHECK(def.attributes().value().release_threshold == above_chunks);
+    CHECK(cycle() >= working_set);  // kept: the pool holds less than the threshold
     PVMM_CHECK_OK(def.set_release_threshold(0));
     CHECK(cycle() == 0);  // given back at the synchronize
     PVMM_CHECK_OK(def.set_release_threshold(std::numeric_limits<std::uint64_t>::max()));
