@@ -65,6 +65,10 @@ struct caching_options {
   /// (or its chunks, for a stitch) by making the allocating stream wait for that use's event on the device (not
   /// a host wait) rather than creating more memory. false: such blocks wait until the host sees the event done.
   bool wait_for_pending_frees = true;
+  /// Hysteresis against map/unmap churn: a miss creates new chunks rather than cutting chunks out of cached
+  /// blocks (mapped again, later unmapped at their old place) while the bytes held stay within slack_percent of
+  /// the high mark of live bytes above that mark (at least two chunks above it). 0: cached blocks are cut first.
+  unsigned slack_percent = 8;
 };
 
 /// What a caching allocator holds and has done.
