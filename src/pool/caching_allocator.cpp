@@ -495,8 +495,6 @@ struct caching_allocator::state {
     ++st.stitches;
     const std::size_t reused = count - static_cast<std::size_t>(st.chunks_created - created_before);
     st.chunks_reused += reused;
-    if (getenv("CS_DEBUG")) { std::size_t freeb=0, big=0, nfree=0; for (auto& ps: streams) for (block* x: ps.free) { freeb+=x->size; big=std::max(big,x->size); ++nfree; }
-      fprintf(stderr, "stitch count=%zu reused=%zu held=%zu live=%zu MiB free=%zu MiB largest=%zu MiB nfree=%zu ghosts=%zu regions=%zu on=%u\n", count, reused, chunks_held, (size_t)(st.live>>20), freeb>>20, big>>20, nfree, ghost_chunks, regions.size(), on); }
     block* b = new_block();
     b->ptr = static_cast<char*>(r->range.address());
     b->size = count * chunk;
