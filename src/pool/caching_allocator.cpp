@@ -117,7 +117,9 @@ struct caching_allocator::state {
   std::size_t ghost_chunks = 0;  // chunk mappings the ghosts hold
   std::vector<event> spare_events;
   std::size_t chunks_held = 0;
-  std::uint64_t live_high = 0;  // high mark of live bytes (the slack's measure; reset_peaks leaves it)
+  // High mark of live bytes as seen at misses (the slack's measure; only misses grow the cache, and reset_peaks
+  // leaves it).
+  std::uint64_t live_high = 0;
   std::uint64_t epoch = 0;
   caching_stats st;
 
