@@ -17,7 +17,9 @@
 //   fragments large blocks leave serve small requests), split at 512 B; the rest stays cached. A freed block
 //   merges with its free address neighbours (PyTorch's splitting and merging, without its small/large pools: a
 //   partly used chunk is what costs reserved bytes, and one pool leaves fewer). A miss stitches ceil(size / chunk)
-//   chunks into a new region (chunks of free blocks s may use, then new ones); what the request leaves is cached;
+//   chunks into a new region: new chunks while the bytes held stay within the slack (slack_percent of the live
+//   high mark, against map/unmap churn), else chunks of free blocks s may use, then new ones; what the request
+//   leaves is cached;
 // - deallocate(p, s) gives the block back in s's order, where s is the stream of its last use. s == the stream it
 //   was allocated on (its home): reusable there at once, no driver call. s != home (an FSDP-style free, or
 //   PyTorch's record_stream): an event is recorded on s at the free, the one driver call a free can make;
@@ -65,6 +67,10 @@ struct caching_options {
   /// (or its chunks, for a stitch) by making the allocating stream wait for that use's event on the device (not
   /// a host wait) rather than creating more memory. false: such blocks wait until the host sees the event done.
   bool wait_for_pending_frees = true;
+  /// Hysteresis against map/unmap churn: a miss creates new chunks rather than cutting chunks out of cached
+  /// blocks (mapped again, later unmapped at their old place) while the bytes held stay within slack_percent of
+  /// the high mark of live bytes above that mark (at least two chunks above it). 0: cached blocks are cut first.
+  unsigned slack_percent = 8;
 };
 
 /// What a caching allocator holds and has done.

@@ -117,6 +117,9 @@ struct caching_allocator::state {
   std::size_t ghost_chunks = 0;  // chunk mappings the ghosts hold
   std::vector<event> spare_events;
   std::size_t chunks_held = 0;
+  // High mark of live bytes as seen at misses (the slack's measure; only misses grow the cache, and reset_peaks
+  // leaves it).
+  std::uint64_t live_high = 0;
   std::uint64_t epoch = 0;
   caching_stats st;
 
@@ -418,32 +421,55 @@ struct caching_allocator::state {
     idle_chunks.clear();
     note_reserved();
   }
-  /// A new region of `count` chunks mapped back to back: idle chunks first, then chunks of cached blocks
-  /// (harvest), then new ones. Its one block (whole) is returned, not cached.
-  result<block*> stitch(std::size_t count, std::uint32_t on, const detail::operation& op) {
-    const std::size_t ghosts_before = ghosts.size();
-    if (idle_chunks.size() < count)
-      if (auto ok = harvest(count, on, op); !ok) return std::move(ok).error();
-    // Chunks taken as ghosts may still be in use in `on`'s order: the new region is gated on `on` (a fresh mark).
-    const gate fresh = ghosts.size() > ghosts_before ? gate{on, ++streams[on].mark} : gate{};
-    const std::size_t reused = std::min(count, idle_chunks.size());
-    if (options.max_reserved && (chunks_held + count - reused) * chunk > options.max_reserved)
-      return op.fail(errc::out_of_memory,
-                     fmt::format("holding {:#x} bytes; {} more chunks would pass max_reserved {:#x}",
-                                 std::uint64_t{chunks_held} * chunk, count - reused, options.max_reserved));
-    // The range first: an impossible size fails there, before any chunk is created for it.
-    auto range = address_reservation::reserve(count * chunk);
-    if (!range) return op.wrap(std::move(range).error());
+  /// Creates physical chunks until `count` are idle.
+  status create_chunks(std::size_t count) {
     while (idle_chunks.size() < count) {
       allocation_properties p;
       p.location = location::device(options.device);
       auto c = physical_allocation::create(chunk, p);
-      if (!c) return op.wrap(std::move(c).error());
+      if (!c) return std::move(c).error();
       ++st.chunks_created;
       idle_chunks.push_back(std::move(*c));
       ++chunks_held;
       note_reserved();
     }
+    return {};
+  }
+  /// Whether `extra` new chunks keep the bytes held within the slack: slack_percent of the high mark of live
+  /// bytes (this request's included) above that mark, and at least two chunks above it.
+  bool within_slack(std::size_t extra, std::uint64_t live_after) {
+    live_high = std::max(live_high, live_after);
+    if (options.slack_percent == 0) return false;
+    const std::uint64_t cap = live_high + std::max(live_high / 100 * options.slack_percent, std::uint64_t{2} * chunk);
+    const std::uint64_t after = std::uint64_t{chunks_held + extra} * chunk;
+    return after <= cap && (!options.max_reserved || after <= options.max_reserved);
+  }
+  /// A new region of `count` chunks mapped back to back: idle chunks first, then chunks of cached blocks
+  /// (harvest), then new ones. Its one block (whole) is returned, not cached.
+  result<block*> stitch(std::size_t count, std::uint64_t live_after, std::uint32_t on, const detail::operation& op) {
+    const std::size_t ghosts_before = ghosts.size();
+    // Hysteresis: within the slack, new chunks rather than chunks cut out of cached blocks (each of those is
+    // mapped again here and later unmapped at its old place, and its block's range is cut).
+    const bool grow = idle_chunks.size() < count && within_slack(count - idle_chunks.size(), live_after);
+    if (idle_chunks.size() < count && !grow)
+      if (auto ok = harvest(count, on, op); !ok) return std::move(ok).error();
+    const std::size_t missing = count - std::min(count, idle_chunks.size());
+    if (options.max_reserved && (chunks_held + missing) * chunk > options.max_reserved)
+      return op.fail(errc::out_of_memory,
+                     fmt::format("holding {:#x} bytes; {} more chunks would pass max_reserved {:#x}",
+                                 std::uint64_t{chunks_held} * chunk, missing, options.max_reserved));
+    // The range first: an impossible size fails there, before any chunk is created for it.
+    auto range = address_reservation::reserve(count * chunk);
+    if (!range) return op.wrap(std::move(range).error());
+    const std::uint64_t created_before = st.chunks_created;
+    if (auto made = create_chunks(count); !made) {
+      // Growing into the slack failed (the device is full): the cached blocks' chunks, as without slack.
+      if (!grow || made.code() != errc::out_of_memory) return op.wrap(std::move(made).error());
+      if (auto ok = harvest(count, on, op); !ok) return std::move(ok).error();
+      if (auto again = create_chunks(count); !again) return op.wrap(std::move(again).error());
+    }
+    // Chunks taken as ghosts may still be in use in `on`'s order: the new region is gated on `on` (a fresh mark).
+    const gate fresh = ghosts.size() > ghosts_before ? gate{on, ++streams[on].mark} : gate{};
     auto r = std::make_unique<region>();
     r->range = std::move(*range);
     r->chunks.resize(count);
@@ -469,6 +495,7 @@ struct caching_allocator::state {
       return op.wrap(std::move(ok).error());
     }
     ++st.stitches;
+    const std::size_t reused = count - static_cast<std::size_t>(st.chunks_created - created_before);
     st.chunks_reused += reused;
     block* b = new_block();
     b->ptr = static_cast<char*>(r->range.address());
@@ -529,7 +556,7 @@ struct caching_allocator::state {
     }
     auto whole = detail::checked_round_up(bytes, chunk);
     if (!whole) return op.fail(errc::out_of_memory, "the size rounded up to whole chunks exceeds the address space");
-    auto made = stitch(*whole / chunk, c, op);
+    auto made = stitch(*whole / chunk, st.live + bytes, c, op);
     if (!made) return std::move(made).error();
     return take_fresh(*made, c, bytes);
   }

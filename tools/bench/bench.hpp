@@ -98,6 +98,7 @@ void traces();
 extern double trace_scale;
 extern int trace_rounds;
 extern std::string trace_only;  ///< replay only traces whose name holds this
+extern int trace_slack;         ///< the caching allocator's slack_percent; -1: the library's default
 /// The child side of the teams sections: one endpoint rank of one job (team_ranks.hpp).
 int teams_rank_main(int argc, char** argv);
 #if PVMM_BENCH_CUDA

@@ -27,18 +27,20 @@
 //   traces    allocation traces (a transformer training step, lognormal sizes; with and without cross-stream frees)
 //             through the raw driver pool, pvmm's pool, pvmm's caching_allocator, and PyTorch's and RMM's allocators
 //             where built with them: us per alloc+free (p50, p99), peak reserved / peak live.
-//             --trace-scale=F scales every size, --trace-rounds=N the timed rounds, --trace-only=TEXT picks traces
+//             --trace-scale=F scales every size, --trace-rounds=N the timed rounds, --trace-only=TEXT picks traces,
+//             --trace-slack=P the caching allocator's slack_percent (default: the library's; 0 cuts cached blocks
+//             on every miss, as before the slack)
 // Ratios come from rounds that alternate pvmm and the alternative in a random order: the ratio printed is the
 // median of the per-round ratios, with their interquartile range; "within noise" where it holds 1.
 // pvmm's own nanoseconds per call, without the driver's time around them, come from pvmm-own-cost.
 // Usage: pvmm-bench [section ...] [--quick] [--compare nccl|torch] [--ranks=2,4] [--trace-scale=F]
-//                   [--trace-rounds=N] [--trace-only=TEXT]   (default: all sections that apply here)
+//                   [--trace-rounds=N] [--trace-only=TEXT] [--trace-slack=P]   (default: all sections that apply)
 //   --quick    teams: N = 2 and 4, small sizes, few iterations, every buffer still checked (CI's smoke run)
 //   --compare  teams: an outside implementation beside pvmm and raw ([pvmm-skip] where it cannot run): nccl
 //              (ncclAllReduce in the all-reduce table), torch (PyTorch SymmetricMemory's rendezvous in the
 //              creation table, its one_shot_all_reduce in the all-reduce table; tools/bench/torch_symm_mem.py)
 //   --ranks    teams: only these team sizes (default 2, 4, 8; --quick 2, 4)
-//   --trace-*  traces: scale of the sizes, timed rounds, only the traces whose name holds TEXT
+//   --trace-*  traces: scale of the sizes, timed rounds, only the traces whose name holds TEXT, caching slack
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -54,6 +56,20 @@
 #include "team_ranks.hpp"
 
 namespace {
+
+/// The value of a flag --name=N, an integer in [lo, hi]; -1 (after the usage error) otherwise.
+long integer_flag(const std::string& flag, long lo, long hi) {
+  const std::size_t at = flag.find('=') + 1;
+  // strtol, not std::stoi: a bad value is a usage error, not an uncaught exception.
+  char* end = nullptr;
+  const long v = std::strtol(flag.c_str() + at, &end, 10);
+  if (end == flag.c_str() + at || *end != '\0' || v < lo || v > hi) {
+    std::fprintf(stderr, "pvmm-bench: %s wants %ld to %ld, got %s\n", flag.substr(0, at - 1).c_str(), lo, hi,
+                 flag.c_str() + at);
+    return -1;
+  }
+  return v;
+}
 
 void header() {
   auto b = pvmm::query_backend();
@@ -120,17 +136,17 @@ int main(int argc, char** argv) {
     } else if (a.rfind("--trace-only=", 0) == 0) {
       bench::trace_only = a.substr(13);
     } else if (a.rfind("--trace-rounds=", 0) == 0) {
-      char* end = nullptr;
-      const long rounds = std::strtol(a.c_str() + 15, &end, 10);
-      if (end == a.c_str() + 15 || *end != '\0' || rounds < 1 || rounds > 1000) {
-        std::fprintf(stderr, "pvmm-bench: --trace-rounds wants 1 to 1000, got %s\n", a.c_str() + 15);
-        return 2;
-      }
+      const long rounds = integer_flag(a, 1, 1000);
+      if (rounds < 0) return 2;
       bench::trace_rounds = static_cast<int>(rounds);
+    } else if (a.rfind("--trace-slack=", 0) == 0) {
+      const long slack = integer_flag(a, 0, 1000);
+      if (slack < 0) return 2;
+      bench::trace_slack = static_cast<int>(slack);
     } else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr,
                    "pvmm-bench: unknown flag %s (--quick, --compare nccl|torch, --ranks=, --trace-scale=, "
-                   "--trace-rounds=, --trace-only=)\n",
+                   "--trace-rounds=, --trace-only=, --trace-slack=)\n",
                    a.c_str());
       return 2;
     } else {

@@ -43,6 +43,7 @@ namespace bench {
 double trace_scale = 1.0;
 int trace_rounds = 5;
 std::string trace_only;
+int trace_slack = -1;
 
 namespace {
 
@@ -308,7 +309,9 @@ std::vector<side> make_sides(pvmm::stream* streams) {
          [pool] { return pool->usage().value().reserved_high; }});
   }
   {
-    auto cache = std::make_shared<pvmm::caching_allocator>(pvmm::caching_allocator::create({}).value());
+    pvmm::caching_options options;
+    if (trace_slack >= 0) options.slack_percent = static_cast<unsigned>(trace_slack);
+    auto cache = std::make_shared<pvmm::caching_allocator>(pvmm::caching_allocator::create(options).value());
     auto base = std::make_shared<pvmm::caching_stats>();
     sides.push_back(
         {"pvmm caching_allocator",
@@ -399,9 +402,9 @@ std::vector<side> make_sides(pvmm::stream* streams) {
 void traces() {
   fmt::print(
       "\ntraces: allocation traces replayed per allocator, {} rounds, sides in rotating order; only allocate and free "
-      "are timed (stamps written and checked outside); scale {} (target: caching faster than PyTorch and RMM's pool "
-      "per alloc+free, peak reserved <= 1.10x peak live)\n",
-      trace_rounds, trace_scale);
+      "are timed (stamps written and checked outside); scale {}; caching slack_percent {} (target: caching faster than "
+      "PyTorch and RMM's pool per alloc+free, peak reserved <= 1.10x peak live)\n",
+      trace_rounds, trace_scale, trace_slack >= 0 ? unsigned(trace_slack) : pvmm::caching_options{}.slack_percent);
   pvmm::stream streams[2] = {pvmm::stream::create(0).value(), pvmm::stream::create(0).value()};
   auto order = pvmm::event::create(0).value();
   const trace traces[] = {transformer(false, 1), transformer(true, 2), lognormal(false, 3), lognormal(true, 4)};

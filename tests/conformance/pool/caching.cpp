@@ -38,10 +38,12 @@ void round_trip(void* p, std::size_t size, stream_ref s, unsigned seed) {
 
 void set_flag(void* p) { static_cast<std::atomic<bool>*>(p)->store(true); }
 
-caching_allocator make(bool wait = true, std::size_t max_reserved = 0) {
+/// slack_percent 0: a miss cuts chunks out of cached blocks before creating any (the stitching cases).
+caching_allocator make(bool wait = true, std::size_t max_reserved = 0, unsigned slack_percent = 8) {
   caching_options o;
   o.wait_for_pending_frees = wait;
   o.max_reserved = max_reserved;
+  o.slack_percent = slack_percent;
   return caching_allocator::create(o).value();
 }
 
@@ -377,7 +379,7 @@ PVMM_CASE("caching allocator: only a cross-stream free records an event, one, at
 PVMM_CASE("caching allocator: chunks still in use in the taking stream's order are stitched, not created again") {
   PVMM_REQUIRE_CACHING();
   auto s = stream::create(0).value();
-  auto a = make(false);
+  auto a = make(false, 0, 0);
   const std::size_t c = a.chunk_size();
   void* x = a.allocate(2 * c, s).value();
   round_trip(x, 2 * c, s, 1);
@@ -403,7 +405,7 @@ PVMM_CASE("caching allocator: chunks still in use in the taking stream's order a
 PVMM_CASE("caching allocator: ghost mappings go once they map more chunks than the allocator holds") {
   PVMM_REQUIRE_CACHING();
   auto s = stream::create(0).value();
-  auto a = make();
+  auto a = make(true, 0, 0);
   const std::size_t c = a.chunk_size();
   // Each request is one chunk larger than the last: each stitches the previous one's chunks and one new chunk,
   // leaving the previous chunks mapped at their old place too.
@@ -626,4 +628,47 @@ struct caching_pointers {
 };
 }  // namespace
 
-TEST_SUITE("pool") { PVMM_ANY_ALLOCATOR_CASES(caching_pointers) }
+TEST_SUITE("pool"){PVMM_ANY_ALLOCATOR_CASES(caching_pointers)}
+
+PVMM_CASE("caching allocator: a miss within the slack creates chunks, so a free/allocate cycle stops mapping") {
+  PVMM_REQUIRE_CACHING();
+  auto s = stream::create(0).value();
+  // Each cycle: 3 chunks, freed; then 2 + 2 chunks live at once, freed. Cutting chunks out of cached blocks on a
+  // miss (slack 0) leaves no free block of 3 chunks for the next cycle, nor of 2 beside 2: every cycle maps chunks
+  // again (and leaves ghosts to unmap). Within the slack the second miss creates 2 chunks instead (5 held for a
+  // high mark of 4 live: at most two chunks above it), and from then on every request is a cache hit.
+  struct counts {
+    caching_stats warm, end;
+  };
+  auto cycles = [&](caching_allocator& a) {
+    const std::size_t c = a.chunk_size();
+    counts n;
+    for (int i = 0; i < 6; ++i) {
+      if (i == 1) n.warm = a.stats();
+      void* x = a.allocate(3 * c, s).value();
+      PVMM_CHECK_OK(a.deallocate(x, s));
+      void* y = a.allocate(2 * c, s).value();
+      void* z = a.allocate(2 * c, s).value();
+      round_trip(y, 2 * c, s, static_cast<unsigned>(2 * i));
+      round_trip(z, 2 * c, s, static_cast<unsigned>(2 * i + 1));
+      PVMM_CHECK_OK(a.deallocate(y, s));
+      PVMM_CHECK_OK(a.deallocate(z, s));
+    }
+    n.end = a.stats();
+    return n;
+  };
+  auto cutting = make(true, 0, 0);
+  const auto cut = cycles(cutting);
+  CHECK(cut.end.maps > cut.warm.maps);  // the churn the slack removes
+  auto a = make();
+  const std::size_t c = a.chunk_size();
+  const auto n = cycles(a);
+  CHECK(n.end.maps == n.warm.maps);
+  CHECK(n.end.unmaps == n.warm.unmaps);
+  CHECK(n.end.chunks_created == n.warm.chunks_created);
+  CHECK(n.end.stitches == n.warm.stitches);
+  CHECK(n.end.cache_hits == n.warm.cache_hits + 5 * 3);
+  CHECK(n.end.peak_live == 4 * c);
+  CHECK(n.end.peak_reserved == 5 * c);  // within the slack: the high mark of live plus at most two chunks
+  CHECK(n.end.unmaps == 0);
+}
