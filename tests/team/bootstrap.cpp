@@ -29,6 +29,8 @@
 
 #include <doctest/doctest.h>
 
+#include "sanitized.hpp"
+
 using namespace std::chrono_literals;
 using pvmm::errc;
 using group = std::vector<std::shared_ptr<pvmm::bootstrap>>;
@@ -574,21 +576,8 @@ TEST_CASE("endpoints: errors name the rank they concern, with its pid") {
 }
 
 // Sanitizers' allocators report running out of memory themselves (and stop the process) instead of throwing.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define PVMM_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define PVMM_TEST_SANITIZED 1
-#endif
-#endif
-#ifdef PVMM_TEST_SANITIZED
-constexpr bool sanitized = true;
-#else
-constexpr bool sanitized = false;
-#endif
-
 TEST_CASE("memory running out in a bootstrap call is out_of_memory, not an exception (under RLIMIT_AS)") {
-  if (sanitized) {
+  if (pvmm_test::sanitized) {
     MESSAGE("[pvmm-skip] a sanitizer's allocator stops the process when memory runs out");
     return;
   }

@@ -16,6 +16,9 @@ namespace pvmm_team_test {
 
 /// The words rank `rank` writes into its slot at `generation`.
 std::vector<std::uint32_t> pattern(std::size_t bytes, int rank, int generation);
+/// Whether the `expected.size()` words read from the mapping at `at` (pvmm::testing::copy_from_mapping) are
+/// `expected`: false where the read fails too.
+bool mapping_holds(const void* at, const std::vector<std::uint32_t>& expected);
 /// Forwards every call to the bootstrap it wraps; the test wrappers (cases.cpp, hostile_suite.cpp) change one
 /// thing each.
 class forwarding_bootstrap : public pvmm::bootstrap {

@@ -52,11 +52,9 @@ void write_then_read_all(verdict& v, pvmm::bootstrap& b, void* at, std::size_t b
   for (int r = 0; r < b.size() && met; ++r) {
     void* from = address_of(r);
     if (from == nullptr) continue;
-    std::vector<std::uint32_t> back(read / 4);
-    auto got = pvmm::testing::copy_from_mapping(back.data(), from, read);
-    v.check(got.has_value() && back == pattern(read, r, generation),
-            where(b) + "rank " + std::to_string(r) + "'s data at generation " + std::to_string(generation) +
-                " reads back wrong");
+    v.check(mapping_holds(from, pattern(read, r, generation)), where(b) + "rank " + std::to_string(r) +
+                                                                   "'s data at generation " +
+                                                                   std::to_string(generation) + " reads back wrong");
   }
   met = b.barrier(pvmm::deadline_in(20s));  // nobody writes the next generation while a peer still reads
   v.check(met.has_value(), where(b) + "barrier after reading");
@@ -97,13 +95,11 @@ void from_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
   o.timeout = 20s;
   auto w = pvmm::symmetric_window::create_from(*t, *buffer, o);
   if (!w) return v.check(false, where(*b) + "create_from (growable buffer): " + w.error().message());
-  std::vector<std::uint32_t> seen(buffer->size() / 4);
-  v.check(pvmm::testing::copy_from_mapping(seen.data(), w->local(), buffer->size()).has_value() && seen == before,
+  v.check(mapping_holds(w->local(), before),
           where(*b) + "the window's slot does not show what was written into the buffer");
   write_then_read_all(
       v, *b, w->local(), buffer->size(), 2, [&](int r) { return w->peer(r); }, unit);
-  v.check(pvmm::testing::copy_from_mapping(seen.data(), buffer->data(), buffer->size()).has_value() &&
-              seen == pattern(buffer->size(), b->rank(), 2),
+  v.check(mapping_holds(buffer->data(), pattern(buffer->size(), b->rank(), 2)),
           where(*b) + "the buffer does not show what was written through the window");
   auto grown = w->grow(3 * unit, 20s);
   if (!grown) return v.check(false, where(*b) + "grow past the caller's memory: " + grown.error().message());
