@@ -231,8 +231,9 @@ void killed_case(verdict& v, std::shared_ptr<pvmm::bootstrap> inner, int after, 
   const auto now = pvmm::query_live_objects();
   v.check(now.allocations == live.allocations && now.reservations == live.reservations && now.mappings == live.mappings,
           who + "allocations, reservations or mappings left after the failed window");
-  v.check(pvmm_test::live_thread_count() <= threads, who + "threads left: " + std::to_string(threads) + " before, " +
-                                                         std::to_string(pvmm_test::live_thread_count()) + " after");
+  const auto threads_after = pvmm_test::live_thread_count_settled(threads);
+  v.check(threads_after <= threads,
+          who + "threads left: " + std::to_string(threads) + " before, " + std::to_string(threads_after) + " after");
   v.check(pvmm_test::open_fd_count() <= fds,
           who + "fds: " + std::to_string(fds) + " before, " + std::to_string(pvmm_test::open_fd_count()) + " after");
 }

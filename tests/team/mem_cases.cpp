@@ -446,7 +446,7 @@ bool run_mem_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootst
       // its life: the caller's bootstrap's fds, not the case's.
       v.check(split || pvmm_test::open_fd_count() <= fds, who + "fds: " + std::to_string(fds) + " before, " +
                                                               std::to_string(pvmm_test::open_fd_count()) + " after");
-      v.check(pvmm_test::live_thread_count() <= threads, who + "threads left after the case");
+      v.check(pvmm_test::live_thread_count_settled(threads) <= threads, who + "threads left after the case");
     }
   } leaks{v, p.one_rank_per_process, p.name.rfind("mem-split", 0) == 0, who, fds, threads, live};
   return run_mem_body(v, p, std::move(ranks));

@@ -256,8 +256,9 @@ void killed_at_barrier_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& 
   const auto now = pvmm::query_live_objects();
   v.check(now.allocations == live.allocations && now.reservations == live.reservations && now.mappings == live.mappings,
           where(*b) + "allocations, reservations or mappings left after the window was let go");
-  v.check(pvmm_test::live_thread_count() <= threads, where(*b) + "threads: " + std::to_string(threads) + " before, " +
-                                                         std::to_string(pvmm_test::live_thread_count()) + " after");
+  const auto threads_after = pvmm_test::live_thread_count_settled(threads);
+  v.check(threads_after <= threads,
+          where(*b) + "threads: " + std::to_string(threads) + " before, " + std::to_string(threads_after) + " after");
   v.check(pvmm_test::open_fd_count() <= fds, where(*b) + "fds: " + std::to_string(fds) + " before, " +
                                                  std::to_string(pvmm_test::open_fd_count()) + " after");
 }

@@ -225,12 +225,7 @@ TEST_SUITE("pool") {
         live.push_back(std::move(memory));  // a block allocated on it, still live
       }
     }
-    std::size_t after = live_thread_count();
-    for (int i = 0; i < 100 && after > before + 2; ++i) {  // a joined thread leaves /proc/self/task promptly
-      std::this_thread::sleep_for(10ms);
-      after = live_thread_count();
-    }
-    CHECK(after <= before + 2);
+    CHECK(live_thread_count_settled(before + 2) <= before + 2);
     for (auto& m : live) PVMM_CHECK_OK(m.free_async(keep));
     PVMM_CHECK_OK(keep.synchronize());
     PVMM_CHECK_OK(keep.synchronize());
