@@ -436,9 +436,8 @@ struct caching_allocator::state {
     return {};
   }
   /// Whether `extra` new chunks keep the bytes held within the slack: slack_percent of the high mark of live
-  /// bytes (this request's included) above that mark, and at least two chunks above it.
-  bool within_slack(std::size_t extra, std::uint64_t live_after) {
-    live_high = std::max(live_high, live_after);
+  /// bytes above that mark, and at least two chunks above it.
+  bool within_slack(std::size_t extra) const {
     if (options.slack_percent == 0) return false;
     const std::uint64_t cap = live_high + std::max(live_high / 100 * options.slack_percent, std::uint64_t{2} * chunk);
     const std::uint64_t after = std::uint64_t{chunks_held + extra} * chunk;
@@ -448,9 +447,10 @@ struct caching_allocator::state {
   /// (harvest), then new ones. Its one block (whole) is returned, not cached.
   result<block*> stitch(std::size_t count, std::uint64_t live_after, std::uint32_t on, const detail::operation& op) {
     const std::size_t ghosts_before = ghosts.size();
+    live_high = std::max(live_high, live_after);  // the slack's measure, this request's bytes included
     // Hysteresis: within the slack, new chunks rather than chunks cut out of cached blocks (each of those is
     // mapped again here and later unmapped at its old place, and its block's range is cut).
-    const bool grow = idle_chunks.size() < count && within_slack(count - idle_chunks.size(), live_after);
+    const bool grow = idle_chunks.size() < count && within_slack(count - idle_chunks.size());
     if (idle_chunks.size() < count && !grow)
       if (auto ok = harvest(count, on, op); !ok) return std::move(ok).error();
     const std::size_t missing = count - std::min(count, idle_chunks.size());
