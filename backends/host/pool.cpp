@@ -70,7 +70,7 @@ void release_above_thresholds() {
   }
   for (auto& pool : all) {
     std::lock_guard<std::mutex> guard(pool->lock);
-    if (pool->reserved() > pool->threshold) pool->trim(pool->threshold);
+    if (pool->reserved() > pool->threshold) pool->trim(pool->threshold, host_pool::trim_rule::at_most_keep);
   }
 }
 
@@ -170,7 +170,7 @@ status trim_pool(pool_handle h, std::size_t keep) {
   auto pool = find_pool(h);
   if (!pool) return unknown_pool(h);
   std::lock_guard<std::mutex> guard(pool->lock);
-  pool->trim(keep);
+  pool->trim(keep, host_pool::trim_rule::at_least_keep);
   return {};
 }
 

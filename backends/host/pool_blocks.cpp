@@ -44,10 +44,10 @@ bool same_stream(const std::weak_ptr<worker_stream>& a, const std::weak_ptr<work
 status host_pool::commit(std::size_t offset, std::size_t size) {
   for (std::size_t c = offset / pool_chunk; c * pool_chunk < offset + size; ++c) {
     if (committed[c]) continue;
-    if (::fallocate(fd, 0, static_cast<off_t>(c * pool_chunk), pool_chunk) != 0)
+    if (::fallocate(fd, 0, static_cast<off_t>(c * pool_chunk), static_cast<off_t>(chunk_bytes(c))) != 0)
       return errno_error(errc::out_of_memory, "fallocate", errno, "committing a pool chunk");
     committed[c] = true;
-    ++committed_chunks;
+    reserved_bytes += chunk_bytes(c);
   }
   reserved_high = std::max(reserved_high, reserved());
   return {};
@@ -311,12 +311,12 @@ void host_pool::completed(std::size_t size, std::uint64_t ticket) {
   lower_end(false);
 }
 
-void host_pool::trim(std::uint64_t keep) {
+void host_pool::trim(std::uint64_t keep, trim_rule rule) {
   forget_gone_streams();
   lower_end(true);  // memory given back is fresh: whoever freed it last no longer matters
   for (std::size_t c = committed.size(); c-- > 0 && reserved() > keep;) {
-    if (!committed[c] || reserved() - pool_chunk < keep) continue;
-    const std::size_t lo = c * pool_chunk, hi = lo + pool_chunk;
+    if (!committed[c] || (rule == trim_rule::at_least_keep && reserved() - chunk_bytes(c) < keep)) continue;
+    const std::size_t lo = c * pool_chunk, hi = lo + chunk_bytes(c);
     bool busy = false;
     for (auto it = block_holding(lo); it != blocks.end() && it->first < hi; ++it)
       if (it->first + it->second.size > lo && it->second.what != pool_block::state::free) {
@@ -324,9 +324,11 @@ void host_pool::trim(std::uint64_t keep) {
         break;
       }
     if (busy) continue;
-    if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(lo), pool_chunk) != 0) continue;
+    if (::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(lo),
+                    static_cast<off_t>(hi - lo)) != 0)
+      continue;
     committed[c] = false;
-    --committed_chunks;
+    reserved_bytes -= hi - lo;
   }
 }
 

@@ -63,7 +63,7 @@ result<std::shared_ptr<host_pool>> make_pool(std::size_t max_size, int device) {
     const auto pages = static_cast<std::size_t>(::sysconf(_SC_PHYS_PAGES));
     capacity = pages * page_size();
   }
-  auto rounded = checked_round_up(capacity, pool_chunk);
+  auto rounded = checked_round_up(capacity, pool_granularity);
   if (!rounded || *rounded > (std::size_t{1} << 62))
     return make_error(errc::out_of_memory, fmt::format("a pool of {:#x} bytes cannot exist", max_size));
   pool->capacity = *rounded;
@@ -78,7 +78,7 @@ result<std::shared_ptr<host_pool>> make_pool(std::size_t max_size, int device) {
   void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, pool->fd, 0);
   if (base == MAP_FAILED) return errno_error(errc::out_of_memory, "mmap", errno, "mapping the pool");
   pool->base = static_cast<unsigned char*>(base);
-  pool->committed.assign(pool->capacity / pool_chunk, false);
+  pool->committed.assign((pool->capacity + pool_chunk - 1) / pool_chunk, false);
   file_header header{};
   std::memcpy(header.magic, header_magic, sizeof header_magic);
   header.capacity = pool->capacity;
@@ -111,7 +111,7 @@ result<std::shared_ptr<host_pool>> map_imported(int fd, int device) {
   if (header.layout != header_layout)
     return make_error(errc::invalid_handle, fmt::format("fd {} holds a pool of layout {} (this pvmm reads {})", fd,
                                                         header.layout, header_layout));
-  if (header.capacity % pool_chunk != 0 || header.capacity > total || pool_file_bytes(header.capacity) != total)
+  if (header.capacity % pool_granularity != 0 || header.capacity > total || pool_file_bytes(header.capacity) != total)
     return make_error(errc::invalid_handle, fmt::format("fd {}: a pool of {:#x} bytes cannot be {:#x} bytes long", fd,
                                                         header.capacity, total));
   auto pool = std::make_shared<host_pool>();

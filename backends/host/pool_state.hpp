@@ -3,6 +3,7 @@
 // checked in pool_file.cpp, and the backend's entry points are in pool.cpp.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -20,8 +21,12 @@
 
 namespace pvmm::detail::backend::host {
 
-constexpr std::size_t pool_chunk = std::size_t{2} << 20;  // like CUDA's pool granularity
-constexpr std::size_t pool_alignment = 256;               // of every block, as the drivers align pool allocations
+constexpr std::size_t pool_granularity = std::size_t{2} << 20;  // a pool's size rounds to this, like CUDA's pools
+// The unit in which a pool reserves memory and gives it back, as the drivers' pools do (tools/probes/pool_chunks.cpp,
+// CUDA 13.0 and HIP on NVIDIA, driver 580): one 1 MiB block reserves 32 MiB, 33 blocks 64 MiB, a 257 MiB block
+// 288 MiB; a release threshold gives back whole chunks. A pool smaller than this has one chunk of its size.
+constexpr std::size_t pool_chunk = std::size_t{32} << 20;
+constexpr std::size_t pool_alignment = 256;  // of every block, as the drivers align pool allocations
 
 /// Shared with importers: one per 256-byte unit of the pool, past its memory in the file, for the block that
 /// starts there. Written by the exporter, never read by it (a peer can write it too: invariant 16); an importer
@@ -87,8 +92,8 @@ struct host_pool {
   std::uint64_t threshold = 0;  // the drivers' default
 
   // The suballocator (pool_blocks.cpp); everything below is used under `lock`.
-  std::vector<bool> committed;
-  std::size_t committed_chunks = 0;
+  std::vector<bool> committed;               // per pool_chunk; the last one ends at `capacity`
+  std::uint64_t reserved_bytes = 0;          // of the committed chunks
   std::map<std::size_t, pool_block> blocks;  // by offset; [0, end) is covered by blocks
   std::size_t end = 0;
   std::uint64_t next_generation = 1, next_ticket = 0;
@@ -102,12 +107,16 @@ struct host_pool {
   };
   std::unordered_map<std::uint64_t, free_span> spans;
 
-  std::uint64_t reserved() const { return static_cast<std::uint64_t>(committed_chunks) * pool_chunk; }
+  std::uint64_t reserved() const { return reserved_bytes; }
+  std::size_t chunk_bytes(std::size_t c) const { return std::min(pool_chunk, capacity - c * pool_chunk); }
   /// Commits every chunk under [offset, offset + size).
   status commit(std::size_t offset, std::size_t size);
-  /// Gives back committed chunks that hold no live or pending block, from the top, while more than `keep` stays;
-  /// first lowers the end past freed blocks whose free completed.
-  void trim(std::uint64_t keep);
+  /// What trim gives back: `at_least_keep` (trim_to: the drivers keep at least `keep` bytes) or `at_most_keep`
+  /// (a release threshold at a synchronize: whole chunks go while more than the threshold is reserved, measured).
+  enum class trim_rule { at_least_keep, at_most_keep };
+  /// Gives back committed chunks that hold no live or pending block, from the top, as `rule` says; first lowers
+  /// the end past freed blocks whose free completed.
+  void trim(std::uint64_t keep, trim_rule rule);
 
   struct placement {
     std::size_t offset = 0;

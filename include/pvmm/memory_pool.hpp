@@ -19,8 +19,10 @@
 //   5. s1 always reuses its own frees (stream order), and gets back what s2 did not take.
 //   A reused block is handed out at the same address; which block s2 gets otherwise is not promised;
 // - usage(): reserved >= used; high marks >= current marks (a reset sets high to current on every backend);
-// - memory beyond the release threshold goes back at a synchronize (stream, event); trim_to(keep) gives back
-//   unused memory now while keeping at least `keep` bytes reserved;
+// - a pool reserves memory in 32 MiB chunks (a smaller pool: one chunk of its size) and gives back whole chunks,
+//   as the drivers' pools do (tools/probes/pool_chunks.cpp): at a synchronize (stream, event) unused chunks go
+//   while more than the release threshold is reserved (a threshold of 40 MiB over 96 MiB unused keeps 32);
+//   trim_to(keep) gives back unused chunks now while keeping at least `keep` bytes reserved;
 // - a pool lives while its owner or any of its allocations does (raw ones from allocate_async included): releasing
 //   or destroying the owner with allocations left defers, and the pool goes when the last one is freed (as
 //   cuMemPoolDestroy / hipMemPoolDestroy defer); its raw pointers stay valid and are freed with pvmm::free_async.

@@ -38,7 +38,7 @@ build() {  # build <variant> <probe>
 variants="cuda"
 if [ -n "$hip_inc" ]; then variants="cuda hip-nvidia"; else echo "hip-nvidia: skipped (no HIP NVIDIA-platform headers)"; fi
 for variant in $variants; do
-  for probe in pool_reuse pool_import_twice device_memory_kept; do
+  for probe in pool_reuse pool_import_twice device_memory_kept pool_chunks; do
     build "$variant" "$probe" || continue
     echo "===== $probe ($variant) ====="
     timeout 200 "$bin/${probe}_$variant" >"$out/${probe}_$variant.txt" 2>&1

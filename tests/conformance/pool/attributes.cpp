@@ -1,6 +1,7 @@
 // A pool's release threshold and reuse policies read back as set, at creation and after, on every backend
 // (cuMemPoolGetAttribute / SetAttribute; hip-tests reads and sets both).
 #include <limits>
+#include <vector>
 
 #include "memory_kinds.hpp"
 
@@ -53,6 +54,39 @@ TEST_SUITE("pool") {
     PVMM_CHECK_ERRC(empty.attributes(), errc::already_released);
     PVMM_CHECK_ERRC(empty.set_attributes({}), errc::already_released);
   }
+  // Measured with tools/probes/pool_chunks.cpp (CUDA 13.0 and HIP on NVIDIA, driver 580): the drivers' pools reserve
+  // in 32 MiB chunks, and a release threshold at a synchronize gives back whole chunks while more than it is
+  // reserved (trim_to keeps at least what it is asked to). The host backend reserved 2 MiB chunks before.
+  PVMM_CASE("a pool reserves whole 32 MiB chunks and a release threshold gives back whole chunks, as the drivers do") {
+    PVMM_REQUIRE_DEVICE();
+    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    constexpr std::uint64_t mib = std::uint64_t{1} << 20, chunk = 32 * mib;
+    pool_properties p;  // release threshold: pvmm's default, the maximum
+    auto pool = memory_pool::create(p).value();
+    auto s = stream::create(0).value();
+    auto reserved = [&] { return pool.usage().value().reserved_current; };
+    std::vector<void*> blocks;
+    std::vector<std::uint64_t> seen;  // reserved after 1, 33 and 65 blocks of 1 MiB
+    for (int i = 1; i <= 80; ++i) {
+      blocks.push_back(pool.allocate_async(mib, s).value());
+      if (i == 1 || i == 33 || i == 65) seen.push_back(reserved());
+    }
+    CHECK(seen == std::vector<std::uint64_t>{chunk, 2 * chunk, 3 * chunk});
+    for (void* b : blocks) PVMM_CHECK_OK(pool.free_async(b, s));
+    PVMM_CHECK_OK(pool.set_release_threshold(40 * mib));
+    PVMM_CHECK_OK(s.synchronize());
+    CHECK(reserved() == chunk);  // 64 MiB is still above 40: one more chunk went
+    PVMM_CHECK_OK(pool.set_release_threshold(std::numeric_limits<std::uint64_t>::max()));
+    auto big = pool.allocate(33 * mib, s).value();
+    CHECK(reserved() == 2 * chunk);
+    PVMM_CHECK_OK(big.free_async(s));
+    PVMM_CHECK_OK(s.synchronize());
+    PVMM_CHECK_OK(pool.trim_to(40 * mib));
+    CHECK(reserved() == 2 * chunk);  // trim_to keeps at least 40 MiB: both chunks
+    PVMM_CHECK_OK(pool.trim_to(0));
+    CHECK(reserved() == 0);
+  }
+
   PVMM_CASE("the default pool's release threshold decides what a synchronize gives back, as a created pool's does") {
     PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");

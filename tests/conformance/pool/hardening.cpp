@@ -131,7 +131,8 @@ TEST_SUITE("pool") {
     PVMM_CHECK_OK(pool.allocate(512, s));  // and after trimming
     PVMM_CHECK_OK(s.synchronize());
 
-    // One live block growing by 4 KiB a round: at most 1.2 MiB in use, so a few chunks reserved, not 178 MiB.
+    // One live block growing by 4 KiB a round: at most 1.2 MiB in use, so one 32 MiB chunk reserved (the drivers'
+    // unit, tools/probes/pool_chunks.cpp), not the 178 MiB of every size ever asked for.
     auto growing = sized_pool(0);
     pool_allocation live;
     for (std::size_t round = 1; round <= 300; ++round) {
@@ -140,7 +141,7 @@ TEST_SUITE("pool") {
       live = std::move(next);
     }
     PVMM_CHECK_OK(s.synchronize());
-    CHECK(growing.usage().value().reserved_current <= 8 * mib);
+    CHECK(growing.usage().value().reserved_current <= 32 * mib);
     PVMM_CHECK_OK(live.free_async(s));
     PVMM_CHECK_OK(s.synchronize());
     PVMM_CHECK_OK(growing.trim_to(0));
