@@ -71,6 +71,10 @@ struct caching_options {
   /// blocks (mapped again, later unmapped at their old place) while the bytes held stay within slack_percent of
   /// the high mark of live bytes above that mark (at least two chunks above it). 0: cached blocks are cut first.
   unsigned slack_percent = 8;
+  /// Address space the ghosts may map (chunks stitched elsewhere and still mapped at their old place: no
+  /// physical memory of their own, only address space and page-table entries) before a miss unmaps those the
+  /// host has seen complete, down to half of it. 0: max(4 x reserved, 16 GiB). Giving back unmaps them all.
+  std::size_t max_ghost_bytes = 0;
 };
 
 /// What a caching allocator holds and has done.
@@ -94,6 +98,14 @@ struct caching_stats {
   std::uint64_t event_queries = 0;   ///< event and stream queries
   std::uint64_t device_waits = 0;    ///< stream waits for an event (non-blocking for the host)
   std::uint64_t host_syncs = 0;      ///< host waits for a stream (trim, pressure, release, teardown)
+  std::uint64_t ghost_bytes = 0;     ///< address space the ghosts map now
+  // Time spent in those calls, ns (steady clock), read only on the paths that make them (never on a cache hit):
+  std::uint64_t stitch_ns = 0;        ///< stitches: the reserve, the maps and the grant
+  std::uint64_t unmap_ns = 0;         ///< unmaps
+  std::uint64_t create_ns = 0;        ///< chunks created
+  std::uint64_t event_record_ns = 0;  ///< events recorded (and created)
+  std::uint64_t event_query_ns = 0;   ///< event and stream queries
+  std::uint64_t device_wait_ns = 0;   ///< stream waits for an event
 };
 
 /// A caching allocator of one device's memory. Move-only.
