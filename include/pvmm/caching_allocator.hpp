@@ -73,7 +73,7 @@ struct caching_options {
   unsigned slack_percent = 8;
   /// Address space the ghosts may map (chunks stitched elsewhere and still mapped at their old place: no
   /// physical memory of their own, only address space and page-table entries) before a miss unmaps those the
-  /// host has seen complete, down to half of it. 0: max(4 x reserved, 16 GiB). Giving back unmaps them all.
+  /// host has seen complete, down to it. 0: max(4 x reserved, 16 GiB). Giving back unmaps them all.
   std::size_t max_ghost_bytes = 0;
 };
 

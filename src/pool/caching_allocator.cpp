@@ -395,10 +395,11 @@ struct caching_allocator::state {
   /// c == no_stream: giving back, every stream synchronized: every block, unmapped.
   status harvest(std::size_t want, std::uint32_t c, const detail::operation& op) {
     const bool giving_back = c == no_stream;
-    // Ghosts go when the cache gives back, or once their address space passes its bound (down to half of it,
-    // so that a miss that unmaps is rare); not on every miss: they hold no physical memory of their own.
-    if (giving_back || ghost_chunks > chunks_held)
-      if (auto ok = unmap_quiet_ghosts(0); !ok) return op.wrap(std::move(ok).error());
+    // Ghosts go when the cache gives back, or once their address space passes its bound (down to it: a miss
+    // unmaps about what the last one ghosted, never a burst); not before: they hold no physical memory of their own.
+    const std::size_t bound = ghost_bound_chunks();
+    if (giving_back || ghost_chunks > bound)
+      if (auto ok = unmap_quiet_ghosts(giving_back ? 0 : bound); !ok) return op.wrap(std::move(ok).error());
     std::vector<block*> candidates;
     for (auto& ps : streams)
       for (block* b : ps.free)
@@ -568,6 +569,7 @@ struct caching_allocator::state {
 
   result<block*> find_or_make(std::size_t bytes, std::uint32_t c, const detail::operation& op) {
     ++epoch;
+    fence_cross_frees(op);
     block* pending = nullptr;
     block* b = best_fit(c, c, bytes, &pending);  // the hot path: no driver call unless a gate is foreign
     for (std::uint32_t p = 0; !b && p < streams.size(); ++p)
@@ -744,11 +746,10 @@ status caching_allocator::deallocate(void* pointer, stream_ref on) {
   auto& b = *it->second;
   const std::uint32_t freed_on = s.index_of(on);
   detail::caching::gate cross;
-  if (freed_on != b.home) {  // record_stream semantics: an event at the free, on the freeing stream only
-    ++s.streams[freed_on].mark;
-    auto f = s.record_fence(freed_on, op);
-    if (!f) return std::move(f).error();
-    cross = {freed_on, (*f)->mark};
+  if (freed_on != b.home) {  // record_stream semantics, the event recorded at the next allocation (coalesced)
+    auto& fs = s.streams[freed_on];
+    fs.cross = ++fs.mark;
+    cross = {freed_on, fs.mark};
   }
   b.gates[0] = {b.home, ++s.streams[b.home].mark};
   b.gates[1] = cross;
