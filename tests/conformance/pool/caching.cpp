@@ -360,7 +360,8 @@ PVMM_CASE("caching allocator: blocks split below a chunk, so a small request fil
 }
 
 PVMM_CASE(
-    "caching allocator: a free makes no driver call; cross-stream frees share one event, at the next allocation") {
+    "caching allocator: a free makes no driver call, and cross-stream frees share one event recorded at the next "
+    "allocation") {
   PVMM_REQUIRE_CACHING();
   auto s1 = stream::create(0).value();
   auto s2 = stream::create(0).value();
