@@ -20,21 +20,24 @@
 //   chunks into a new region: new chunks while the bytes held stay within the slack (slack_percent of the live
 //   high mark, against map/unmap churn), else chunks of free blocks s may use, then new ones; what the request
 //   leaves is cached;
-// - deallocate(p, s) gives the block back in s's order, where s is the stream of its last use. s == the stream it
-//   was allocated on (its home): reusable there at once, no driver call. s != home (an FSDP-style free, or
-//   PyTorch's record_stream): an event is recorded on s at the free, the one driver call a free can make;
+// - deallocate(p, s) gives the block back in s's order, where s is the stream of its last use; it makes no driver
+//   call. s == the stream it was allocated on (its home): reusable there at once. s != home (an FSDP-style free,
+//   or PyTorch's record_stream): the block waits for an event on s, recorded at the next allocation (any stream)
+//   and shared by every cross-stream free on s since the last one (it covers their uses: it is queued after them);
 // - a cached block is handed to a stream other than one it was used on only once the host has seen that work
 //   complete (an event query, or a stream query when no event covers it; at most one of each per stream per
 //   allocation), never on hope. With wait_for_pending_frees, a request no ready block fits takes a pending one
 //   by making its stream wait for the event on the device (a non-blocking wait) rather than reserving more;
 // - a chunk stitched elsewhere stays mapped at its old place (a ghost, never handed out) until the host has seen
-//   every use of it there complete: unmapping is not ordered with device work (invariant 4). Ghosts are unmapped
-//   when the cache gives back, or on a miss once they map more chunks than the cache holds;
+//   every use of it there complete: unmapping is not ordered with device work (invariant 4). A ghost holds no
+//   physical memory (its chunk is counted once, where it is mapped now), only address space: ghosts are unmapped
+//   when the cache gives back, or on a miss once they map more than max_ghost_bytes (down to it);
 // - under pressure (creating a chunk failed, or max_reserved would be exceeded) the allocator synchronizes the
 //   streams it has seen, unmaps every ghost and every whole chunk of its cached blocks, gives back the chunks, and
 //   retries once; trim() does the same on demand. A chunk partly under a live block stays;
 // - stats(): reserved = physical bytes held; live = bytes asked for by blocks not yet deallocated; high marks;
-//   and the driver calls made, by kind (so a caller can check that its warm path makes none).
+//   and the driver calls made, by kind (so a caller can check that its warm path makes none), with the time spent
+//   in them (read only around those calls: the warm path reads no clock).
 //
 // Streams: every stream passed in must outlive the allocator (it keeps their handles: events are recorded and
 // queried on them, and trim, pressure, release and the destructor synchronize each of them).
@@ -71,6 +74,10 @@ struct caching_options {
   /// blocks (mapped again, later unmapped at their old place) while the bytes held stay within slack_percent of
   /// the high mark of live bytes above that mark (at least two chunks above it). 0: cached blocks are cut first.
   unsigned slack_percent = 8;
+  /// Address space the ghosts may map (chunks stitched elsewhere and still mapped at their old place: no
+  /// physical memory of their own, only address space and page-table entries) before a miss unmaps those the
+  /// host has seen complete, down to it. 0: max(4 x reserved, 16 GiB). Giving back unmaps them all.
+  std::size_t max_ghost_bytes = 0;
 };
 
 /// What a caching allocator holds and has done.
@@ -89,11 +96,19 @@ struct caching_stats {
   // Driver calls, by kind:
   std::uint64_t chunks_created = 0;  ///< physical chunks created
   std::uint64_t maps = 0;            ///< chunk mappings (one per chunk of a stitch)
-  std::uint64_t unmaps = 0;          ///< unmap calls (one per run of chunks taken from a cached block)
-  std::uint64_t event_records = 0;   ///< events recorded (a cross-stream free; a fence for a busy stream)
+  std::uint64_t unmaps = 0;          ///< unmap calls (one per chunk: ghosts past max_ghost_bytes, give-back)
+  std::uint64_t event_records = 0;   ///< events recorded (cross-stream frees: one a stream an allocation; fences)
   std::uint64_t event_queries = 0;   ///< event and stream queries
   std::uint64_t device_waits = 0;    ///< stream waits for an event (non-blocking for the host)
   std::uint64_t host_syncs = 0;      ///< host waits for a stream (trim, pressure, release, teardown)
+  std::uint64_t ghost_bytes = 0;     ///< address space the ghosts map now
+  // Time spent in those calls, ns (steady clock, read only around them: never on the warm path):
+  std::uint64_t stitch_ns = 0;        ///< stitches: the reserve, the maps and the grant
+  std::uint64_t unmap_ns = 0;         ///< unmaps
+  std::uint64_t create_ns = 0;        ///< chunks created
+  std::uint64_t event_record_ns = 0;  ///< events recorded (and created)
+  std::uint64_t event_query_ns = 0;   ///< event and stream queries
+  std::uint64_t device_wait_ns = 0;   ///< stream waits for an event
 };
 
 /// A caching allocator of one device's memory. Move-only.

@@ -2,6 +2,7 @@
 // physical chunks mapped into it); blocks split and merge at 512 B; whole idle chunks of free blocks are unmapped
 // and stitched into new regions on a miss. Streams are tracked by marks (see "Streams" below).
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -80,6 +81,7 @@ struct stream_state {
   stream_ref s;
   std::set<block*, by_size> free;     // cached blocks whose home this is, best fit first
   std::uint64_t mark = 0;             // frees gated on this stream so far
+  std::uint64_t cross = 0;            // the mark of its latest cross-stream free (fenced at the next allocation)
   std::uint64_t done = 0;             // marks the host has seen complete
   std::uint64_t fenced = 0;           // the newest fence's mark
   std::deque<fence> fences;           // recorded and not yet seen complete, oldest first
@@ -89,6 +91,16 @@ struct stream_state {
 };
 
 std::size_t round_size(std::size_t size) noexcept { return (size + min_block - 1) / min_block * min_block; }
+
+/// Calls f, adding the nanoseconds it took to `into` (the slow paths' times in caching_stats).
+template <class F>
+auto timed(std::uint64_t& into, F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = f();
+  into += static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  return r;
+}
 }  // namespace detail::caching
 
 struct caching_allocator::state {
@@ -160,12 +172,12 @@ struct caching_allocator::state {
       ev = std::move(spare_events.back());
       spare_events.pop_back();
     } else {
-      auto e = event::create(options.device);
+      auto e = detail::caching::timed(st.event_record_ns, [&] { return event::create(options.device); });
       if (!e) return op.wrap(std::move(e).error());
       ev = std::move(*e);
     }
     ++st.event_records;
-    if (auto ok = ev.record(ps.s); !ok) {
+    if (auto ok = detail::caching::timed(st.event_record_ns, [&] { return ev.record(ps.s); }); !ok) {
       spare_events.push_back(std::move(ev));
       return op.wrap(std::move(ok).error());
     }
@@ -182,7 +194,7 @@ struct caching_allocator::state {
       ps.polled = epoch;
       while (!ps.fences.empty()) {
         ++st.event_queries;
-        auto q = ps.fences.front().ev.query();
+        auto q = detail::caching::timed(st.event_query_ns, [&] { return ps.fences.front().ev.query(); });
         if (!q || !*q) break;
         ps.done = std::max(ps.done, ps.fences.front().mark);
         spare_events.push_back(std::move(ps.fences.front().ev));
@@ -192,9 +204,17 @@ struct caching_allocator::state {
     if (want > ps.done && want > ps.fenced && ps.stream_polled != epoch) {
       ps.stream_polled = epoch;
       ++st.event_queries;
-      auto q = ps.s.query();
+      auto q = detail::caching::timed(st.event_query_ns, [&] { return ps.s.query(); });
       if (q && *q) ps.done = ps.mark;
     }
+  }
+  /// One fence per stream with cross-stream frees since its last fence (recorded at the next allocation, not at
+  /// each free: a run of frees between two allocations shares one event). Recorded later than the frees, so it
+  /// covers every use before them. A failure leaves them unfenced: their blocks wait (a stream query may still
+  /// see them done, and a device wait records its own fence).
+  void fence_cross_frees(const detail::operation& op) {
+    for (std::uint32_t p = 0; p < streams.size(); ++p)
+      if (streams[p].cross > streams[p].fenced) (void)record_fence(p, op);
   }
   /// Whether the host has seen gate g complete (asking the driver at most once per stream per epoch). With
   /// `fence_if_busy`, a busy stream gets a fence covering g so that a later poll can see it done.
@@ -232,7 +252,8 @@ struct caching_allocator::state {
           break;
         }
       ++st.device_waits;
-      if (auto ok = streams[c].s.wait(f->ev); !ok) return op.wrap(std::move(ok).error());
+      if (auto ok = detail::caching::timed(st.device_wait_ns, [&] { return streams[c].s.wait(f->ev); }); !ok)
+        return op.wrap(std::move(ok).error());
       streams[c].waited[g.stream] = f->mark;
     }
     ++st.waits;
@@ -345,13 +366,13 @@ struct caching_allocator::state {
   }
   status unmap_chunk(region& r, std::size_t at) {
     ++st.unmaps;
-    auto ok = r.range.unmap(at, chunk);
+    auto ok = detail::caching::timed(st.unmap_ns, [&] { return r.range.unmap(at, chunk); });
     if (ok) --r.mapped;
     return ok;
   }
-  /// Unmaps the ghosts whose work the host has seen complete.
-  status unmap_quiet_ghosts() {
-    for (std::size_t i = 0; i < ghosts.size();) {
+  /// Unmaps ghosts whose work the host has seen complete until they map at most `keep` chunks.
+  status unmap_quiet_ghosts(std::size_t keep) {
+    for (std::size_t i = 0; i < ghosts.size() && ghost_chunks > keep;) {
       ghost& g = ghosts[i];
       bool done = true;
       for (const gate& x : g.gates)
@@ -374,10 +395,11 @@ struct caching_allocator::state {
   /// c == no_stream: giving back, every stream synchronized: every block, unmapped.
   status harvest(std::size_t want, std::uint32_t c, const detail::operation& op) {
     const bool giving_back = c == no_stream;
-    // Ghosts go when the cache gives back, or once they map more chunks than the cache holds (so that their
-    // ranges stay bounded); not on every miss.
-    if (giving_back || ghost_chunks > chunks_held)
-      if (auto ok = unmap_quiet_ghosts(); !ok) return op.wrap(std::move(ok).error());
+    // Ghosts go when the cache gives back, or once their address space passes its bound (down to it: a miss
+    // unmaps about what the last one ghosted, never a burst); not before: they hold no physical memory of their own.
+    const std::size_t bound = ghost_bound_chunks();
+    if (giving_back || ghost_chunks > bound)
+      if (auto ok = unmap_quiet_ghosts(giving_back ? 0 : bound); !ok) return op.wrap(std::move(ok).error());
     std::vector<block*> candidates;
     for (auto& ps : streams)
       for (block* b : ps.free)
@@ -416,6 +438,13 @@ struct caching_allocator::state {
       }
     return {};
   }
+  /// Chunk mappings the ghosts may hold before a miss unmaps some (caching_options::max_ghost_bytes).
+  std::size_t ghost_bound_chunks() const {
+    constexpr std::uint64_t floor = std::uint64_t{16} << 30;  // address space is plentiful (47+ bits)
+    const std::uint64_t bytes =
+        options.max_ghost_bytes ? options.max_ghost_bytes : std::max(std::uint64_t{4} * chunks_held * chunk, floor);
+    return static_cast<std::size_t>(bytes / chunk);
+  }
   void release_idle_chunks() {
     chunks_held -= idle_chunks.size();
     idle_chunks.clear();
@@ -426,7 +455,7 @@ struct caching_allocator::state {
     while (idle_chunks.size() < count) {
       allocation_properties p;
       p.location = location::device(options.device);
-      auto c = physical_allocation::create(chunk, p);
+      auto c = detail::caching::timed(st.create_ns, [&] { return physical_allocation::create(chunk, p); });
       if (!c) return std::move(c).error();
       ++st.chunks_created;
       idle_chunks.push_back(std::move(*c));
@@ -459,7 +488,7 @@ struct caching_allocator::state {
                      fmt::format("holding {:#x} bytes; {} more chunks would pass max_reserved {:#x}",
                                  std::uint64_t{chunks_held} * chunk, missing, options.max_reserved));
     // The range first: an impossible size fails there, before any chunk is created for it.
-    auto range = address_reservation::reserve(count * chunk);
+    auto range = detail::caching::timed(st.stitch_ns, [&] { return address_reservation::reserve(count * chunk); });
     if (!range) return op.wrap(std::move(range).error());
     const std::uint64_t created_before = st.chunks_created;
     if (auto made = create_chunks(count); !made) {
@@ -479,20 +508,19 @@ struct caching_allocator::state {
         idle_chunks.push_back(std::move(r->chunks[i]));
       }
     };
-    for (std::size_t i = 0; i < count; ++i) {
-      ++st.maps;
-      auto at = r->range.map(i * chunk, idle_chunks.back(), 0, chunk);
-      if (!at) {
-        roll_back();
-        return op.wrap(std::move(at).error());
+    auto mapped = detail::caching::timed(st.stitch_ns, [&]() -> status {
+      for (std::size_t i = 0; i < count; ++i) {
+        ++st.maps;
+        if (auto at = r->range.map(i * chunk, idle_chunks.back(), 0, chunk); !at) return std::move(at).error();
+        r->chunks[i] = std::move(idle_chunks.back());
+        idle_chunks.pop_back();
+        ++r->mapped;
       }
-      r->chunks[i] = std::move(idle_chunks.back());
-      idle_chunks.pop_back();
-      ++r->mapped;
-    }
-    if (auto ok = r->range.set_access(0, count * chunk, {grant}); !ok) {
+      return r->range.set_access(0, count * chunk, {grant});
+    });
+    if (!mapped) {
       roll_back();
-      return op.wrap(std::move(ok).error());
+      return op.wrap(std::move(mapped).error());
     }
     ++st.stitches;
     const std::size_t reused = count - static_cast<std::size_t>(st.chunks_created - created_before);
@@ -541,6 +569,7 @@ struct caching_allocator::state {
 
   result<block*> find_or_make(std::size_t bytes, std::uint32_t c, const detail::operation& op) {
     ++epoch;
+    fence_cross_frees(op);
     block* pending = nullptr;
     block* b = best_fit(c, c, bytes, &pending);  // the hot path: no driver call unless a gate is foreign
     for (std::uint32_t p = 0; !b && p < streams.size(); ++p)
@@ -717,11 +746,10 @@ status caching_allocator::deallocate(void* pointer, stream_ref on) {
   auto& b = *it->second;
   const std::uint32_t freed_on = s.index_of(on);
   detail::caching::gate cross;
-  if (freed_on != b.home) {  // record_stream semantics: an event at the free, on the freeing stream only
-    ++s.streams[freed_on].mark;
-    auto f = s.record_fence(freed_on, op);
-    if (!f) return std::move(f).error();
-    cross = {freed_on, (*f)->mark};
+  if (freed_on != b.home) {  // record_stream semantics, the event recorded at the next allocation (coalesced)
+    auto& fs = s.streams[freed_on];
+    fs.cross = ++fs.mark;
+    cross = {freed_on, fs.mark};
   }
   b.gates[0] = {b.home, ++s.streams[b.home].mark};
   b.gates[1] = cross;
@@ -745,6 +773,7 @@ caching_stats caching_allocator::stats() const noexcept {
   std::lock_guard<std::mutex> hold(state_->lock);
   caching_stats out = state_->st;
   out.cached_blocks = state_->cached_blocks();
+  out.ghost_bytes = std::uint64_t{state_->ghost_chunks} * state_->chunk;
   return out;
 }
 

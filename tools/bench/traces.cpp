@@ -329,12 +329,18 @@ std::vector<side> make_sides(pvmm::stream* streams) {
                                 per(&st::event_queries) + per(&st::device_waits) + per(&st::host_syncs) +
                                 2 * per(&st::stitches);
            return fmt::format(
-               "timed rounds, per alloc+free: driver calls {:.3f}; stitches {:.4f} (chunks created {:.4f}, maps "
-               "{:.4f}), unmaps {:.4f}, event records {:.4f}, queries {:.4f}, device waits {:.4f}, host syncs "
-               "{:.4f}; cache hits {:.3f}",
-               calls, per(&st::stitches), per(&st::chunks_created), per(&st::maps), per(&st::unmaps),
-               per(&st::event_records), per(&st::event_queries), per(&st::device_waits), per(&st::host_syncs),
-               per(&st::cache_hits));
+                      "timed rounds, per alloc+free: driver calls {:.3f}; stitches {:.4f} (chunks created {:.4f}, maps "
+                      "{:.4f}), unmaps {:.4f}, event records {:.4f}, queries {:.4f}, device waits {:.4f}, host syncs "
+                      "{:.4f}; cache hits {:.3f}",
+                      calls, per(&st::stitches), per(&st::chunks_created), per(&st::maps), per(&st::unmaps),
+                      per(&st::event_records), per(&st::event_queries), per(&st::device_waits), per(&st::host_syncs),
+                      per(&st::cache_hits)) +
+                  fmt::format(
+                      "\n    time per alloc+free, us: stitches {:.3f}, unmaps {:.3f}, chunks created {:.3f}, event "
+                      "records {:.3f}, queries {:.3f}, device waits {:.3f}; ghosts map {:.3f} GiB at the end",
+                      per(&st::stitch_ns) / 1e3, per(&st::unmap_ns) / 1e3, per(&st::create_ns) / 1e3,
+                      per(&st::event_record_ns) / 1e3, per(&st::event_query_ns) / 1e3, per(&st::device_wait_ns) / 1e3,
+                      double(now.ghost_bytes) / (1 << 30));
          },
          [cache, base] { *base = cache->stats(); }});
   }
