@@ -22,6 +22,24 @@ function(pvmm_add_backend name)
   # entry on the way, each a cache line and a page that a real driver call has evicted in between
   # (pvmm-own-cost, cold caches). pvmm's functions are not meant to be interposed.
   target_link_options(pvmm_${name} PRIVATE -Wl,-Bsymbolic-functions)
+  pvmm_hot_text(pvmm_${name})
+endfunction()
+
+# The hot paths' code together (cmake/hot_text.ld): each function its own section (-ffunction-sections, on the
+# library's own objects and pvmm_neutral's), and the linker script naming the hot ones placed first. Where the
+# linker does not take the script (it is tried once), the layout is the default one.
+function(pvmm_function_sections target)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-ffunction-sections>)
+endfunction()
+function(pvmm_hot_text target)
+  set(script ${PROJECT_SOURCE_DIR}/cmake/hot_text.ld)
+  include(CheckLinkerFlag)
+  check_linker_flag(CXX "-Wl,-T,${script}" PVMM_LINKER_TAKES_HOT_TEXT)
+  if(PVMM_LINKER_TAKES_HOT_TEXT)
+    pvmm_function_sections(${target})
+    target_link_options(${target} PRIVATE "-Wl,-T,${script}")
+    set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${script})
+  endif()
 endfunction()
 
 # Lets the compiler call and inline a library function defined in the same file directly (it may assume no

@@ -10,6 +10,7 @@ distinct 64-byte lines and distinct 4 KiB pages touched, instruction fetches and
 deterministic, unlike the cold timings on a shared VM.
 
 Usage: tools/own-cost-lines.py [--binary build/cuda/tools/pvmm-own-cost] [--row reserve] [--functions]
+  --mangled    symbols not demangled (the names cmake/hot_text.ld's patterns match)
   --functions  also lists, per call, the functions (nm symbols) whose code lines were fetched and the data symbols
                whose lines were touched, with the line counts.
 Each side runs 4 unmarked rounds of 64 calls (as the cold table's earlier rounds: the state cache and the registry
@@ -60,7 +61,7 @@ class Objects:
         out = ""
         for dynamic in ([], ["-D"]):  # a stripped library (libc) names its exported functions only
             try:
-                out = subprocess.run(["nm", "-n", "-C", "--defined-only"] + dynamic + [real], capture_output=True,
+                out = subprocess.run(["nm", "-n", "--defined-only"] + ([] if ARGS.mangled else ["-C"]) + dynamic + [real], capture_output=True,
                                      text=True).stdout
             except OSError:
                 pass
@@ -87,7 +88,7 @@ def region(objects, addr, frame):
 class Call:
     def __init__(self, row, side, index, frame):
         self.row, self.side, self.index, self.frame = row, side, index, frame
-        self.code, self.data = set(), set()  # line numbers (address >> 6)
+        self.code, self.data = {}, {}  # line number (address >> 6) -> the first address touched in it (names it)
 
     @staticmethod
     def lines(addr, size):
@@ -123,22 +124,29 @@ def trace(binary, row):
             if not m:
                 continue
             kind, addr, size = m.group(1), int(m.group(2), 16), int(m.group(3))
-            (current.code if kind == b"I" else current.data).update(Call.lines(addr, size))
+            touched = current.code if kind == b"I" else current.data
+            for l in Call.lines(addr, size):
+                touched.setdefault(l, max(addr, l * LINE))
     if proc.wait() != 0:
         sys.exit(f"{' '.join(cmd)} exited {proc.returncode}")
     return objects, calls
 
 
 def by_region(objects, call, lines):
-    count = collections.Counter(region(objects, l * LINE, call.frame) for l in lines)
-    return " ".join(f"{k} {v}" for k, v in sorted(count.items(), key=lambda kv: -kv[1]))
+    """'object lines/pages' for each region the lines fall in, most lines first."""
+    count, pages = collections.Counter(), collections.defaultdict(set)
+    for l in lines:
+        where = region(objects, l * LINE, call.frame)
+        count[where] += 1
+        pages[where].add(l * LINE // PAGE)
+    return " ".join(f"{k} {v}/{len(pages[k])}p" for k, v in sorted(count.items(), key=lambda kv: -kv[1]))
 
 
 def by_symbol(objects, call, lines):
     count = collections.Counter()
-    for l in lines:
-        where = region(objects, l * LINE, call.frame)
-        count[where if where in ("stack", "heap/anon") else f"{where}: {objects.symbol(l * LINE)}"] += 1
+    for l, first in lines.items():
+        where = region(objects, first, call.frame)
+        count[where if where in ("stack", "heap/anon") else f"{where}: {objects.symbol(first)}"] += 1
     return count
 
 
@@ -148,6 +156,7 @@ def main():
     p.add_argument("--binary", default="build/cuda/tools/pvmm-own-cost")
     p.add_argument("--row", default="")
     p.add_argument("--functions", action="store_true")
+    p.add_argument("--mangled", action="store_true", help="symbols as the linker sees them (for cmake/hot_text.ld)")
     ARGS = p.parse_args()
     objects, calls = trace(ARGS.binary, ARGS.row)
     rows = collections.OrderedDict()
@@ -155,7 +164,7 @@ def main():
         rows.setdefault(c.row, collections.defaultdict(list))[c.side].append(c)
     print("distinct 64-byte lines and 4 KiB pages one call touches (lackey trace, the last of 4 marked calls)")
     print(f"  {'operation':<12} {'side':<6} {'code lines':>10} {'code pages':>10} {'data lines':>10} "
-          f"{'data pages':>10}   where (lines)")
+          f"{'data pages':>10}   where (lines/pages)")
     for name, sides in rows.items():
         last = {}
         for side in ("pvmm", "raw"):
