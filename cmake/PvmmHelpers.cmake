@@ -23,29 +23,30 @@ function(pvmm_add_backend name)
   # (pvmm-own-cost, cold caches). pvmm's functions are not meant to be interposed.
   target_link_options(pvmm_${name} PRIVATE -Wl,-Bsymbolic-functions)
   pvmm_hot_code_flags(pvmm_${name})
-  pvmm_hot_text(pvmm_${name})
+  pvmm_hot_layout(pvmm_${name})
 endfunction()
 
-# The hot paths' code together (cmake/hot_text.ld): each function its own section (-ffunction-sections, on the
-# library's own objects and pvmm_neutral's), and the linker script naming the hot ones placed first. Where the
+# The hot paths' code together (cmake/hot_layout.ld): each function and variable its own section
+# (-ffunction-sections -fdata-sections, on the library's own objects and pvmm_neutral's), and the linker script naming
+# the hot ones placed first (code) and on one cache line (variables). Where the
 # linker does not take the script (it is tried once), the layout is the default one.
 # Thread-local variables through TLS descriptors (-mtls-dialect=gnu2) where the compiler has them: a library loaded
 # at start-up (or into the static TLS surplus) reaches its thread-local state cache with a call that returns the
 # offset, instead of __tls_get_addr's look-up of the thread's DTV (two code lines and two data lines in ld.so and
 # the DTV for a cold reserve or free: tools/own-cost-lines.py).
 function(pvmm_hot_code_flags target)
-  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-ffunction-sections>)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-ffunction-sections -fdata-sections>)
   include(CheckCXXCompilerFlag)
   check_cxx_compiler_flag(-mtls-dialect=gnu2 PVMM_CXX_HAS_TLS_DESCRIPTORS)
   if(PVMM_CXX_HAS_TLS_DESCRIPTORS)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-mtls-dialect=gnu2>)
   endif()
 endfunction()
-function(pvmm_hot_text target)
-  set(script ${PROJECT_SOURCE_DIR}/cmake/hot_text.ld)
+function(pvmm_hot_layout target)
+  set(script ${PROJECT_SOURCE_DIR}/cmake/hot_layout.ld)
   include(CheckLinkerFlag)
-  check_linker_flag(CXX "-Wl,-T,${script}" PVMM_LINKER_TAKES_HOT_TEXT)
-  if(PVMM_LINKER_TAKES_HOT_TEXT)
+  check_linker_flag(CXX "-Wl,-T,${script}" PVMM_LINKER_TAKES_HOT_LAYOUT)
+  if(PVMM_LINKER_TAKES_HOT_LAYOUT)
     target_link_options(${target} PRIVATE "-Wl,-T,${script}")
     set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${script})
   endif()

@@ -10,7 +10,7 @@ distinct 64-byte lines and distinct 4 KiB pages touched, instruction fetches and
 deterministic, unlike the cold timings on a shared VM.
 
 Usage: tools/own-cost-lines.py [--binary build/cuda/tools/pvmm-own-cost] [--row reserve] [--functions]
-  --mangled    symbols not demangled (the names cmake/hot_text.ld's patterns match)
+  --mangled    symbols not demangled (the names cmake/hot_layout.ld's patterns match)
   --functions  also lists, per call, the functions (nm symbols) whose code lines were fetched and the data symbols
                whose lines were touched, with the line counts.
 Each side runs 4 unmarked rounds of 64 calls (as the cold table's earlier rounds: the state cache and the registry
@@ -53,7 +53,7 @@ class Objects:
             self.symbols[path] = self._load(path)
         addrs, names = self.symbols[path]
         i = bisect.bisect_right(addrs, addr - bias) - 1
-        return names[i] if i >= 0 else "?"
+        return f"{names[i]}+{addr - bias - addrs[i]:#x}" if i >= 0 else f"? {addr - bias:#x}"
 
     @staticmethod
     def _load(path):
@@ -156,7 +156,7 @@ def main():
     p.add_argument("--binary", default="build/cuda/tools/pvmm-own-cost")
     p.add_argument("--row", default="")
     p.add_argument("--functions", action="store_true")
-    p.add_argument("--mangled", action="store_true", help="symbols as the linker sees them (for cmake/hot_text.ld)")
+    p.add_argument("--mangled", action="store_true", help="symbols as the linker sees them (for cmake/hot_layout.ld)")
     ARGS = p.parse_args()
     objects, calls = trace(ARGS.binary, ARGS.row)
     rows = collections.OrderedDict()
