@@ -2,6 +2,8 @@
 // median of the per-round differences with its IQR.
 #include <link.h>
 
+#include <algorithm>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -94,6 +96,44 @@ void report_cold(const measured_cold& m) {
   auto raw_side = [&] { return side(m.raw_setup, m.raw_op, m.raw_teardown); };
   (void)pvmm_side(), (void)raw_side();  // warm-up
   fmt::print("{}\n", interleave(cold_rounds, 11, 1, pvmm_side, raw_side).row(m.name));
+}
+
+void report_miss_costs() {
+  // 32 lines chased one after another (each load's address is the previous load's value), after the stream: on 32
+  // pages untouched since it (cache and TLB miss each), and on one page touched just after it (cache misses only).
+  const std::size_t pages = 4096, chain = 32, page = 4096;
+  std::vector<unsigned char> arena_bytes(pages * page + page);
+  unsigned char* const arena =
+      arena_bytes.data() + (page - reinterpret_cast<std::uintptr_t>(arena_bytes.data()) % page);
+  std::mt19937 rng(3);
+  auto chase = [&](bool one_page) {
+    std::vector<unsigned char*> at;
+    const std::size_t first = rng() % (pages - 1);
+    for (std::size_t i = 0; i < chain; ++i)
+      at.push_back(one_page ? arena + first * page + i * 64 * (page / 64 / chain)
+                            : arena + (rng() % pages) * page + (rng() % (page / 64)) * 64);
+    std::shuffle(at.begin(), at.end(), rng);
+    for (std::size_t i = 0; i < chain; ++i) {
+      unsigned char* next = i + 1 < chain ? at[i + 1] : nullptr;
+      std::memcpy(at[i], &next, sizeof next);
+    }
+    evict();
+    if (one_page) (void)*static_cast<volatile unsigned char*>(arena + first * page + page - 1);  // its TLB entry
+    const auto t0 = bench::clock_type::now();
+    std::size_t loads = 0;
+    for (unsigned char* p = at[0]; p; ++loads) p = *reinterpret_cast<unsigned char* volatile*>(p);
+    const double ns = ns_since(t0);
+    bench::check(loads == chain, "chain");
+    return ns / chain;
+  };
+  for (bool one_page : {false, true}) {
+    std::vector<double> ns;
+    for (int r = 0; r < 201; ++r) ns.push_back(chase(one_page));
+    fmt::print("  {:<60} {:>6.1f} ns  [{:>6.1f} {:>6.1f}]\n",
+               one_page ? "a dependent load, line evicted, its page's TLB entry warm"
+                        : "a dependent load, line evicted, on a page not touched since",
+               bench::quantile(ns, 0.5), bench::quantile(ns, 0.25), bench::quantile(ns, 0.75));
+  }
 }
 
 bool lines_marked() {
