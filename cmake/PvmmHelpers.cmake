@@ -33,12 +33,13 @@ endfunction()
 # Thread-local variables through TLS descriptors (-mtls-dialect=gnu2) where the compiler has them: a library loaded
 # at start-up (or into the static TLS surplus) reaches its thread-local state cache with a call that returns the
 # offset, instead of __tls_get_addr's look-up of the thread's DTV (two code lines and two data lines in ld.so and
-# the DTV for a cold reserve or free: tools/own-cost-lines.py).
+# the DTV for a cold reserve or free: tools/own-cost-lines.py). Not in sanitizer builds: their runtimes track a
+# dlopen'ed library's thread-locals by intercepting __tls_get_addr (LSan scans them for pointers).
 function(pvmm_hot_code_flags target)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-ffunction-sections -fdata-sections>)
   include(CheckCXXCompilerFlag)
   check_cxx_compiler_flag(-mtls-dialect=gnu2 PVMM_CXX_HAS_TLS_DESCRIPTORS)
-  if(PVMM_CXX_HAS_TLS_DESCRIPTORS)
+  if(PVMM_CXX_HAS_TLS_DESCRIPTORS AND NOT PVMM_SANITIZE)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-mtls-dialect=gnu2>)
   endif()
 endfunction()
