@@ -13,7 +13,8 @@ Usage: tools/own-cost-lines.py [--binary build/cuda/tools/pvmm-own-cost] [--row 
   --mangled    symbols not demangled (the names cmake/hot_layout.ld's patterns match)
   --functions  also lists, per call, the functions (nm symbols) whose code lines were fetched and the data symbols
                whose lines were touched, with the line counts.
-Each side runs 4 unmarked rounds of 64 calls (as the cold table's earlier rounds: the state cache and the registry
+A function of libpvmm that a call executes outside the hot section (cmake/hot_layout.ld: one renamed, or new) is
+named on a line of its own. Each side runs 4 unmarked rounds of 64 calls (as the cold table's earlier rounds: the state cache and the registry
 shards' tables are filled), then one more with its last 4 calls marked; the counts printed are the last call's, and
 a note is printed where the four differ.
 """
@@ -74,6 +75,17 @@ class Objects:
                 addrs.append(int(parts[0], 16))
                 names.append(parts[2])
         return addrs, names
+
+
+def hot_section(objects):
+    """(start, end) of libpvmm's .text.pvmm_hot (cmake/hot_layout.ld) at its load address, or None."""
+    for start, end, bias, path in objects.segments:
+        if "libpvmm" not in os.path.basename(path):
+            continue
+        out = subprocess.run(["readelf", "-SW", path], capture_output=True, text=True).stdout
+        m = re.search(r"\.text\.pvmm_hot\s+PROGBITS\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", out)
+        return (bias + int(m.group(1), 16), bias + int(m.group(1), 16) + int(m.group(2), 16)) if m else None
+    return None
 
 
 def region(objects, addr, frame):
@@ -159,6 +171,9 @@ def main():
     p.add_argument("--mangled", action="store_true", help="symbols as the linker sees them (for cmake/hot_layout.ld)")
     ARGS = p.parse_args()
     objects, calls = trace(ARGS.binary, ARGS.row)
+    hot = hot_section(objects)
+    if hot is None:
+        print("(no .text.pvmm_hot in libpvmm: the linker did not take cmake/hot_layout.ld)")
     rows = collections.OrderedDict()
     for c in calls:
         rows.setdefault(c.row, collections.defaultdict(list))[c.side].append(c)
@@ -175,6 +190,14 @@ def main():
             print(f"  {name:<12} {side:<6} {last[side][0]:>10} {last[side][1]:>10} {last[side][2]:>10} "
                   f"{last[side][3]:>10}   code: {by_region(objects, c, c.code)}; data: {by_region(objects, c, c.data)}"
                   + ("  (the 4 calls differ: " + ", ".join(str(m.counts()) for m in marked) + ")" if varies else ""))
+        c = sides["pvmm"][-1]
+        if hot is not None:
+            outside = collections.Counter(objects.symbol(f).rsplit("+", 1)[0] for f in c.code.values()
+                                          if region(objects, f, c.frame).startswith("libpvmm")
+                                          and not hot[0] <= f < hot[1])
+            if outside:
+                print(f"  {name:<12} pvmm's code outside .text.pvmm_hot (add to cmake/hot_layout.ld): "
+                      + ", ".join(f"{sym[:80]} ({n} lines)" for sym, n in outside.most_common()))
         added = [a - b for a, b in zip(last["pvmm"], last["raw"])]
         print(f"  {name:<12} {'added':<6} {added[0]:>10} {added[1]:>10} {added[2]:>10} {added[3]:>10}")
         if ARGS.functions:
