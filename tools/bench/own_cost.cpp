@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
     }
     mark_objects();
   }
-  const std::string only = lines ? (argc > 2 ? argv[2] : "") : argc > 2 ? argv[2] : "";
+  const std::string only = argc > 2 ? argv[2] : "";  // --lines [row] and [per round] [row] alike
   if (!lines && argc > 1) per_round = std::max(1, std::atoi(argv[1]));
   if (!lines && argc > 3) rounds = std::max(1, std::atoi(argv[3]));
   const bool cold_table = argc <= 3;
