@@ -22,6 +22,35 @@ function(pvmm_add_backend name)
   # entry on the way, each a cache line and a page that a real driver call has evicted in between
   # (pvmm-own-cost, cold caches). pvmm's functions are not meant to be interposed.
   target_link_options(pvmm_${name} PRIVATE -Wl,-Bsymbolic-functions)
+  pvmm_hot_code_flags(pvmm_${name})
+  pvmm_hot_layout(pvmm_${name})
+endfunction()
+
+# The hot paths' code together (cmake/hot_layout.ld): each function and variable its own section
+# (-ffunction-sections -fdata-sections, on the library's own objects and pvmm_neutral's), and the linker script naming
+# the hot ones placed first (code) and on one cache line (variables). Where the
+# linker does not take the script (it is tried once), the layout is the default one.
+# Thread-local variables through TLS descriptors (-mtls-dialect=gnu2) where the compiler has them: a library loaded
+# at start-up (or into the static TLS surplus) reaches its thread-local state cache with a call that returns the
+# offset, instead of __tls_get_addr's look-up of the thread's DTV (two code lines and two data lines in ld.so and
+# the DTV for a cold reserve or free: tools/own-cost-lines.py). Not in sanitizer builds: their runtimes track a
+# dlopen'ed library's thread-locals by intercepting __tls_get_addr (LSan scans them for pointers).
+function(pvmm_hot_code_flags target)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-ffunction-sections -fdata-sections>)
+  include(CheckCXXCompilerFlag)
+  check_cxx_compiler_flag(-mtls-dialect=gnu2 PVMM_CXX_HAS_TLS_DESCRIPTORS)
+  if(PVMM_CXX_HAS_TLS_DESCRIPTORS AND NOT PVMM_SANITIZE)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-mtls-dialect=gnu2>)
+  endif()
+endfunction()
+function(pvmm_hot_layout target)
+  set(script ${PROJECT_SOURCE_DIR}/cmake/hot_layout.ld)
+  include(CheckLinkerFlag)
+  check_linker_flag(CXX "-Wl,-T,${script}" PVMM_LINKER_TAKES_HOT_LAYOUT)
+  if(PVMM_LINKER_TAKES_HOT_LAYOUT)
+    target_link_options(${target} PRIVATE "-Wl,-T,${script}")
+    set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${script})
+  endif()
 endfunction()
 
 # Lets the compiler call and inline a library function defined in the same file directly (it may assume no

@@ -33,8 +33,9 @@ struct driver_state {
 /// Loads the driver once (thread-safely) and returns it.
 driver_state& load_driver();
 /// Set when load_driver has finished: every later backend call reads it with one load instead of calling
-/// into the loader (a call per driver entry, twice per operation, showed in pvmm-own-cost).
-extern std::atomic<driver_state*> loaded_driver;
+/// into the loader (a call per driver entry, twice per operation, showed in pvmm-own-cost). Hidden: see
+/// live_allocations (core/ownership.hpp).
+[[gnu::visibility("hidden")]] extern std::atomic<driver_state*> loaded_driver;
 inline driver_state& driver() {
   if (driver_state* s = loaded_driver.load(std::memory_order_acquire)) return *s;
   return load_driver();

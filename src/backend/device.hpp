@@ -22,7 +22,7 @@ struct backend_traits {
   bool copy_stages_pageable;         // copy_async needs to know whether the source is pageable (host: yes)
   const char* managed_requirements;  // what managed memory and prefetching need here: the hint of their not_supported
 };
-extern const backend_traits traits;
+[[gnu::visibility("hidden")]] extern const backend_traits traits;
 
 backend_info info();
 result<int> device_count();               // 0 when the backend is unavailable

@@ -17,8 +17,9 @@ result<int> cached_device_count();
 result<granularity> cached_granularity(const allocation_properties& properties);
 /// A device's capabilities, assembled from every feature of the backend.
 result<capabilities> device_capabilities(int ordinal);
-/// The reservation unit once known (0 until then), for reservation_unit's inline common case.
-extern std::atomic<std::size_t> known_reservation_unit;
+/// The reservation unit once known (0 until then), for reservation_unit's inline common case. Hidden: see
+/// live_allocations (core/ownership.hpp).
+[[gnu::visibility("hidden")]] extern std::atomic<std::size_t> known_reservation_unit;
 /// reservation_unit's first answer: asks every device's granularity.
 result<std::size_t> reservation_unit_uncached();
 /// Size and alignment unit of address reservations: the largest minimum granularity over all devices, so
@@ -28,7 +29,7 @@ inline result<std::size_t> reservation_unit() {
   return reservation_unit_uncached();
 }
 /// The device count once known (nonzero; 0 until then), for check_location's inline common case.
-extern std::atomic<int> known_device_count;
+[[gnu::visibility("hidden")]] extern std::atomic<int> known_device_count;
 /// check_location's whole check, every kind (and a device before the count is known).
 status check_location_uncached(location where, const operation& op);
 /// Validates a location for physical memory or access (device ordinal exists, ids in range). Every

@@ -11,8 +11,8 @@ namespace pvmm::detail {
 
 /// Set by the first call into pvmm::testing's counting functions: a process that never calls them pays one
 /// relaxed load per backend call, not an atomic increment (an increment showed next to sub-microsecond
-/// driver calls). Process-wide, like the counting it switches on.
-extern std::atomic<bool> backend_counting;
+/// driver calls). Process-wide, like the counting it switches on. Hidden: see live_allocations (core/ownership.hpp).
+[[gnu::visibility("hidden")]] extern std::atomic<bool> backend_counting;
 /// Counts the call and says whether it is the one a test armed to fail.
 bool count_backend_call() noexcept;
 inline bool inject_failure_now() noexcept {

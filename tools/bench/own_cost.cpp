@@ -31,9 +31,19 @@ pvmm::cuda::driver_api null_driver() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1) per_round = std::max(1, std::atoi(argv[1]));
-  const std::string only = argc > 2 ? argv[2] : "";
-  if (argc > 3) rounds = std::max(1, std::atoi(argv[3]));
+  // --lines [row]: the cold rows' calls marked for tools/own-cost-lines.sh (under valgrind's lackey), no timing.
+  const bool lines = argc > 1 && std::string(argv[1]) == "--lines";
+  if (lines) {
+    if (!lines_marked()) {
+      fmt::print(stderr,
+                 "pvmm-own-cost --lines: run it under valgrind (tools/own-cost-lines.sh), built with its header\n");
+      return 2;
+    }
+    mark_objects();
+  }
+  const std::string only = argc > 2 ? argv[2] : "";  // --lines [row] and [per round] [row] alike
+  if (!lines && argc > 1) per_round = std::max(1, std::atoi(argv[1]));
+  if (!lines && argc > 3) rounds = std::max(1, std::atoi(argv[3]));
   const bool cold_table = argc <= 3;
   static const pvmm::cuda::driver_api table = null_driver();
   const pvmm::cuda::driver_api* const previous = pvmm::cuda::install_driver_api(&table);
@@ -234,12 +244,14 @@ int main(int argc, char** argv) {
                    },
                    pool_pair.raw_op});
 
-    fmt::print("pvmm-own-cost: pvmm against a null CUDA driver (entries return at once), {} rounds x {} operations\n",
-               rounds, per_round);
-    fmt::print("  {:<26} {:>9} {:>9} {:>9}  {:<15}  {}\n", "operation", "pvmm ns", "raw ns", "added ns", "[IQR]",
-               "driver calls pvmm made for one");
-    for (const auto& m : ops)
-      if (m.name.find(only) != std::string::npos) report(m);
+    if (!lines) {
+      fmt::print("pvmm-own-cost: pvmm against a null CUDA driver (entries return at once), {} rounds x {} operations\n",
+                 rounds, per_round);
+      fmt::print("  {:<26} {:>9} {:>9} {:>9}  {:<15}  {}\n", "operation", "pvmm ns", "raw ns", "added ns", "[IQR]",
+                 "driver calls pvmm made for one");
+      for (const auto& m : ops)
+        if (m.name.find(only) != std::string::npos) report(m);
+    }
 
     // The same calls one at a time with the caches evicted before each (what a real driver call leaves).
     auto none = [] {};
@@ -280,12 +292,17 @@ int main(int argc, char** argv) {
                     [&](int i) { bench::check(ranges[i].set_access(0, size, grant).has_value(), "grant"); },
                     pvmm_unmap_all, raw_mapped, [&](int i) { t.cuMemSetAccess(addresses[i], size, &desc, 1); },
                     raw_unmap_all});
-    if (cold_table) {
+    if (lines) {
+      for (const auto& m : cold)
+        if (m.name.find(only) != std::string::npos) mark_cold(m);
+    } else if (cold_table) {
       fmt::print("\ncold caches: each call alone, {} MiB streamed through before it (untimed), 31 rounds x 64 calls\n",
                  evicted_mib());
       fmt::print("  {:<26} {:>9} {:>9} {:>9}  {:<15}\n", "operation", "pvmm ns", "raw ns", "added ns", "[IQR]");
       for (const auto& m : cold)
         if (m.name.find(only) != std::string::npos || only.empty()) report_cold(m);
+      fmt::print("after the same stream, median of 201 chains of 32 [IQR]:\n");
+      report_miss_costs();
     }
     for (void* p : smaller) bench::check(pool.free_async(p, s).has_value(), "free_async");
     mem.clear(), ranges.clear();

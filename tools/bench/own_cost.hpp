@@ -57,6 +57,16 @@ double timed(F&& f) {
 void report(const measured& m);
 /// Prints one row of the cold-cache table.
 void report_cold(const measured_cold& m);
+/// Prints what one cache miss and one cache-and-TLB miss cost here after the same stream (a chain of dependent
+/// loads): the unit prices of the line and page counts tools/own-cost-lines.py gives.
+void report_miss_costs();
+/// Whether the calls can be marked for a memory trace (running under valgrind, its header found at build time).
+bool lines_marked();
+/// Marks the loaded objects' address ranges in valgrind's log (tools/own-cost-lines.sh reads them).
+void mark_objects();
+/// Runs each side of one cold row a few calls, each call between two marks in valgrind's log, for
+/// tools/own-cost-lines.sh: it counts the distinct cache lines and pages each marked call touched (lackey's trace).
+void mark_cold(const measured_cold& m);
 /// The MiB streamed through before each cold call.
 std::size_t evicted_mib();
 

@@ -1,10 +1,22 @@
 // pvmm-own-cost's measuring: interleaved rounds of the pvmm side and the raw side, in a random order, and the
 // median of the per-round differences with its IQR.
+#include <link.h>
+
+#include <algorithm>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define OWN_COST_VALGRIND 1
+#define OWN_COST_MARK(...) VALGRIND_PRINTF(__VA_ARGS__)
+#else
+#define OWN_COST_MARK(...) ((void)0)
+#endif
 
 #include "own_cost.hpp"
 
@@ -84,6 +96,92 @@ void report_cold(const measured_cold& m) {
   auto raw_side = [&] { return side(m.raw_setup, m.raw_op, m.raw_teardown); };
   (void)pvmm_side(), (void)raw_side();  // warm-up
   fmt::print("{}\n", interleave(cold_rounds, 11, 1, pvmm_side, raw_side).row(m.name));
+}
+
+void report_miss_costs() {
+  // 32 lines chased one after another (each load's address is the previous load's value), after the stream: on 32
+  // pages untouched since it (cache and TLB miss each), and on one page touched just after it (cache misses only).
+  const std::size_t pages = 4096, chain = 32, page = 4096;
+  std::vector<unsigned char> arena_bytes(pages * page + page);
+  unsigned char* const arena =
+      arena_bytes.data() + (page - reinterpret_cast<std::uintptr_t>(arena_bytes.data()) % page);
+  std::mt19937 rng(3);
+  auto chase = [&](bool one_page) {
+    std::vector<unsigned char*> at;
+    const std::size_t first = rng() % (pages - 1);
+    for (std::size_t i = 0; i < chain; ++i)
+      at.push_back(one_page ? arena + first * page + i * 64 * (page / 64 / chain)
+                            : arena + (rng() % pages) * page + (rng() % (page / 64)) * 64);
+    std::shuffle(at.begin(), at.end(), rng);
+    for (std::size_t i = 0; i < chain; ++i) {
+      unsigned char* next = i + 1 < chain ? at[i + 1] : nullptr;
+      std::memcpy(at[i], &next, sizeof next);
+    }
+    evict();
+    if (one_page) (void)*static_cast<volatile unsigned char*>(arena + first * page + page - 1);  // its TLB entry
+    const auto t0 = bench::clock_type::now();
+    std::size_t loads = 0;
+    for (unsigned char* p = at[0]; p; ++loads) p = *reinterpret_cast<unsigned char* volatile*>(p);
+    const double ns = ns_since(t0);
+    bench::check(loads == chain, "chain");
+    return ns / chain;
+  };
+  for (bool one_page : {false, true}) {
+    std::vector<double> ns;
+    for (int r = 0; r < 201; ++r) ns.push_back(chase(one_page));
+    fmt::print("  {:<60} {:>6.1f} ns  [{:>6.1f} {:>6.1f}]\n",
+               one_page ? "a dependent load, line evicted, its page's TLB entry warm"
+                        : "a dependent load, line evicted, on a page not touched since",
+               bench::quantile(ns, 0.5), bench::quantile(ns, 0.25), bench::quantile(ns, 0.75));
+  }
+}
+
+bool lines_marked() {
+#ifdef OWN_COST_VALGRIND
+  return RUNNING_ON_VALGRIND != 0;
+#else
+  return false;
+#endif
+}
+
+void mark_objects() {
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void*) {
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const auto& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_LOAD) continue;
+          const std::uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+          OWN_COST_MARK("own-cost-object %lx %lx %lx %s\n", static_cast<unsigned long>(start),
+                        static_cast<unsigned long>(start + ph.p_memsz), static_cast<unsigned long>(info->dlpi_addr),
+                        info->dlpi_name[0] != 0 ? info->dlpi_name : "(main)");
+        }
+        return 0;
+      },
+      nullptr);
+}
+
+void mark_cold(const measured_cold& m) {
+  const int n = 64, marked_calls = 4, unmarked_rounds = 4;  // report_cold's calls per round
+  auto side = [&](const char* which, const std::function<void(int)>& setup, const std::function<void(int)>& op,
+                  const std::function<void()>& teardown, bool marked) {
+    setup(n);
+    for (int i = 0; i < n; ++i) {
+      const volatile char frame = 0;  // the stack's place: the script counts lines near it as the stack's
+      const bool mark = marked && i >= n - marked_calls;
+      if (mark)
+        OWN_COST_MARK("own-cost-begin %s %s %d %lx\n", m.name.c_str(), which, i,
+                      static_cast<unsigned long>(reinterpret_cast<std::uintptr_t>(&frame)));
+      op(i);
+      if (mark) OWN_COST_MARK("own-cost-end\n");
+    }
+    teardown();
+  };
+  // Unmarked rounds first, as the table's earlier rounds: the per-thread state cache is full and every registry
+  // shard has its table, so the marked calls allocate nothing, as the timed ones do.
+  for (int round = 0; round <= unmarked_rounds; ++round) {
+    side("pvmm", m.pvmm_setup, m.pvmm_op, m.pvmm_teardown, round == unmarked_rounds);
+    side("raw", m.raw_setup, m.raw_op, m.raw_teardown, round == unmarked_rounds);
+  }
 }
 
 }  // namespace own_cost
