@@ -118,6 +118,13 @@ inline status claim(mapping_table::iterator first, mapping_table::iterator last,
   return {};
 }
 
+/// Clears the busy marks of the mappings a claim of [offset, offset + size) holds, all still recorded (the claim
+/// kept other threads from unmapping them, and no other mapping can start inside the range). Caller holds the lock.
+inline void release_claimed_range(reservation_state& r, std::size_t offset, std::size_t size) {
+  const std::size_t end = offset + size;
+  for (auto it = r.mappings.find(offset); it != r.mappings.end() && it->first < end; ++it) it->second.busy = false;
+}
+
 /// Clears the busy marks of the mappings at `pieces` that are still recorded. Caller holds the lock.
 inline void release_claim(reservation_state& r, const span_list& pieces) {
   for (auto [off, sz] : pieces) {
@@ -332,37 +339,41 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
   const bool to_host = std::any_of(grants, grants + count, [](const access_descriptor& g) {
     return g.location.type != location::kind::device && g.access != access::none;
   });
-  detail::span_list claimed;                                        // every mapping in the range, held for the call
-  detail::span_list pieces;                                         // the driver calls to make
+  // The claim covers exactly the adjacent mappings that make up [offset, offset + size) (whole_mappings), and keeps
+  // them in the table until it is released: the release finds them again from `offset`, with no list of them.
+  detail::span_list pieces;  // one driver call per mapping where the backend needs it (HIP), else none: the range
   detail::short_list<const detail::allocation_state*, 4> memories;  // for the host-access check
+  const bool one_call = detail::backend::traits.set_access_spans_mappings;
   {
     std::lock_guard<detail::spin_lock> guard(state_->lock);
     detail::mapping_span range;
     PVMM_TRY(detail::whole_mappings(*state_, offset, size, op, range));
     PVMM_TRY(detail::claim(range.first, range.last, op));
-    for (auto it = range.first; it != range.last; ++it) {
-      claimed.push_back({it->first, it->second.size});
-      if (to_host) memories.push_back(it->second.memory.get());  // kept alive by the claimed mapping
-    }
-    if (detail::backend::traits.set_access_spans_mappings)
-      pieces.push_back({offset, size});  // one driver call over the whole range
-    else
-      pieces = claimed;
+    if (!one_call || to_host)
+      for (auto it = range.first; it != range.last; ++it) {
+        if (!one_call) pieces.push_back({it->first, it->second.size});
+        if (to_host) memories.push_back(it->second.memory.get());  // kept alive by the claimed mapping
+      }
   }
   if (auto ok = memories.size() == 0 ? status{} : detail::check_host_access(memories, op); !ok) {
     std::lock_guard<detail::spin_lock> guard(state_->lock);
-    detail::release_claim(*state_, claimed);
+    detail::release_claimed_range(*state_, offset, size);
     return std::move(ok).error();
   }
-  status outcome;
-  for (auto [off, sz] : pieces) {
-    outcome = call_backend("set_access", [&, o = off, s = sz] {
-      return detail::backend::set_access(static_cast<char*>(state_->address) + o, s, grants, count);
+  auto grant = [&](std::size_t off, std::size_t sz) {
+    return call_backend("set_access", [&] {
+      return detail::backend::set_access(static_cast<char*>(state_->address) + off, sz, grants, count);
     });
-    if (!outcome) break;
+  };
+  status outcome;
+  if (one_call) {
+    outcome = grant(offset, size);
+  } else {
+    for (auto [off, sz] : pieces)
+      if (outcome = grant(off, sz); !outcome) break;
   }
   std::lock_guard<detail::spin_lock> guard(state_->lock);
-  detail::release_claim(*state_, claimed);
+  detail::release_claimed_range(*state_, offset, size);
   if (!outcome) return op.wrap(std::move(outcome).error());
   return {};
 }
