@@ -125,14 +125,6 @@ inline void release_claimed_range(reservation_state& r, std::size_t offset, std:
   for (auto it = r.mappings.find(offset); it != r.mappings.end() && it->first < end; ++it) it->second.busy = false;
 }
 
-/// Clears the busy marks of the mappings at `pieces` that are still recorded. Caller holds the lock.
-inline void release_claim(reservation_state& r, const span_list& pieces) {
-  for (auto [off, sz] : pieces) {
-    (void)sz;
-    if (auto it = r.mappings.find(off); it != r.mappings.end()) it->second.busy = false;
-  }
-}
-
 result<void*> map_state(reservation_state* r, std::size_t offset, const std::shared_ptr<allocation_state>& memory,
                         std::size_t memory_offset, std::size_t size) {
   auto args = [&] { return fmt::format("offset={:#x}, memory_offset={:#x}, size={:#x}", offset, memory_offset, size); };
@@ -287,30 +279,33 @@ status address_reservation::unmap(std::size_t offset, std::size_t size) {
   auto args = [&] { return fmt::format("offset={:#x}, size={:#x}", offset, size); };
   const detail::operation op{"pvmm::address_reservation::unmap", args};
   if (!state_) return detail::released_reservation(op);
-  detail::span_list pieces;
+  // The claimed mappings are the adjacent ones from `offset` to `end` (whole_mappings): each next one is found
+  // where the last ended, so no list of them is kept.
+  const std::size_t end = offset + size;
+  std::size_t piece = 0;
   {
     std::lock_guard<detail::spin_lock> guard(state_->lock);
     detail::mapping_span range;
     PVMM_TRY(detail::whole_mappings(*state_, offset, size, op, range));
     PVMM_TRY(detail::claim(range.first, range.last, op));
-    for (auto it = range.first; it != range.last; ++it) pieces.push_back({it->first, it->second.size});
+    piece = range.first->second.size;
   }
   // Unmap mapping by mapping (HIP needs whole mappings); each one is forgotten as soon as it is gone, so a
   // failure part-way leaves the table true to what is still mapped.
-  for (auto [off, sz] : pieces) {
-    auto ok = call_backend(
-        "unmap", [&, o = off, s = sz] { return detail::backend::unmap(static_cast<char*>(state_->address) + o, s); });
+  for (std::size_t at = offset; at != end;) {
+    auto ok =
+        call_backend("unmap", [&] { return detail::backend::unmap(static_cast<char*>(state_->address) + at, piece); });
     std::shared_ptr<detail::allocation_state> memory;  // released outside the lock
-    {
-      std::lock_guard<detail::spin_lock> guard(state_->lock);
-      if (!ok) {
-        detail::release_claim(*state_, pieces);
-        return op.wrap(std::move(ok).error());
-      }
-      auto it = state_->mappings.find(off);  // present: the claim kept other threads' unmaps off it
-      memory = std::move(it->second.memory);
-      state_->mappings.erase(it);
+    std::lock_guard<detail::spin_lock> guard(state_->lock);
+    if (!ok) {
+      detail::release_claimed_range(*state_, at, end - at);  // the mappings not unmapped yet
+      return op.wrap(std::move(ok).error());
     }
+    auto it = state_->mappings.find(at);  // present: the claim kept other threads' unmaps off it
+    memory = std::move(it->second.memory);
+    it = state_->mappings.erase(it);
+    at += piece;
+    if (at != end) piece = it->second.size;  // the next claimed mapping starts where this one ended
   }
   return {};
 }
