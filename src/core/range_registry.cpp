@@ -89,7 +89,12 @@ template <class Match, class At>
 
 }  // namespace
 
-bool add(const range& r, const std::atomic<bool>* watch, bool* watched) noexcept {
+namespace {
+
+// add and remove, with `under_lock` run under the shard's lock once the range is entered or removed (a watched
+// flag's read, or nothing: the plain forms pay no test for it).
+template <class UnderLock>
+[[gnu::always_inline]] inline bool add_then(const range& r, UnderLock&& under_lock) {
   const unsigned level = level_of(r.size);
   const std::uint64_t bit = std::uint64_t{1} << level;
   if (!(levels_in_use.load(std::memory_order_relaxed) & bit)) levels_in_use.fetch_or(bit, std::memory_order_release);
@@ -98,12 +103,14 @@ bool add(const range& r, const std::atomic<bool>* watch, bool* watched) noexcept
   std::lock_guard<spin_lock> guard(s.lock);
   if (!s.entries.insert(key, r)) return false;
   ++s.ranges_of[static_cast<std::size_t>(r.kind)];
-  if (watch) *watched = watch->load(std::memory_order_relaxed);  // ordered by the lock (count_and_mark)
+  under_lock();
   return true;
 }
 
-removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out, std::size_t size,
-               const std::atomic<bool>* watch, bool* watched) noexcept {
+template <class UnderLock>
+[[gnu::always_inline]] inline removal remove_then(const void* base, memory_kind kind, const void* owner,
+                                                  std::uint8_t holder, range* out, std::size_t size,
+                                                  UnderLock&& under_lock) {
   removal result = removal::absent;
   auto match = [&](const range& r) { return same_start(r, base, kind, owner); };
   at_start(
@@ -116,11 +123,30 @@ removal remove(const void* base, memory_kind kind, const void* owner, std::uint8
         if (out) *out = e->value;
         --s.ranges_of[static_cast<std::size_t>(kind)];
         s.entries.erase(e);
-        if (watch) *watched = watch->load(std::memory_order_relaxed);  // ordered by the lock (count_and_mark)
+        under_lock();
         result = removal::removed;
       },
       size ? level_of(size) : 0);
   return result;
+}
+
+}  // namespace
+
+bool add(const range& r) noexcept {
+  return add_then(r, [] {});
+}
+bool add(const range& r, const std::atomic<bool>& watch, bool& watched) noexcept {
+  // Relaxed: ordered by the shard's lock (count_and_mark).
+  return add_then(r, [&] { watched = watch.load(std::memory_order_relaxed); });
+}
+
+removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out,
+               std::size_t size) noexcept {
+  return remove_then(base, kind, owner, holder, out, size, [] {});
+}
+removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out, std::size_t size,
+               const std::atomic<bool>& watch, bool& watched) noexcept {
+  return remove_then(base, kind, owner, holder, out, size, [&] { watched = watch.load(std::memory_order_relaxed); });
 }
 
 std::optional<range> find_start(const void* base, memory_kind kind, const void* owner) noexcept {

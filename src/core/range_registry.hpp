@@ -44,17 +44,20 @@ struct range {
 };
 
 /// Enters a range (size > 0). False when the index could not grow (out of memory); nothing changed then.
-/// `watch`, when given, is read under the lock of the range's shard into `*watched` (see count_and_mark).
-bool add(const range& r, const std::atomic<bool>* watch = nullptr, bool* watched = nullptr) noexcept;
+bool add(const range& r) noexcept;
+/// As add, reading `watch` into `watched` under the lock of the range's shard once it is entered (count_and_mark).
+bool add(const range& r, const std::atomic<bool>& watch, bool& watched) noexcept;
 
 enum class removal { removed, absent, held_otherwise };
 /// Removes the range of `kind` and `owner` (any owner when null) starting at `base` whose holder is `holder`.
 /// held_otherwise: such a range is live with another holder (it stays). `out` gets the removed range.
 /// `size`, when the caller knows it (nonzero), says which size level to probe first: the range is found in one
 /// probe instead of one per level in use below its own (every other level is probed still when it is not there).
-/// `watch`, when given, is read into `*watched` under the lock of the shard the range is removed from.
 removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out = nullptr,
-               std::size_t size = 0, const std::atomic<bool>* watch = nullptr, bool* watched = nullptr) noexcept;
+               std::size_t size = 0) noexcept;
+/// As remove, reading `watch` into `watched` under the lock of the shard the range is removed from (count_and_mark).
+removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out, std::size_t size,
+               const std::atomic<bool>& watch, bool& watched) noexcept;
 
 /// Counts the ranges of `kind`, `owner` and `holder` with every shard's lock held at once, and sets `*mark` before
 /// the locks are given back when there is one. An add or remove that reads `mark` as its `watch` (under its

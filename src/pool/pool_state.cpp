@@ -61,7 +61,8 @@ pool_state::recorded pool_state::add_live(void* p, std::size_t size, holder by) 
   if (range_registry::find_start(p, memory_kind::pool, this)) return recorded::present;
   range_registry::range entry = entry_of(p, size, by);
   bool counted = false;  // after the orphaning count: counted here (a raw free's failure puts its pointer back)
-  if (!range_registry::add(entry, by == holder::raw ? &orphan_set : nullptr, &counted)) return recorded::no_memory;
+  if (!(by == holder::raw ? range_registry::add(entry, orphan_set, counted) : range_registry::add(entry)))
+    return recorded::no_memory;
   if (counted) ++orphan_raw_left;
   return recorded::added;
 }

@@ -105,8 +105,11 @@ inline std::optional<std::size_t> pool_state::take_live(const void* p, holder by
   range_registry::range taken;
   if (size == 0) size = recent_size.load(std::memory_order_relaxed);  // a hint of the level to probe first
   orphan_counted = false;
-  const auto done = range_registry::remove(p, memory_kind::pool, this, static_cast<std::uint8_t>(by), &taken, size,
-                                           by == holder::raw ? &orphan_set : nullptr, &orphan_counted);
+  const auto holder_byte = static_cast<std::uint8_t>(by);
+  const auto done =
+      by == holder::raw  // only raw allocations are counted for an orphaned pool
+          ? range_registry::remove(p, memory_kind::pool, this, holder_byte, &taken, size, orphan_set, orphan_counted)
+          : range_registry::remove(p, memory_kind::pool, this, holder_byte, &taken, size);
   other = done == range_registry::removal::held_otherwise;
   if (done != range_registry::removal::removed) return std::nullopt;
   if (orphan_counted) {  // removed after the orphaning count: one fewer left
