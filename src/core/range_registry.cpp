@@ -135,7 +135,8 @@ template <class UnderLock>
 bool add(const range& r) noexcept {
   return add_then(r, [] {});
 }
-bool add(const range& r, const std::atomic<bool>& watch, bool& watched) noexcept {
+// Cold: only a raw pointer put back after a failed free comes here; the plain add keeps the table's insert inline.
+[[gnu::cold]] bool add(const range& r, const std::atomic<bool>& watch, bool& watched) noexcept {
   // Relaxed: ordered by the shard's lock (count_and_mark).
   return add_then(r, [&] { watched = watch.load(std::memory_order_relaxed); });
 }

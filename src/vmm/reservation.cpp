@@ -120,9 +120,11 @@ inline status claim(mapping_table::iterator first, mapping_table::iterator last,
 
 /// Clears the busy marks of the mappings a claim of [offset, offset + size) holds, all still recorded (the claim
 /// kept other threads from unmapping them, and no other mapping can start inside the range). Caller holds the lock.
-inline void release_claimed_range(reservation_state& r, std::size_t offset, std::size_t size) {
+/// `hint`: where the first of them was when claimed.
+inline void release_claimed_range(reservation_state& r, std::size_t offset, std::size_t size, std::size_t hint) {
   const std::size_t end = offset + size;
-  for (auto it = r.mappings.find(offset); it != r.mappings.end() && it->first < end; ++it) it->second.busy = false;
+  for (auto it = r.mappings.find(offset, hint); it != r.mappings.end() && it->first < end; ++it)
+    it->second.busy = false;
 }
 
 result<void*> map_state(reservation_state* r, std::size_t offset, const std::shared_ptr<allocation_state>& memory,
@@ -156,6 +158,7 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
           fmt::format("the {} backend cannot map from a nonzero offset into physical memory", backend::traits.name),
           "map whole allocations (memory_offset 0), or split the allocation into chunks");
   }
+  std::size_t slot = 0;  // where the claimed record was entered
   {
     // Check and claim the range in one critical section; the claim is withdrawn if the backend fails.
     std::lock_guard<spin_lock> guard(r->lock);
@@ -169,16 +172,18 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
     if (next != r->mappings.end() && next->first < offset + size) return overlap(next);
     if (next != r->mappings.begin() && std::prev(next)->first + std::prev(next)->second.size > offset)
       return overlap(std::prev(next));
-    r->mappings.emplace_hint(next, offset, mapping_record{size, memory, memory_offset, true});
+    slot =
+        r->mappings.index_of(r->mappings.emplace_hint(next, offset, mapping_record{size, memory, memory_offset, true}));
   }
   void* address = static_cast<char*>(r->address) + offset;
   auto ok = call_backend("map", [&] { return memory->map_at(address, size, memory_offset); });
   std::lock_guard<spin_lock> guard(r->lock);
+  auto it = r->mappings.find(offset, slot);  // still there: busy kept every other thread off it
   if (!ok) {
-    r->mappings.erase(offset);
+    r->mappings.erase(it);
     return op.wrap(std::move(ok).error());
   }
-  mapping_record& made = r->mappings.find(offset)->second;  // still there: busy kept every other thread off it
+  mapping_record& made = it->second;
   made.busy = false;
   made.made = true;
   return address;
@@ -283,12 +288,14 @@ status address_reservation::unmap(std::size_t offset, std::size_t size) {
   // where the last ended, so no list of them is kept.
   const std::size_t end = offset + size;
   std::size_t piece = 0;
+  std::size_t slot = 0;  // where the next claimed mapping is in the table, unless another thread moved it
   {
     std::lock_guard<detail::spin_lock> guard(state_->lock);
     detail::mapping_span range;
     PVMM_TRY(detail::whole_mappings(*state_, offset, size, op, range));
     PVMM_TRY(detail::claim(range.first, range.last, op));
     piece = range.first->second.size;
+    slot = state_->mappings.index_of(range.first);
   }
   // Unmap mapping by mapping (HIP needs whole mappings); each one is forgotten as soon as it is gone, so a
   // failure part-way leaves the table true to what is still mapped.
@@ -298,10 +305,10 @@ status address_reservation::unmap(std::size_t offset, std::size_t size) {
     std::shared_ptr<detail::allocation_state> memory;  // released outside the lock
     std::lock_guard<detail::spin_lock> guard(state_->lock);
     if (!ok) {
-      detail::release_claimed_range(*state_, at, end - at);  // the mappings not unmapped yet
+      detail::release_claimed_range(*state_, at, end - at, slot);  // the mappings not unmapped yet
       return op.wrap(std::move(ok).error());
     }
-    auto it = state_->mappings.find(at);  // present: the claim kept other threads' unmaps off it
+    auto it = state_->mappings.find(at, slot);  // present: the claim kept other threads' unmaps off it
     memory = std::move(it->second.memory);
     it = state_->mappings.erase(it);
     at += piece;
@@ -339,11 +346,13 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
   detail::span_list pieces;  // one driver call per mapping where the backend needs it (HIP), else none: the range
   detail::short_list<const detail::allocation_state*, 4> memories;  // for the host-access check
   const bool one_call = detail::backend::traits.set_access_spans_mappings;
+  std::size_t slot = 0;  // where the first claimed mapping is in the table, unless another thread moved it
   {
     std::lock_guard<detail::spin_lock> guard(state_->lock);
     detail::mapping_span range;
     PVMM_TRY(detail::whole_mappings(*state_, offset, size, op, range));
     PVMM_TRY(detail::claim(range.first, range.last, op));
+    slot = state_->mappings.index_of(range.first);
     if (!one_call || to_host)
       for (auto it = range.first; it != range.last; ++it) {
         if (!one_call) pieces.push_back({it->first, it->second.size});
@@ -352,7 +361,7 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
   }
   if (auto ok = memories.size() == 0 ? status{} : detail::check_host_access(memories, op); !ok) {
     std::lock_guard<detail::spin_lock> guard(state_->lock);
-    detail::release_claimed_range(*state_, offset, size);
+    detail::release_claimed_range(*state_, offset, size, slot);
     return std::move(ok).error();
   }
   auto grant = [&](std::size_t off, std::size_t sz) {
@@ -368,7 +377,7 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
       if (outcome = grant(off, sz); !outcome) break;
   }
   std::lock_guard<detail::spin_lock> guard(state_->lock);
-  detail::release_claimed_range(*state_, offset, size);
+  detail::release_claimed_range(*state_, offset, size, slot);
   if (!outcome) return op.wrap(std::move(outcome).error());
   return {};
 }
