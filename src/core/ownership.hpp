@@ -77,6 +77,23 @@ struct mapping_record {
   bool busy = false;
   /// The backend mapped it (a record claimed by map() before its backend call is not yet a live mapping).
   bool made = false;
+  /// Claimed by a set_access through grant slot `grant_slot - 1` of its reservation while that slot is active
+  /// (0: not). A mark left by a claim that has ended is cleared when its slot is taken again.
+  std::uint8_t grant_slot = 0;
+};
+
+/// set_access's claims, given back without the reservation's lock: set_access changes no record after its driver
+/// call, so its claim ends with one release store instead of a second lock round trip. A claim takes a free slot
+/// under the lock and marks its mappings with it; clearing `active` gives it back. The slot remembers the range it
+/// claimed, whose marks are cleared when it is taken next (before it marks others).
+struct grant_claims {
+  static constexpr std::size_t slots = 4;  // set_access calls in flight at once on one reservation, then busy marks
+  std::atomic<bool> active[slots]{};       // set under the lock, cleared (release) outside it
+  struct claimed_range {
+    std::size_t offset = 0, end = 0;  // [offset, end) in the reservation
+    std::size_t index = 0;            // where its first mapping was in the table (a hint)
+  };
+  claimed_range last[slots];  // each slot's latest claim (under the lock)
 };
 
 struct reservation_state {
@@ -95,6 +112,7 @@ struct reservation_state {
   /// registry's lock, never before it.
   mutable spin_lock lock;
   flat_map<std::size_t, mapping_record> mappings;  // keyed by offset in the reservation
+  grant_claims grants;                             // set_access's claims (mapping_record::grant_slot)
 };
 
 /// A state for a new reservation of (address, size), counted live; null when memory ran out. Reuses a state

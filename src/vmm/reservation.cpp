@@ -111,11 +111,46 @@ status check_host_access(const short_list<const allocation_state*, 4>& memories,
       fmt::format("another thread is changing the mapping at [{:#x}, {:#x})", it->first, it->first + it->second.size),
       "an address_reservation may be used from several threads on different mappings only");
 }
-inline status claim(mapping_table::iterator first, mapping_table::iterator last, const operation& op) {
+/// Whether another thread holds `m`: a map, unmap or grant that set its busy mark, or a grant whose slot `m` is
+/// marked with is still active (acquire: that grant's driver call happened before it gave the slot back).
+inline bool busy(const reservation_state& r, const mapping_record& m) {
+  return m.busy || (m.grant_slot != 0 && r.grants.active[m.grant_slot - 1].load(std::memory_order_acquire));
+}
+inline status check_claimable(const reservation_state& r, mapping_table::iterator first, mapping_table::iterator last,
+                              const operation& op) {
   for (auto it = first; it != last; ++it)
-    if (it->second.busy) return busy_mapping(it, op);
+    if (busy(r, it->second)) return busy_mapping(it, op);
+  return {};
+}
+inline status claim(const reservation_state& r, mapping_table::iterator first, mapping_table::iterator last,
+                    const operation& op) {
+  PVMM_TRY(check_claimable(r, first, last, op));
   for (auto it = first; it != last; ++it) it->second.busy = true;
   return {};
+}
+
+/// A set_access claim of [offset, offset + size), whose mappings are [first, last) at table index `index` (caller
+/// holds the lock and checked them claimable): takes a free grant slot, clears the marks its last claim left, marks
+/// the mappings and returns the slot (1-based); or 0 with the mappings' busy marks set where every slot is taken.
+inline std::size_t claim_for_grant(reservation_state& r, std::size_t offset, std::size_t size,
+                                   mapping_table::iterator first, mapping_table::iterator last, std::size_t index) {
+  for (std::size_t k = 0; k < grant_claims::slots; ++k) {
+    if (r.grants.active[k].load(std::memory_order_relaxed)) continue;
+    const auto mark = static_cast<std::uint8_t>(k + 1);
+    grant_claims::claimed_range& previous = r.grants.last[k];
+    // Those of its mappings still there (the table only moves under the lock, and no other claim marks with k);
+    // none to clear where it claims the same range again (the same mappings: whole_mappings found them adjacent).
+    if (previous.offset != offset || previous.end != offset + size)
+      for (auto it = r.mappings.lower_bound(previous.offset, previous.index);
+           it != r.mappings.end() && it->first < previous.end; ++it)
+        if (it->second.grant_slot == mark) it->second.grant_slot = 0;
+    for (auto it = first; it != last; ++it) it->second.grant_slot = mark;
+    previous = {offset, offset + size, index};
+    r.grants.active[k].store(true, std::memory_order_relaxed);  // read under the lock only, until given back
+    return mark;
+  }
+  for (auto it = first; it != last; ++it) it->second.busy = true;
+  return 0;
 }
 
 /// Clears the busy marks of the mappings a claim of [offset, offset + size) holds, all still recorded (the claim
@@ -293,7 +328,7 @@ status address_reservation::unmap(std::size_t offset, std::size_t size) {
     std::lock_guard<detail::spin_lock> guard(state_->lock);
     detail::mapping_span range;
     PVMM_TRY(detail::whole_mappings(*state_, offset, size, op, range));
-    PVMM_TRY(detail::claim(range.first, range.last, op));
+    PVMM_TRY(detail::claim(*state_, range.first, range.last, op));
     piece = range.first->second.size;
     slot = state_->mappings.index_of(range.first);
   }
@@ -346,13 +381,23 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
   detail::span_list pieces;  // one driver call per mapping where the backend needs it (HIP), else none: the range
   detail::short_list<const detail::allocation_state*, 4> memories;  // for the host-access check
   const bool one_call = detail::backend::traits.set_access_spans_mappings;
-  std::size_t slot = 0;  // where the first claimed mapping is in the table, unless another thread moved it
+  std::size_t slot = 0;        // where the first claimed mapping is in the table, unless another thread moved it
+  std::size_t grant_slot = 0;  // the claim's grant slot (1-based); 0: busy marks, released under the lock
+  auto release_claim = [&] {
+    if (grant_slot != 0) {  // one store: no other thread changes the mappings a grant slot holds
+      state_->grants.active[grant_slot - 1].store(false, std::memory_order_release);
+      return;
+    }
+    std::lock_guard<detail::spin_lock> guard(state_->lock);
+    detail::release_claimed_range(*state_, offset, size, slot);
+  };
   {
     std::lock_guard<detail::spin_lock> guard(state_->lock);
     detail::mapping_span range;
     PVMM_TRY(detail::whole_mappings(*state_, offset, size, op, range));
-    PVMM_TRY(detail::claim(range.first, range.last, op));
+    PVMM_TRY(detail::check_claimable(*state_, range.first, range.last, op));
     slot = state_->mappings.index_of(range.first);
+    grant_slot = detail::claim_for_grant(*state_, offset, size, range.first, range.last, slot);
     if (!one_call || to_host)
       for (auto it = range.first; it != range.last; ++it) {
         if (!one_call) pieces.push_back({it->first, it->second.size});
@@ -360,8 +405,7 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
       }
   }
   if (auto ok = memories.size() == 0 ? status{} : detail::check_host_access(memories, op); !ok) {
-    std::lock_guard<detail::spin_lock> guard(state_->lock);
-    detail::release_claimed_range(*state_, offset, size, slot);
+    release_claim();
     return std::move(ok).error();
   }
   auto grant = [&](std::size_t off, std::size_t sz) {
@@ -376,8 +420,7 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
     for (auto [off, sz] : pieces)
       if (outcome = grant(off, sz); !outcome) break;
   }
-  std::lock_guard<detail::spin_lock> guard(state_->lock);
-  detail::release_claimed_range(*state_, offset, size, slot);
+  release_claim();
   if (!outcome) return op.wrap(std::move(outcome).error());
   return {};
 }
