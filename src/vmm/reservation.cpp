@@ -111,10 +111,10 @@ status check_host_access(const short_list<const allocation_state*, 4>& memories,
       fmt::format("another thread is changing the mapping at [{:#x}, {:#x})", it->first, it->first + it->second.size),
       "an address_reservation may be used from several threads on different mappings only");
 }
-/// Whether another thread holds `m`: a map, unmap or grant that set its busy mark, or a grant whose slot `m` is
-/// marked with is still active (acquire: that grant's driver call happened before it gave the slot back).
+/// Whether another thread holds `m`: a map, unmap or grant that set its busy mark, or a map or grant whose slot
+/// `m` is marked with is still active (acquire: its driver call happened before it gave the slot back).
 inline bool busy(const reservation_state& r, const mapping_record& m) {
-  return m.busy || (m.grant_slot != 0 && r.grants.active[m.grant_slot - 1].load(std::memory_order_acquire));
+  return m.busy || (m.claim_slot != 0 && r.claims.active[m.claim_slot - 1].load(std::memory_order_acquire));
 }
 inline status check_claimable(const reservation_state& r, mapping_table::iterator first, mapping_table::iterator last,
                               const operation& op) {
@@ -129,28 +129,44 @@ inline status claim(const reservation_state& r, mapping_table::iterator first, m
   return {};
 }
 
-/// A set_access claim of [offset, offset + size), whose mappings are [first, last) at table index `index` (caller
-/// holds the lock and checked them claimable): takes a free grant slot, clears the marks its last claim left, marks
-/// the mappings and returns the slot (1-based); or 0 with the mappings' busy marks set where every slot is taken.
-inline std::size_t claim_for_grant(reservation_state& r, std::size_t offset, std::size_t size,
-                                   mapping_table::iterator first, mapping_table::iterator last, std::size_t index) {
-  for (std::size_t k = 0; k < grant_claims::slots; ++k) {
-    if (r.grants.active[k].load(std::memory_order_relaxed)) continue;
+/// Takes a free claim slot for [offset, offset + size), whose first mapping is at table index `index`, and clears
+/// the marks the slot's last claim left (caller holds the lock); returns it (1-based), or 0 when all are taken.
+[[gnu::always_inline]] inline std::size_t take_claim_slot(reservation_state& r, std::size_t offset, std::size_t size,
+                                                          std::size_t index) {
+  for (std::size_t k = 0; k < claim_slots::slots; ++k) {
+    if (r.claims.active[k].load(std::memory_order_relaxed)) continue;
     const auto mark = static_cast<std::uint8_t>(k + 1);
-    grant_claims::claimed_range& previous = r.grants.last[k];
-    // Those of its mappings still there (the table only moves under the lock, and no other claim marks with k);
-    // none to clear where it claims the same range again (the same mappings: whole_mappings found them adjacent).
+    claim_slots::claimed_range& previous = r.claims.last[k];
+    // Those of its mappings still there (the table only moves under the lock, and no other claim marks with k),
+    // made: its map, if it was one, succeeded (a failed one erased its record). None to clear where it claims the
+    // same range again (the same mappings: whole_mappings found them adjacent; a map's range was empty).
     if (previous.offset != offset || previous.end != offset + size)
       for (auto it = r.mappings.lower_bound(previous.offset, previous.index);
            it != r.mappings.end() && it->first < previous.end; ++it)
-        if (it->second.grant_slot == mark) it->second.grant_slot = 0;
-    for (auto it = first; it != last; ++it) it->second.grant_slot = mark;
+        if (it->second.claim_slot == mark) it->second.claim_slot = 0, it->second.made = true;
     previous = {offset, offset + size, index};
-    r.grants.active[k].store(true, std::memory_order_relaxed);  // read under the lock only, until given back
+    r.claims.active[k].store(true, std::memory_order_relaxed);  // read under the lock only, until given back
     return mark;
   }
-  for (auto it = first; it != last; ++it) it->second.busy = true;
   return 0;
+}
+
+/// A set_access claim of [offset, offset + size), whose mappings are [first, last) at table index `index` (caller
+/// holds the lock and checked them claimable): marks them with a claim slot and returns it (1-based), or 0 with
+/// their busy marks set where every slot is taken.
+inline std::size_t claim_for_grant(reservation_state& r, std::size_t offset, std::size_t size,
+                                   mapping_table::iterator first, mapping_table::iterator last, std::size_t index) {
+  const std::size_t slot = take_claim_slot(r, offset, size, index);
+  for (auto it = first; it != last; ++it) {
+    // Claimable, so made (a map in flight is busy): said outright before the mark replaces the one that said so.
+    mapping_record& m = it->second;
+    if (!m.made) m.made = true;
+    if (slot == 0)
+      m.busy = true;
+    else if (m.claim_slot != slot)  // a grant of the range claimed last by this slot writes nothing
+      m.claim_slot = static_cast<std::uint8_t>(slot);
+  }
+  return slot;
 }
 
 /// Clears the busy marks of the mappings a claim of [offset, offset + size) holds, all still recorded (the claim
@@ -193,7 +209,8 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
           fmt::format("the {} backend cannot map from a nonzero offset into physical memory", backend::traits.name),
           "map whole allocations (memory_offset 0), or split the allocation into chunks");
   }
-  std::size_t slot = 0;  // where the claimed record was entered
+  std::size_t slot = 0;   // where the claimed record was entered
+  std::size_t claim = 0;  // its claim slot (1-based); 0: its busy mark, cleared under the lock
   {
     // Check and claim the range in one critical section; the claim is withdrawn if the backend fails.
     std::lock_guard<spin_lock> guard(r->lock);
@@ -207,15 +224,23 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
     if (next != r->mappings.end() && next->first < offset + size) return overlap(next);
     if (next != r->mappings.begin() && std::prev(next)->first + std::prev(next)->second.size > offset)
       return overlap(std::prev(next));
-    slot =
-        r->mappings.index_of(r->mappings.emplace_hint(next, offset, mapping_record{size, memory, memory_offset, true}));
+    slot = r->mappings.index_of(next);
+    claim = take_claim_slot(*r, offset, size, slot);
+    mapping_record record{size, memory, memory_offset, /*busy=*/claim == 0};
+    record.claim_slot = static_cast<std::uint8_t>(claim);
+    r->mappings.emplace_hint(next, offset, std::move(record));
   }
   void* address = static_cast<char*>(r->address) + offset;
   auto ok = call_backend("map", [&] { return memory->map_at(address, size, memory_offset); });
+  if (ok && claim != 0) {  // made: giving the slot back says so (reservation_state::made), no lock
+    r->claims.active[claim - 1].store(false, std::memory_order_release);
+    return address;
+  }
   std::lock_guard<spin_lock> guard(r->lock);
-  auto it = r->mappings.find(offset, slot);  // still there: busy kept every other thread off it
+  auto it = r->mappings.find(offset, slot);  // still there: the claim kept every other thread off it
   if (!ok) {
     r->mappings.erase(it);
+    if (claim != 0) r->claims.active[claim - 1].store(false, std::memory_order_release);  // its record is gone
     return op.wrap(std::move(ok).error());
   }
   mapping_record& made = it->second;
@@ -384,8 +409,8 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
   std::size_t slot = 0;        // where the first claimed mapping is in the table, unless another thread moved it
   std::size_t grant_slot = 0;  // the claim's grant slot (1-based); 0: busy marks, released under the lock
   auto release_claim = [&] {
-    if (grant_slot != 0) {  // one store: no other thread changes the mappings a grant slot holds
-      state_->grants.active[grant_slot - 1].store(false, std::memory_order_release);
+    if (grant_slot != 0) {  // one store: no other thread changes the mappings a claim slot holds
+      state_->claims.active[grant_slot - 1].store(false, std::memory_order_release);
       return;
     }
     std::lock_guard<detail::spin_lock> guard(state_->lock);
