@@ -110,8 +110,8 @@ struct reservation_state {
   void* address = nullptr;
   std::size_t size = 0;
   bool freed = false;
-  /// Guards `mappings` (and their busy marks); never held across a backend call. Taken after the address
-  /// registry's lock, never before it.
+  /// Guards `mappings` (their busy and claim marks) and the taking of claim slots; never held across a backend
+  /// call. Taken after the address registry's lock, never before it.
   mutable spin_lock lock;
   flat_map<std::size_t, mapping_record> mappings;  // keyed by offset in the reservation
   claim_slots claims;                              // map's and set_access's claims (mapping_record::claim_slot)
