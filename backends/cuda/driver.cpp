@@ -183,23 +183,6 @@ errc import_failure_code(CUresult rc) {
   return errc::invalid_handle;
 }
 
-CUmemLocation to_cuda(location where) {
-  CUmemLocation l{};
-  switch (where.type) {
-    case location::kind::device:
-      l.type = CU_MEM_LOCATION_TYPE_DEVICE;
-      break;
-    case location::kind::host:
-      l.type = CU_MEM_LOCATION_TYPE_HOST;
-      break;
-    case location::kind::host_numa:
-      l.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-      break;
-  }
-  l.id = where.id;
-  return l;
-}
-
 location from_cuda(const CUmemLocation& l) {
   switch (l.type) {
     case CU_MEM_LOCATION_TYPE_HOST:
@@ -234,12 +217,6 @@ CUmulticastObjectProp to_cuda(const detail::backend::multicast_request& r) {
   prop.size = r.size;
   prop.handleTypes = to_cuda(r.exportable);
   return prop;
-}
-
-CUmemAccess_flags to_cuda(access a) {
-  return a == access::read_write ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-         : a == access::read     ? CU_MEM_ACCESS_FLAGS_PROT_READ
-                                 : CU_MEM_ACCESS_FLAGS_PROT_NONE;
 }
 
 access access_of(unsigned long long flags) {

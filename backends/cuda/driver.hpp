@@ -77,13 +77,33 @@ inline constexpr const char* imex_hint =
     "fabric handles need an IMEX channel: run the nvidia-imex daemon and create "
     "/dev/nvidia-caps-imex-channels/channel0 (or load nvidia with NVreg_CreateImexChannel0=1)";
 
-CUmemLocation to_cuda(location where);
+// Inline: set_access converts every grant on each call (two calls into another unit were a fifth of its wrapper).
+inline CUmemLocation to_cuda(location where) {
+  CUmemLocation l{};
+  switch (where.type) {
+    case location::kind::device:
+      l.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      break;
+    case location::kind::host:
+      l.type = CU_MEM_LOCATION_TYPE_HOST;
+      break;
+    case location::kind::host_numa:
+      l.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+      break;
+  }
+  l.id = where.id;
+  return l;
+}
 location from_cuda(const CUmemLocation& l);
 unsigned long long to_cuda(handle_types t);
 CUmemAllocationProp to_cuda(const allocation_properties& p);
 CUmulticastObjectProp to_cuda(const detail::backend::multicast_request& r);
 /// An access grant's driver flags, and the access a driver's flags grant.
-CUmemAccess_flags to_cuda(access a);
+inline CUmemAccess_flags to_cuda(access a) {
+  return a == access::read_write ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+         : a == access::read     ? CU_MEM_ACCESS_FLAGS_PROT_READ
+                                 : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+}
 access access_of(unsigned long long flags);
 /// The driver's handle of device `ordinal` (the driver must be available).
 result<CUdevice> device_of(int ordinal);

@@ -1,4 +1,6 @@
 // CUDA backend, feature "vmm": cuMemCreate, cuMemAddressReserve, cuMemMap, cuMemSetAccess and their inverses.
+#include <vector>
+
 #include "backend/vmm.hpp"
 #include "driver.hpp"
 
@@ -83,17 +85,25 @@ status unmap(void* address, std::size_t size) {
   return {};
 }
 
+namespace {
+void convert(const access_descriptor* grants, std::size_t count, CUmemAccessDesc* out) {
+  for (std::size_t i = 0; i < count; ++i) out[i] = {to_cuda(grants[i].location), to_cuda(grants[i].access)};
+}
+[[gnu::noinline, gnu::cold]] status set_access_many(void* address, std::size_t size, const access_descriptor* grants,
+                                                    std::size_t count) {
+  std::vector<CUmemAccessDesc> many(count);
+  convert(grants, count, many.data());
+  PVMM_CU(cuMemSetAccess, ptr(address), size, many.data(), count);
+  return {};
+}
+}  // namespace
+
 status set_access(void* address, std::size_t size, const access_descriptor* grants, std::size_t count) {
   PVMM_REQUIRE_DRIVER();
+  if (count > 16) return set_access_many(address, size, grants, count);  // more grants than the list on the stack
   CUmemAccessDesc desc[16];
-  std::vector<CUmemAccessDesc> many;
-  CUmemAccessDesc* out = desc;
-  if (count > 16) {
-    many.resize(count);
-    out = many.data();
-  }
-  for (std::size_t i = 0; i < count; ++i) out[i] = {to_cuda(grants[i].location), to_cuda(grants[i].access)};
-  PVMM_CU(cuMemSetAccess, ptr(address), size, out, count);
+  convert(grants, count, desc);
+  PVMM_CU(cuMemSetAccess, ptr(address), size, desc, count);
   return {};
 }
 

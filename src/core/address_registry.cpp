@@ -31,7 +31,7 @@ std::size_t count_mappings() noexcept {
         // The registry's lock keeps the reservation from being freed meanwhile.
         auto& r = *static_cast<reservation_state*>(const_cast<void*>(entry.owner));
         std::lock_guard<spin_lock> mappings_guard(r.lock);
-        for (const auto& m : r.mappings) *static_cast<std::size_t*>(total) += m.second.made ? 1 : 0;
+        for (const auto& m : r.mappings) *static_cast<std::size_t*>(total) += r.made(m.second) ? 1 : 0;
       },
       &n);
   return n;

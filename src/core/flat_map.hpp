@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,18 @@ class flat_map {
     auto it = lower_bound(k);
     return it != items_.end() && it->first == k ? it : items_.end();
   }
+  /// As find, trying position `hint` first: where the key was when last seen, still there unless a key before it
+  /// was inserted or erased since (a mapping found again after its backend call, the common case: no search).
+  iterator find(const Key& k, std::size_t hint) {
+    if (hint < items_.size() && items_[hint].first == k) return items_.begin() + static_cast<std::ptrdiff_t>(hint);
+    return find(k);
+  }
+  /// As lower_bound, trying position `hint` first (as find with a hint).
+  iterator lower_bound(const Key& k, std::size_t hint) {
+    if (hint < items_.size() && items_[hint].first == k) return items_.begin() + static_cast<std::ptrdiff_t>(hint);
+    return lower_bound(k);
+  }
+  std::size_t index_of(const_iterator it) const noexcept { return static_cast<std::size_t>(it - items_.begin()); }
   /// Inserts at `hint`, which must be lower_bound(k) for a key not present.
   iterator emplace_hint(iterator hint, Key k, Value v) { return items_.emplace(hint, std::move(k), std::move(v)); }
   iterator erase(iterator it) { return items_.erase(it); }

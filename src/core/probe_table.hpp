@@ -25,8 +25,9 @@ class probe_table {
 
   std::size_t size() const noexcept { return used_; }
 
-  /// Adds an entry (key != 0). False when memory ran out; the table is unchanged then.
-  bool insert(std::uint64_t key, const Value& value) noexcept {
+  /// Adds an entry (key != 0). False when memory ran out; the table is unchanged then. Inline with the growth
+  /// out of line: every add to the range registry runs it.
+  [[gnu::always_inline]] bool insert(std::uint64_t key, const Value& value) noexcept {
     if ((used_ + 1) * 2 > capacity() && !grow()) return false;
     place({key, value});
     return true;
@@ -82,7 +83,7 @@ class probe_table {
     slots_[i] = e;
     ++used_;
   }
-  bool grow() noexcept {
+  [[gnu::noinline, gnu::cold]] bool grow() noexcept {
     const unsigned bits = slots_ ? bits_ + 1 : 4;
     auto* fresh = static_cast<entry*>(std::calloc(std::size_t{1} << bits, sizeof(entry)));
     if (!fresh) return false;

@@ -89,7 +89,12 @@ template <class Match, class At>
 
 }  // namespace
 
-bool add(const range& r) noexcept {
+namespace {
+
+// add and remove, with `under_lock` run under the shard's lock once the range is entered or removed (a watched
+// flag's read, or nothing: the plain forms pay no test for it).
+template <class UnderLock>
+[[gnu::always_inline]] inline bool add_then(const range& r, UnderLock&& under_lock) {
   const unsigned level = level_of(r.size);
   const std::uint64_t bit = std::uint64_t{1} << level;
   if (!(levels_in_use.load(std::memory_order_relaxed) & bit)) levels_in_use.fetch_or(bit, std::memory_order_release);
@@ -98,11 +103,14 @@ bool add(const range& r) noexcept {
   std::lock_guard<spin_lock> guard(s.lock);
   if (!s.entries.insert(key, r)) return false;
   ++s.ranges_of[static_cast<std::size_t>(r.kind)];
+  under_lock();
   return true;
 }
 
-removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out,
-               std::size_t size) noexcept {
+template <class UnderLock>
+[[gnu::always_inline]] inline removal remove_then(const void* base, memory_kind kind, const void* owner,
+                                                  std::uint8_t holder, range* out, std::size_t size,
+                                                  UnderLock&& under_lock) {
   removal result = removal::absent;
   auto match = [&](const range& r) { return same_start(r, base, kind, owner); };
   at_start(
@@ -115,10 +123,31 @@ removal remove(const void* base, memory_kind kind, const void* owner, std::uint8
         if (out) *out = e->value;
         --s.ranges_of[static_cast<std::size_t>(kind)];
         s.entries.erase(e);
+        under_lock();
         result = removal::removed;
       },
       size ? level_of(size) : 0);
   return result;
+}
+
+}  // namespace
+
+bool add(const range& r) noexcept {
+  return add_then(r, [] {});
+}
+// Cold: only a raw pointer put back after a failed free comes here; the plain add keeps the table's insert inline.
+[[gnu::cold]] bool add(const range& r, const std::atomic<bool>& watch, bool& watched) noexcept {
+  // Relaxed: ordered by the shard's lock (count_and_mark).
+  return add_then(r, [&] { watched = watch.load(std::memory_order_relaxed); });
+}
+
+removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out,
+               std::size_t size) noexcept {
+  return remove_then(base, kind, owner, holder, out, size, [] {});
+}
+removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out, std::size_t size,
+               const std::atomic<bool>& watch, bool& watched) noexcept {
+  return remove_then(base, kind, owner, holder, out, size, [&] { watched = watch.load(std::memory_order_relaxed); });
 }
 
 std::optional<range> find_start(const void* base, memory_kind kind, const void* owner) noexcept {
@@ -139,6 +168,21 @@ std::size_t count(memory_kind kind) noexcept {
     std::lock_guard<spin_lock> guard(s.lock);
     n += s.ranges_of[static_cast<std::size_t>(kind)];
   }
+  return n;
+}
+
+std::size_t count_and_mark(memory_kind kind, const void* owner, std::uint8_t holder, std::atomic<bool>& mark) noexcept {
+  // In shard order, as no other path holds two shard locks: no deadlock.
+  for (shard& s : shards) s.lock.lock();
+  std::size_t n = 0;
+  for (shard& s : shards) {
+    if (s.ranges_of[static_cast<std::size_t>(kind)] == 0) continue;
+    s.entries.for_each([&](const probe_table<range>::entry& e) {
+      n += e.value.kind == kind && e.value.owner == owner && e.value.holder == holder;
+    });
+  }
+  if (n != 0) mark.store(true, std::memory_order_relaxed);  // published by the unlocks below
+  for (shard& s : shards) s.lock.unlock();
   return n;
 }
 

@@ -9,6 +9,7 @@
 // held for a few dozen instructions, never across a backend call, and unrelated ranges rarely share a shard.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -44,6 +45,8 @@ struct range {
 
 /// Enters a range (size > 0). False when the index could not grow (out of memory); nothing changed then.
 bool add(const range& r) noexcept;
+/// As add, reading `watch` into `watched` under the lock of the range's shard once it is entered (count_and_mark).
+bool add(const range& r, const std::atomic<bool>& watch, bool& watched) noexcept;
 
 enum class removal { removed, absent, held_otherwise };
 /// Removes the range of `kind` and `owner` (any owner when null) starting at `base` whose holder is `holder`.
@@ -52,6 +55,16 @@ enum class removal { removed, absent, held_otherwise };
 /// probe instead of one per level in use below its own (every other level is probed still when it is not there).
 removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out = nullptr,
                std::size_t size = 0) noexcept;
+/// As remove, reading `watch` into `watched` under the lock of the shard the range is removed from (count_and_mark).
+removal remove(const void* base, memory_kind kind, const void* owner, std::uint8_t holder, range* out, std::size_t size,
+               const std::atomic<bool>& watch, bool& watched) noexcept;
+
+/// Counts the ranges of `kind`, `owner` and `holder` with every shard's lock held at once, and sets `*mark` before
+/// the locks are given back when there is one. An add or remove that reads `mark` as its `watch` (under its
+/// shard's lock) thus either came before the count (and read false) or after it (and read true): a count kept
+/// from here on by the adds and removes that read true stays exact, with no counter touched while none is set.
+/// A scan of every range: for rare events (a pool's owner going while raw allocations are live).
+std::size_t count_and_mark(memory_kind kind, const void* owner, std::uint8_t holder, std::atomic<bool>& mark) noexcept;
 
 /// The range of `kind` and `owner` (any owner when null) that starts at `base`.
 std::optional<range> find_start(const void* base, memory_kind kind, const void* owner = nullptr) noexcept;

@@ -43,7 +43,10 @@ result<pool_id> random_id(const operation& op) {
   return id;
 }
 
-result<void*> allocate(pool_state& pool, std::size_t size, stream_ref on, pool_state::holder by, const operation& op) {
+// allocate, free and free_raw inline into their public callers: each layer cost a frame and a status passed up
+// (about 30 instructions a layer on the pool pair; pvmm-own-cost).
+[[gnu::always_inline]] inline result<void*> allocate(pool_state& pool, std::size_t size, stream_ref on,
+                                                     pool_state::holder by, const operation& op) {
   if (size == 0) return op.fail(errc::invalid_size, "size is zero");
   if (pool.imported)
     return op.fail(errc::invalid_argument, "an imported pool cannot allocate (its memory is the exporter's)",
@@ -62,12 +65,14 @@ result<void*> allocate(pool_state& pool, std::size_t size, stream_ref on, pool_s
 /// Frees `pointer`, held `by` the caller's kind of owner (of `known_size` bytes where the caller knows it, else 0).
 /// Teardown (an owner's destructor) bypasses fault injection: injecting there would only simulate the leak the
 /// destructor exists to prevent.
-status free(pool_state& pool, void* pointer, stream_ref on, pool_state::holder by, bool teardown, const operation& op,
-            std::size_t known_size = 0) {
+/// `orphan_counted`: set when a raw pointer of an orphaned pool was counted off (pool_state::take_live).
+[[gnu::always_inline]] inline status free(pool_state& pool, void* pointer, stream_ref on, pool_state::holder by,
+                                          bool teardown, const operation& op, bool& orphan_counted,
+                                          std::size_t known_size = 0) {
   PVMM_TRY(check_stream(on, op));
   // Claimed: a second free of the same pointer is refused from here on.
   bool held_otherwise = false;
-  const std::optional<std::size_t> size = pool.take_live(pointer, by, held_otherwise, known_size);
+  const std::optional<std::size_t> size = pool.take_live(pointer, by, held_otherwise, orphan_counted, known_size);
   if (held_otherwise)
     return op.fail(errc::invalid_argument, fmt::format("{} is owned by a pool_allocation", pointer),
                    "free it through its owner (pool_allocation::free_async), which otherwise frees it again");
@@ -86,9 +91,11 @@ status free(pool_state& pool, void* pointer, stream_ref on, pool_state::holder b
 }
 
 /// Frees a raw pointer of `pool`; an orphaned pool (owner gone) goes with its last raw allocation.
-status free_raw(const std::shared_ptr<pool_state>& pool, void* pointer, stream_ref on, const operation& op) {
-  PVMM_TRY(free(*pool, pointer, on, pool_state::holder::raw, false, op));
-  auto last = pool->take_orphan_if_done();  // destroyed at return, outside the pool's lock
+[[gnu::always_inline]] inline status free_raw(const std::shared_ptr<pool_state>& pool, void* pointer, stream_ref on,
+                                              const operation& op) {
+  bool orphan_counted = false;
+  PVMM_TRY(free(*pool, pointer, on, pool_state::holder::raw, false, op, orphan_counted));
+  if (orphan_counted) (void)pool->take_orphan_if_done();  // the reference goes here, outside the pool's lock
   return {};
 }
 
@@ -139,8 +146,9 @@ status pool_allocation::free_in_order(holder& region, stream_ref on, bool teardo
   auto args = [&] { return fmt::format("pointer={}, stream={:#x}", region.data_, on.native_handle().value); };
   const detail::operation op{name, args};
   if (!region.holds()) return op.fail(errc::already_released, "this pool_allocation is empty (freed or moved from)");
-  PVMM_TRY(
-      detail::free(*region.pool_, region.data_, on, detail::pool_state::holder::owner, teardown, op, region.size_));
+  bool orphan_counted = false;  // never: the owner's allocations are not raw
+  PVMM_TRY(detail::free(*region.pool_, region.data_, on, detail::pool_state::holder::owner, teardown, op,
+                        orphan_counted, region.size_));
   region.clear();  // the pool may go now; a pending free keeps the driver's pool alive on every backend
   return {};
 }

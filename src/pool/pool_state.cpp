@@ -59,29 +59,12 @@ stream_ref pool_state::teardown_stream() noexcept {
 pool_state::recorded pool_state::add_live(void* p, std::size_t size, holder by) {
   std::lock_guard<spin_lock> guard(lock);  // two imports of one pointer: one records it, the other finds it
   if (range_registry::find_start(p, memory_kind::pool, this)) return recorded::present;
-  return add_new(p, size, by);
-}
-
-pool_state::recorded pool_state::add_new(void* p, std::size_t size, holder by) {
-  range_registry::range entry;
-  entry.base = p, entry.size = size, entry.kind = memory_kind::pool, entry.device = device, entry.owner = this;
-  entry.holder = static_cast<std::uint8_t>(by);
-  // Counted before it is entered: a raw free can find it only after, so the count never goes below zero.
-  if (by == holder::raw) raw_live.fetch_add(1);
-  if (recent_size.load(std::memory_order_relaxed) != size) recent_size.store(size, std::memory_order_relaxed);
-  if (range_registry::add(entry)) return recorded::added;
-  if (by == holder::raw) raw_live.fetch_sub(1);  // not entered: no free can have counted it
-  return recorded::no_memory;
-}
-
-std::optional<std::size_t> pool_state::take_live(const void* p, holder by, bool& other, std::size_t size) {
-  range_registry::range taken;
-  if (size == 0) size = recent_size.load(std::memory_order_relaxed);  // a hint of the level to probe first
-  const auto done = range_registry::remove(p, memory_kind::pool, this, static_cast<std::uint8_t>(by), &taken, size);
-  other = done == range_registry::removal::held_otherwise;
-  if (done != range_registry::removal::removed) return std::nullopt;
-  if (by == holder::raw) raw_live.fetch_sub(1);  // sequentially consistent: pairs with owner_gone
-  return taken.size;
+  range_registry::range entry = entry_of(p, size, by);
+  bool counted = false;  // after the orphaning count: counted here (a raw free's failure puts its pointer back)
+  if (!(by == holder::raw ? range_registry::add(entry, orphan_set, counted) : range_registry::add(entry)))
+    return recorded::no_memory;
+  if (counted) ++orphan_raw_left;
+  return recorded::added;
 }
 
 std::optional<std::size_t> pool_state::live_size(const void* p) const {
@@ -89,25 +72,27 @@ std::optional<std::size_t> pool_state::live_size(const void* p) const {
   return std::nullopt;
 }
 
-// owner_gone and a raw free's take_orphan_if_done pair up without a shared lock on the free's side: owner_gone
-// sets orphan_set, then reads raw_live; a free lowers raw_live, then reads orphan_set (both sequentially
-// consistent). At least one of them sees the other's write: if owner_gone read raw_live before the last free lowered
-// it, that free sees orphan_set and takes the self-reference under the lock; if it read zero, it takes it back itself.
+// owner_gone counts the raw allocations still live with every registry shard locked (count_and_mark), and sets
+// orphan_set before the locks are given back; a raw free reads orphan_set under the lock of the shard it removes
+// its pointer from (take_live), so it either removed it before the count (not counted, and it saw no flag) or after
+// (counted, and it saw the flag and counts itself off). A raw pointer put back after a failed free does the same
+// (add_live). No allocation is made after the owner is gone (allocating is one of its calls).
 void pool_state::owner_gone(std::shared_ptr<pool_state> state) noexcept {
   if (!state) return;
   pool_state& self = *state;
-  std::shared_ptr<pool_state> dropped;  // destroyed outside the lock
+  if (!self.raw_ever.load(std::memory_order_relaxed)) return;  // never a raw allocation: nothing to outlive
   std::lock_guard<spin_lock> guard(self.lock);
-  if (self.raw_live.load() == 0 || self.orphaned) return;
+  if (self.orphaned) return;
+  const std::size_t live =
+      range_registry::count_and_mark(memory_kind::pool, &self, static_cast<std::uint8_t>(holder::raw), self.orphan_set);
+  if (live == 0) return;        // the state goes with `state`, after the guard
+  self.orphan_raw_left = live;  // the frees counted off from here on wait for the lock to do it
   self.orphaned = std::move(state);
-  self.orphan_set.store(true);
-  if (self.raw_live.load() == 0) dropped = std::move(self.orphaned);  // the last raw free came meanwhile
 }
 
 std::shared_ptr<pool_state> pool_state::take_orphan_if_done() noexcept {
-  if (!orphan_set.load()) return nullptr;  // the owner lives (or the last free took it): no lock
   std::lock_guard<spin_lock> guard(lock);
-  if (raw_live.load() != 0) return nullptr;
+  if (orphan_raw_left != 0) return nullptr;
   return std::move(orphaned);
 }
 

@@ -19,6 +19,7 @@
 #include <pvmm/memory_pool.hpp>
 
 #include "core/operation.hpp"
+#include "core/range_registry.hpp"
 #include "core/spin_lock.hpp"
 
 namespace pvmm::detail {
@@ -41,12 +42,15 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   recorded add_new(void* p, std::size_t size, holder by);
   /// Forgets a live allocation held `by` and returns its size; nothing when `p` is not live. A live pointer held
   /// otherwise is reported in `other` and stays live. `size`: its size where the caller knows it (0 otherwise).
-  std::optional<std::size_t> take_live(const void* p, holder by, bool& other, std::size_t size = 0);
+  /// `orphan_counted`: a raw allocation of an orphaned pool, counted off (take_orphan_if_done after its free).
+  std::optional<std::size_t> take_live(const void* p, holder by, bool& other, bool& orphan_counted,
+                                       std::size_t size = 0);
   std::optional<std::size_t> live_size(const void* p) const;
 
   /// The owner is gone: keeps this state alive while raw allocations are live.
   static void owner_gone(std::shared_ptr<pool_state> state) noexcept;
-  /// After a raw free: the self-reference an orphaned pool held once none is left (drop it outside any lock).
+  /// After a raw free that take_live counted off an orphaned pool: the self-reference it held once none is left
+  /// (drop it outside any lock).
   std::shared_ptr<pool_state> take_orphan_if_done() noexcept;
   /// The stream an owner's destructor frees on: the pool's own, created on first use and destroyed (after a
   /// synchronize) with the pool state, which every pool_allocation keeps alive. An empty stream_ref when it could
@@ -63,11 +67,15 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   bool host_located = false;          // a pool of host memory: no device has access until granted (set at creation)
 
  private:
-  /// Guards orphaned, and add_live's look-up-then-add. Not taken by an allocation or a free: raw_live and
-  /// orphan_set pair up instead (owner_gone and take_orphan_if_done say how), a lock round trip fewer per call.
+  range_registry::range entry_of(void* p, std::size_t size, holder by) const noexcept;
+
+  /// Guards orphaned, orphan_raw_left, and add_live's look-up-then-add. Neither it nor any counter is touched by an
+  /// allocation or a free while the owner lives: the raw allocations are counted once, when the owner goes
+  /// (range_registry::count_and_mark sets orphan_set), and from then on by the adds and removes that see the flag.
   mutable spin_lock lock;
-  std::atomic<std::size_t> raw_live{0};  // raw allocations in the range registry
-  std::atomic<bool> orphan_set{false};   // orphaned may be set: a raw free looks under the lock
+  std::atomic<bool> raw_ever{false};    // a raw allocation was made: the owner's going must count them
+  std::atomic<bool> orphan_set{false};  // orphaned: read under a registry shard lock by each raw add and remove
+  std::size_t orphan_raw_left = 0;      // raw allocations live since orphaned (under lock)
   /// The size of the latest allocation recorded: a free that does not know its pointer's size (a raw free) asks the
   /// range registry at that size's level first, one probe in the common pattern (frees of the sizes allocated)
   /// instead of one per size level in use below the pointer's own. Only a hint: any other level is probed after.
@@ -76,6 +84,40 @@ struct pool_state : std::enable_shared_from_this<pool_state> {
   std::mutex stream_lock;                // guards own_stream (held across its creation only: no user code runs)
   stream_handle own_stream{};            // teardown_stream(), zero until first used
 };
+
+// Inline: every pool allocate and free runs them (a call frame each, on the pool pair).
+inline range_registry::range pool_state::entry_of(void* p, std::size_t size, holder by) const noexcept {
+  range_registry::range entry;
+  entry.base = p, entry.size = size, entry.kind = memory_kind::pool, entry.device = device, entry.owner = this;
+  entry.holder = static_cast<std::uint8_t>(by);
+  return entry;
+}
+
+inline pool_state::recorded pool_state::add_new(void* p, std::size_t size, holder by) {
+  // Relaxed: the owner is alive (allocating is one of its calls), and its going happens after this call.
+  if (by == holder::raw && !raw_ever.load(std::memory_order_relaxed)) raw_ever.store(true, std::memory_order_relaxed);
+  if (recent_size.load(std::memory_order_relaxed) != size) recent_size.store(size, std::memory_order_relaxed);
+  return range_registry::add(entry_of(p, size, by)) ? recorded::added : recorded::no_memory;
+}
+
+inline std::optional<std::size_t> pool_state::take_live(const void* p, holder by, bool& other, bool& orphan_counted,
+                                                        std::size_t size) {
+  range_registry::range taken;
+  if (size == 0) size = recent_size.load(std::memory_order_relaxed);  // a hint of the level to probe first
+  orphan_counted = false;
+  const auto holder_byte = static_cast<std::uint8_t>(by);
+  const auto done =
+      by == holder::raw  // only raw allocations are counted for an orphaned pool
+          ? range_registry::remove(p, memory_kind::pool, this, holder_byte, &taken, size, orphan_set, orphan_counted)
+          : range_registry::remove(p, memory_kind::pool, this, holder_byte, &taken, size);
+  other = done == range_registry::removal::held_otherwise;
+  if (done != range_registry::removal::removed) return std::nullopt;
+  if (orphan_counted) {  // removed after the orphaning count: one fewer left
+    std::lock_guard<spin_lock> guard(lock);
+    --orphan_raw_left;
+  }
+  return taken.size;
+}
 
 /// errc::already_released for an operation on an empty memory_pool owner.
 [[gnu::cold]] error empty_pool(const operation& op);

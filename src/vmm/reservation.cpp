@@ -111,19 +111,71 @@ status check_host_access(const short_list<const allocation_state*, 4>& memories,
       fmt::format("another thread is changing the mapping at [{:#x}, {:#x})", it->first, it->first + it->second.size),
       "an address_reservation may be used from several threads on different mappings only");
 }
-inline status claim(mapping_table::iterator first, mapping_table::iterator last, const operation& op) {
+/// Whether another thread holds `m`: a map, unmap or grant that set its busy mark, or a map or grant whose slot
+/// `m` is marked with is still active (acquire: its driver call happened before it gave the slot back).
+inline bool busy(const reservation_state& r, const mapping_record& m) {
+  return m.busy || (m.claim_slot != 0 && r.claims.active[m.claim_slot - 1].load(std::memory_order_acquire));
+}
+inline status check_claimable(const reservation_state& r, mapping_table::iterator first, mapping_table::iterator last,
+                              const operation& op) {
   for (auto it = first; it != last; ++it)
-    if (it->second.busy) return busy_mapping(it, op);
+    if (busy(r, it->second)) return busy_mapping(it, op);
+  return {};
+}
+inline status claim(const reservation_state& r, mapping_table::iterator first, mapping_table::iterator last,
+                    const operation& op) {
+  PVMM_TRY(check_claimable(r, first, last, op));
   for (auto it = first; it != last; ++it) it->second.busy = true;
   return {};
 }
 
-/// Clears the busy marks of the mappings at `pieces` that are still recorded. Caller holds the lock.
-inline void release_claim(reservation_state& r, const span_list& pieces) {
-  for (auto [off, sz] : pieces) {
-    (void)sz;
-    if (auto it = r.mappings.find(off); it != r.mappings.end()) it->second.busy = false;
+/// Takes a free claim slot for [offset, offset + size), whose first mapping is at table index `index`, and clears
+/// the marks the slot's last claim left (caller holds the lock); returns it (1-based), or 0 when all are taken.
+[[gnu::always_inline]] inline std::size_t take_claim_slot(reservation_state& r, std::size_t offset, std::size_t size,
+                                                          std::size_t index) {
+  for (std::size_t k = 0; k < claim_slots::slots; ++k) {
+    if (r.claims.active[k].load(std::memory_order_relaxed)) continue;
+    const auto mark = static_cast<std::uint8_t>(k + 1);
+    claim_slots::claimed_range& previous = r.claims.last[k];
+    // Those of its mappings still there (the table only moves under the lock, and no other claim marks with k),
+    // made: its map, if it was one, succeeded (a failed one erased its record). None to clear where it claims the
+    // same range again (the same mappings: whole_mappings found them adjacent; a map's range was empty).
+    if (previous.offset != offset || previous.end != offset + size)
+      for (auto it = r.mappings.lower_bound(previous.offset, previous.index);
+           it != r.mappings.end() && it->first < previous.end; ++it)
+        if (it->second.claim_slot == mark) it->second.claim_slot = 0, it->second.made = true;
+    previous = {offset, offset + size, index};
+    r.claims.active[k].store(true, std::memory_order_relaxed);  // read under the lock only, until given back
+    return mark;
   }
+  return 0;
+}
+
+/// A set_access claim of [offset, offset + size), whose mappings are [first, last) at table index `index` (caller
+/// holds the lock and checked them claimable): marks them with a claim slot and returns it (1-based), or 0 with
+/// their busy marks set where every slot is taken.
+inline std::size_t claim_for_grant(reservation_state& r, std::size_t offset, std::size_t size,
+                                   mapping_table::iterator first, mapping_table::iterator last, std::size_t index) {
+  const std::size_t slot = take_claim_slot(r, offset, size, index);
+  for (auto it = first; it != last; ++it) {
+    // Claimable, so made (a map in flight is busy): said outright before the mark replaces the one that said so.
+    mapping_record& m = it->second;
+    if (!m.made) m.made = true;
+    if (slot == 0)
+      m.busy = true;
+    else if (m.claim_slot != slot)  // a grant of the range claimed last by this slot writes nothing
+      m.claim_slot = static_cast<std::uint8_t>(slot);
+  }
+  return slot;
+}
+
+/// Clears the busy marks of the mappings a claim of [offset, offset + size) holds, all still recorded (the claim
+/// kept other threads from unmapping them, and no other mapping can start inside the range). Caller holds the lock.
+/// `hint`: where the first of them was when claimed.
+inline void release_claimed_range(reservation_state& r, std::size_t offset, std::size_t size, std::size_t hint) {
+  const std::size_t end = offset + size;
+  for (auto it = r.mappings.find(offset, hint); it != r.mappings.end() && it->first < end; ++it)
+    it->second.busy = false;
 }
 
 result<void*> map_state(reservation_state* r, std::size_t offset, const std::shared_ptr<allocation_state>& memory,
@@ -157,6 +209,8 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
           fmt::format("the {} backend cannot map from a nonzero offset into physical memory", backend::traits.name),
           "map whole allocations (memory_offset 0), or split the allocation into chunks");
   }
+  std::size_t slot = 0;   // where the claimed record was entered
+  std::size_t claim = 0;  // its claim slot (1-based); 0: its busy mark, cleared under the lock
   {
     // Check and claim the range in one critical section; the claim is withdrawn if the backend fails.
     std::lock_guard<spin_lock> guard(r->lock);
@@ -170,16 +224,26 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
     if (next != r->mappings.end() && next->first < offset + size) return overlap(next);
     if (next != r->mappings.begin() && std::prev(next)->first + std::prev(next)->second.size > offset)
       return overlap(std::prev(next));
-    r->mappings.emplace_hint(next, offset, mapping_record{size, memory, memory_offset, true});
+    slot = r->mappings.index_of(next);
+    claim = take_claim_slot(*r, offset, size, slot);
+    mapping_record record{size, memory, memory_offset, /*busy=*/claim == 0};
+    record.claim_slot = static_cast<std::uint8_t>(claim);
+    r->mappings.emplace_hint(next, offset, std::move(record));
   }
   void* address = static_cast<char*>(r->address) + offset;
   auto ok = call_backend("map", [&] { return memory->map_at(address, size, memory_offset); });
+  if (ok && claim != 0) {  // made: giving the slot back says so (reservation_state::made), no lock
+    r->claims.active[claim - 1].store(false, std::memory_order_release);
+    return address;
+  }
   std::lock_guard<spin_lock> guard(r->lock);
+  auto it = r->mappings.find(offset, slot);  // still there: the claim kept every other thread off it
   if (!ok) {
-    r->mappings.erase(offset);
+    r->mappings.erase(it);
+    if (claim != 0) r->claims.active[claim - 1].store(false, std::memory_order_release);  // its record is gone
     return op.wrap(std::move(ok).error());
   }
-  mapping_record& made = r->mappings.find(offset)->second;  // still there: busy kept every other thread off it
+  mapping_record& made = it->second;
   made.busy = false;
   made.made = true;
   return address;
@@ -280,30 +344,35 @@ status address_reservation::unmap(std::size_t offset, std::size_t size) {
   auto args = [&] { return fmt::format("offset={:#x}, size={:#x}", offset, size); };
   const detail::operation op{"pvmm::address_reservation::unmap", args};
   if (!state_) return detail::released_reservation(op);
-  detail::span_list pieces;
+  // The claimed mappings are the adjacent ones from `offset` to `end` (whole_mappings): each next one is found
+  // where the last ended, so no list of them is kept.
+  const std::size_t end = offset + size;
+  std::size_t piece = 0;
+  std::size_t slot = 0;  // where the next claimed mapping is in the table, unless another thread moved it
   {
     std::lock_guard<detail::spin_lock> guard(state_->lock);
     detail::mapping_span range;
     PVMM_TRY(detail::whole_mappings(*state_, offset, size, op, range));
-    PVMM_TRY(detail::claim(range.first, range.last, op));
-    for (auto it = range.first; it != range.last; ++it) pieces.push_back({it->first, it->second.size});
+    PVMM_TRY(detail::claim(*state_, range.first, range.last, op));
+    piece = range.first->second.size;
+    slot = state_->mappings.index_of(range.first);
   }
   // Unmap mapping by mapping (HIP needs whole mappings); each one is forgotten as soon as it is gone, so a
   // failure part-way leaves the table true to what is still mapped.
-  for (auto [off, sz] : pieces) {
-    auto ok = call_backend(
-        "unmap", [&, o = off, s = sz] { return detail::backend::unmap(static_cast<char*>(state_->address) + o, s); });
+  for (std::size_t at = offset; at != end;) {
+    auto ok =
+        call_backend("unmap", [&] { return detail::backend::unmap(static_cast<char*>(state_->address) + at, piece); });
     std::shared_ptr<detail::allocation_state> memory;  // released outside the lock
-    {
-      std::lock_guard<detail::spin_lock> guard(state_->lock);
-      if (!ok) {
-        detail::release_claim(*state_, pieces);
-        return op.wrap(std::move(ok).error());
-      }
-      auto it = state_->mappings.find(off);  // present: the claim kept other threads' unmaps off it
-      memory = std::move(it->second.memory);
-      state_->mappings.erase(it);
+    std::lock_guard<detail::spin_lock> guard(state_->lock);
+    if (!ok) {
+      detail::release_claimed_range(*state_, at, end - at, slot);  // the mappings not unmapped yet
+      return op.wrap(std::move(ok).error());
     }
+    auto it = state_->mappings.find(at, slot);  // present: the claim kept other threads' unmaps off it
+    memory = std::move(it->second.memory);
+    it = state_->mappings.erase(it);
+    at += piece;
+    if (at != end) piece = it->second.size;  // the next claimed mapping starts where this one ended
   }
   return {};
 }
@@ -332,37 +401,51 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
   const bool to_host = std::any_of(grants, grants + count, [](const access_descriptor& g) {
     return g.location.type != location::kind::device && g.access != access::none;
   });
-  detail::span_list claimed;                                        // every mapping in the range, held for the call
-  detail::span_list pieces;                                         // the driver calls to make
+  // The claim covers exactly the adjacent mappings that make up [offset, offset + size) (whole_mappings), and keeps
+  // them in the table until it is released: the release finds them again from `offset`, with no list of them.
+  detail::span_list pieces;  // one driver call per mapping where the backend needs it (HIP), else none: the range
   detail::short_list<const detail::allocation_state*, 4> memories;  // for the host-access check
+  const bool one_call = detail::backend::traits.set_access_spans_mappings;
+  std::size_t slot = 0;        // where the first claimed mapping is in the table, unless another thread moved it
+  std::size_t grant_slot = 0;  // the claim's grant slot (1-based); 0: busy marks, released under the lock
+  auto release_claim = [&] {
+    if (grant_slot != 0) {  // one store: no other thread changes the mappings a claim slot holds
+      state_->claims.active[grant_slot - 1].store(false, std::memory_order_release);
+      return;
+    }
+    std::lock_guard<detail::spin_lock> guard(state_->lock);
+    detail::release_claimed_range(*state_, offset, size, slot);
+  };
   {
     std::lock_guard<detail::spin_lock> guard(state_->lock);
     detail::mapping_span range;
     PVMM_TRY(detail::whole_mappings(*state_, offset, size, op, range));
-    PVMM_TRY(detail::claim(range.first, range.last, op));
-    for (auto it = range.first; it != range.last; ++it) {
-      claimed.push_back({it->first, it->second.size});
-      if (to_host) memories.push_back(it->second.memory.get());  // kept alive by the claimed mapping
-    }
-    if (detail::backend::traits.set_access_spans_mappings)
-      pieces.push_back({offset, size});  // one driver call over the whole range
-    else
-      pieces = claimed;
+    PVMM_TRY(detail::check_claimable(*state_, range.first, range.last, op));
+    slot = state_->mappings.index_of(range.first);
+    grant_slot = detail::claim_for_grant(*state_, offset, size, range.first, range.last, slot);
+    if (!one_call || to_host)
+      for (auto it = range.first; it != range.last; ++it) {
+        if (!one_call) pieces.push_back({it->first, it->second.size});
+        if (to_host) memories.push_back(it->second.memory.get());  // kept alive by the claimed mapping
+      }
   }
   if (auto ok = memories.size() == 0 ? status{} : detail::check_host_access(memories, op); !ok) {
-    std::lock_guard<detail::spin_lock> guard(state_->lock);
-    detail::release_claim(*state_, claimed);
+    release_claim();
     return std::move(ok).error();
   }
-  status outcome;
-  for (auto [off, sz] : pieces) {
-    outcome = call_backend("set_access", [&, o = off, s = sz] {
-      return detail::backend::set_access(static_cast<char*>(state_->address) + o, s, grants, count);
+  auto grant = [&](std::size_t off, std::size_t sz) {
+    return call_backend("set_access", [&] {
+      return detail::backend::set_access(static_cast<char*>(state_->address) + off, sz, grants, count);
     });
-    if (!outcome) break;
+  };
+  status outcome;
+  if (one_call) {
+    outcome = grant(offset, size);
+  } else {
+    for (auto [off, sz] : pieces)
+      if (outcome = grant(off, sz); !outcome) break;
   }
-  std::lock_guard<detail::spin_lock> guard(state_->lock);
-  detail::release_claim(*state_, claimed);
+  release_claim();
   if (!outcome) return op.wrap(std::move(outcome).error());
   return {};
 }

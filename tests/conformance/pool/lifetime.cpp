@@ -1,6 +1,9 @@
 // A pool lives while its owner or any of its allocations does (invariant 17): raw pointers from allocate_async
 // outlive the owner, stay mapped and are freed with pvmm::free_async; owners' destructors free without fault
 // injection.
+#include <thread>
+#include <vector>
+
 #include <pvmm/diagnostics.hpp>
 
 #include "memory_kinds.hpp"
@@ -40,6 +43,50 @@ TEST_SUITE("pool") {
       PVMM_CHECK_OK(s.synchronize());
       CHECK(query_live_objects().pools == before.pools);                // the last raw free took the pool with it
       PVMM_CHECK_ERRC(pvmm::free_async(p, s), errc::invalid_argument);  // freed once only
+    }
+  }
+
+  PVMM_CASE("an orphaned pool goes with its last raw allocation: counted once, a failed free kept, frees racing") {
+    // The raw allocations are counted when the owner goes (not on each allocate and free): the count must be exact
+    // whatever was freed before, whatever fails, and whatever frees run while the owner goes.
+    PVMM_REQUIRE_DEVICE();
+    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    auto s = stream::create(0).value();
+    const auto before = query_live_objects();
+    std::vector<void*> raw;
+    {
+      auto pool = memory_pool::create({}).value();
+      for (int i = 0; i < 4; ++i) raw.push_back(pool.allocate_async(4096, s).value());
+      auto owned = pool.allocate(4096, s).value();  // not raw: the pool does not wait for it
+      PVMM_CHECK_OK(pool.free_async(raw[0], s));    // freed before the owner goes: not counted
+    }
+    CHECK(query_live_objects().pools == before.pools + 1);
+    PVMM_CHECK_OK(pvmm::free_async(raw[1], s));
+    pvmm::testing::fail_nth_backend_call(1);  // the free's backend call fails: raw[2] stays live, still counted
+    PVMM_CHECK_ERRC(pvmm::free_async(raw[2], s), errc::backend_error);
+    pvmm::testing::fail_nth_backend_call(0);
+    PVMM_CHECK_OK(pvmm::free_async(raw[2], s));
+    CHECK(query_live_objects().pools == before.pools + 1);  // raw[3] is live
+    PVMM_CHECK_OK(pvmm::free_async(raw[3], s));
+    PVMM_CHECK_OK(s.synchronize());
+    CHECK(query_live_objects().pools == before.pools);
+    PVMM_CHECK_ERRC(pvmm::free_async(raw[3], s), errc::invalid_argument);
+
+    // Another thread frees every raw pointer while the owner goes: each free is counted once, before or after.
+    for (int round = 0; round < 20; ++round) {
+      CAPTURE(round);
+      auto pool = memory_pool::create({}).value();
+      raw.clear();
+      for (int i = 0; i < 32; ++i) raw.push_back(pool.allocate_async(4096, s).value());
+      int failed = 0;
+      std::thread freeing([&] {
+        for (void* p : raw) failed += !pvmm::free_async(p, s).has_value();
+      });
+      PVMM_CHECK_OK(pool.release());
+      freeing.join();
+      CHECK(failed == 0);
+      PVMM_CHECK_OK(s.synchronize());
+      CHECK(query_live_objects().pools == before.pools);  // gone with the last free, whichever thread saw it
     }
   }
 

@@ -61,6 +61,36 @@ TEST_SUITE("rollback") {
     PVMM_CHECK_OK(range.unmap(0, g));
   }
 
+  PVMM_CASE("an unmap or grant of several mappings failing part-way releases its claim on those left") {
+    // The claim of a range is released by walking the range again (no list of its mappings is kept): what is left
+    // mapped after a failure must be free for the next call, not busy.
+    PVMM_REQUIRE_DEVICE();
+    const std::size_t g = granule();
+    auto memory = physical_allocation::create(g, default_properties()).value();
+    auto range = address_reservation::reserve(3 * g).value();
+    const std::size_t live = query_live_objects().mappings;
+    for (std::size_t i = 0; i < 3; ++i) range.map(i * g, memory, 0, g).value();
+    CHECK(query_live_objects().mappings == live + 3);  // each map's claim slot, taken again by the next, says made
+    PVMM_CHECK_ERRC(range.map(2 * g, memory, 0, g), errc::overlapping_mapping);
+    testing::fail_nth_backend_call(1);
+    PVMM_CHECK_ERRC(range.set_access(0, 3 * g, {rw()}), errc::backend_error);
+    testing::fail_nth_backend_call(0);
+    PVMM_CHECK_OK(range.set_access(0, 3 * g, {rw()}));  // not busy
+    testing::fail_nth_backend_call(2);                  // the first mapping is unmapped, the second fails
+    PVMM_CHECK_ERRC(range.unmap(0, 3 * g), errc::backend_error);
+    testing::fail_nth_backend_call(0);
+    CHECK(range.mapping_count() == 2);
+    CHECK(query_live_objects().mappings == live + 2);
+    testing::fail_nth_backend_call(1);  // a failed map leaves nothing recorded, and its slot free
+    PVMM_CHECK_ERRC(range.map(0, memory, 0, g), errc::backend_error);
+    testing::fail_nth_backend_call(0);
+    CHECK(range.mapping_count() == 2);
+    CHECK(query_live_objects().mappings == live + 2);
+    PVMM_CHECK_OK(range.set_access(g, 2 * g, {rw()}));  // the two left are not busy
+    PVMM_CHECK_OK(range.unmap(g, 2 * g));
+    CHECK(range.mapping_count() == 0);
+  }
+
   PVMM_CASE("a growable_buffer shrink rolls back at every failure point: no hole, data intact, later shrinks work") {
     PVMM_REQUIRE_DEVICE();
     growable_options o = granule_chunks(8);

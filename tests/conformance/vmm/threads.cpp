@@ -86,6 +86,35 @@ TEST_SUITE("threads") {
     CHECK(one_succeeded == race_rounds);
   }
 
+  PVMM_CASE("grants on one mapping never make another busy, after one grant covered both (grant slots)") {
+    // A grant's claim marks its mappings with a slot of the reservation and ends with one store; the marks stay.
+    // Once mapping 0 and 1 were granted together, thread 0 grants mapping 0 over and over while thread 1 grants,
+    // unmaps and maps mapping 1: thread 1 is never told busy (a mark left from the joint grant would, while
+    // thread 0's grant held the same slot).
+    PVMM_REQUIRE_DEVICE();
+    const std::size_t g = granule();
+    auto memory = physical_allocation::create(g, default_properties()).value();
+    auto range = address_reservation::reserve(2 * g).value();
+    range.map(0, memory, 0, g).value();
+    range.map(g, memory, 0, g).value();
+    PVMM_CHECK_OK(range.set_access(0, 2 * g, {rw()}));
+    std::atomic<int> refused{0};
+    run_together(2, [&](int t) {
+      for (int round = 0; round < race_rounds; ++round) {
+        if (t == 0) {
+          refused += !range.set_access(0, g, {rw()}).has_value();
+          continue;
+        }
+        refused += !range.set_access(g, g, {rw()}).has_value();
+        refused += !range.unmap(g, g).has_value();
+        refused += !range.map(g, memory, 0, g).has_value();
+      }
+    });
+    CHECK(refused.load() == 0);
+    CHECK(range.mapping_count() == 2);
+    PVMM_CHECK_OK(range.unmap(0, 2 * g));
+  }
+
   PVMM_CASE("a grant racing an unmap of the same mapping: each call succeeds whole or is refused") {
     PVMM_REQUIRE_DEVICE();
     const std::size_t g = granule();
