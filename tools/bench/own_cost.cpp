@@ -251,6 +251,7 @@ int main(int argc, char** argv) {
                  "driver calls pvmm made for one");
       for (const auto& m : ops)
         if (m.name.find(only) != std::string::npos) report(m);
+      if (only.empty()) report_lock_costs();
     }
 
     // The same calls one at a time with the caches evicted before each (what a real driver call leaves).

@@ -57,6 +57,9 @@ double timed(F&& f) {
 void report(const measured& m);
 /// Prints one row of the cold-cache table.
 void report_cold(const measured_cold& m);
+/// Prints what an uncontended lock round trip (exchange, then a release store: pvmm's spin_lock) and an atomic add
+/// cost on this host, warm: the unit prices of the locked instructions left on the measured paths.
+void report_lock_costs();
 /// Prints what one cache miss and one cache-and-TLB miss cost here after the same stream (a chain of dependent
 /// loads): the unit prices of the line and page counts tools/own-cost-lines.py gives.
 void report_miss_costs();

@@ -3,6 +3,7 @@
 #include <link.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -97,6 +98,31 @@ void report_cold(const measured_cold& m) {
   auto raw_side = [&] { return side(m.raw_setup, m.raw_op, m.raw_teardown); };
   (void)pvmm_side(), (void)raw_side();  // warm-up
   fmt::print("{}\n", interleave(cold_rounds, 11, 1, pvmm_side, raw_side).row(m.name));
+}
+
+void report_lock_costs() {
+  std::atomic<int> word{0};
+  auto timed = [&](auto&& step) {
+    std::vector<double> ns;
+    for (int r = 0; r < 201; ++r) {
+      const auto t0 = bench::clock_type::now();
+      for (int i = 0; i < 256; ++i) step();
+      ns.push_back(ns_since(t0) / 256);
+    }
+    return ns;
+  };
+  const auto lock = timed([&] {
+    while (word.exchange(1, std::memory_order_acquire) != 0) {
+    }
+    word.store(0, std::memory_order_release);
+  });
+  const auto add = timed([&] { word.fetch_add(1, std::memory_order_acq_rel); });
+  bench::check(word.load() == 201 * 256, "atomic adds");
+  fmt::print("unit prices here, warm, median of 201 rounds of 256 [IQR]:\n");
+  for (const auto& [label, ns] : {std::pair{"a lock round trip (exchange, then a release store)", &lock},
+                                  std::pair{"an atomic add (fetch_add, acq_rel)", &add}})
+    fmt::print("  {:<60} {:>6.1f} ns  [{:>6.1f} {:>6.1f}]\n", label, bench::quantile(*ns, 0.5),
+               bench::quantile(*ns, 0.25), bench::quantile(*ns, 0.75));
 }
 
 void report_miss_costs() {
