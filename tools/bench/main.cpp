@@ -29,18 +29,21 @@
 //             where built with them: us per alloc+free (p50, p99), peak reserved / peak live.
 //             --trace-scale=F scales every size, --trace-rounds=N the timed rounds, --trace-only=TEXT picks traces,
 //             --trace-slack=P the caching allocator's slack_percent (default: the library's; 0 cuts cached blocks
-//             on every miss, as before the slack)
+//             on every miss, as before the slack), --trace-chunk=MiB its physical chunk (default: the device's
+//             recommended granularity)
 // Ratios come from rounds that alternate pvmm and the alternative in a random order: the ratio printed is the
 // median of the per-round ratios, with their interquartile range; "within noise" where it holds 1.
 // pvmm's own nanoseconds per call, without the driver's time around them, come from pvmm-own-cost.
 // Usage: pvmm-bench [section ...] [--quick] [--compare nccl|torch] [--ranks=2,4] [--trace-scale=F]
-//                   [--trace-rounds=N] [--trace-only=TEXT] [--trace-slack=P]   (default: all sections that apply)
+//                   [--trace-rounds=N] [--trace-only=TEXT] [--trace-slack=P] [--trace-chunk=MiB]
+//                   (default: all sections that apply)
 //   --quick    teams: N = 2 and 4, small sizes, few iterations, every buffer still checked (CI's smoke run)
 //   --compare  teams: an outside implementation beside pvmm and raw ([pvmm-skip] where it cannot run): nccl
 //              (ncclAllReduce in the all-reduce table), torch (PyTorch SymmetricMemory's rendezvous in the
 //              creation table, its one_shot_all_reduce in the all-reduce table; tools/bench/torch_symm_mem.py)
 //   --ranks    teams: only these team sizes (default 2, 4, 8; --quick 2, 4)
-//   --trace-*  traces: scale of the sizes, timed rounds, only the traces whose name holds TEXT, caching slack
+//   --trace-*  traces: scale of the sizes, timed rounds, only the traces whose name holds TEXT, caching slack and
+//              chunk
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -143,10 +146,14 @@ int main(int argc, char** argv) {
       const long slack = integer_flag(a, 0, 1000);
       if (slack < 0) return 2;
       bench::trace_slack = static_cast<int>(slack);
+    } else if (a.rfind("--trace-chunk=", 0) == 0) {
+      const long mib = integer_flag(a, 1, 1024);
+      if (mib < 0) return 2;
+      bench::trace_chunk_mib = static_cast<int>(mib);
     } else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr,
                    "pvmm-bench: unknown flag %s (--quick, --compare nccl|torch, --ranks=, --trace-scale=, "
-                   "--trace-rounds=, --trace-only=, --trace-slack=)\n",
+                   "--trace-rounds=, --trace-only=, --trace-slack=, --trace-chunk=)\n",
                    a.c_str());
       return 2;
     } else {

@@ -44,6 +44,7 @@ double trace_scale = 1.0;
 int trace_rounds = 5;
 std::string trace_only;
 int trace_slack = -1;
+int trace_chunk_mib = 0;
 
 namespace {
 
@@ -311,6 +312,7 @@ std::vector<side> make_sides(pvmm::stream* streams) {
   {
     pvmm::caching_options options;
     if (trace_slack >= 0) options.slack_percent = static_cast<unsigned>(trace_slack);
+    options.chunk_size = std::size_t(trace_chunk_mib) << 20;
     auto cache = std::make_shared<pvmm::caching_allocator>(pvmm::caching_allocator::create(options).value());
     auto base = std::make_shared<pvmm::caching_stats>();
     sides.push_back(
@@ -408,9 +410,10 @@ std::vector<side> make_sides(pvmm::stream* streams) {
 void traces() {
   fmt::print(
       "\ntraces: allocation traces replayed per allocator, {} rounds, sides in rotating order; only allocate and free "
-      "are timed (stamps written and checked outside); scale {}; caching slack_percent {} (target: caching faster than "
-      "PyTorch and RMM's pool per alloc+free, peak reserved <= 1.10x peak live)\n",
-      trace_rounds, trace_scale, trace_slack >= 0 ? unsigned(trace_slack) : pvmm::caching_options{}.slack_percent);
+      "are timed (stamps written and checked outside); scale {}; caching slack_percent {}, chunk {} (target: caching "
+      "faster than PyTorch and RMM's pool per alloc+free, peak reserved <= 1.10x peak live)\n",
+      trace_rounds, trace_scale, trace_slack >= 0 ? unsigned(trace_slack) : pvmm::caching_options{}.slack_percent,
+      trace_chunk_mib ? fmt::format("{} MiB", trace_chunk_mib) : std::string("the device's granularity"));
   pvmm::stream streams[2] = {pvmm::stream::create(0).value(), pvmm::stream::create(0).value()};
   auto order = pvmm::event::create(0).value();
   const trace traces[] = {transformer(false, 1), transformer(true, 2), lognormal(false, 3), lognormal(true, 4)};
