@@ -5,10 +5,10 @@
 // Why it sits on VMM and not on pvmm's stream-ordered pools (docs/design.md, "Caching allocator"):
 // - a pool caches too: a cache over a pool holds memory twice over and cannot hand back what the pool keeps;
 //   driver pools were measured holding 2.3x the live bytes under random cross-stream frees (issue 38);
-// - over VMM the allocator owns the physical memory in chunks (the device's recommended granularity, 2 MiB on
-//   CUDA) mapped back to back into regions (reserved ranges). When no cached block fits, whole free chunks of
-//   cached blocks are stitched into a new contiguous region (GMLake's idea, ASPLOS'24) before any new physical
-//   memory is created, so reserved bytes stay near live bytes;
+// - over VMM the allocator owns the physical memory in chunks (the device's recommended granularity, at least
+//   4 MiB: caching_options::chunk_size) mapped back to back into regions (reserved ranges). When no cached block fits,
+//   whole free chunks of cached blocks are stitched into a new contiguous region (GMLake's idea, ASPLOS'24) before any
+//   new physical memory is created, so reserved bytes stay near live bytes;
 // - every backend has VMM (host included); a device without it answers errc::not_supported at create.
 //
 // Semantics:
@@ -63,8 +63,10 @@ namespace pvmm {
 
 /// What a caching allocator is created with.
 struct caching_options {
-  int device = 0;                ///< the device whose memory it hands out (and whose streams it accepts)
-  std::size_t chunk_size = 0;    ///< physical chunk: 0 = the device's recommended granularity (2 MiB on CUDA)
+  int device = 0;  ///< the device whose memory it hands out (and whose streams it accepts)
+  /// Physical chunk: 0 = the device's recommended granularity, at least 4 MiB (4 MiB on CUDA and the host backend):
+  /// a stitch grants access once per chunk, and on a GPU each grant costs tens of microseconds.
+  std::size_t chunk_size = 0;
   std::size_t max_reserved = 0;  ///< physical bytes it may hold at most; 0: no limit beyond the device's
   /// When no cached block is ready for a request, take one whose earlier use on another stream is still pending
   /// (or its chunks, for a stitch) by making the allocating stream wait for that use's event on the device (not

@@ -691,7 +691,13 @@ result<caching_allocator> caching_allocator::create(const caching_options& optio
   if (!g) return op.wrap(std::move(g).error());
   auto unit = detail::reservation_unit();
   if (!unit) return op.wrap(std::move(unit).error());
-  std::size_t chunk = options.chunk_size ? options.chunk_size : std::max(g->recommended, *unit);
+  // The default: the recommended granularity, at least 4 MiB. A stitch grants access once per chunk it maps (about
+  // 28 us a mapping on an H100, whatever its size up to 4 MiB; pvmm-bench traces --trace-chunk): 4 MiB chunks halve
+  // the grants of 2 MiB ones; 8 MiB took the lognormal cross-stream trace past 1.10 reserved/live
+  // (docs/performance.md, "Allocation traces").
+  constexpr std::size_t default_chunk_floor = std::size_t{4} << 20;
+  const std::size_t floor_chunk = (default_chunk_floor + g->recommended - 1) / g->recommended * g->recommended;
+  std::size_t chunk = options.chunk_size ? options.chunk_size : std::max(floor_chunk, *unit);
   if (chunk % g->minimum != 0 || chunk % *unit != 0 || chunk % detail::caching::min_block != 0)
     return op.fail(errc::unaligned,
                    fmt::format("chunk_size is not a multiple of the granularity {:#x} and the reservation unit {:#x}",

@@ -155,7 +155,7 @@ PVMM_CASE("caching allocator: another stream takes a cached block only once its 
   auto s1 = stream::create(0).value();
   auto s2 = stream::create(0).value();
   auto a = make(false);
-  const std::size_t n = std::size_t{2} << 20;
+  const std::size_t n = a.chunk_size();  // a whole region: nothing else of it to hand out
   void* p = a.allocate(n, s1).value();
   gate g;
   PVMM_CHECK_OK(s1.launch_host_function(gate::hold, &g));  // work that may still use p
