@@ -30,16 +30,19 @@ endfunction()
 # (-ffunction-sections -fdata-sections, on the library's own objects and pvmm_neutral's), and the linker script naming
 # the hot ones placed first (code) and on one cache line (variables). Where the
 # linker does not take the script (it is tried once), the layout is the default one.
-# Thread-local variables through TLS descriptors (-mtls-dialect=gnu2) where the compiler has them: a library loaded
-# at start-up (or into the static TLS surplus) reaches its thread-local state cache with a call that returns the
-# offset, instead of __tls_get_addr's look-up of the thread's DTV (two code lines and two data lines in ld.so and
-# the DTV for a cold reserve or free: tools/own-cost-lines.py). Not in sanitizer builds: their runtimes track a
-# dlopen'ed library's thread-locals by intercepting __tls_get_addr (LSan scans them for pointers).
+# Thread-local variables through TLS descriptors (-mtls-dialect=gnu2), only with PVMM_TLS_DESCRIPTORS=ON (off by
+# default): a library loaded at start-up reaches its thread-local state cache with a call that returns the offset,
+# instead of __tls_get_addr's look-up of the thread's DTV (two code lines and two data lines in ld.so and the DTV
+# for a cold reserve or free: tools/own-cost-lines.py). Off by default because a dlopen'ed libpvmm (the Python
+# module) gets dynamic TLS, whose descriptor slow path on x86-64 glibc before 2.40 (and its backports) does not
+# keep the vector registers that gnu2 code assumes kept (glibc BZ 31372). Never in sanitizer builds: their
+# runtimes track a dlopen'ed library's thread-locals by intercepting __tls_get_addr.
+option(PVMM_TLS_DESCRIPTORS "Build libpvmm with TLS descriptors (-mtls-dialect=gnu2; needs glibc >= 2.40 where dlopen'ed)" OFF)
 function(pvmm_hot_code_flags target)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-ffunction-sections -fdata-sections>)
   include(CheckCXXCompilerFlag)
   check_cxx_compiler_flag(-mtls-dialect=gnu2 PVMM_CXX_HAS_TLS_DESCRIPTORS)
-  if(PVMM_CXX_HAS_TLS_DESCRIPTORS AND NOT PVMM_SANITIZE)
+  if(PVMM_TLS_DESCRIPTORS AND PVMM_CXX_HAS_TLS_DESCRIPTORS AND NOT PVMM_SANITIZE)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-mtls-dialect=gnu2>)
   endif()
 endfunction()

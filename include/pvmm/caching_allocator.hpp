@@ -27,7 +27,11 @@
 // - a cached block is handed to a stream other than one it was used on only once the host has seen that work
 //   complete (an event query, or a stream query when no event covers it; at most one of each per stream per
 //   allocation), never on hope. With wait_for_pending_frees, a request no ready block fits takes a pending one
-//   by making its stream wait for the event on the device (a non-blocking wait) rather than reserving more;
+//   by making its stream wait for the event on the device (a non-blocking wait) rather than reserving more. That
+//   event is recorded after the free (at the next allocation, or at the wait itself for a free on the block's
+//   home stream), so the wait also covers work queued on the freeing stream between the free and that moment:
+//   work there must not wait for the allocating stream's later work (set wait_for_pending_frees = false if
+//   it can: reuse then waits for the host to see the event done, and never waits on the device);
 // - a chunk stitched elsewhere stays mapped at its old place (a ghost, never handed out) until the host has seen
 //   every use of it there complete: unmapping is not ordered with device work (invariant 4). A ghost holds no
 //   physical memory (its chunk is counted once, where it is mapped now), only address space: ghosts are unmapped
@@ -69,8 +73,10 @@ struct caching_options {
   std::size_t chunk_size = 0;
   std::size_t max_reserved = 0;  ///< physical bytes it may hold at most; 0: no limit beyond the device's
   /// When no cached block is ready for a request, take one whose earlier use on another stream is still pending
-  /// (or its chunks, for a stitch) by making the allocating stream wait for that use's event on the device (not
-  /// a host wait) rather than creating more memory. false: such blocks wait until the host sees the event done.
+  /// (or its chunks, for a stitch) by making the allocating stream wait on the device (not a host wait) for an
+  /// event recorded on that stream after the free, rather than creating more memory: the wait covers the work
+  /// queued there up to the event too (see the contract above). false: such blocks wait until the host sees the
+  /// event done.
   bool wait_for_pending_frees = true;
   /// Hysteresis against map/unmap churn: a miss creates new chunks rather than cutting chunks out of cached
   /// blocks (mapped again, later unmapped at their old place) while the bytes held stay within slack_percent of

@@ -214,7 +214,7 @@ struct caching_allocator::state {
   /// see them done, and a device wait records its own fence).
   void fence_cross_frees(const detail::operation& op) {
     for (std::uint32_t p = 0; p < streams.size(); ++p)
-      if (streams[p].cross > streams[p].fenced) (void)record_fence(p, op);
+      if (streams[p].cross > std::max(streams[p].fenced, streams[p].done)) (void)record_fence(p, op);  // done: synced
   }
   /// Whether the host has seen gate g complete (asking the driver at most once per stream per epoch). With
   /// `fence_if_busy`, a busy stream gets a fence covering g so that a later poll can see it done.
@@ -696,7 +696,8 @@ result<caching_allocator> caching_allocator::create(const caching_options& optio
   // the grants of 2 MiB ones; 8 MiB took the lognormal cross-stream trace past 1.10 reserved/live
   // (docs/performance.md, "Allocation traces").
   constexpr std::size_t default_chunk_floor = std::size_t{4} << 20;
-  const std::size_t floor_chunk = (default_chunk_floor + g->recommended - 1) / g->recommended * g->recommended;
+  const std::size_t step = g->recommended ? g->recommended : g->minimum;  // a driver reporting no recommendation
+  const std::size_t floor_chunk = step ? (default_chunk_floor + step - 1) / step * step : default_chunk_floor;
   std::size_t chunk = options.chunk_size ? options.chunk_size : std::max(floor_chunk, *unit);
   if (chunk % g->minimum != 0 || chunk % *unit != 0 || chunk % detail::caching::min_block != 0)
     return op.fail(errc::unaligned,

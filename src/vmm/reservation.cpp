@@ -134,7 +134,9 @@ inline status claim(const reservation_state& r, mapping_table::iterator first, m
 [[gnu::always_inline]] inline std::size_t take_claim_slot(reservation_state& r, std::size_t offset, std::size_t size,
                                                           std::size_t index) {
   for (std::size_t k = 0; k < claim_slots::slots; ++k) {
-    if (r.claims.active[k].load(std::memory_order_relaxed)) continue;
+    // acquire: the slot's last holder gave it back after its driver call, which must happen before what this
+    // claim and those it marks made do next.
+    if (r.claims.active[k].load(std::memory_order_acquire)) continue;
     const auto mark = static_cast<std::uint8_t>(k + 1);
     claim_slots::claimed_range& previous = r.claims.last[k];
     // Those of its mappings still there (the table only moves under the lock, and no other claim marks with k),

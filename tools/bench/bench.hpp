@@ -99,7 +99,7 @@ extern double trace_scale;
 extern int trace_rounds;
 extern std::string trace_only;  ///< replay only traces whose name holds this
 extern int trace_slack;         ///< the caching allocator's slack_percent; -1: the library's default
-extern int trace_chunk_mib;     ///< the caching allocator's chunk_size in MiB; 0: the device's recommended one
+extern int trace_chunk_mib;     ///< the caching allocator's chunk_size in MiB; 0: the library's default
 /// The child side of the teams sections: one endpoint rank of one job (team_ranks.hpp).
 int teams_rank_main(int argc, char** argv);
 #if PVMM_BENCH_CUDA

@@ -29,8 +29,8 @@
 //             where built with them: us per alloc+free (p50, p99), peak reserved / peak live.
 //             --trace-scale=F scales every size, --trace-rounds=N the timed rounds, --trace-only=TEXT picks traces,
 //             --trace-slack=P the caching allocator's slack_percent (default: the library's; 0 cuts cached blocks
-//             on every miss, as before the slack), --trace-chunk=MiB its physical chunk (default: the device's
-//             recommended granularity)
+//             on every miss, as before the slack), --trace-chunk=MiB its physical chunk (default: the library's,
+//             the recommended granularity, at least 4 MiB)
 // Ratios come from rounds that alternate pvmm and the alternative in a random order: the ratio printed is the
 // median of the per-round ratios, with their interquartile range; "within noise" where it holds 1.
 // pvmm's own nanoseconds per call, without the driver's time around them, come from pvmm-own-cost.

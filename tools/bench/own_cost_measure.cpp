@@ -136,9 +136,15 @@ void report_miss_costs() {
   auto chase = [&](bool one_page) {
     std::vector<unsigned char*> at;
     const std::size_t first = rng() % (pages - 1);
+    // 32 distinct pages (a page drawn twice could hold the same line twice: a write would cut the chain short).
+    std::vector<std::size_t> distinct;
+    while (!one_page && distinct.size() < chain) {
+      const std::size_t p = rng() % pages;
+      if (std::find(distinct.begin(), distinct.end(), p) == distinct.end()) distinct.push_back(p);
+    }
     for (std::size_t i = 0; i < chain; ++i)
       at.push_back(one_page ? arena + first * page + i * 64 * (page / 64 / chain)
-                            : arena + (rng() % pages) * page + (rng() % (page / 64)) * 64);
+                            : arena + distinct[i] * page + (rng() % (page / 64)) * 64);
     std::shuffle(at.begin(), at.end(), rng);
     for (std::size_t i = 0; i < chain; ++i) {
       unsigned char* next = i + 1 < chain ? at[i + 1] : nullptr;

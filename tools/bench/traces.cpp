@@ -413,7 +413,12 @@ void traces() {
       "are timed (stamps written and checked outside); scale {}; caching slack_percent {}, chunk {} (target: caching "
       "faster than PyTorch and RMM's pool per alloc+free, peak reserved <= 1.10x peak live)\n",
       trace_rounds, trace_scale, trace_slack >= 0 ? unsigned(trace_slack) : pvmm::caching_options{}.slack_percent,
-      trace_chunk_mib ? fmt::format("{} MiB", trace_chunk_mib) : std::string("the device's granularity"));
+      [] {  // what the caching side's allocator will use: the flag's size or the library's default
+        pvmm::caching_options o;
+        o.chunk_size = std::size_t(trace_chunk_mib) << 20;
+        auto a = pvmm::caching_allocator::create(o);
+        return a ? fmt::format("{} MiB", a->chunk_size() >> 20) : std::string("unavailable");
+      }());
   pvmm::stream streams[2] = {pvmm::stream::create(0).value(), pvmm::stream::create(0).value()};
   auto order = pvmm::event::create(0).value();
   const trace traces[] = {transformer(false, 1), transformer(true, 2), lognormal(false, 3), lognormal(true, 4)};
