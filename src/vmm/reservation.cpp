@@ -153,6 +153,12 @@ inline status claim(const reservation_state& r, mapping_table::iterator first, m
   return 0;
 }
 
+/// Gives claim slot `slot` (1-based) back, without the lock: release, so that what its holder's driver call did
+/// happens before whatever next finds the slot free (busy, take_claim_slot) or its map made (reservation_state::made).
+inline void give_back_claim_slot(reservation_state& r, std::size_t slot) {
+  r.claims.active[slot - 1].store(false, std::memory_order_release);
+}
+
 /// A set_access claim of [offset, offset + size), whose mappings are [first, last) at table index `index` (caller
 /// holds the lock and checked them claimable): marks them with a claim slot and returns it (1-based), or 0 with
 /// their busy marks set where every slot is taken.
@@ -235,14 +241,14 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
   void* address = static_cast<char*>(r->address) + offset;
   auto ok = call_backend("map", [&] { return memory->map_at(address, size, memory_offset); });
   if (ok && claim != 0) {  // made: giving the slot back says so (reservation_state::made), no lock
-    r->claims.active[claim - 1].store(false, std::memory_order_release);
+    give_back_claim_slot(*r, claim);
     return address;
   }
   std::lock_guard<spin_lock> guard(r->lock);
   auto it = r->mappings.find(offset, slot);  // still there: the claim kept every other thread off it
   if (!ok) {
     r->mappings.erase(it);
-    if (claim != 0) r->claims.active[claim - 1].store(false, std::memory_order_release);  // its record is gone
+    if (claim != 0) give_back_claim_slot(*r, claim);  // its record is gone
     return op.wrap(std::move(ok).error());
   }
   mapping_record& made = it->second;
@@ -412,7 +418,7 @@ status address_reservation::set_access(std::size_t offset, std::size_t size, acc
   std::size_t grant_slot = 0;  // the claim's grant slot (1-based); 0: busy marks, released under the lock
   auto release_claim = [&] {
     if (grant_slot != 0) {  // one store: no other thread changes the mappings a claim slot holds
-      state_->claims.active[grant_slot - 1].store(false, std::memory_order_release);
+      detail::give_back_claim_slot(*state_, grant_slot);
       return;
     }
     std::lock_guard<detail::spin_lock> guard(state_->lock);
