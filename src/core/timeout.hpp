@@ -17,12 +17,8 @@ namespace pvmm::detail {
 /// The C and Python spelling of wait_forever.
 inline constexpr std::int64_t wait_forever_ms = -1;
 
-/// Checks a timeout given as integer milliseconds (the C and Python faces): 0 and positive values as they are,
-/// -1 (PVMM_WAIT_FOREVER) as ipc::wait_forever, another negative value errc::invalid_argument naming `parameter`.
-/// Allocates only on the error path.
-inline result<std::chrono::milliseconds> checked_timeout(std::int64_t ms, const char* parameter) {
-  if (ms >= 0) return std::chrono::milliseconds(ms);
-  if (ms == wait_forever_ms) return ipc::wait_forever;
+/// The error of a negative timeout that is not the wait-forever value.
+[[gnu::cold]] inline error negative_timeout(std::int64_t ms, const char* parameter) {
   char text[160];
   std::snprintf(text, sizeof text, "%s = %lld ms is negative", parameter ? parameter : "timeout",
                 static_cast<long long>(ms));
@@ -36,11 +32,20 @@ inline result<std::chrono::milliseconds> checked_timeout(std::int64_t ms, const 
   return e;
 }
 
+/// Checks a timeout given as integer milliseconds (the C and Python faces): 0 and positive values as they are,
+/// -1 (PVMM_WAIT_FOREVER) as ipc::wait_forever, another negative value errc::invalid_argument naming `parameter`.
+/// Allocates only on the error path.
+inline result<std::chrono::milliseconds> checked_timeout(std::int64_t ms, const char* parameter) {
+  if (ms >= 0) return std::chrono::milliseconds(ms);
+  if (ms == wait_forever_ms) return ipc::wait_forever;
+  return negative_timeout(ms, parameter);
+}
+
 /// The same rule for a C++ std::chrono::milliseconds: wait_forever is milliseconds::max(), any negative value is
 /// errc::invalid_argument naming `parameter`.
 inline result<std::chrono::milliseconds> checked_timeout(std::chrono::milliseconds timeout, const char* parameter) {
   if (timeout.count() >= 0) return timeout;
-  return checked_timeout(timeout.count() == wait_forever_ms ? -2 : timeout.count(), parameter);
+  return negative_timeout(timeout.count(), parameter);
 }
 
 /// When a wait of `timeout` (checked: >= 0 or wait_forever) begun now ends: now for 0, time_point::max() for
