@@ -130,7 +130,7 @@ registry& handles() {
   return *instance;
 }
 
-std::uint64_t registry::add(kind type, std::shared_ptr<void> object) {
+std::uint64_t registry::add(kind type, entry_base* object) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::size_t index;
   if (!free_.empty()) {
@@ -143,7 +143,7 @@ std::uint64_t registry::add(kind type, std::shared_ptr<void> object) {
   }
   slot& s = slots_[index];
   s.type = type;
-  s.object = std::move(object);
+  s.object = object;
   return encode(type, s.generation, index);
 }
 
@@ -188,24 +188,26 @@ result<std::shared_ptr<void>> registry::find(kind type, std::uint64_t id, const 
   std::lock_guard<std::mutex> lock(mutex_);
   auto at = locate(type, id, operation);
   if (!at) return std::move(at).error();
-  return slots_[*at].object;
+  entry_base* e = slots_[*at].object;
+  e->retain();
+  // The deleter drops the reference; if the control block cannot be allocated, the constructor calls it.
+  return std::shared_ptr<void>(e->object(), [e](void*) { e->drop(); });
 }
 
-result<std::shared_ptr<void>> registry::take(kind type, std::uint64_t id, const char* operation) {
-  std::shared_ptr<void> object;
+result<taken> registry::take(kind type, std::uint64_t id, const char* operation) {
+  entry_base* object = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto at = locate(type, id, operation);
     if (!at) return std::move(at).error();
     free_.reserve(free_.size() + 1);  // the only step that may throw, before anything changed
     slot& s = slots_[*at];
-    object = std::move(s.object);
-    s.object.reset();
+    object = std::exchange(s.object, nullptr);
     ++s.generation;
     // A slot whose generation would wrap is retired: an old handle could otherwise name a new object.
     if (s.generation <= generation_mask) free_.push_back(static_cast<std::uint32_t>(*at));
   }
-  return object;  // the owner is destroyed by the caller, outside the lock (it may call user code: a bootstrap)
+  return taken(object);  // the owner is torn down outside the lock (it may call user code: a bootstrap)
 }
 
 }  // namespace pvmm::c_api

@@ -5,9 +5,11 @@
 // holds a std::shared_ptr to the C++ owner. Chosen over heap objects with a magic field because telling a freed or
 // double-freed handle from a live one never reads freed memory (a magic check must, which is undefined behaviour and
 // what ASan reports), a foreign value is recognised without dereferencing it, and a lookup hands out a reference, so
-// a release racing another thread's call cannot free the object under it.
+// a release racing another thread's call cannot free the object under it. Teardown runs when the last reference
+// drops (entry_base): a release never changes the object while another call reads it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -74,20 +76,82 @@ pvmm_status null_argument(const char* operation, const char* name) noexcept;
 bool size_known(std::size_t given, std::size_t known) noexcept;
 pvmm_status wrong_size(const char* operation, const char* type, std::size_t given, std::size_t known) noexcept;
 
+/// A registered owner and its references: the registry's own and one per call in flight. Teardown (the owner's
+/// destructor, or release() by the last holder) runs when the last reference drops, so a release racing a call on
+/// the same handle never changes the object under that call: the call finishes on the object it looked up.
+class entry_base {
+ public:
+  virtual ~entry_base() = default;
+  virtual void* object() noexcept = 0;
+  void retain() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  /// Drops one reference; true when it was the last (the caller now holds the entry alone and deletes it).
+  bool drop_is_last() noexcept { return refs_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+  void drop() noexcept {
+    if (drop_is_last()) delete this;
+  }
+
+ private:
+  std::atomic<long> refs_{1};
+};
+template <class T>
+class entry final : public entry_base {
+ public:
+  template <class U>
+  explicit entry(U&& value) : value_(std::forward<U>(value)) {}
+  void* object() noexcept override { return &value_; }
+
+ private:
+  T value_;
+};
+
+/// The registry's reference to an entry whose handle was just killed (registry::take).
+class taken {
+ public:
+  explicit taken(entry_base* e) noexcept : entry_(e) {}
+  taken(taken&& other) noexcept : entry_(std::exchange(other.entry_, nullptr)), alone_(other.alone_) {}
+  taken& operator=(taken&&) = delete;
+  ~taken() {
+    if (entry_ == nullptr) return;
+    if (alone_)
+      delete entry_;
+    else
+      entry_->drop();
+  }
+  /// The object, when no call is inside it any more (this was the last reference): the caller may tear it down
+  /// and report how that went. nullptr otherwise: the reference is dropped now and the teardown runs when the last
+  /// call in flight ends (its destructor).
+  template <class T>
+  T* alone() noexcept {
+    if (entry_ == nullptr) return nullptr;
+    if (alone_ || entry_->drop_is_last()) {
+      alone_ = true;
+      return static_cast<T*>(entry_->object());
+    }
+    entry_ = nullptr;
+    return nullptr;
+  }
+
+ private:
+  entry_base* entry_;
+  bool alone_ = false;
+};
+
 /// Owners behind handles.
 class registry {
  public:
-  std::uint64_t add(kind type, std::shared_ptr<void> object);
-  /// The object of `id`, or an error naming what is wrong with the handle (null, foreign, another type, released).
+  /// Registers `object` (its one reference becomes the registry's); on a throw the caller still owns it.
+  std::uint64_t add(kind type, entry_base* object);
+  /// A new reference to the object of `id` (dropped with the shared_ptr), or an error naming what is wrong with
+  /// the handle (null, foreign, another type, released).
   result<std::shared_ptr<void>> find(kind type, std::uint64_t id, const char* operation);
-  /// Removes the entry (the handle is dead from now on) and returns its object.
-  result<std::shared_ptr<void>> take(kind type, std::uint64_t id, const char* operation);
+  /// Removes the entry (the handle is dead from now on) and hands over the registry's reference.
+  result<taken> take(kind type, std::uint64_t id, const char* operation);
 
  private:
   struct slot {
     std::uint32_t generation = 1;
     kind type{};
-    std::shared_ptr<void> object;
+    entry_base* object = nullptr;
   };
   result<std::size_t> locate(kind type, std::uint64_t id, const char* operation);
   std::mutex mutex_;
@@ -102,18 +166,16 @@ result<std::shared_ptr<T>> find(kind type, std::uint64_t id, const char* operati
   if (!r) return std::move(r).error();
   return std::static_pointer_cast<T>(std::move(*r));
 }
-template <class T>
-result<std::shared_ptr<T>> take(kind type, std::uint64_t id, const char* operation) {
-  auto r = handles().take(type, id, operation);
-  if (!r) return std::move(r).error();
-  return std::static_pointer_cast<T>(std::move(*r));
+inline result<taken> take(kind type, std::uint64_t id, const char* operation) {
+  return handles().take(type, id, operation);
 }
 
 /// Registers a new owner and writes its handle.
 template <class Handle, class Owner>
 pvmm_status adopt(kind type, Owner&& owner, Handle* out) {
-  auto object = std::make_shared<std::decay_t<Owner>>(std::forward<Owner>(owner));
-  out->id = handles().add(type, std::move(object));
+  auto object = std::make_unique<entry<std::decay_t<Owner>>>(std::forward<Owner>(owner));
+  out->id = handles().add(type, object.get());
+  object.release();  // the registry's now
   return pvmm_status_ok;
 }
 /// Registers the owner a C++ call made, or records the call's failure (`out` untouched).
@@ -155,13 +217,15 @@ pvmm_status create_entry(kind type, const char* operation, Handle* out, Make&& m
 }
 
 /// The release entry point of an owner whose release() reports: the handle dies first (a second release is
-/// already_released, never a double free), then the owner gives its resource back.
+/// already_released, never a double free), then the owner gives its resource back - here, reporting how it went,
+/// when no other call is inside it; otherwise when that call ends (the owner's destructor).
 template <class T>
 pvmm_status release_entry(kind type, std::uint64_t id, const char* operation) noexcept {
   return guard(operation, [&] {
-    auto owner = take<T>(type, id, operation);
+    auto owner = take(type, id, operation);
     if (!owner) return fail(owner.error());
-    return report((*owner)->release());
+    if (T* alone = owner->template alone<T>()) return report(alone->release());
+    return pvmm_status_ok;
   });
 }
 

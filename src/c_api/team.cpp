@@ -185,7 +185,7 @@ pvmm_status pvmm_bootstrap_create_threads(int size, pvmm_bootstrap* out) noexcep
       try {
         adopt(kind::bootstrap, bootstrap_entry{(*made)[r]}, &handles_made[r]);
       } catch (...) {
-        for (std::size_t i = 0; i < r; ++i) (void)take<bootstrap_entry>(kind::bootstrap, handles_made[i].id, op);
+        for (std::size_t i = 0; i < r; ++i) (void)take(kind::bootstrap, handles_made[i].id, op);
         throw;
       }
     }
@@ -208,7 +208,7 @@ pvmm_status pvmm_bootstrap_create_endpoints(const char* name, int rank, int size
 pvmm_status pvmm_bootstrap_release(pvmm_bootstrap bootstrap) noexcept {
   constexpr const char* op = "pvmm_bootstrap_release";
   return guard(op, [&] {
-    PVMM_C_TRY(b, take<bootstrap_entry>(kind::bootstrap, bootstrap.id, op));
+    PVMM_C_TRY(b, take(kind::bootstrap, bootstrap.id, op));
     return pvmm_status_ok;  // the last reference (this one or a team's) destroys it
   });
 }
@@ -323,8 +323,9 @@ pvmm_status pvmm_window_create(pvmm_team team, const pvmm_window_options* option
 pvmm_status pvmm_window_release(pvmm_window window) noexcept {
   constexpr const char* op = "pvmm_window_release";
   return guard(op, [&] {
-    PVMM_C_TRY(w, take<window_entry>(kind::window, window.id, op));
-    return report((*w)->window.release());
+    PVMM_C_TRY(w, take(kind::window, window.id, op));
+    if (auto* alone = w->alone<window_entry>()) return report(alone->window.release());
+    return pvmm_status_ok;  // torn down when the call inside it ends
   });
 }
 

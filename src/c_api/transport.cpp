@@ -40,7 +40,7 @@ pvmm_status pvmm_listener_accept(pvmm_listener listener, int64_t timeout_ms, pvm
 pvmm_status pvmm_listener_release(pvmm_listener listener) noexcept {
   constexpr const char* op = "pvmm_listener_release";
   return guard(op, [&] {
-    PVMM_C_TRY(l, take<pvmm::ipc::listener>(kind::listener, listener.id, op));
+    PVMM_C_TRY(l, take(kind::listener, listener.id, op));
     return pvmm_status_ok;  // closed (and a path name removed) with the last reference
   });
 }
@@ -57,7 +57,7 @@ pvmm_status pvmm_connect(const char* name, int64_t timeout_ms, pvmm_connection* 
 pvmm_status pvmm_connection_release(pvmm_connection connection) noexcept {
   constexpr const char* op = "pvmm_connection_release";
   return guard(op, [&] {
-    PVMM_C_TRY(c, take<pvmm::ipc::connection>(kind::connection, connection.id, op));
+    PVMM_C_TRY(c, take(kind::connection, connection.id, op));
     return pvmm_status_ok;
   });
 }
