@@ -7,15 +7,25 @@
 namespace pvmm::c_api {
 namespace {
 
-/// This thread's last failure. Strings are kept as std::string; if copying them runs out of memory, the record
-/// keeps the code and a fixed text.
+/// This thread's last failure. Strings are kept as std::string; where they cannot be stored (memory ran out) or
+/// must not be (the guard's out-of-memory path), the record holds static texts and a message formatted into a
+/// buffer reserved ahead (thread_local storage: nothing is allocated).
 struct last_error_record {
   pvmm_status code = pvmm_status_ok;
   std::string message, operation, arguments, detail, native_name, hint;
   long long native_code = 0;
-  const char* fixed_message = nullptr;  // set when the strings could not be stored
+  bool fixed = false;  // the texts below replace the strings
+  const char* fixed_operation = "";
+  const char* fixed_detail = "";
+  char fixed_message[512] = {};
 };
 thread_local last_error_record last;
+
+void clear_strings() noexcept {
+  for (auto* s : {&last.message, &last.operation, &last.arguments, &last.detail, &last.native_name, &last.hint}) {
+    s->clear();  // keeps the capacity: never allocates
+  }
+}
 
 constexpr std::uint64_t index_bits = 32, generation_bits = 24;
 constexpr std::uint64_t generation_mask = (std::uint64_t{1} << generation_bits) - 1;
@@ -63,11 +73,23 @@ const char* kind_name(kind k) noexcept {
   return "an unknown handle type";
 }
 
+pvmm_status fail_static(errc code, const char* operation, const char* detail, const char* what) noexcept {
+  last.code = static_cast<pvmm_status>(static_cast<int>(code));
+  last.native_code = 0;
+  clear_strings();
+  last.fixed = true;
+  last.fixed_operation = operation != nullptr ? operation : "";
+  last.fixed_detail = detail != nullptr ? detail : "";
+  std::snprintf(last.fixed_message, sizeof last.fixed_message, "%s(): %s: %s%s%s", last.fixed_operation,
+                to_string(code), last.fixed_detail, what != nullptr ? ": " : "", what != nullptr ? what : "");
+  return last.code;
+}
+
 pvmm_status fail(const error& e) noexcept {
   last.code = static_cast<pvmm_status>(static_cast<int>(e.code));
   last.native_code = e.native_code;
   try {
-    last.fixed_message = nullptr;
+    last.fixed = false;
     last.message = e.message();
     last.operation = e.operation;
     last.arguments = e.arguments;
@@ -75,10 +97,8 @@ pvmm_status fail(const error& e) noexcept {
     last.native_name = e.native_name;
     last.hint = e.hint;
   } catch (...) {
-    for (auto* s : {&last.message, &last.operation, &last.arguments, &last.detail, &last.native_name, &last.hint}) {
-      s->clear();
-    }
-    last.fixed_message = "pvmm: memory ran out while recording an error (the code is right, the texts are lost)";
+    return fail_static(e.code, "", "memory ran out while recording an error (the code is right, the texts are lost)",
+                       nullptr);
   }
   return last.code;
 }
@@ -92,9 +112,8 @@ pvmm_status fail(errc code, const char* operation, std::string detail, std::stri
     e.detail = std::move(detail);
     return fail(e);
   } catch (...) {
-    last.code = static_cast<pvmm_status>(static_cast<int>(code));
-    last.fixed_message = "pvmm: memory ran out while recording an error (the code is right, the texts are lost)";
-    return last.code;
+    return fail_static(code, operation,
+                       "memory ran out while recording an error (the code is right, the texts are lost)", nullptr);
   }
 }
 
@@ -233,23 +252,20 @@ const char* pvmm_status_name(int status) noexcept {
 }
 
 pvmm_status pvmm_last_error_code(void) noexcept { return last.code; }
-const char* pvmm_last_error_message(void) noexcept {
-  if (last.fixed_message) return last.fixed_message;
-  return last.message.c_str();
+const char* pvmm_last_error_message(void) noexcept { return last.fixed ? last.fixed_message : last.message.c_str(); }
+const char* pvmm_last_error_operation(void) noexcept {
+  return last.fixed ? last.fixed_operation : last.operation.c_str();
 }
-const char* pvmm_last_error_operation(void) noexcept { return last.operation.c_str(); }
 const char* pvmm_last_error_arguments(void) noexcept { return last.arguments.c_str(); }
-const char* pvmm_last_error_detail(void) noexcept { return last.detail.c_str(); }
+const char* pvmm_last_error_detail(void) noexcept { return last.fixed ? last.fixed_detail : last.detail.c_str(); }
 const char* pvmm_last_error_native_name(void) noexcept { return last.native_name.c_str(); }
 long long pvmm_last_error_native_code(void) noexcept { return last.native_code; }
 const char* pvmm_last_error_hint(void) noexcept { return last.hint.c_str(); }
 void pvmm_clear_last_error(void) noexcept {
   last.code = pvmm_status_ok;
   last.native_code = 0;
-  last.fixed_message = nullptr;
-  for (auto* s : {&last.message, &last.operation, &last.arguments, &last.detail, &last.native_name, &last.hint}) {
-    s->clear();
-  }
+  last.fixed = false;
+  clear_strings();
 }
 
 }  // extern "C"

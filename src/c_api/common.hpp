@@ -22,6 +22,8 @@
 #include <pvmm/pvmm.h>
 #include <pvmm/error.hpp>
 
+#include "core/no_throw.hpp"
+
 namespace pvmm::c_api {
 
 enum class kind : std::uint8_t {
@@ -48,20 +50,22 @@ const char* kind_name(kind k) noexcept;
 pvmm_status fail(const error& e) noexcept;
 pvmm_status fail(errc code, const char* operation, std::string detail, std::string arguments = {}) noexcept;
 
-/// Every entry point: runs `body` (returning pvmm_status or a pvmm::status) and turns whatever it throws into a status.
+/// Records a failure from static texts only (nothing allocated: the out-of-memory path of the guard). `operation`
+/// and `detail` must outlive the record (string literals).
+pvmm_status fail_static(errc code, const char* operation, const char* detail, const char* what) noexcept;
+
+/// Every entry point: runs `body` (returning pvmm_status or a pvmm::status) and turns whatever it throws into a status
+/// (detail::catch_all: std::bad_alloc and std::length_error are out_of_memory). The out-of-memory path allocates
+/// nothing.
 template <class Body>
 pvmm_status guard(const char* operation, Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return fail(errc::out_of_memory, operation, "memory ran out inside pvmm (std::bad_alloc)");
-  } catch (const pvmm::exception& e) {
-    return fail(e.error());
-  } catch (const std::exception& e) {
-    return fail(errc::backend_error, operation, std::string("a C++ exception reached the C interface: ") + e.what());
-  } catch (...) {
-    return fail(errc::backend_error, operation, "an exception of unknown type reached the C interface");
-  }
+  return detail::catch_all(
+      [&]() -> pvmm_status { return body(); },
+      [&](const detail::caught_exception& c) -> pvmm_status {
+        if (c.carried != nullptr) return fail(*c.carried);
+        return fail_static(c.code, operation, c.detail, c.what);
+      },
+      [&]() noexcept { return fail_static(errc::out_of_memory, operation, detail::out_of_memory_text, nullptr); });
 }
 
 /// The status of a C++ result: ok, or its error recorded.
