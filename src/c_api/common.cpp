@@ -1,6 +1,8 @@
 // The C interface's registry, last-error record and status names (src/c_api/common.hpp).
 #include "c_api/common.hpp"
 
+#include "c_api/abi.hpp"
+
 #include <cstdio>
 #include <cstring>
 
@@ -39,36 +41,11 @@ std::uint64_t encode(kind type, std::uint32_t generation, std::size_t index) noe
 
 const char* kind_name(kind k) noexcept {
   switch (k) {
-    case kind::allocation:
-      return "pvmm_allocation";
-    case kind::reservation:
-      return "pvmm_reservation";
-    case kind::growable:
-      return "pvmm_growable";
-    case kind::pinned:
-      return "pvmm_pinned";
-    case kind::managed:
-      return "pvmm_managed";
-    case kind::bootstrap:
-      return "pvmm_bootstrap";
-    case kind::team:
-      return "pvmm_team";
-    case kind::window:
-      return "pvmm_window";
-    case kind::stream:
-      return "pvmm_stream";
-    case kind::event:
-      return "pvmm_event";
-    case kind::pool:
-      return "pvmm_pool";
-    case kind::listener:
-      return "pvmm_listener";
-    case kind::connection:
-      return "pvmm_connection";
-    case kind::imported:
-      return "pvmm_imported";
-    case kind::pool_allocation:
-      return "pvmm_pool_allocation";
+#define PVMM_C_KIND_NAME(name, tag, what) \
+  case kind::name:                        \
+    return "pvmm_" #name;
+    PVMM_C_HANDLE_LIST(PVMM_C_KIND_NAME)
+#undef PVMM_C_KIND_NAME
   }
   return "an unknown handle type";
 }
@@ -125,16 +102,14 @@ pvmm_status null_argument(const char* operation, const char* name) noexcept {
   }
 }
 
-bool size_known(std::size_t given, std::size_t known) noexcept { return given == known; }
-
-pvmm_status wrong_size(const char* operation, const char* type, std::size_t given, std::size_t known) noexcept {
-  return guard(operation, [&] {
-    char text[256];
-    std::snprintf(text, sizeof text,
-                  "%s.struct_size is %zu; this library knows %zu (set it with PVMM_INIT(%s) or sizeof(%s))", type,
-                  given, known, type, type);
-    return fail(errc::version_mismatch, operation, text);
-  });
+pvmm_status wrong_size(const char* operation, const char* type, std::size_t given, std::size_t first,
+                       std::size_t known) noexcept {
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "%s.struct_size is %zu; this library reads %zu (the first published size) to %zu (set it with the "
+                "struct's init function, PVMM_INIT(%s) or sizeof(%s))",
+                type, given, first, known, type, type);
+  return fail(errc::version_mismatch, operation, text);
 }
 
 void copy_text(char* to, std::size_t capacity, const std::string& text) noexcept {
@@ -177,8 +152,7 @@ result<std::size_t> registry::locate(kind type, std::uint64_t id, const char* op
   if (id == 0) {
     e.code = errc::invalid_handle;
     std::snprintf(text, sizeof text, "a null %s handle", kind_name(type));
-  } else if (tag != static_cast<std::uint8_t>(type) && tag >= static_cast<std::uint8_t>(kind::allocation) &&
-             tag <= static_cast<std::uint8_t>(kind::last)) {
+  } else if (tag != static_cast<std::uint8_t>(type) && tag >= 1 && tag <= kind_count) {
     e.code = errc::invalid_handle;
     std::snprintf(text, sizeof text, "a %s handle where a %s handle belongs", kind_name(static_cast<kind>(tag)),
                   kind_name(type));

@@ -26,24 +26,15 @@
 
 namespace pvmm::c_api {
 
+/// The handle kinds, tags and names: one list (pvmm/c/handles.h).
 enum class kind : std::uint8_t {
-  allocation = 1,
-  reservation,
-  growable,
-  pinned,
-  managed,
-  bootstrap,
-  team,
-  window,
-  stream,
-  event,
-  pool,
-  listener,
-  connection,
-  imported,
-  pool_allocation,
-  last = pool_allocation
+#define PVMM_C_KIND_ENUMERATOR(name, tag, what) name = tag,
+  PVMM_C_HANDLE_LIST(PVMM_C_KIND_ENUMERATOR)
+#undef PVMM_C_KIND_ENUMERATOR
 };
+#define PVMM_C_KIND_COUNT(name, tag, what) +1
+constexpr std::uint8_t kind_count = 0 PVMM_C_HANDLE_LIST(PVMM_C_KIND_COUNT);
+#undef PVMM_C_KIND_COUNT
 const char* kind_name(kind k) noexcept;
 
 /// Records `e` as this thread's last error and returns its code.
@@ -76,10 +67,6 @@ pvmm_status report(const R& r) noexcept {
 
 /// A null out-parameter or input pointer.
 pvmm_status null_argument(const char* operation, const char* name) noexcept;
-/// struct_size of a caller's struct against the one this library knows.
-bool size_known(std::size_t given, std::size_t known) noexcept;
-pvmm_status wrong_size(const char* operation, const char* type, std::size_t given, std::size_t known) noexcept;
-
 /// A registered owner and its references: the registry's own and one per call in flight. Teardown (the owner's
 /// destructor, or release() by the last holder) runs when the last reference drops, so a release racing a call on
 /// the same handle never changes the object under that call: the call finishes on the object it looked up.
@@ -205,9 +192,6 @@ void copy_text(char* to, std::size_t capacity, const std::string& text) noexcept
   if (!name) return ::pvmm::c_api::fail(name.error())
 #define PVMM_C_NEED(pointer, op) \
   if ((pointer) == nullptr) return ::pvmm::c_api::null_argument(op, #pointer)
-#define PVMM_C_SIZE(pointer, T, op)                                  \
-  if (!::pvmm::c_api::size_known((pointer)->struct_size, sizeof(T))) \
-  return ::pvmm::c_api::wrong_size(op, #T, (pointer)->struct_size, sizeof(T))
 
 namespace pvmm::c_api {
 

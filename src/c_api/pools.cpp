@@ -8,6 +8,7 @@
 #include <pvmm/memory_pool.hpp>
 #include <pvmm/stream.hpp>
 
+#include "c_api/abi.hpp"
 #include "c_api/common.hpp"
 #include "c_api/convert.hpp"
 
