@@ -89,7 +89,16 @@ static void import_size(void) {
   CHECK_OK(pvmm_allocation_release(a));
 }
 
+/* Item 17: pvmm_export_dmabuf checks the arguments, then the mapping, then the capability (pvmm.h's order). */
+static void dmabuf_order(void) {
+  pvmm_dmabuf_piece piece;
+  size_t count = 0;
+  CHECK_STATUS(pvmm_export_dmabuf((void*)4097, 4096, &piece, 1, &count), pvmm_status_unaligned, "page size");
+  CHECK_STATUS(pvmm_export_dmabuf((void*)4096, 4096, &piece, 1, &count), pvmm_status_not_mapped, "");
+}
+
 int main(void) {
+  dmabuf_order();
   abi_growth();
   timeout_rule();
   import_size();

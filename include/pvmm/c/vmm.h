@@ -55,8 +55,11 @@ typedef struct pvmm_dmabuf_piece {
 } pvmm_dmabuf_piece;
 
 /** One dma-buf per mapping [address, address + size) covers (a buffer spanning chunks gives several), what a NIC
- * registers (ibv_reg_dmabuf_mr). The capability (pvmm_device_info.sharing_dmabuf) is checked first:
- * pvmm_status_not_supported with the reason where the backend or driver lacks it (the host backend always). Writes
+ * registers (ibv_reg_dmabuf_mr). Checked in this order: the arguments (address and size must be multiples of the
+ * page size: pvmm_status_unaligned; NULL: invalid_argument; size 0: invalid_size; a range wrapping the address
+ * space: out_of_range); the range is wholly mapped in pvmm reservations side by side (not_mapped); then the
+ * capability (pvmm_device_info.sharing_dmabuf) for the device of every piece's memory: pvmm_status_not_supported
+ * with the reason where the backend or driver lacks it (the host backend always; host-located memory too). Writes
  * at most `capacity` pieces; *count is the number the range needs (also when capacity is too small, then
  * pvmm_status_out_of_range and no fd is left open). */
 PVMM_C_API pvmm_status pvmm_export_dmabuf(const void* address, size_t size, pvmm_dmabuf_piece* pieces, size_t capacity,
