@@ -149,7 +149,7 @@ status symmetric_window::grow(std::size_t new_size, std::chrono::milliseconds ti
     // A refused argument still takes part in the step, so every rank fails at once naming this one.
     if (refused) return detail::exchange_chunks(*state_, physical_allocation(), now, 0, &*refused, until, op);
     PVMM_TRY(grow_slot(*state_, rounded, until, op));
-    if (state_->signals) return detail::refresh_pointer_table(*state_, op);
+    if (state_->signals) return detail::refresh_pointer_table(*state_, until, op);
     return {};
   });
 }
@@ -201,6 +201,7 @@ void window_state::undo_step(const std::vector<std::size_t>& kept) noexcept {
 }
 
 void window_state::unmap_peers(const std::string& why) noexcept {
+  if (keep_peers_on_abort.load(std::memory_order_acquire)) return;  // signal pads: see window_state
   // Only map_lock, held around each unmap: a step in progress may be inside the user's bootstrap, and abort()
   // never waits on it (the step sees the abort within a slice, or maps nothing more: map_peer_chunk).
   for (int r = 0; r < static_cast<int>(slots.size()); ++r) {
