@@ -314,7 +314,7 @@ bool run_signal_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::boo
   else if (p.name == "sig-killed")
     killed_at_barrier_case(v, ranks);
   else
-    return false;
+    return run_signal_guard_case(v, p, std::move(ranks));
   return true;
 }
 
