@@ -137,12 +137,14 @@ status symmetric_window::grow(std::size_t new_size, std::chrono::milliseconds ti
     auto args = [&] { return fmt::format("rank={}, new_size={:#x}, timeout={}ms", rank(), new_size, timeout.count()); };
     const detail::operation op{"pvmm::symmetric_window::grow", args};
     if (!state_) return op.fail(errc::already_released, "this window is empty (released or moved from)");
-    const deadline until = deadline_in(timeout.count() < 0 ? std::chrono::milliseconds(0) : timeout);
+    // A refused timeout still takes part under the default bound, so every rank fails with invalid_argument
+    // naming this one, whatever the order the ranks arrive in.
+    const deadline until = deadline_in(timeout.count() < 0 ? std::chrono::milliseconds(30000) : timeout);
     const std::size_t rounded = round_up(new_size, state_->team->slot_unit);
     const std::size_t now = state_->slots[state_->rank()].size;
     std::optional<error> refused;
-    if (timeout.count() < 0)
-      refused = op.fail(errc::invalid_argument, "the timeout is negative");
+    if (auto bad = detail::check_timeout(timeout, "timeout", op); !bad)
+      refused = op.fail(errc::invalid_argument, fmt::format("rank {}: {}", rank(), bad.error().detail));
     else if (new_size < now || rounded > state_->max_size)
       refused = op.fail(errc::out_of_range, fmt::format("a slot grows from {:#x} up to max_size {:#x}; {:#x} asked",
                                                         now, state_->max_size, new_size));
