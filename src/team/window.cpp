@@ -81,7 +81,9 @@ result<std::size_t> stride_of(const std::vector<window_request>& all, std::size_
 result<std::size_t> agree_max_size(window_state& w, const window_options& options, deadline until,
                                    const operation& op) {
   std::optional<error> refused;  // still taking part, so every rank fails at once naming this one
-  if (options.size == 0)
+  if (auto bad = check_timeout(options.timeout, "options.timeout", op); !bad)
+    refused = op.fail(errc::invalid_argument, fmt::format("rank {}: {}", w.rank(), bad.error().detail));
+  else if (options.size == 0)
     refused = op.fail(errc::invalid_size, fmt::format("rank {}: a window slot holds at least one byte", w.rank()));
   else if (options.signal_channels < 0 || options.signal_channels > max_signal_channels)
     refused = op.fail(errc::invalid_argument, fmt::format("rank {}: signal_channels {} is outside 0..{}", w.rank(),
@@ -114,8 +116,10 @@ result<symmetric_window> symmetric_window::create(const team& members, const win
         };
         const detail::operation op{"pvmm::symmetric_window::create", args};
         if (!members.valid()) return op.fail(errc::invalid_argument, "the team is empty (released or moved from)");
-        if (options.timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
-        const deadline until = deadline_in(options.timeout);
+        // A refused timeout still takes part under the default bound (agree_max_size names it): every rank fails
+        // with invalid_argument naming this one, whatever the order the ranks arrive in.
+        const deadline until =
+            deadline_in(options.timeout.count() < 0 ? std::chrono::milliseconds(30000) : options.timeout);
         auto w = std::make_shared<detail::window_state>();
         w->team = members.state_;
         w->handles = w->team->handles;

@@ -28,10 +28,10 @@ struct window_request {
 // window_request's, so a rank calling create beside one calling create_from fails the allgather with
 // team_mismatch on every rank).
 struct from_request {
-  std::uint64_t size = 0;      // the memory's bytes, all chunks
-  std::uint64_t max_size = 0;  // as window_options::max_size
-  std::uint64_t chunks = 0;    // how many chunk steps this rank needs
-  std::uint64_t reserved = 0;
+  std::uint64_t size = 0;             // the memory's bytes, all chunks
+  std::uint64_t max_size = 0;         // as window_options::max_size
+  std::uint64_t chunks = 0;           // how many chunk steps this rank needs
+  std::uint64_t signal_channels = 0;  // window_options::signal_channels: the same on every rank
 };
 
 // What each rank says of its new chunk (fixed layout; travels in the step's all_gather).
