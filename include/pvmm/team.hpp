@@ -213,19 +213,31 @@ class symmetric_window : detail::move_only {
 
   /// The window as kernels see it: pass by value (pvmm/team_device.hpp). peers points at device_pointer_table().
   result<window_view> view() const;
-  /// The table of peer(r) for every rank in the team device's memory (in this rank's pad; nullptr for an unmapped
-  /// peer), rewritten at create and after every grow; stays valid while the window lives.
+  /// The table of peer(r) for every rank in the team device's memory (in this rank's owner-only block, which no
+  /// peer maps; nullptr for an unmapped peer), rewritten at create and after every grow; stays valid while the
+  /// window lives.
   result<void* const*> device_pointer_table() const;
   /// Enqueues: signal rank `peer` on `channel` (the stream's earlier work is visible to its matching wait).
   status put_signal(int peer, int channel, stream_ref on) const;
   /// Enqueues: wait for the next signal from `peer` on `channel`, at most `timeout` once the stream reaches it.
   status wait_signal(int peer, int channel, stream_ref on, std::chrono::milliseconds timeout) const;
   /// Enqueues: signal every peer on `channel`, then wait for each; one deadline bounds the whole barrier (`timeout`
-  /// from when the stream reaches it, however many peers are silent or dead).
-  status barrier(stream_ref on, std::chrono::milliseconds timeout, int channel = 0) const;
+  /// from when the stream reaches it, however many peers are silent or dead). The argument order of every
+  /// signalling wait: channel, stream, timeout.
+  status barrier(int channel, stream_ref on, std::chrono::milliseconds timeout) const;
+  /// The argument order before the convention above, kept only until the C and Python layers call the new one.
+  status barrier(stream_ref on, std::chrono::milliseconds timeout, int channel = 0) const {
+    return barrier(channel, on, timeout);
+  }
   /// errc::timeout naming the rank and channel of the first wait that expired on this rank (stream-ordered or in a
-  /// kernel), else success. Reads the pad: synchronise the streams that wait first. Blocks (a copy on the device).
+  /// kernel) since the window was made or clear_signal_status() last ran, else success. Reads the error record (in
+  /// this rank's owner-only memory: no peer can write it): synchronise the streams that wait first. Blocks (a copy
+  /// on the device).
   status signal_status() const;
+  /// signal_status(), then the record cleared: a later expiry is reported again, so the host can tell whether the
+  /// barriers after a mark succeeded. Call it while no wait of this rank runs (after synchronising the streams that
+  /// wait): an expiry recorded between the read and the clear would be lost.
+  status clear_signal_status() const;
 
  private:
   friend class team_multicast;

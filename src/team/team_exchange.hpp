@@ -50,17 +50,19 @@ result<std::vector<T>> all_gather(bootstrap& ranks, std::uint32_t step, const T&
                                   const operation& op) {
   static_assert(std::is_trivially_copyable_v<T>, "team records travel as bytes");
   enveloped<T> record{make_envelope(step, failed), mine};
-  std::vector<enveloped<T>> all(static_cast<std::size_t>(ranks.size()));
+  // Every buffer this rank needs is made before the exchange: nothing after it allocates (docs/design.md, "nothing
+  // fallible after the agreement"; a failure's own text aside, which only a failed step makes).
+  const auto n = static_cast<std::size_t>(ranks.size());
+  std::vector<enveloped<T>> all(n);
+  std::vector<const step_envelope*> envelopes(n, nullptr);
+  std::vector<T> out(n);
   PVMM_TRY(op.step(what, [&] { return ranks.allgather(&record, sizeof record, all.data(), until); }));
-  std::vector<const step_envelope*> envelopes;
-  for (int r = 0; r < ranks.size(); ++r) {
-    PVMM_TRY(check_envelope(all[r].envelope, r, step, what, op));
-    envelopes.push_back(&all[r].envelope);
+  for (std::size_t r = 0; r < n; ++r) {
+    PVMM_TRY(check_envelope(all[r].envelope, static_cast<int>(r), step, what, op));
+    envelopes[r] = &all[r].envelope;
   }
   PVMM_TRY(step_outcome(envelopes, ranks.rank(), failed, what, op));
-  std::vector<T> out;
-  out.reserve(all.size());
-  for (const auto& a : all) out.push_back(a.body);
+  for (std::size_t r = 0; r < n; ++r) out[r] = all[r].body;
   return out;
 }
 

@@ -1,0 +1,166 @@
+// Issue 48 items 4, 10, 11 on thread ranks: a negative timeout on one rank is invalid_argument naming it on every
+// rank, whatever the order the ranks arrive in; allocate past max_size is out_of_memory on every rank;
+// create_from with signal_channels makes the pads.
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <pvmm/allocation.hpp>
+#include <pvmm/bootstrap.hpp>
+#include <pvmm/device.hpp>
+#include <pvmm/symmetric_heap.hpp>
+#include <pvmm/team.hpp>
+
+#include "cases.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using pvmm::errc;
+
+// Two thread ranks' teams, made together.
+std::vector<pvmm::team> two_teams() {
+  auto g = pvmm::make_thread_bootstraps(2).value();
+  std::vector<pvmm::team> t(2);
+  std::thread other([&] { t[1] = pvmm::team::create(g[1]).value(); });
+  t[0] = pvmm::team::create(g[0]).value();
+  other.join();
+  return t;
+}
+
+// Runs `call(rank)` on both ranks, the rank `late` starting 100 ms after the other.
+std::vector<pvmm::status> on_both(const std::function<pvmm::status(int)>& call, int late) {
+  std::vector<pvmm::status> out(2);
+  std::thread other([&] {
+    if (late == 1) std::this_thread::sleep_for(100ms);
+    out[1] = call(1);
+  });
+  if (late == 0) std::this_thread::sleep_for(100ms);
+  out[0] = call(0);
+  other.join();
+  return out;
+}
+
+bool skip() {
+  if (const auto why = pvmm_team_test::no_device_reason(); !why.empty()) {
+    std::printf("[pvmm-skip] %s\n", why.c_str());
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("team calls: a negative timeout on rank 0 is invalid_argument naming rank 0 on every rank, either order") {
+  if (skip()) return;
+  for (int late = 0; late < 2; ++late) {
+    CAPTURE(late);
+    auto teams = two_teams();
+    std::vector<pvmm::symmetric_heap> heaps(2);
+    pvmm::heap_options o;
+    o.size = 1u << 20;
+    o.max_size = 4u << 20;
+    o.timeout = 10s;
+    on_both(
+        [&](int r) {
+          auto h = pvmm::symmetric_heap::create(teams[r], o);
+          if (!h) return pvmm::status(std::move(h).error());
+          heaps[r] = std::move(*h);
+          return pvmm::status{};
+        },
+        -1);
+    const auto timeout_of = [](int r) { return r == 0 ? -1ms : 2000ms; };
+    const std::vector<std::pair<const char*, std::function<pvmm::status(int)>>> calls{
+        {"heap allocate",
+         [&](int r) {
+           auto b = heaps[r].allocate(1024, pvmm::symmetric_heap::min_alignment, timeout_of(r));
+           return b ? pvmm::status{} : pvmm::status(std::move(b).error());
+         }},
+        {"heap free", [&](int r) { return heaps[r].free(0, timeout_of(r)); }},
+        {"split",
+         [&](int r) {
+           auto s = teams[r].split(0, r, timeout_of(r));
+           return s ? pvmm::status{} : pvmm::status(std::move(s).error());
+         }},
+    };
+    for (const auto& [name, call] : calls) {
+      CAPTURE(name);
+      const auto out = on_both(call, late);
+      for (int r = 0; r < 2; ++r) {
+        REQUIRE_FALSE(out[r].has_value());
+        CHECK_MESSAGE(out[r].code() == errc::invalid_argument, out[r].error().message());
+        CHECK_MESSAGE(out[r].error().message().find("rank 0") != std::string::npos, out[r].error().message());
+      }
+    }
+    pvmm::window_options wo;
+    wo.size = 1u << 20;
+    wo.max_size = 4u << 20;
+    wo.timeout = 10s;
+    std::vector<pvmm::symmetric_window> windows(2);
+    on_both(
+        [&](int r) {
+          auto w = pvmm::symmetric_window::create(teams[r], wo);
+          if (!w) return pvmm::status(std::move(w).error());
+          windows[r] = std::move(*w);
+          return pvmm::status{};
+        },
+        -1);
+    const auto grown = on_both([&](int r) { return windows[r].grow(2u << 20, timeout_of(r)); }, late);
+    for (int r = 0; r < 2; ++r) {
+      REQUIRE_FALSE(grown[r].has_value());
+      CHECK_MESSAGE(grown[r].code() == errc::invalid_argument, grown[r].error().message());
+      CHECK_MESSAGE(grown[r].error().message().find("rank 0") != std::string::npos, grown[r].error().message());
+    }
+  }
+}
+
+TEST_CASE(
+    "heap allocate past max_size is out_of_memory on every rank; create_from makes the signal pads it is asked for") {
+  if (skip()) return;
+  auto teams = two_teams();
+  std::vector<pvmm::symmetric_heap> heaps(2);
+  pvmm::heap_options o;
+  o.size = 1u << 20;
+  o.timeout = 10s;
+  on_both(
+      [&](int r) {
+        auto h = pvmm::symmetric_heap::create(teams[r], o);
+        if (!h) return pvmm::status(std::move(h).error());
+        heaps[r] = std::move(*h);
+        return pvmm::status{};
+      },
+      -1);
+  const auto past = on_both(
+      [&](int r) {
+        auto b = heaps[r].allocate(heaps[r].statistics().max_size + 1);
+        return b ? pvmm::status{} : pvmm::status(std::move(b).error());
+      },
+      -1);
+  for (int r = 0; r < 2; ++r) CHECK_MESSAGE(past[r].code() == errc::out_of_memory, pvmm::to_string(past[r].code()));
+  std::vector<pvmm::symmetric_window> windows(2);
+  const auto made = on_both(
+      [&](int r) {
+        pvmm::allocation_properties p;
+        p.location = pvmm::location::device(teams[r].device());
+        p.exportable = pvmm::handle_types::posix_fd;
+        auto m = pvmm::physical_allocation::create(pvmm::query_granularity(p).value().minimum, p);
+        if (!m) return pvmm::status(std::move(m).error());
+        pvmm::window_options wo;
+        wo.signal_channels = 1;
+        wo.timeout = 10s;
+        auto w = pvmm::symmetric_window::create_from(teams[r], *m, wo);
+        if (!w) return pvmm::status(std::move(w).error());
+        windows[r] = std::move(*w);
+        return pvmm::status{};
+      },
+      -1);
+  for (int r = 0; r < 2; ++r) {
+    REQUIRE_MESSAGE(made[r].has_value(), made[r].error().message());
+    auto v = windows[r].view();
+    CHECK_MESSAGE(v.has_value(), v.error().message());
+    CHECK(windows[r].device_pointer_table().has_value());
+  }
+}
