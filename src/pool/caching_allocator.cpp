@@ -652,6 +652,7 @@ struct caching_allocator::state {
   }
 };
 
+caching_allocator::caching_allocator() noexcept = default;
 caching_allocator::caching_allocator(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
 caching_allocator::caching_allocator(caching_allocator&& other) noexcept : state_(std::move(other.state_)) {}
 caching_allocator& caching_allocator::operator=(caching_allocator&& other) noexcept {
