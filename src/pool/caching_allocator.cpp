@@ -475,6 +475,18 @@ struct caching_allocator::state {
   /// A new region of `count` chunks mapped back to back: idle chunks first, then chunks of cached blocks
   /// (harvest), then new ones. Its one block (whole) is returned, not cached.
   result<block*> stitch(std::size_t count, std::uint64_t live_after, std::uint32_t on, const detail::operation& op) {
+    // A failed stitch leaves the allocator as it found it: the slack's measure as it was, no chunk it created held.
+    const std::uint64_t live_high_before = live_high;
+    const std::uint64_t created_at_start = st.chunks_created;
+    auto made = stitch_or_fail(count, live_after, on, op);
+    if (!made) {
+      live_high = live_high_before;
+      if (st.chunks_created != created_at_start) release_idle_chunks();
+    }
+    return made;
+  }
+  result<block*> stitch_or_fail(std::size_t count, std::uint64_t live_after, std::uint32_t on,
+                                const detail::operation& op) {
     const std::size_t ghosts_before = ghosts.size();
     live_high = std::max(live_high, live_after);  // the slack's measure, this request's bytes included
     // Hysteresis: within the slack, new chunks rather than chunks cut out of cached blocks (each of those is
