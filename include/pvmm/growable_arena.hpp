@@ -34,9 +34,9 @@ namespace pvmm {
 
 /// What a growable arena is created with.
 struct arena_options {
-  int device = 0;                 ///< the device whose memory it maps
-  std::size_t reserve_size = 0;   ///< address range reserved up front, all it can hold; 0: the device's total memory
-  std::size_t chunk_size = 0;     ///< physical chunk; 0: growable_buffer's default (64 MiB)
+  int device = 0;                ///< the device whose memory it maps
+  std::size_t reserve_size = 0;  ///< address range reserved up front, all it can hold; 0: the device's total memory
+  std::size_t chunk_size = 0;    ///< physical chunk; 0: growable_buffer's default (64 MiB)
 };
 
 /// What a growable arena holds and has done.

@@ -70,8 +70,8 @@ struct tag_policy {
 /// What a sleeping allocator is created with.
 struct sleeping_options {
   int device = 0;
-  unsigned copy_streams = 2;                         ///< streams the copies are spread over (at least 1)
-  unsigned staging_slots = 4;                        ///< slots of the pinned staging ring (at least 2)
+  unsigned copy_streams = 2;                               ///< streams the copies are spread over (at least 1)
+  unsigned staging_slots = 4;                              ///< slots of the pinned staging ring (at least 2)
   std::size_t staging_slot_bytes = std::size_t{32} << 20;  ///< bytes a slot (a multiple of 4 KiB)
   /// Release the reserved range too while asleep and reserve the exact range again at wake (ROCm returns no VRAM
   /// while the range stays reserved). Default: on for the hip backend, off elsewhere.
@@ -152,7 +152,7 @@ class sleeping_allocator : detail::move_only {
   /// errc::invalid_argument when it has none (awake, or discarded) or the range runs past the allocation.
   status read_host_copy(const void* pointer, std::size_t offset, void* out, std::size_t size) const;
 
-  result<std::string> tag_of(const void* pointer) const;  ///< any address inside an allocation
+  result<std::string> tag_of(const void* pointer) const;    ///< any address inside an allocation
   std::size_t size_of(const void* pointer) const noexcept;  ///< the allocation starting at pointer; 0: none
   result<std::uint64_t> generation_of(const void* pointer) const;
   result<bool> asleep(const void* pointer) const;

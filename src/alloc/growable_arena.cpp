@@ -131,7 +131,8 @@ status growable_arena::deallocate(void* pointer) {
   std::lock_guard<std::mutex> guard(s.lock);
   auto it = s.find(pointer);
   if (it == s.live.end())
-    return op.fail(errc::invalid_argument, "the pointer is not an allocation of this arena (freed already, or another's)");
+    return op.fail(errc::invalid_argument,
+                   "the pointer is not an allocation of this arena (freed already, or another's)");
   std::size_t offset = it->first;
   std::size_t bytes = it->second;
   s.live.erase(it);

@@ -28,8 +28,8 @@ result<std::shared_ptr<host_store>> host_store::create(const tag_policy& policy,
   } else if (policy.policy == sleep_policy::offload_pageable) {
     void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED)
-      return op.fail(errc::out_of_memory,
-                     fmt::format("mapping {} bytes of host memory for the copies failed: {}", bytes, std::strerror(errno)));
+      return op.fail(errc::out_of_memory, fmt::format("mapping {} bytes of host memory for the copies failed: {}",
+                                                      bytes, std::strerror(errno)));
     s->pageable = m;
   } else if (policy.policy == sleep_policy::offload_file) {
     std::string dir = policy.file_directory;

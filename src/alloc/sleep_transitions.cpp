@@ -52,7 +52,8 @@ result<event> sleeping_allocator::state::do_sleep(const std::vector<entry*>& mov
         continue;
       }
       if (e->size > static_cast<std::size_t>(-1) - t.second)
-        return op.fail(errc::out_of_memory, fmt::format("the host copies of tag '{}' exceed the address space", e->tag));
+        return op.fail(errc::out_of_memory,
+                       fmt::format("the host copies of tag '{}' exceed the address space", e->tag));
       t.second += e->size;
     }
   }
@@ -127,8 +128,8 @@ result<event> sleeping_allocator::state::do_sleep(const std::vector<entry*>& mov
       if (auto ok = drain(slot); !ok) return fail(ok.error());
       auto& s = eng.streams[p % eng.streams.size()];
       auto& pc = pieces[p];
-      if (auto ok = s.copy_async(ring + slot * eng.slot_bytes, static_cast<unsigned char*>(pc.e->address) + pc.at,
-                                 pc.size);
+      if (auto ok =
+              s.copy_async(ring + slot * eng.slot_bytes, static_cast<unsigned char*>(pc.e->address) + pc.at, pc.size);
           !ok)
         return fail(op.wrap(std::move(ok).error()));
       if (auto ok = eng.slot_done[slot].record(s); !ok) return fail(op.wrap(std::move(ok).error()));
@@ -202,8 +203,8 @@ result<event> sleeping_allocator::state::do_wake(const std::vector<entry*>& move
       if (auto ok = eng.wait_slot(slot, op); !ok) return fail(ok.error());
       if (auto ok = pc.store->read(pc.host_at, ring + slot * eng.slot_bytes, pc.size, op); !ok) return fail(ok.error());
       auto& s = eng.streams[p % eng.streams.size()];
-      if (auto ok = s.copy_async(static_cast<unsigned char*>(pc.e->address) + pc.at, ring + slot * eng.slot_bytes,
-                                 pc.size);
+      if (auto ok =
+              s.copy_async(static_cast<unsigned char*>(pc.e->address) + pc.at, ring + slot * eng.slot_bytes, pc.size);
           !ok)
         return fail(op.wrap(std::move(ok).error()));
       if (auto ok = eng.slot_done[slot].record(s); !ok) return fail(op.wrap(std::move(ok).error()));

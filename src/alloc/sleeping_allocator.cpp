@@ -307,7 +307,9 @@ status sleeping_allocator::read_host_copy(const void* pointer, std::size_t offse
     if (!e->copy || e->moving)
       return op.fail(errc::invalid_argument,
                      fmt::format("the allocation of tag '{}' has no host copy now ({})", e->tag,
-                                 e->moving ? "a sleep or wake is moving it" : e->asleep ? "discarded" : "awake"),
+                                 e->moving   ? "a sleep or wake is moving it"
+                                 : e->asleep ? "discarded"
+                                             : "awake"),
                      "read it while it sleeps with an offload policy, or with retain_host_copy");
     const std::size_t start = static_cast<std::size_t>(static_cast<const unsigned char*>(pointer) -
                                                        static_cast<const unsigned char*>(e->address));

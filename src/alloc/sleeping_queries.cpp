@@ -75,8 +75,10 @@ sleeping_stats count_entries(const sleeping_allocator::state& s, const std::stri
     if (tag && e->tag != *tag) continue;
     ++out.allocations;
     out.reserved_bytes += e->size;
-    if (e->asleep) ++out.asleep;
-    else out.resident_bytes += e->size;
+    if (e->asleep)
+      ++out.asleep;
+    else
+      out.resident_bytes += e->size;
     if (e->copy) out.offloaded_bytes += e->size;
   }
   out.staging_bytes = s.engine.ring.valid() ? s.engine.ring.size() : 0;
@@ -84,7 +86,9 @@ sleeping_stats count_entries(const sleeping_allocator::state& s, const std::stri
 }
 }  // namespace
 
-sleeping_stats sleeping_allocator::stats() const noexcept { return state_ ? count_entries(*state_, nullptr) : sleeping_stats{}; }
+sleeping_stats sleeping_allocator::stats() const noexcept {
+  return state_ ? count_entries(*state_, nullptr) : sleeping_stats{};
+}
 sleeping_stats sleeping_allocator::stats(std::string_view tag) const noexcept {
   if (!state_) return {};
   const std::string t(tag);

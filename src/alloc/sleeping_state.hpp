@@ -30,8 +30,7 @@ struct host_store {
   int fd = -1;
   std::size_t bytes = 0;
 
-  static result<std::shared_ptr<host_store>> create(const tag_policy& policy, std::size_t bytes,
-                                                    const operation& op);
+  static result<std::shared_ptr<host_store>> create(const tag_policy& policy, std::size_t bytes, const operation& op);
   host_store() = default;
   host_store(const host_store&) = delete;
   host_store& operator=(const host_store&) = delete;
@@ -47,7 +46,7 @@ struct entry {
   void* address = nullptr;
   std::size_t size = 0;  // mapped bytes (a granularity multiple)
   address_reservation range;
-  physical_allocation memory;  // empty while asleep
+  physical_allocation memory;        // empty while asleep
   std::shared_ptr<host_store> copy;  // the contents while asleep (or retained after wake)
   std::size_t copy_offset = 0;
   std::uint64_t generation = 0;
@@ -116,7 +115,7 @@ struct sleeping_allocator::state {
   std::vector<detail::sleeping::pending_release> pending;
   detail::sleeping::copy_engine engine;
 
-  entry* find_containing(const void* p) const;  // lock held
+  entry* find_containing(const void* p) const;         // lock held
   tag_policy policy_of(const std::string& tag) const;  // lock held
   /// Marks the selected entries moving (awake ones for sleep, asleep ones for wake); errc::busy when a transition
   /// runs. Also reaps pending releases seen done.

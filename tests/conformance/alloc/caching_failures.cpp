@@ -45,7 +45,7 @@ PVMM_CASE("caching allocator: a failed allocate gives back the chunks it created
   REQUIRE(created == 4);
   const auto live = query_live_objects();
   {
-    fd_limit low(20);  // about 20 chunks can be made, not 200
+    fd_limit low(20);                                                          // about 20 chunks can be made, not 200
     PVMM_CHECK_ERRC(a.allocate(200 * a.chunk_size(), s), errc::system_error);  // out of fds, said so
   }
   // As it found it, less what pressure gives back: no chunk the failed call created is held.
