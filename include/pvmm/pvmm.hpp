@@ -27,6 +27,7 @@
 #include <pvmm/dmabuf.hpp>
 #include <pvmm/endpoint.hpp>
 #include <pvmm/error.hpp>
+#include <pvmm/growable_arena.hpp>
 #include <pvmm/growable_buffer.hpp>
 #include <pvmm/ipc.hpp>
 #include <pvmm/managed.hpp>
@@ -37,5 +38,6 @@
 #include <pvmm/pinned_pool.hpp>
 #include <pvmm/pointer.hpp>
 #include <pvmm/reservation.hpp>
+#include <pvmm/sleeping_allocator.hpp>
 #include <pvmm/stream.hpp>
 #include <pvmm/types.hpp>

@@ -232,6 +232,7 @@ struct pinned_pool::state {
   }
 };
 
+pinned_pool::pinned_pool() noexcept = default;
 pinned_pool::pinned_pool(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
 pinned_pool::pinned_pool(pinned_pool&& other) noexcept : state_(std::move(other.state_)) {}
 pinned_pool& pinned_pool::operator=(pinned_pool&& other) noexcept {
