@@ -80,6 +80,14 @@ void bind_device(nb::module_& m) {
       },
       "device"_a = 0, "(minimum, recommended) sizes for physical allocations on `device`.");
   m.def(
+      "query_memory",
+      [](int device) {
+        auto i = unwrap(pvmm::query_memory(device));
+        return nb::make_tuple(i.free, i.total);
+      },
+      "device"_a = 0,
+      "(free, total) bytes of `device`'s memory now (host backend: the host's RAM, shared with everything else).");
+  m.def(
       "query_pointer",
       [](std::uintptr_t address) { return to_dict(unwrap(pvmm::query_pointer(reinterpret_cast<void*>(address)))); },
       "address"_a);

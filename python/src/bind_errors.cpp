@@ -30,6 +30,22 @@ std::string class_name(const char* errc_name) {
 
 }  // namespace
 
+void set_python_error(const pvmm::error& e) {
+  auto it = error_classes.find(static_cast<int>(e.code));
+  PyObject* type = it == error_classes.end() ? base_error : it->second;
+  nb::object instance = nb::steal(PyObject_CallFunction(type, "s", e.message().c_str()));
+  if (!instance.is_valid()) return;  // the call set an exception of its own
+  instance.attr("code") = pvmm::to_string(e.code);
+  instance.attr("value") = static_cast<int>(e.code);
+  instance.attr("operation") = e.operation;
+  instance.attr("arguments") = e.arguments;
+  instance.attr("detail") = e.detail;
+  instance.attr("native_name") = e.native_name;
+  instance.attr("native_code") = e.native_code;
+  instance.attr("hint") = e.hint;
+  PyErr_SetObject(type, instance.ptr());
+}
+
 void bind_errors(nb::module_& m) {
   // Named after the module as imported ("pvmm._pvmm"; "_pvmm" when stubgen imports it alone), so that stubgen
   // lists the classes in the stub.
@@ -40,13 +56,20 @@ void bind_errors(nb::module_& m) {
                                          PyExc_RuntimeError, nullptr);
   m.attr("PvmmError") = nb::handle(base_error);
   nb::dict errc;
-#define PVMM_PY_ERROR(name, value, meaning)                                                                 \
-  {                                                                                                         \
-    const std::string cls = class_name(#name);                                                              \
-    PyObject* type = PyErr_NewExceptionWithDoc((module + "." + cls).c_str(), meaning, base_error, nullptr); \
-    m.attr(cls.c_str()) = nb::handle(type);                                                                 \
-    error_classes[value] = type;                                                                            \
-    errc[#name] = nb::make_tuple(value, meaning, nb::handle(type));                                         \
+  // BusyError is also a BufferError: what refuses to resize or unmap memory with live views raises what Python's
+  // own types (bytearray, mmap) raise there.
+  auto make_class = [](const std::string& name, const char* doc, bool buffer_error) {
+    if (!buffer_error) return PyErr_NewExceptionWithDoc(name.c_str(), doc, base_error, nullptr);
+    nb::object bases = nb::make_tuple(nb::handle(base_error), nb::handle(PyExc_BufferError));
+    return PyErr_NewExceptionWithDoc(name.c_str(), doc, bases.ptr(), nullptr);
+  };
+#define PVMM_PY_ERROR(name, value, meaning)                                                                \
+  {                                                                                                        \
+    const std::string cls = class_name(#name);                                                             \
+    PyObject* type = make_class(module + "." + cls, meaning, value == static_cast<int>(pvmm::errc::busy)); \
+    m.attr(cls.c_str()) = nb::handle(type);                                                                \
+    error_classes[value] = type;                                                                           \
+    errc[#name] = nb::make_tuple(value, meaning, nb::handle(type));                                        \
   }
   PVMM_ERRC_LIST(PVMM_PY_ERROR)
 #undef PVMM_PY_ERROR
@@ -56,20 +79,7 @@ void bind_errors(nb::module_& m) {
     try {
       std::rethrow_exception(p);
     } catch (const pvmm::exception& ex) {
-      const pvmm::error& e = ex.error();
-      auto it = error_classes.find(static_cast<int>(e.code));
-      PyObject* type = it == error_classes.end() ? base_error : it->second;
-      nb::object instance = nb::steal(PyObject_CallFunction(type, "s", e.message().c_str()));
-      if (!instance.is_valid()) return;  // the call set an exception of its own
-      instance.attr("code") = pvmm::to_string(e.code);
-      instance.attr("value") = static_cast<int>(e.code);
-      instance.attr("operation") = e.operation;
-      instance.attr("arguments") = e.arguments;
-      instance.attr("detail") = e.detail;
-      instance.attr("native_name") = e.native_name;
-      instance.attr("native_code") = e.native_code;
-      instance.attr("hint") = e.hint;
-      PyErr_SetObject(type, instance.ptr());
+      set_python_error(ex.error());
     }
   });
 }

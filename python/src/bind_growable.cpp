@@ -20,7 +20,8 @@ struct py_imported : owner<pvmm::imported_buffer> {};
 }  // namespace
 
 void bind_growable(nb::module_& m) {
-  auto growable = nb::class_<py_growable>(m, "GrowableBuffer", "A buffer that grows in place (VMM chunks).");
+  auto growable = nb::class_<py_growable>(m, "GrowableBuffer", "A buffer that grows in place (VMM chunks).",
+                                          nb::type_slots(buffer_slots<py_growable>()));
   growable
       .def_static(
           "create",
@@ -72,12 +73,18 @@ void bind_growable(nb::module_& m) {
             for (auto& fd : e.fds) fds.push_back(fd.detach());
             return nb::make_tuple(nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size()), fds);
           },
-          "(descriptor bytes, fds): the caller owns the fds (pvmm.ExportedBuffer wraps and pickles them).");
+          "(descriptor bytes, fds): the caller owns the fds (pvmm.ExportedBuffer wraps and pickles them).")
+      .def(
+          "__reduce__",
+          [](nb::handle self) { return nb::module_::import_("pvmm.sharing").attr("_reduce_buffer")(self); },
+          "Pickles (multiprocessing) as its exported chunks (created with exportable=True): the other process gets "
+          "an ImportedBuffer of the same memory.");
   bind_memory(
       growable, "GrowableBuffer", [](const pvmm::growable_buffer& b) { return b.data(); },
       [](const pvmm::growable_buffer& b) { return b.size(); });
 
-  auto imported = nb::class_<py_imported>(m, "ImportedBuffer", "Another process's exported buffer, mapped here.");
+  auto imported = nb::class_<py_imported>(m, "ImportedBuffer", "Another process's exported buffer, mapped here.",
+                                          nb::type_slots(buffer_slots<py_imported>()));
   imported.def_static(
       "open",
       [](nb::bytes descriptor, const std::vector<int>& fds, int device) {
@@ -86,8 +93,12 @@ void bind_growable(nb::module_& m) {
         const pvmm::access_descriptor access{pvmm::location::device(device), pvmm::access::read_write};
         py_imported i;
         i.device = device;
-        i.h.reset(
-            std::make_shared<pvmm::imported_buffer>(unwrap(pvmm::import_buffer(d, fds.data(), fds.size(), {access}))));
+        std::shared_ptr<pvmm::imported_buffer> b;
+        {
+          nb::gil_scoped_release release;  // blocks: imports and maps every chunk
+          b = std::make_shared<pvmm::imported_buffer>(unwrap(pvmm::import_buffer(d, fds.data(), fds.size(), {access})));
+        }
+        i.h.reset(std::move(b));
         return i;
       },
       "descriptor"_a, "fds"_a, "device"_a = 0, "Imports (the fds stay the caller's).");

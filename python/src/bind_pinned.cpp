@@ -16,10 +16,26 @@ struct py_pinned_pool {
   holder<pvmm::pinned_pool> h;
 };
 
+/// Memory the program owns (a Python buffer), page-locked: the registration and the buffer it holds.
+struct registered_buffer {
+  pvmm::host_registration registration;
+  Py_buffer view{};
+  registered_buffer() = default;
+  registered_buffer(const registered_buffer&) = delete;
+  registered_buffer& operator=(const registered_buffer&) = delete;
+  ~registered_buffer() {
+    (void)registration.release();  // unlocks first: the buffer may go after
+    nb::gil_scoped_acquire gil;
+    PyBuffer_Release(&view);
+  }
+};
+struct py_registered : owner<registered_buffer> {};
+
 }  // namespace
 
 void bind_pinned(nb::module_& m) {
-  auto pinned = nb::class_<py_pinned>(m, "PinnedAllocation", "Page-locked host memory.");
+  auto pinned = nb::class_<py_pinned>(m, "PinnedAllocation", "Page-locked host memory.",
+                                      nb::type_slots(buffer_slots<py_pinned>()));
   pinned.def_static(
       "create",
       [](std::size_t size) {
@@ -94,7 +110,46 @@ void bind_pinned(nb::module_& m) {
           "__enter__", [](py_pinned_pool& self) -> py_pinned_pool& { return self; }, nb::rv_policy::reference)
       .def("__exit__", [](py_pinned_pool& p, nb::args) { release_without_gil(p.h.take()); });
 
-  auto managed = nb::class_<py_managed>(m, "ManagedAllocation", "Managed (unified) memory.");
+  auto registered = nb::class_<py_registered>(
+      m, "HostRegistration", "Memory the program owns (a NumPy array, a bytearray), page-locked while this lives.",
+      nb::type_slots(buffer_slots<py_registered>()));
+  registered.def_static(
+      "create",
+      [](nb::handle buffer, bool mapped) {
+        auto r = std::make_shared<registered_buffer>();
+        if (PyObject_GetBuffer(buffer.ptr(), &r->view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
+          r->view.obj = nullptr;
+          throw nb::python_error();
+        }
+        pvmm::pinned_options o;
+        o.mapped = mapped;
+        void* data = r->view.buf;
+        const auto size = static_cast<std::size_t>(r->view.len);
+        {
+          nb::gil_scoped_release release;  // page-locking a large range takes a while
+          auto made = pvmm::host_registration::create(data, size, o);
+          if (!made) {
+            nb::gil_scoped_acquire gil;
+            PyBuffer_Release(&r->view);
+            r->view.obj = nullptr;
+            throw pvmm::exception(std::move(made).error());
+          }
+          r->registration = std::move(*made);
+        }
+        py_registered p;
+        p.label = memory_label::pinned;
+        p.h.reset(std::move(r));
+        return p;
+      },
+      "buffer"_a, "mapped"_a = true,
+      "Page-locks a writable C-contiguous buffer (a NumPy array, a bytearray): copies from and to it run as from "
+      "pinned memory. The buffer is held (not resized or freed) until close().");
+  bind_memory(
+      registered, "HostRegistration", [](const registered_buffer& b) { return b.registration.data(); },
+      [](const registered_buffer& b) { return b.registration.size(); });
+
+  auto managed = nb::class_<py_managed>(m, "ManagedAllocation", "Managed (unified) memory.",
+                                        nb::type_slots(buffer_slots<py_managed>()));
   managed.def_static(
       "create",
       [](std::size_t size) {

@@ -2,6 +2,7 @@
 #include <nanobind/stl/tuple.h>
 
 #include <unistd.h>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -19,15 +20,29 @@ struct py_pool_allocation : owner<pvmm::pool_allocation> {
   nb::object stream;  // the stream it was allocated on (kept alive with it)
 };
 
+/// Allocations made and not yet freed through one MemoryPool object (PoolAllocation objects and raw pointers).
+struct pool_counts {
+  std::atomic<std::int64_t> live{0};
+  std::atomic<std::uint64_t> made{0};
+};
+
 struct py_pool {
   holder<pvmm::memory_pool> h;
   int device = 0;
+  std::shared_ptr<pool_counts> counts = std::make_shared<pool_counts>();
 };
 
-py_pool_allocation adopt(pvmm::pool_allocation&& a, int device, nb::handle stream) {
+py_pool_allocation adopt(pvmm::pool_allocation&& a, int device, nb::handle stream,
+                         const std::shared_ptr<pool_counts>& counts) {
   py_pool_allocation out;
   out.device = device;
-  out.h.reset(std::make_shared<pvmm::pool_allocation>(std::move(a)));
+  ++counts->live;
+  ++counts->made;
+  out.h.reset(std::shared_ptr<pvmm::pool_allocation>(new pvmm::pool_allocation(std::move(a)),
+                                                     [counts](pvmm::pool_allocation* p) {
+                                                       delete p;
+                                                       --counts->live;
+                                                     }));
   out.stream = nb::borrow(stream);
   return out;
 }
@@ -35,7 +50,8 @@ py_pool_allocation adopt(pvmm::pool_allocation&& a, int device, nb::handle strea
 }  // namespace
 
 void bind_pool(nb::module_& m) {
-  auto pool_allocation = nb::class_<py_pool_allocation>(m, "PoolAllocation", "One allocation from a MemoryPool.");
+  auto pool_allocation = nb::class_<py_pool_allocation>(m, "PoolAllocation", "One allocation from a MemoryPool.",
+                                                        nb::type_slots(buffer_slots<py_pool_allocation>()));
   pool_allocation.def(
       "free",
       [](py_pool_allocation& a, nb::handle stream) {
@@ -91,7 +107,7 @@ void bind_pool(nb::module_& m) {
           [](const py_pool& p, std::size_t size, nb::handle stream) {
             auto pool = p.h.use("allocate");
             const auto on = stream_of(stream, p.device, "stream");
-            return adopt(unwrap(pool->allocate(size, on)), p.device, stream);
+            return adopt(unwrap(pool->allocate(size, on)), p.device, stream, p.counts);
           },
           "size"_a, "stream"_a,
           "An allocation ordered on `stream` (a pvmm.Stream, or a foreign stream: an int handle, __cuda_stream__, "
@@ -100,8 +116,10 @@ void bind_pool(nb::module_& m) {
           "allocate_async",
           [](const py_pool& p, std::size_t size, nb::handle stream) {
             auto pool = p.h.use("allocate_async");
-            return reinterpret_cast<std::uintptr_t>(
-                unwrap(pool->allocate_async(size, stream_of(stream, p.device, "stream"))));
+            void* pointer = unwrap(pool->allocate_async(size, stream_of(stream, p.device, "stream")));
+            ++p.counts->live;
+            ++p.counts->made;
+            return reinterpret_cast<std::uintptr_t>(pointer);
           },
           "size"_a, "stream"_a, "A raw pointer (int) to give back with free_async.")
       .def(
@@ -109,18 +127,35 @@ void bind_pool(nb::module_& m) {
           [](const py_pool& p, std::uintptr_t pointer, nb::handle stream) {
             auto pool = p.h.use("free_async");
             unwrap(pool->free_async(reinterpret_cast<void*>(pointer), stream_of(stream, p.device, "stream")));
+            --p.counts->live;
           },
           "pointer"_a, "stream"_a)
-      .def("usage",
-           [](const py_pool& p) {
-             auto u = unwrap(p.h.use("usage")->usage());
-             nb::dict d;
-             d["reserved_current"] = u.reserved_current;
-             d["reserved_high"] = u.reserved_high;
-             d["used_current"] = u.used_current;
-             d["used_high"] = u.used_high;
-             return d;
-           })
+      .def(
+          "usage",
+          [](const py_pool& p) {
+            auto u = unwrap(p.h.use("usage")->usage());
+            nb::dict d;
+            d["reserved_current"] = u.reserved_current;
+            d["reserved_high"] = u.reserved_high;
+            d["used_current"] = u.used_current;
+            d["used_high"] = u.used_high;
+            d["allocations"] = p.counts->live.load();
+            d["allocations_made"] = p.counts->made.load();
+            return d;
+          },
+          "Bytes reserved and used now and at their high marks (the pool's, every user's), and the allocations "
+          "made through this MemoryPool object: live now (`allocations`) and ever (`allocations_made`).")
+      .def(
+          "reset_peak", [](const py_pool& p) { unwrap(p.h.use("reset_peak")->reset_high_marks()); },
+          "Sets the high marks (reserved_high, used_high) to the current values.")
+      .def(
+          "trim",
+          [](const py_pool& p, std::size_t keep) {
+            auto pool = p.h.use("trim");
+            nb::gil_scoped_release release;
+            unwrap(pool->trim_to(keep));
+          },
+          "keep"_a = 0, "Gives unused memory back now, keeping at least `keep` bytes reserved.")
       .def(
           "export_fd",
           [](const py_pool& p) {
@@ -161,7 +196,7 @@ void bind_pool(nb::module_& m) {
             std::memcpy(&e, record.c_str(), sizeof e);
             auto pool = p.h.use("import_pointer");
             const auto on = stream_of(stream, p.device, "stream");
-            return adopt(unwrap(pool->import_pointer(e, on)), p.device, stream);
+            return adopt(unwrap(pool->import_pointer(e, on)), p.device, stream, p.counts);
           },
           "record"_a, "stream"_a)
       .def("close", [](py_pool& p) { release_without_gil(p.h.take()); })
@@ -175,6 +210,10 @@ void bind_pool(nb::module_& m) {
              return std::string("<pvmm.MemoryPool device=") + std::to_string(p.device) +
                     (p.h.closed() ? " closed" : "") + ">";
            })
+      .def(
+          "__reduce__", [](nb::handle self) { return nb::module_::import_("pvmm.sharing").attr("_reduce_pool")(self); },
+          "Pickles (multiprocessing) as its exported fd (created with exportable=True): the other process imports "
+          "the same pool.")
       .def(
           "install_c_allocator", [](const py_pool& p) { install_c_pool(p.h.use("install_c_allocator")); },
           "Makes the C entry points (pvmm_torch_alloc/free) allocate from this pool.");

@@ -64,7 +64,8 @@ void bind_vmm(nb::module_& m) {
                  : std::string("<pvmm.PhysicalAllocation closed>");
       });
 
-  auto reservation = nb::class_<py_reservation>(m, "Reservation", "A range of virtual addresses to map memory in.");
+  auto reservation = nb::class_<py_reservation>(m, "Reservation", "A range of virtual addresses to map memory in.",
+                                                nb::type_slots(buffer_slots<py_reservation>()));
   reservation
       .def_static(
           "reserve",

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "blocking.hpp"
 #include "team_objects.hpp"
 #include "views.hpp"
 
@@ -17,29 +18,45 @@ namespace pvmm_py {
 
 using namespace nb::literals;
 
+namespace {
+
+// symmetric_window::barrier's arguments as (channel, stream, timeout), whichever order the C++ signature has.
+template <class W>
+auto call_barrier(W& win, int channel, pvmm::stream_ref on, std::chrono::milliseconds timeout, int)
+    -> decltype(win.barrier(channel, on, timeout)) {
+  return win.barrier(channel, on, timeout);
+}
+template <class W>
+auto call_barrier(W& win, int channel, pvmm::stream_ref on, std::chrono::milliseconds timeout, long)
+    -> decltype(win.barrier(on, timeout, channel)) {
+  return win.barrier(on, timeout, channel);
+}
+
+}  // namespace
+
 void bind_window(nb::module_& m) {
   nb::class_<py_window>(m, "Window", "A symmetric window: every rank's slot mapped in every rank.")
       .def_static(
           "create",
-          [](const py_team& t, std::size_t size, std::size_t max_size, int timeout_ms, int signal_channels) {
+          [](const py_team& t, std::size_t size, std::size_t max_size, std::int64_t timeout_ms, int signal_channels) {
             pvmm::window_options o;
             o.size = size;
             o.max_size = max_size;
             o.signal_channels = signal_channels;
-            o.timeout = std::chrono::milliseconds(timeout_ms);
+            o.timeout = checked_timeout(timeout_ms, "pvmm.Window.create");
             auto team = t.h.use("Window.create");
             auto share = std::make_shared<window_share>();
             share->team = team;
-            {
-              nb::gil_scoped_release release;
-              share->window = unwrap(pvmm::symmetric_window::create(*team, o));
-            }
+            callback_errors errors;
+            share->window = unwrap(run_interruptible([team, o] { return pvmm::symmetric_window::create(*team, o); },
+                                                     [team] { team->abort(); }, errors));
             py_window out;
             out.h.reset(std::move(share));
             return out;
           },
           "team"_a, "size"_a, "max_size"_a = 0, "timeout_ms"_a = 30000, "signal_channels"_a = 0,
-          "Collective: every rank calls it. signal_channels > 0 gives signal pads (put_signal, wait_signal, barrier).")
+          "Collective: every rank calls it. signal_channels > 0 gives signal pads (put_signal, wait_signal, barrier). "
+          "Ctrl-C aborts the team (peers get peer_lost naming this rank).")
       .def_prop_ro("rank", [](const py_window& w) { return w.h.use("rank")->window.rank(); })
       .def_prop_ro("size", [](const py_window& w) { return w.h.use("size")->window.size(); })
       .def_prop_ro("stride", [](const py_window& w) { return w.h.use("stride")->window.stride(); })
@@ -74,13 +91,14 @@ void bind_window(nb::module_& m) {
           "keeps the window alive.")
       .def(
           "grow",
-          [](const py_window& w, std::size_t new_size, int timeout_ms) {
+          [](const py_window& w, std::size_t new_size, std::int64_t timeout_ms) {
+            const auto timeout = checked_timeout(timeout_ms, "pvmm.Window.grow");
             auto share = w.h.use("grow");
-            auto& win = share->window;
-            nb::gil_scoped_release release;
-            unwrap(win.grow(new_size, std::chrono::milliseconds(timeout_ms)));
+            callback_errors errors;
+            unwrap(run_interruptible([share, new_size, timeout] { return share->window.grow(new_size, timeout); },
+                                     [share] { share->team->abort(); }, errors));
           },
-          "new_size"_a, "timeout_ms"_a = 30000)
+          "new_size"_a, "timeout_ms"_a = 30000, "Collective. Ctrl-C aborts the team.")
       .def(
           "put_signal",
           [](const py_window& w, int peer, int channel, nb::handle stream) {
@@ -93,25 +111,29 @@ void bind_window(nb::module_& m) {
           "peer"_a, "channel"_a, "stream"_a, "Enqueues a signal to rank `peer` on `channel` (stream-ordered).")
       .def(
           "wait_signal",
-          [](const py_window& w, int peer, int channel, nb::handle stream, int timeout_ms) {
+          [](const py_window& w, int peer, int channel, nb::handle stream, std::int64_t timeout_ms) {
+            const auto timeout = checked_timeout(timeout_ms, "pvmm.Window.wait_signal");
             auto share = w.h.use("wait_signal");
             auto& win = share->window;
             const auto on = pvmm_py::stream_of(stream, share->team->device());
             nb::gil_scoped_release release;
-            unwrap(win.wait_signal(peer, channel, on, std::chrono::milliseconds(timeout_ms)));
+            unwrap(win.wait_signal(peer, channel, on, timeout));
           },
           "peer"_a, "channel"_a, "stream"_a, "timeout_ms"_a = 10000,
           "Enqueues a bounded wait for rank `peer`'s next signal on `channel`; signal_status() reports an expiry.")
       .def(
           "barrier",
-          [](const py_window& w, nb::handle stream, int timeout_ms, int channel) {
+          [](const py_window& w, int channel, nb::handle stream, std::int64_t timeout_ms) {
+            const auto timeout = checked_timeout(timeout_ms, "pvmm.Window.barrier");
             auto share = w.h.use("barrier");
             auto& win = share->window;
             const auto on = pvmm_py::stream_of(stream, share->team->device());
             nb::gil_scoped_release release;
-            unwrap(win.barrier(on, std::chrono::milliseconds(timeout_ms), channel));
+            unwrap(call_barrier(win, channel, on, timeout, 0));
           },
-          "stream"_a, "timeout_ms"_a = 10000, "channel"_a = 0, "Enqueues a barrier over the signal pads.")
+          "channel"_a, "stream"_a, "timeout_ms"_a = 10000,
+          "Enqueues a barrier over the signal pads of `channel` (arguments in the order of every signalling wait: "
+          "channel, stream, timeout).")
       .def(
           "signal_status",
           [](const py_window& w) {

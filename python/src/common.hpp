@@ -53,6 +53,9 @@ inline pvmm::error make_error(pvmm::errc code, const char* operation, std::strin
   throw pvmm::exception(make_error(code, operation, std::move(detail), std::move(arguments), std::move(hint)));
 }
 
+/// Sets the Python exception of `e`'s errc class with the whole record (bind_errors.cpp; GIL held).
+void set_python_error(const pvmm::error& e);
+
 /// pvmm's error for a call on a closed Python owner.
 [[noreturn]] inline void throw_closed(const char* operation) {
   raise(pvmm::errc::already_released, operation, "this object was closed", {},
@@ -90,6 +93,7 @@ void bind_pool(nb::module_& m);        // bind_pool.cpp
 void bind_allocators(nb::module_& m);  // bind_allocators.cpp: arena, sleeping allocator, C entry points
 void bind_team(nb::module_& m);        // bind_team.cpp
 void bind_window(nb::module_& m);      // bind_window.cpp
+void bind_heap(nb::module_& m);        // bind_heap.cpp: the symmetric heap
 void bind_transport(nb::module_& m);   // transport.cpp
 
 }  // namespace pvmm_py

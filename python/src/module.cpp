@@ -7,8 +7,19 @@
 #include "common.hpp"
 
 NB_MODULE(_pvmm, m) {
-  m.doc() = "pvmm: portable GPU virtual memory management (the compiled part; import pvmm)";
+  m.doc() =
+      "pvmm: portable GPU virtual memory management (the compiled part; import pvmm).\n\n"
+      "Timeouts (every timeout_ms parameter): milliseconds; WAIT_FOREVER (-1) waits without a deadline; 0 expires "
+      "now (tries once, does not wait); any other negative value raises InvalidArgumentError naming the parameter. "
+      "A blocking call releases the GIL and looks for signals at least every 100 ms: Ctrl-C raises "
+      "KeyboardInterrupt (a team aborts: its peers get PeerLostError naming this rank). An exception a Python "
+      "callback raises (a store, an allgather) propagates as itself.\n\n"
+      "Views (view(), __dlpack__, memoryview) pin the memory they show: while one lives, what would move, shrink or "
+      "unmap it (GrowableBuffer.resize, Reservation.unmap and set_access, PoolAllocation.free) raises BusyError, a "
+      "BufferError, as bytearray does; close() with views alive leaves the memory to the last view. Memory set "
+      "read-only is exported read-only.";
   m.attr("BACKEND") = PVMM_PY_BACKEND;
+  m.attr("WAIT_FOREVER") = -1;
   pvmm_py::bind_errors(m);
   pvmm_py::bind_device(m);
   pvmm_py::bind_stream(m);
@@ -19,5 +30,6 @@ NB_MODULE(_pvmm, m) {
   pvmm_py::bind_allocators(m);
   pvmm_py::bind_team(m);
   pvmm_py::bind_window(m);
+  pvmm_py::bind_heap(m);
   pvmm_py::bind_transport(m);
 }

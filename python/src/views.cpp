@@ -4,6 +4,7 @@
 
 #include <nanobind/ndarray.h>
 
+#include <cstdint>
 #include <map>
 
 namespace pvmm_py {
@@ -47,6 +48,94 @@ void throw_reshaping(const char* operation) {
         "take the view after that call returns");
 }
 
+bool host_visible(memory_label label) { return backend_is("host") || label != memory_label::device; }
+
+int fill_buffer(PyObject* self, Py_buffer* view, int flags, std::unique_ptr<export_pin> pin, void* data,
+                std::size_t size, bool read_only) {
+  if ((flags & PyBUF_WRITABLE) == PyBUF_WRITABLE && read_only) {
+    PyErr_SetString(PyExc_BufferError, "this memory is read-only (set_access \"read\"): ask for a read-only buffer");
+    return -1;
+  }
+  auto* keep = new buffer_export{std::move(pin), static_cast<Py_ssize_t>(size), 1};
+  view->obj = self;
+  Py_INCREF(self);
+  view->buf = data;
+  view->len = static_cast<Py_ssize_t>(size);
+  view->readonly = read_only ? 1 : 0;
+  view->itemsize = 1;
+  view->format = (flags & PyBUF_FORMAT) == PyBUF_FORMAT ? const_cast<char*>("B") : nullptr;
+  view->ndim = 1;
+  view->shape = (flags & PyBUF_ND) == PyBUF_ND ? &keep->shape : nullptr;
+  view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? &keep->stride : nullptr;
+  view->suboffsets = nullptr;
+  view->internal = keep;
+  return 0;
+}
+
+void release_buffer(PyObject*, Py_buffer* view) noexcept { delete static_cast<buffer_export*>(view->internal); }
+
+namespace {
+
+/// A Py_buffer released with its owner.
+struct held_buffer {
+  Py_buffer view{};
+  bool held = false;
+  held_buffer() = default;
+  held_buffer(const held_buffer&) = delete;
+  held_buffer& operator=(const held_buffer&) = delete;
+  ~held_buffer() {
+    if (held) PyBuffer_Release(&view);
+  }
+};
+
+}  // namespace
+
+void copy_with(void* data, std::size_t size, int device, bool read_only, std::size_t offset, nb::handle other,
+               nb::handle stream, bool into_owner, const char* operation) {
+  nb::object other_pin;  // a view of a pvmm owner: keeps it alive and unmoved for the copy
+  held_buffer buffer;
+  void* peer = nullptr;
+  std::size_t bytes = 0;
+  if (nb::hasattr(other, "__dlpack_device__") && nb::hasattr(other, "address") && nb::hasattr(other, "view")) {
+    other_pin = other.attr("view")();
+    peer = reinterpret_cast<void*>(nb::cast<std::uintptr_t>(other.attr("address")));
+    bytes = nb::cast<std::size_t>(other.attr("size"));
+  } else if (PyObject_CheckBuffer(other.ptr())) {
+    if (PyObject_GetBuffer(other.ptr(), &buffer.view, PyBUF_C_CONTIGUOUS | (into_owner ? 0 : PyBUF_WRITABLE)) != 0)
+      throw nb::python_error();
+    buffer.held = true;
+    peer = buffer.view.buf;
+    bytes = static_cast<std::size_t>(buffer.view.len);
+  } else {
+    throw nb::type_error((std::string(into_owner ? "source" : "destination") +
+                          " must be a pvmm memory owner or a C-contiguous bytes-like object (bytes, bytearray, a "
+                          "NumPy array), not " +
+                          nb::cast<std::string>(nb::type_name(other.type())))
+                             .c_str());
+  }
+  if (offset > size || bytes > size - offset)
+    raise(pvmm::errc::out_of_range, operation,
+          "the copy would run past this memory's " + std::to_string(size) + " bytes",
+          "offset=" + std::to_string(offset) + ", bytes=" + std::to_string(bytes));
+  if (into_owner && read_only)
+    raise(pvmm::errc::not_permitted, operation, "this memory is read-only (set_access \"read\")");
+  if (bytes == 0) return;
+  void* mine = static_cast<unsigned char*>(data) + offset;
+  void* destination = into_owner ? mine : peer;
+  const void* source = into_owner ? peer : mine;
+  if (stream.is_none()) {
+    nb::gil_scoped_release release;
+    pvmm::stream own = unwrap(pvmm::stream::create(device));
+    unwrap(own.copy_async(destination, source, bytes));
+    unwrap(own.synchronize());
+    return;
+  }
+  const stream_use on = stream_of(stream, device, "stream");
+  nb::gil_scoped_release release;
+  unwrap(on.ref.copy_async(destination, source, bytes));
+  unwrap(on.ref.synchronize());
+}
+
 std::pair<int, int> dlpack_device(memory_label label, int device) {
   if (backend_is("host")) return {nb::device::cpu::value, 0};
   const bool rocm = PVMM_PY_ROCM != 0;  // hip on AMD; hip on HIP's NVIDIA platform labels as cuda
@@ -73,7 +162,10 @@ nb::object make_view(std::unique_ptr<export_pin> pin, void* data, std::size_t si
     dims.push_back(offset <= size ? (size - offset) / item : 0);
   }
   std::size_t bytes = item;
-  for (std::size_t d : dims) bytes *= d;
+  for (std::size_t d : dims)
+    if (d > static_cast<std::size_t>(INT64_MAX) || __builtin_mul_overflow(bytes, d, &bytes))
+      raise(pvmm::errc::invalid_size, "pvmm.view", "the shape's byte count overflows 64 bits",
+            "dtype=" + spec.dtype + ", dimension=" + std::to_string(d), "a view lies inside its memory's bytes");
   if (offset > size || bytes > size - offset)
     raise(pvmm::errc::out_of_range, "pvmm.view",
           "the view would end past the memory's " + std::to_string(size) + " bytes",

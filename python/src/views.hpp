@@ -37,6 +37,69 @@ struct view_spec {
 nb::object make_view(std::unique_ptr<export_pin> pin, void* data, std::size_t size, memory_label label, int device,
                      const view_spec& spec);
 
+/// Whether memory of `label` is host-visible in this build (what the buffer protocol exports).
+bool host_visible(memory_label label);
+
+/// copy_from (into_owner) or copy_to between [data + offset, ...) of an owner (`size` bytes, on `device`) and
+/// `other`: a pvmm owner (pinned by a view for the copy) or a C-contiguous bytes-like object (the buffer protocol),
+/// all of `other`'s bytes. Ordered on `stream` (None: a new stream of `device`), and waited for: the copy has
+/// completed when it returns (GIL released meanwhile). out_of_range past the owner's end; both ranges are checked
+/// by pvmm before anything is enqueued.
+void copy_with(void* data, std::size_t size, int device, bool read_only, std::size_t offset, nb::handle other,
+               nb::handle stream, bool into_owner, const char* operation);
+
+/// One buffer-protocol export: the pin and the shape and stride the Py_buffer points at.
+struct buffer_export {
+  std::unique_ptr<export_pin> pin;
+  Py_ssize_t shape = 0;
+  Py_ssize_t stride = 1;
+};
+/// Fills `view` over [data, data + size) (1-D unsigned bytes; read-only when `read_only`), keeping `pin`.
+int fill_buffer(PyObject* self, Py_buffer* view, int flags, std::unique_ptr<export_pin> pin, void* data,
+                std::size_t size, bool read_only);
+void release_buffer(PyObject* self, Py_buffer* view) noexcept;
+
+/// The data and size functions bind_memory was given for W (the buffer protocol's slot calls them).
+template <class W>
+struct memory_functions {
+  using T = typename W::object_type;
+  static inline void* (*data)(const T&) = nullptr;
+  static inline std::size_t (*size)(const T&) = nullptr;
+};
+
+/// The buffer protocol's getbuffer for owner W: host-visible memory only (BufferError for device memory: use
+/// view() or DLPack); the export pins the memory as a view does.
+template <class W>
+int get_buffer(PyObject* self, Py_buffer* view, int flags) noexcept {
+  view->obj = nullptr;
+  try {
+    const W& w = *nb::inst_ptr<W>(self);
+    if (!host_visible(w.label)) {
+      PyErr_SetString(PyExc_BufferError, "device memory is not host-visible: use view() or DLPack instead");
+      return -1;
+    }
+    auto pin = w.h.pin("__buffer__");
+    const auto& o = *static_cast<const typename W::object_type*>(pin->keep.get());
+    void* data = memory_functions<W>::data(o);
+    const std::size_t size = memory_functions<W>::size(o);
+    return fill_buffer(self, view, flags, std::move(pin), data, size, w.read_only());
+  } catch (const pvmm::exception& e) {
+    set_python_error(e.error());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_BufferError, e.what());
+  }
+  return -1;
+}
+
+/// The type slots that give owner W the buffer protocol (memoryview(owner), bytes(owner), NumPy's asarray).
+template <class W>
+PyType_Slot* buffer_slots() {
+  static PyType_Slot slots[] = {{Py_bf_getbuffer, reinterpret_cast<void*>(&get_buffer<W>)},
+                                {Py_bf_releasebuffer, reinterpret_cast<void*>(&release_buffer)},
+                                {0, nullptr}};
+  return slots;
+}
+
 /// The owner of one piece of memory: the holder plus what DLPack needs to label it.
 template <class T>
 struct owner {
@@ -55,6 +118,8 @@ template <class W, class Data, class Size>
 void bind_memory(nb::class_<W>& cls, const char* name, Data data, Size size) {
   using namespace nb::literals;
   using T = typename W::object_type;
+  memory_functions<W>::data = +data;  // captureless: the buffer protocol's slot has no closure to call
+  memory_functions<W>::size = +size;
   cls.def_prop_ro(
          "address", [data](const W& w) { return reinterpret_cast<std::uintptr_t>(data(*w.h.use("address"))); },
          "The address as an int.")
@@ -87,12 +152,32 @@ void bind_memory(nb::class_<W>& cls, const char* name, Data data, Size size) {
             const W& w = nb::cast<const W&>(self);
             auto pin = w.h.pin("__dlpack__");
             const auto& o = *static_cast<const T*>(pin->keep.get());
-            nb::object arr =
-                make_view(std::move(pin), data(o), size(o), w.label, w.device, view_spec{"uint8", std::nullopt, 0, w.read_only()});
+            nb::object arr = make_view(std::move(pin), data(o), size(o), w.label, w.device,
+                                       view_spec{"uint8", std::nullopt, 0, w.read_only()});
             return arr.attr("__dlpack__")(**kwargs);
           },
           "The bytes as a 1-D uint8 DLPack tensor (versioned when the consumer asks for max_version >= 1; "
           "read-only where the memory is). It pins the memory as view() does.")
+      .def(
+          "copy_from",
+          [data, size](const W& w, nb::handle source, nb::handle stream, std::size_t offset) {
+            auto pin = w.h.pin("copy_from");
+            const auto& o = *static_cast<const T*>(pin->keep.get());
+            copy_with(data(o), size(o), w.device, w.read_only(), offset, source, stream, true, "copy_from");
+          },
+          "source"_a, "stream"_a = nb::none(), "offset"_a = 0,
+          "Copies all of `source` (a pvmm owner, or a C-contiguous bytes-like object: bytes, a NumPy array) to "
+          "offset `offset` here, ordered on `stream` (None: a new stream of this device) and waited for.")
+      .def(
+          "copy_to",
+          [data, size](const W& w, nb::handle destination, nb::handle stream, std::size_t offset) {
+            auto pin = w.h.pin("copy_to");
+            const auto& o = *static_cast<const T*>(pin->keep.get());
+            copy_with(data(o), size(o), w.device, w.read_only(), offset, destination, stream, false, "copy_to");
+          },
+          "destination"_a, "stream"_a = nb::none(), "offset"_a = 0,
+          "Fills all of `destination` (a pvmm owner, or a writable C-contiguous bytes-like object) from offset "
+          "`offset` here, ordered on `stream` (None: a new stream of this device) and waited for.")
       .def("__dlpack_device__",
            [](const W& w) {
              auto d = dlpack_device(w.label, w.device);
