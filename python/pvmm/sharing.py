@@ -95,6 +95,26 @@ def _rebuild_pool(dupfd: Any, pool_id: bytes) -> ExportedPool:
     return ExportedPool(dupfd.detach(), pool_id)
 
 
+def _open_buffer(exported: ExportedBuffer) -> _pvmm.ImportedBuffer:
+    with exported:
+        return exported.open()
+
+
+def _open_pool(exported: ExportedPool) -> _pvmm.MemoryPool:
+    with exported:
+        return exported.open()
+
+
+def _reduce_buffer(buffer: _pvmm.GrowableBuffer) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """GrowableBuffer.__reduce__: pickles as its exported chunks; unpickles as an ImportedBuffer."""
+    return _open_buffer, (export_buffer(buffer),)
+
+
+def _reduce_pool(pool: _pvmm.MemoryPool) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """MemoryPool.__reduce__: pickles as its exported fd; unpickles as the imported pool."""
+    return _open_pool, (export_pool(pool),)
+
+
 def export_buffer(buffer: _pvmm.GrowableBuffer) -> ExportedBuffer:
     """Exports a growable buffer (created with exportable=True) for another process."""
     descriptor, fds = buffer.export()

@@ -163,10 +163,10 @@ def signal_rank_main(rank, path, q):
                 assert window.device_pointer_table() != 0
                 mine = np.from_dlpack(window.get_buffer(rank, "int64", (16,)))
                 mine[:] = rank + 100
-                window.barrier(stream, 10000)  # stream-ordered: every slot written before anyone reads
+                window.barrier(0, stream, 10000)  # stream-ordered: every slot written before anyone reads
                 stream.synchronize()
                 seen = [int(np.from_dlpack(window.get_buffer(r, "int64", (16,)))[3]) for r in range(2)]
-                window.barrier(stream, 10000)  # nobody unmaps before everyone has read
+                window.barrier(0, stream, 10000)  # nobody unmaps before everyone has read
                 stream.synchronize()
                 window.signal_status()
                 if rank == 1:  # rank 0 never signals this channel again: a bounded wait, reported as a timeout
