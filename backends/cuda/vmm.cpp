@@ -1,3 +1,6 @@
+// Hot layout: backend::reserve, free_reservation, map, unmap, set_access and convert are listed by mangled name in
+// cmake/hot_layout.ld; a rename or a new signature drops one out of the layout (the CTest tools/hot_layout says so).
+//
 // CUDA backend, feature "vmm": cuMemCreate, cuMemAddressReserve, cuMemMap, cuMemSetAccess and their inverses.
 #include <vector>
 

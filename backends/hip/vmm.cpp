@@ -1,3 +1,6 @@
+// Hot layout: backend::reserve, free_reservation, map, unmap and set_access are listed by mangled name in
+// cmake/hot_layout.ld; a rename or a new signature drops one out of the layout (the CTest tools/hot_layout says so).
+//
 // HIP backend, feature "vmm": hipMemCreate (on the current device, set for the call), hipMemAddressReserve,
 // hipMemMap, hipMemSetAccess (one call per mapping) and their inverses.
 #include <vector>
