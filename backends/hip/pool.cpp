@@ -167,7 +167,7 @@ result<pool_pointer_record> export_pool_pointer(pool_handle, const void* pointer
   hipMemPoolPtrExportData data{};
   static_assert(sizeof data == sizeof(pool_pointer_record), "HIP's record is 64 bytes");
   if (hipError_t rc = hipMemPoolExportPointer(&data, const_cast<void*>(pointer)); rc != hipSuccess)
-    return failure(rc, "hipMemPoolExportPointer", errc{},
+    return failure(rc, "hipMemPoolExportPointer",
                    "an allocation is exported once the host has seen it complete: synchronize its stream first");
   pool_pointer_record out{};
   std::memcpy(out.data(), &data, sizeof data);
