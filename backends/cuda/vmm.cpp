@@ -41,11 +41,7 @@ result<allocation_handle> create(const allocation_properties& properties, std::s
   return allocation_handle{h};
 }
 
-status release(allocation_handle handle) {
-  PVMM_REQUIRE_DRIVER();
-  PVMM_CU(cuMemRelease, handle.value);
-  return {};
-}
+status release(allocation_handle handle) { return PVMM_CU_STATUS(cuMemRelease, handle.value); }
 
 result<allocation_properties> properties(allocation_handle handle) {
   PVMM_REQUIRE_DRIVER();

@@ -28,11 +28,7 @@ result<void*> allocate_pinned(std::size_t size, const pinned_options& o) {
   return p;
 }
 
-status free_pinned(void* pointer, std::size_t) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipHostFree, pointer);
-  return {};
-}
+status free_pinned(void* pointer, std::size_t) { return PVMM_HIP_STATUS(hipHostFree, pointer); }
 
 status register_host(void* pointer, std::size_t size, const pinned_options& o) {
   PVMM_REQUIRE_RUNTIME();

@@ -46,11 +46,7 @@ result<allocation_handle> create(const allocation_properties& p, std::size_t siz
   });
 }
 
-status release(allocation_handle handle) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipMemRelease, to_hip(handle));
-  return {};
-}
+status release(allocation_handle handle) { return PVMM_HIP_STATUS(hipMemRelease, to_hip(handle)); }
 
 result<allocation_properties> properties(allocation_handle handle) {
   PVMM_REQUIRE_RUNTIME();

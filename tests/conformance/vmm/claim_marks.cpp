@@ -68,15 +68,22 @@ struct marks {
   }
 };
 
-/// The public API's answer to each call on a mapping at rest at `offset` of `range` (none may be busy): a map over it
-/// is overlapping_mapping, it is counted live, and a grant succeeds.
-void check_at_rest(address_reservation& range, const physical_allocation& memory, std::size_t offset,
-                   std::size_t live_before, std::size_t mappings) {
+/// Through the public API: maps `mappings` granules back to back (each map takes the slot the one before gave back,
+/// so all but the last settle to row 4), grants the first when `grant_first` (row 5), then checks the first mapping
+/// at rest: a map over it is overlapping_mapping, every mapping is counted live, a grant and the unmap succeed.
+void check_first_at_rest(std::size_t mappings, bool grant_first) {
   const std::size_t g = granule();
-  PVMM_CHECK_ERRC(range.map(offset, memory, 0, g), errc::overlapping_mapping);
+  auto memory = physical_allocation::create(g, default_properties()).value();
+  auto range = address_reservation::reserve(mappings * g).value();
+  const std::size_t live = query_live_objects().mappings;
+  for (std::size_t i = 0; i < mappings; ++i) range.map(i * g, memory, 0, g).value();
+  if (grant_first) PVMM_CHECK_OK(range.set_access(0, g, {rw()}));
+  PVMM_CHECK_ERRC(range.map(0, memory, 0, g), errc::overlapping_mapping);
   CHECK(range.mapping_count() == mappings);
-  CHECK(query_live_objects().mappings == live_before + mappings);
-  PVMM_CHECK_OK(range.set_access(offset, g, {rw()}));
+  CHECK(query_live_objects().mappings == live + mappings);
+  PVMM_CHECK_OK(range.set_access(0, g, {rw()}));
+  PVMM_CHECK_OK(range.unmap(0, mappings * g));
+  CHECK(query_live_objects().mappings == live);
 }
 }  // namespace
 
@@ -121,15 +128,8 @@ TEST_SUITE("claim marks") {
     CHECK(!m.slot_active(0));
     CHECK(!m.busy(0));
     CHECK(m.counted(0));
-    // Public API: one map leaves its record so.
     PVMM_REQUIRE_DEVICE();
-    const std::size_t g = granule();
-    auto memory = physical_allocation::create(g, default_properties()).value();
-    auto range = address_reservation::reserve(g).value();
-    const std::size_t live = query_live_objects().mappings;
-    range.map(0, memory, 0, g).value();
-    check_at_rest(range, memory, 0, live, 1);
-    PVMM_CHECK_OK(range.unmap(0, g));
+    check_first_at_rest(1, false);  // one map leaves its record so
   }
 
   PVMM_CASE("row 4, mapped and its marks settled (slot k taken again for another range): free, counted") {
@@ -142,14 +142,7 @@ TEST_SUITE("claim marks") {
     CHECK(!m.busy(0));
     CHECK(m.counted(0));
     PVMM_REQUIRE_DEVICE();
-    const std::size_t g = granule();
-    auto memory = physical_allocation::create(g, default_properties()).value();
-    auto range = address_reservation::reserve(2 * g).value();
-    const std::size_t live = query_live_objects().mappings;
-    range.map(0, memory, 0, g).value();
-    range.map(g, memory, 0, g).value();
-    check_at_rest(range, memory, 0, live, 2);
-    PVMM_CHECK_OK(range.unmap(0, 2 * g));
+    check_first_at_rest(2, false);
   }
 
   PVMM_CASE("row 5, granted through slot k, the slot given back: free, counted, made said outright") {
@@ -165,15 +158,7 @@ TEST_SUITE("claim marks") {
     CHECK(!m.busy(1));
     CHECK(m.counted(1));
     PVMM_REQUIRE_DEVICE();
-    const std::size_t g = granule();
-    auto memory = physical_allocation::create(g, default_properties()).value();
-    auto range = address_reservation::reserve(g).value();
-    const std::size_t live = query_live_objects().mappings;
-    range.map(0, memory, 0, g).value();
-    PVMM_CHECK_OK(range.set_access(0, g, {rw()}));
-    check_at_rest(range, memory, 0, live, 1);
-    PVMM_CHECK_OK(range.unmap(0, g));
-    CHECK(query_live_objects().mappings == live);
+    check_first_at_rest(1, true);
   }
 
   PVMM_CASE("row 6, a grant in flight with claim slot k: busy for unmap and set_access, still counted") {
