@@ -73,7 +73,9 @@ endfunction()
 
 # The signal module (src/backend/signal_kernels.cu compiled to PTX by the CUDA toolkit's nvcc, then embedded as a raw
 # string in signal_kernels_ptx.inc) for `target`, which includes it: the cuda backend and the hip backend on HIP's
-# NVIDIA platform load it with the driver at run time. One rule per directory, shared by its targets.
+# NVIDIA platform load it with the driver at run time. One rule per directory, shared by its targets. The rule makes
+# its output folder itself: Ninja creates an output's folder before running a rule, Make (CMake's default generator)
+# does not, and nvcc -o does not either.
 function(pvmm_embed_signal_module target)
   find_package(CUDAToolkit REQUIRED)
   find_program(PVMM_NVCC nvcc HINTS ${CUDAToolkit_BIN_DIR} REQUIRED)
@@ -83,6 +85,8 @@ function(pvmm_embed_signal_module target)
   if(NOT TARGET ${rule})
     set(kernels ${PROJECT_SOURCE_DIR}/src/backend/signal_kernels.cu)
     add_custom_command(OUTPUT ${dir}/signal_kernels_ptx.inc
+      BYPRODUCTS ${dir}/signal_kernels.ptx
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
       COMMAND ${PVMM_NVCC} -ptx -arch=compute_75 -std=c++17 -I${PROJECT_SOURCE_DIR}/include ${kernels}
               -o ${dir}/signal_kernels.ptx
       COMMAND ${CMAKE_COMMAND} -DIN=${dir}/signal_kernels.ptx -DOUT=${dir}/signal_kernels_ptx.inc

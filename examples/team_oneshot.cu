@@ -3,7 +3,7 @@
 // Every rank copies its input into its own slot; one kernel then meets every peer at a device barrier (signal
 // pads, bounded: a dead peer makes the barrier expire, never hang the GPU), sums every peer's slot through the
 // flat window into its output, and meets them again so no rank overwrites a slot a peer still reads. The barrier
-// runs in one thread of the block; __syncthreads orders the block around it (kernel-sync.md §1's pattern).
+// runs in one thread of the block; __syncthreads orders the block around it.
 // Several processes on one GPU, each its own rank.
 //
 //   pvmm_example_team_oneshot --spawn 4

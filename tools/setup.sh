@@ -73,6 +73,40 @@ case "${1:-}" in
     else
       echo "clang-format: ${#sources[@]} files formatted"
     fi
+    # Sizes: no source, header, test or script over 400 lines (docs/conventions.md); repetition counted where the
+    # `duplicates` command exists (it is not packaged: CI machines print that they lack it).
+    echo "=== file sizes ==="
+    largest=$(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.py' '*.pyi' '*.sh' 2>/dev/null | xargs -r wc -l |
+      grep -v ' total$' | sort -n | tail -n 1)
+    echo "largest file: ${largest:-none}"
+    if [ "$(awk '{print $1}' <<<"${largest:-0}")" -gt 400 ]; then
+      failed=$((failed + 1)); echo "file sizes: a file is over 400 lines (split it by concern):"
+      git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.py' '*.pyi' '*.sh' | xargs -r wc -l | grep -v ' total$' |
+        awk '$1 > 400'
+    fi
+    if command -v duplicates >/dev/null; then
+      echo "repetition: $(duplicates --seconds 60 | head -n 1)"
+    else
+      echo "repetition: not counted (no \`duplicates\` command here)"
+    fi
+    # CMake's default generator (Unix Makefiles) builds what the presets' Ninja builds: Make, unlike Ninja, makes no
+    # output folder for a custom command, so the rules that have one (the signal module) are built with it. With
+    # the CUDA toolkit: the cuda backend's signal module (nvcc); without: the host library.
+    echo "=== default generator (Unix Makefiles) ==="
+    TIMEFORMAT="time: default generator: %0R s wall, %0U s user, %0S s sys"
+    make_backend=host make_target=pvmm_host
+    if cuda_toolkit; then make_backend=cuda make_target=pvmm_signal_module_cuda; fi
+    install_missing make
+    rm -rf build/make-default
+    status=0
+    time { { cmake -S . -B build/make-default -G "Unix Makefiles" -DPVMM_BACKEND=$make_backend \
+               -DPVMM_BUILD_TESTS=OFF -DPVMM_BUILD_TOOLS=OFF -DPVMM_BUILD_EXAMPLES=OFF >/dev/null &&
+             cmake --build build/make-default --target $make_target -j 2 >/dev/null; } || status=$?; }
+    if [ $status -ne 0 ]; then
+      failed=$((failed + 1)); echo "default generator: the $make_backend backend's $make_target did not build with make"
+    else
+      echo "default generator: $make_backend backend, $make_target built with make"
+    fi
     for b in "${backends[@]}"; do
       echo "=== backend: $b ==="
       rm -f "build/$b/junit.xml"

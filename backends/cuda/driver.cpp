@@ -1,3 +1,6 @@
+// Hot layout: loaded_driver is listed by mangled name in cmake/hot_layout.ld; a rename or a new signature drops it out
+// of the layout (the CTest tools/hot_layout says so).
+//
 // The CUDA backend's driver: libcuda opened at run time through versioned entry points (binaries start on
 // machines without an NVIDIA driver and say so), the table tests can swap, and the translations every feature
 // file shares.

@@ -126,8 +126,19 @@ inline CUmemoryPool native(pool_handle h) { return detail::backend::native_as<CU
 
 }  // namespace pvmm::cuda
 
-#define PVMM_REQUIRE_DRIVER() \
-  if (!::pvmm::cuda::driver().available) return ::pvmm::cuda::unavailable()
-#define PVMM_CU(call, ...)                                                       \
-  if (CUresult rc_ = ::pvmm::cuda::api().call(__VA_ARGS__); rc_ != CUDA_SUCCESS) \
-  return ::pvmm::cuda::failure(rc_, #call)
+#define PVMM_REQUIRE_DRIVER()                                                  \
+  do {                                                                         \
+    if (!::pvmm::cuda::driver().available) return ::pvmm::cuda::unavailable(); \
+  } while (0)
+#define PVMM_CU(call, ...)                                                         \
+  do {                                                                             \
+    if (CUresult rc_ = ::pvmm::cuda::api().call(__VA_ARGS__); rc_ != CUDA_SUCCESS) \
+      return ::pvmm::cuda::failure(rc_, #call);                                    \
+  } while (0)
+/// The whole body of a backend function that is one driver call: `return PVMM_CU_STATUS(cuMemRelease, h);`.
+#define PVMM_CU_STATUS(call, ...) \
+  [&]() -> ::pvmm::status {       \
+    PVMM_REQUIRE_DRIVER();        \
+    PVMM_CU(call, __VA_ARGS__);   \
+    return {};                    \
+  }()

@@ -18,21 +18,7 @@ bool location_attributes() { return driver().version >= 13000; }
 constexpr CUmem_advise advices[] = {CU_MEM_ADVISE_SET_READ_MOSTLY,        CU_MEM_ADVISE_UNSET_READ_MOSTLY,
                                     CU_MEM_ADVISE_SET_PREFERRED_LOCATION, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION,
                                     CU_MEM_ADVISE_SET_ACCESSED_BY,        CU_MEM_ADVISE_UNSET_ACCESSED_BY};
-static_assert(std::size(advices) == static_cast<std::size_t>(advice::unset_accessed_by) + 1, "one entry per advice");
-CUmem_advise advice_of(advice a) {
-  const auto i = static_cast<std::size_t>(a);
-  return i < std::size(advices) ? advices[i] : CU_MEM_ADVISE_SET_READ_MOSTLY;
-}
-
-/// The device-ordinal ABI's name of a location (host NUMA nodes are refused by the neutral layer there).
-CUdevice ordinal_of(location l) { return l.type == location::kind::device ? l.id : CU_DEVICE_CPU; }
-
-/// A legacy device attribute value (-1 the host, -2 none) as a location.
-std::optional<location> from_ordinal(int v) {
-  if (v == CU_DEVICE_CPU) return location::host();
-  if (v >= 0) return location::device(v);
-  return std::nullopt;
-}
+CUmem_advise advice_of(advice a) { return native_advice(advices, a); }
 std::optional<location> from_typed(int type, int id) {
   switch (type) {
     case CU_MEM_LOCATION_TYPE_DEVICE:
@@ -89,7 +75,7 @@ status advise_managed(const void* pointer, std::size_t size, advice what, locati
   if (location_abi()) {
     PVMM_CU(cuMemAdvise, ptr(pointer), size, advice_of(what), to_cuda(where));
   } else {
-    PVMM_CU(cuMemAdvise_device, ptr(pointer), size, advice_of(what), ordinal_of(where));
+    PVMM_CU(cuMemAdvise_device, ptr(pointer), size, advice_of(what), legacy_ordinal(where, CU_DEVICE_CPU));
   }
   return {};
 }
@@ -100,7 +86,7 @@ status prefetch_managed(const void* pointer, std::size_t size, location to, stre
   if (location_abi()) {
     PVMM_CU(cuMemPrefetchAsync, ptr(pointer), size, to_cuda(to), 0, native(s));
   } else {
-    PVMM_CU(cuMemPrefetchAsync_device, ptr(pointer), size, ordinal_of(to), native(s));
+    PVMM_CU(cuMemPrefetchAsync_device, ptr(pointer), size, legacy_ordinal(to, CU_DEVICE_CPU), native(s));
   }
   return {};
 }
@@ -121,8 +107,8 @@ result<range_attributes> query_managed_range(const void* pointer, std::size_t si
   } else {
     PVMM_TRY_ASSIGN(preferred, range_attribute<int>(pointer, size, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION));
     PVMM_TRY_ASSIGN(last, range_attribute<int>(pointer, size, CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION));
-    a.preferred_location = from_ordinal(preferred);
-    a.last_prefetch_location = from_ordinal(last);
+    a.preferred_location = from_legacy_ordinal(preferred, CU_DEVICE_CPU);
+    a.last_prefetch_location = from_legacy_ordinal(last, CU_DEVICE_CPU);
   }
   // Accessed-by: one int per slot, padded with CU_DEVICE_INVALID; room for every device and the host.
   int devices = 0;
@@ -131,7 +117,7 @@ result<range_attributes> query_managed_range(const void* pointer, std::size_t si
   PVMM_CU(cuMemRangeGetAttribute, slots.data(), slots.size() * sizeof(int), CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY,
           ptr(pointer), size);
   for (int v : slots)
-    if (auto l = from_ordinal(v)) a.accessed_by.push_back(*l);
+    if (auto l = from_legacy_ordinal(v, CU_DEVICE_CPU)) a.accessed_by.push_back(*l);
   return a;
 }
 

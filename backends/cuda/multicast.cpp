@@ -36,11 +36,7 @@ result<multicast_handle> multicast_create(const multicast_request& request) {
   return multicast_handle{h};
 }
 
-status multicast_release(multicast_handle object) {
-  PVMM_REQUIRE_DRIVER();
-  PVMM_CU(cuMemRelease, object.value);
-  return {};
-}
+status multicast_release(multicast_handle object) { return PVMM_CU_STATUS(cuMemRelease, object.value); }
 
 status multicast_add_device(multicast_handle object, int ordinal) {
   PVMM_REQUIRE_DRIVER();
@@ -67,9 +63,7 @@ status multicast_unbind(multicast_handle object, int ordinal, std::size_t offset
 }
 
 status multicast_map(void* address, std::size_t size, multicast_handle object, std::size_t offset) {
-  PVMM_REQUIRE_DRIVER();
-  PVMM_CU(cuMemMap, ptr(address), size, offset, object.value, 0);
-  return {};
+  return PVMM_CU_STATUS(cuMemMap, ptr(address), size, offset, object.value, 0);
 }
 
 result<int> multicast_export_posix_fd(multicast_handle object) { return export_fd(object.value); }

@@ -68,11 +68,7 @@ result<pool_handle> default_pool(int device) {
   return handle_of<pool_handle>(pool);
 }
 
-status destroy_pool(pool_handle pool) {
-  PVMM_REQUIRE_DRIVER();
-  PVMM_CU(cuMemPoolDestroy, native(pool));
-  return {};
-}
+status destroy_pool(pool_handle pool) { return PVMM_CU_STATUS(cuMemPoolDestroy, native(pool)); }
 
 status set_pool_attribute(pool_handle pool, pool_attribute which, std::uint64_t value) {
   PVMM_REQUIRE_DRIVER();
@@ -90,11 +86,7 @@ result<std::uint64_t> get_pool_attribute(pool_handle pool, pool_attribute which)
   return is_flag(which) ? std::uint64_t{flag != 0} : std::uint64_t{v};
 }
 
-status trim_pool(pool_handle pool, std::size_t keep) {
-  PVMM_REQUIRE_DRIVER();
-  PVMM_CU(cuMemPoolTrimTo, native(pool), keep);
-  return {};
-}
+status trim_pool(pool_handle pool, std::size_t keep) { return PVMM_CU_STATUS(cuMemPoolTrimTo, native(pool), keep); }
 
 status set_pool_access(pool_handle pool, const access_descriptor* grants, std::size_t count) {
   PVMM_REQUIRE_DRIVER();

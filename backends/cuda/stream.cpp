@@ -24,11 +24,7 @@ result<stream_handle> create_stream(int device) {
   return stream_handle{static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(s))};
 }
 
-status destroy_stream(stream_handle s) {
-  PVMM_REQUIRE_DRIVER();
-  PVMM_CU(cuStreamDestroy, native(s));
-  return {};
-}
+status destroy_stream(stream_handle s) { return PVMM_CU_STATUS(cuStreamDestroy, native(s)); }
 
 status synchronize_stream(stream_handle s, int) {
   PVMM_REQUIRE_DRIVER();
@@ -72,11 +68,7 @@ result<event_handle> create_event(int device) {
   return event_handle{static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(e))};
 }
 
-status destroy_event(event_handle e) {
-  PVMM_REQUIRE_DRIVER();
-  PVMM_CU(cuEventDestroy, native(e));
-  return {};
-}
+status destroy_event(event_handle e) { return PVMM_CU_STATUS(cuEventDestroy, native(e)); }
 
 status record_event(event_handle e, stream_handle s, int) {
   PVMM_REQUIRE_DRIVER();
@@ -85,11 +77,7 @@ status record_event(event_handle e, stream_handle s, int) {
   return {};
 }
 
-status synchronize_event(event_handle e) {
-  PVMM_REQUIRE_DRIVER();
-  PVMM_CU(cuEventSynchronize, native(e));
-  return {};
-}
+status synchronize_event(event_handle e) { return PVMM_CU_STATUS(cuEventSynchronize, native(e)); }
 
 result<bool> query_event(event_handle e) {
   PVMM_REQUIRE_DRIVER();

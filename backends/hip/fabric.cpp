@@ -25,7 +25,8 @@ result<allocation_handle> import_fabric(const fabric_handle& handle, std::size_t
   std::memcpy(fh.data, handle.bytes.data(), handle.bytes.size());
   native_handle h{};
   if (hipError_t rc = hipMemImportFromShareableHandle(&h, &fh, hipMemHandleTypeFabric); rc != hipSuccess)
-    return failure(rc, "hipMemImportFromShareableHandle", rc == hipErrorOutOfMemory ? errc{} : errc::invalid_handle);
+    return failure(rc, "hipMemImportFromShareableHandle", "",
+                   rc == hipErrorOutOfMemory ? errc{} : errc::invalid_handle);
   return from_hip(h);
 }
 

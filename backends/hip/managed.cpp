@@ -18,17 +18,7 @@ namespace {
 constexpr hipMemoryAdvise advices[] = {hipMemAdviseSetReadMostly,        hipMemAdviseUnsetReadMostly,
                                        hipMemAdviseSetPreferredLocation, hipMemAdviseUnsetPreferredLocation,
                                        hipMemAdviseSetAccessedBy,        hipMemAdviseUnsetAccessedBy};
-static_assert(std::size(advices) == static_cast<std::size_t>(advice::unset_accessed_by) + 1, "one entry per advice");
-hipMemoryAdvise advice_of(advice a) {
-  const auto i = static_cast<std::size_t>(a);
-  return i < std::size(advices) ? advices[i] : hipMemAdviseSetReadMostly;
-}
-int ordinal_of(location l) { return l.type == location::kind::device ? l.id : hipCpuDeviceId; }
-std::optional<location> from_ordinal(int v) {
-  if (v == hipCpuDeviceId) return location::host();
-  if (v >= 0) return location::device(v);
-  return std::nullopt;
-}
+hipMemoryAdvise advice_of(advice a) { return native_advice(advices, a); }
 template <class T>
 result<T> range_attribute(const void* p, std::size_t size, hipMemRangeAttribute which) {
   T value{};
@@ -69,22 +59,14 @@ result<void*> allocate_managed(std::size_t size, attach_mode mode) {
   return p;
 }
 
-status free_managed(void* pointer) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipFree, pointer);
-  return {};
-}
+status free_managed(void* pointer) { return PVMM_HIP_STATUS(hipFree, pointer); }
 
 status advise_managed(const void* pointer, std::size_t size, advice what, location where) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipMemAdvise, pointer, size, advice_of(what), ordinal_of(where));
-  return {};
+  return PVMM_HIP_STATUS(hipMemAdvise, pointer, size, advice_of(what), legacy_ordinal(where, hipCpuDeviceId));
 }
 
 status prefetch_managed(const void* pointer, std::size_t size, location to, stream_handle s, int) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipMemPrefetchAsync, pointer, size, ordinal_of(to), native(s));
-  return {};
+  return PVMM_HIP_STATUS(hipMemPrefetchAsync, pointer, size, legacy_ordinal(to, hipCpuDeviceId), native(s));
 }
 
 result<range_attributes> query_managed_range(const void* pointer, std::size_t size) {
@@ -94,15 +76,15 @@ result<range_attributes> query_managed_range(const void* pointer, std::size_t si
   PVMM_TRY_ASSIGN(preferred, range_attribute<int>(pointer, size, hipMemRangeAttributePreferredLocation));
   PVMM_TRY_ASSIGN(last, range_attribute<int>(pointer, size, hipMemRangeAttributeLastPrefetchLocation));
   a.read_mostly = read_mostly != 0;
-  a.preferred_location = from_ordinal(preferred);
-  a.last_prefetch_location = from_ordinal(last);
+  a.preferred_location = from_legacy_ordinal(preferred, hipCpuDeviceId);
+  a.last_prefetch_location = from_legacy_ordinal(last, hipCpuDeviceId);
   int devices = 0;
   PVMM_HIP(hipGetDeviceCount, &devices);
   std::vector<int> slots(static_cast<std::size_t>(devices) + 1, hipInvalidDeviceId);
   PVMM_HIP(hipMemRangeGetAttribute, slots.data(), slots.size() * sizeof(int), hipMemRangeAttributeAccessedBy, pointer,
            size);
   for (int v : slots)
-    if (auto l = from_ordinal(v)) a.accessed_by.push_back(*l);
+    if (auto l = from_legacy_ordinal(v, hipCpuDeviceId)) a.accessed_by.push_back(*l);
   return a;
 }
 

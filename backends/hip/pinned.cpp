@@ -28,11 +28,7 @@ result<void*> allocate_pinned(std::size_t size, const pinned_options& o) {
   return p;
 }
 
-status free_pinned(void* pointer, std::size_t) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipHostFree, pointer);
-  return {};
-}
+status free_pinned(void* pointer, std::size_t) { return PVMM_HIP_STATUS(hipHostFree, pointer); }
 
 status register_host(void* pointer, std::size_t size, const pinned_options& o) {
   PVMM_REQUIRE_RUNTIME();
@@ -40,7 +36,7 @@ status register_host(void* pointer, std::size_t size, const pinned_options& o) {
   if (o.portable) flags |= hipHostRegisterPortable;
   if (o.mapped) flags |= hipHostRegisterMapped;
   if (hipError_t rc = hipHostRegister(pointer, size, flags); rc != hipSuccess)
-    return failure(rc, "hipHostRegister",
+    return failure(rc, "hipHostRegister", "",
                    rc == hipErrorHostMemoryAlreadyRegistered ? errc::already_registered : errc{});
   return {};
 }
@@ -48,7 +44,7 @@ status register_host(void* pointer, std::size_t size, const pinned_options& o) {
 status unregister_host(void* pointer, std::size_t) {
   PVMM_REQUIRE_RUNTIME();
   if (hipError_t rc = hipHostUnregister(pointer); rc != hipSuccess)
-    return failure(rc, "hipHostUnregister", rc == hipErrorHostMemoryNotRegistered ? errc::not_registered : errc{});
+    return failure(rc, "hipHostUnregister", "", rc == hipErrorHostMemoryNotRegistered ? errc::not_registered : errc{});
   return {};
 }
 

@@ -83,11 +83,7 @@ result<pool_handle> default_pool(int device) {
   return handle_of<pool_handle>(pool);
 }
 
-status destroy_pool(pool_handle pool) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipMemPoolDestroy, native(pool));
-  return {};
-}
+status destroy_pool(pool_handle pool) { return PVMM_HIP_STATUS(hipMemPoolDestroy, native(pool)); }
 
 status set_pool_attribute(pool_handle pool, pool_attribute which, std::uint64_t value) {
   PVMM_REQUIRE_RUNTIME();
@@ -105,11 +101,7 @@ result<std::uint64_t> get_pool_attribute(pool_handle pool, pool_attribute which)
   return is_flag(which) ? std::uint64_t{flag != 0} : v;
 }
 
-status trim_pool(pool_handle pool, std::size_t keep) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipMemPoolTrimTo, native(pool), keep);
-  return {};
-}
+status trim_pool(pool_handle pool, std::size_t keep) { return PVMM_HIP_STATUS(hipMemPoolTrimTo, native(pool), keep); }
 
 status set_pool_access(pool_handle pool, const access_descriptor* grants, std::size_t count) {
   PVMM_REQUIRE_RUNTIME();
@@ -134,11 +126,7 @@ result<void*> allocate_from_pool(pool_handle pool, std::size_t size, stream_hand
   return p;
 }
 
-status free_to_pool(void* pointer, stream_handle s, int) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipFreeAsync, pointer, native(s));
-  return {};
-}
+status free_to_pool(void* pointer, stream_handle s, int) { return PVMM_HIP_STATUS(hipFreeAsync, pointer, native(s)); }
 
 result<owned_fd> export_pool_posix_fd(pool_handle pool) {
   PVMM_REQUIRE_RUNTIME();
@@ -167,7 +155,7 @@ result<pool_pointer_record> export_pool_pointer(pool_handle, const void* pointer
   hipMemPoolPtrExportData data{};
   static_assert(sizeof data == sizeof(pool_pointer_record), "HIP's record is 64 bytes");
   if (hipError_t rc = hipMemPoolExportPointer(&data, const_cast<void*>(pointer)); rc != hipSuccess)
-    return failure(rc, "hipMemPoolExportPointer", errc{},
+    return failure(rc, "hipMemPoolExportPointer",
                    "an allocation is exported once the host has seen it complete: synchronize its stream first");
   pool_pointer_record out{};
   std::memcpy(out.data(), &data, sizeof data);

@@ -23,8 +23,8 @@ result<allocation_handle> import_posix_fd(int fd, std::size_t) {
   void* os_handle = reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd));  // the fd by value
   if (hipError_t rc = hipMemImportFromShareableHandle(&h, os_handle, hipMemHandleTypePosixFileDescriptor);
       rc != hipSuccess)
-    return failure(rc, "hipMemImportFromShareableHandle", rc == hipErrorOutOfMemory ? errc{} : errc::invalid_handle,
-                   "pass an fd exported by hipMemExportToShareableHandle");
+    return failure(rc, "hipMemImportFromShareableHandle", "pass an fd exported by hipMemExportToShareableHandle",
+                   rc == hipErrorOutOfMemory ? errc{} : errc::invalid_handle);
   return from_hip(h);
 }
 

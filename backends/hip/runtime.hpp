@@ -120,7 +120,8 @@ inline errc portable(hipError_t rc) {
 }
 
 /// The one place a runtime error becomes pvmm's (every failed call pvmm reports comes here).
-inline error failure(hipError_t rc, const char* call, errc code = errc{}, std::string hint = {}) {
+/// (rc, call, hint, code) in every backend: the hint, then the errc that overrides the one rc maps to.
+inline error failure(hipError_t rc, const char* call, std::string hint = {}, errc code = errc{}) {
   forget_last_error();
   error e;
   e.code = code == errc{} ? portable(rc) : code;
@@ -131,10 +132,21 @@ inline error failure(hipError_t rc, const char* call, errc code = errc{}, std::s
   return e;
 }
 
-#define PVMM_REQUIRE_RUNTIME() \
-  if (!runtime().available) return unavailable()
-#define PVMM_HIP(call, ...) \
-  if (hipError_t rc_ = call(__VA_ARGS__); rc_ != hipSuccess) return failure(rc_, #call)
+#define PVMM_REQUIRE_RUNTIME()                      \
+  do {                                              \
+    if (!runtime().available) return unavailable(); \
+  } while (0)
+#define PVMM_HIP(call, ...)                                                                \
+  do {                                                                                     \
+    if (hipError_t rc_ = call(__VA_ARGS__); rc_ != hipSuccess) return failure(rc_, #call); \
+  } while (0)
+/// The whole body of a backend function that is one runtime call: `return PVMM_HIP_STATUS(hipFree, p);`.
+#define PVMM_HIP_STATUS(call, ...) \
+  [&]() -> ::pvmm::status {        \
+    PVMM_REQUIRE_RUNTIME();        \
+    PVMM_HIP(call, __VA_ARGS__);   \
+    return {};                     \
+  }()
 
 // Handles are opaque pointers on AMD and integers on NVIDIA; pvmm carries either in 64 bits.
 using native_handle = hipMemGenericAllocationHandle_t;

@@ -31,17 +31,9 @@ result<stream_handle> create_stream(int device) {
   return create_on<stream_handle>(device, hipStreamCreateWithFlags, hipStreamNonBlocking, "hipStreamCreateWithFlags");
 }
 
-status destroy_stream(stream_handle s) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipStreamDestroy, native(s));
-  return {};
-}
+status destroy_stream(stream_handle s) { return PVMM_HIP_STATUS(hipStreamDestroy, native(s)); }
 
-status synchronize_stream(stream_handle s, int) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipStreamSynchronize, native(s));
-  return {};
-}
+status synchronize_stream(stream_handle s, int) { return PVMM_HIP_STATUS(hipStreamSynchronize, native(s)); }
 
 result<bool> query_stream(stream_handle s, int) {
   PVMM_REQUIRE_RUNTIME();
@@ -49,9 +41,7 @@ result<bool> query_stream(stream_handle s, int) {
 }
 
 status wait_event(stream_handle s, int, event_handle e) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipStreamWaitEvent, native(s), native(e), 0);
-  return {};
+  return PVMM_HIP_STATUS(hipStreamWaitEvent, native(s), native(e), 0);
 }
 
 status launch_host_function(stream_handle s, int, void (*fn)(void*), void* data) {
@@ -87,23 +77,13 @@ result<event_handle> create_event(int device) {
   return create_on<event_handle>(device, hipEventCreateWithFlags, hipEventDisableTiming, "hipEventCreateWithFlags");
 }
 
-status destroy_event(event_handle e) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipEventDestroy, native(e));
-  return {};
-}
+status destroy_event(event_handle e) { return PVMM_HIP_STATUS(hipEventDestroy, native(e)); }
 
 status record_event(event_handle e, stream_handle s, int) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipEventRecord, native(e), native(s));
-  return {};
+  return PVMM_HIP_STATUS(hipEventRecord, native(e), native(s));
 }
 
-status synchronize_event(event_handle e) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipEventSynchronize, native(e));
-  return {};
-}
+status synchronize_event(event_handle e) { return PVMM_HIP_STATUS(hipEventSynchronize, native(e)); }
 
 result<bool> query_event(event_handle e) {
   PVMM_REQUIRE_RUNTIME();

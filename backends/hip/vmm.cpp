@@ -1,3 +1,6 @@
+// Hot layout: backend::reserve, free_reservation, map, unmap and set_access are listed by mangled name in
+// cmake/hot_layout.ld; a rename or a new signature drops one out of the layout (the CTest tools/hot_layout says so).
+//
 // HIP backend, feature "vmm": hipMemCreate (on the current device, set for the call), hipMemAddressReserve,
 // hipMemMap, hipMemSetAccess (one call per mapping) and their inverses.
 #include <vector>
@@ -43,11 +46,7 @@ result<allocation_handle> create(const allocation_properties& p, std::size_t siz
   });
 }
 
-status release(allocation_handle handle) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipMemRelease, to_hip(handle));
-  return {};
-}
+status release(allocation_handle handle) { return PVMM_HIP_STATUS(hipMemRelease, to_hip(handle)); }
 
 result<allocation_properties> properties(allocation_handle handle) {
   PVMM_REQUIRE_RUNTIME();

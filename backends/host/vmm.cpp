@@ -1,3 +1,6 @@
+// Hot layout: backend::reserve, free_reservation, map, unmap and set_access are listed by mangled name in
+// cmake/hot_layout.ld; a rename or a new signature drops one out of the layout (the CTest tools/hot_layout says so).
+//
 // Host backend, feature "vmm": physical memory = sealed memfd (committed at create), reservation = PROT_NONE
 // anonymous mapping, map = MAP_FIXED|MAP_SHARED of the memfd at an offset, access = mprotect.
 #include <fcntl.h>

@@ -4,7 +4,7 @@
 // - endpoints: node-local processes meeting at a named pvmm endpoint, rank 0 as the root;
 // - store:     a key-value store the caller provides (set, get-with-deadline: torch's c10d Store, etcd-like);
 // - mpi:       an MPI communicator (pvmm/bootstrap_mpi.hpp, library pvmm::mpi, built where MPI is found).
-// The interface is what MSCCL++'s Bootstrap and NVSHMEM's bootstrap plugins share (reference/teams.md §2);
+// The interface is what MSCCL++'s Bootstrap and NVSHMEM's bootstrap plugins share;
 // a C caller or a Python launcher implements the same calls.
 //
 // The contract lives in this class, not in each adapter: the public calls are non-virtual (as RMM's

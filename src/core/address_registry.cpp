@@ -1,3 +1,6 @@
+// Hot layout: address_registry::add and ::remove are listed by mangled name in cmake/hot_layout.ld; a rename or a new
+// signature drops one out of the layout (the CTest tools/hot_layout says so).
+//
 // The address registry: reservations in the range registry (range_registry.hpp), and the lookups VMM needs from
 // it. The range's owner is the reservation_state, which a lookup may use only while the registry holds the range.
 #include "core/address_registry.hpp"

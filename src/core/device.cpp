@@ -1,3 +1,6 @@
+// Hot layout: known_reservation_unit and known_device_count are listed by mangled name in cmake/hot_layout.ld; a rename
+// or a new signature drops one out of the layout (the CTest tools/hot_layout says so).
+//
 // pvmm/device.hpp: the backend, its devices and granularities; and the caches the neutral layer uses.
 #include <unistd.h>
 

@@ -1,3 +1,6 @@
+// Hot layout: backend_counting is listed by mangled name in cmake/hot_layout.ld; a rename or a new signature drops it
+// out of the layout (the CTest tools/hot_layout says so).
+//
 // Fault injection and backend call counting (pvmm/testing.hpp).
 #include <atomic>
 

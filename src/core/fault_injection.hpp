@@ -1,3 +1,6 @@
+// Hot layout: inject_failure_now is listed by mangled name in cmake/hot_layout.ld; a rename or a new signature drops it
+// out of the layout (the CTest tools/hot_layout says so).
+//
 // Fault injection and call counting (pvmm/testing.hpp), applied to every backend call that is a step of an
 // operation. Teardown and rollback calls (release, unmap of a dying reservation, free) bypass it: injecting
 // there would only simulate the leak that rollback exists to prevent.

@@ -1,3 +1,6 @@
+// Hot layout: allocation_state::map_at is listed by mangled name in cmake/hot_layout.ld; a rename or a new signature
+// drops one out of the layout (the CTest tools/hot_layout says so).
+//
 // Teardown along the ownership graph: each handle released once, each range unmapped then freed exactly.
 #include "core/ownership.hpp"
 

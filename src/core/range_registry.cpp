@@ -1,3 +1,6 @@
+// Hot layout: range_registry::add and ::remove, and levels_in_use, are listed by mangled name in cmake/hot_layout.ld; a
+// rename or a new signature drops one out of the layout (the CTest tools/hot_layout says so).
+//
 // The range registry: which range pvmm made holds an address, answered without a tree, and without a lock that
 // every reserve, pool allocate and free in the process must take.
 //

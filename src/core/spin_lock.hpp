@@ -1,3 +1,6 @@
+// Hot layout: spin_lock::lock is listed by mangled name in cmake/hot_layout.ld; a rename or a new signature drops it
+// out of the layout (the CTest tools/hot_layout says so).
+//
 // A lock for critical sections of a few dozen instructions that never block or call a backend: one atomic
 // exchange to take it and one store to give it back, about half of std::mutex's uncontended cost, which
 // showed next to sub-microsecond driver calls (pvmm-own-cost). A waiter spins briefly, then yields its CPU,

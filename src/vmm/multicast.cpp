@@ -1,4 +1,4 @@
-// multicast_object: create, team, bind, unbind, export and import. Mapped like memory (reservation.cpp).
+// multicast_object: create, team, bind, unbind, export and import. Mapped like memory (reservation_map.cpp).
 #include <fmt/format.h>
 
 #include <pvmm/multicast.hpp>

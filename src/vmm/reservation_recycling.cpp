@@ -1,3 +1,6 @@
+// Hot layout: new_reservation_state, reservation_recycler and thread_cache are listed by mangled name in
+// cmake/hot_layout.ld; a rename or a new signature drops one out of the layout (the CTest tools/hot_layout says so).
+//
 // Where reservation states come from and go: a small per-thread cache of torn-down states, so that reserving
 // allocates nothing in the steady state and a recycled state keeps its mapping table's storage (the first map
 // into a new reservation allocates nothing either). A heap allocation and free each cost about as much as the

@@ -1,24 +1,11 @@
-// pvmm-bench traces: allocation traces replayed through several allocators ("sides"), seeded and generated here
-// (nothing downloaded). Only the allocate and free calls are timed; every buffer gets a stamp written at both ends
-// after its allocation and read back before its free, checked at checkpoints (both streams synchronized), outside
-// the timed calls. Families:
-//   transformer  a training step of a decoder stack with a variable token count per step (weights, saved
-//                activations, temporaries, weight gradients); "fsdp" gathers each layer's weights on a second
-//                stream and frees them on the compute stream, and frees gradients on the second stream
-//   lognormal    sizes lognormal in [512 B, 256 MiB], freed in random order; "cross" frees each on a random one
-//                of two streams
-// Sides: the raw driver pool (cuda: cuMemAllocFromPoolAsync / cuMemFreeAsync on a pool keeping its memory),
-// pvmm's memory_pool, pvmm's caching_allocator; where found at configure time PyTorch's caching allocator (libc10)
-// and RMM's pool and async resources. --trace-scale=F scales every size (CI runs 0.004 on the host backend);
-// --trace-only=TEXT replays only the traces whose name holds TEXT.
+// pvmm-bench traces: the allocators under test ("sides") that traces_replay.cpp replays its traces through: the raw
+// driver pool (cuda: cuMemAllocFromPoolAsync / cuMemFreeAsync on a pool keeping its memory), pvmm's memory_pool,
+// pvmm's caching_allocator; where found at configure time PyTorch's caching allocator (libc10) and RMM's pool and
+// async resources.
 #include <algorithm>
-#include <array>
-#include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <memory>
-#include <random>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,6 +15,7 @@
 #include <pvmm/pvmm.hpp>
 
 #include "bench.hpp"
+#include "traces.hpp"
 
 #if PVMM_BENCH_TORCH
 #include "traces_torch.hpp"
@@ -39,209 +27,7 @@
 #endif
 
 namespace bench {
-
-double trace_scale = 1.0;
-int trace_rounds = 5;
-std::string trace_only;
-int trace_slack = -1;
-int trace_chunk_mib = 0;
-
 namespace {
-
-constexpr std::size_t stamp_bytes = 16;
-
-struct op {
-  bool alloc = true;
-  int stream = 0;        // 0: compute, 1: the second stream
-  std::uint32_t id = 0;  // the buffer
-  std::size_t size = 0;  // alloc only
-};
-
-struct trace {
-  std::string name;
-  std::vector<op> ops;
-  std::vector<std::size_t> checkpoints;  // op indices after which buffers are checked
-  std::uint32_t ids = 0;
-  std::uint64_t peak_live = 0;
-};
-
-std::size_t scaled(double bytes) {
-  return std::max<std::size_t>(512, static_cast<std::size_t>(bytes * trace_scale) / 512 * 512);
-}
-
-/// Builds a trace, tracking live bytes.
-struct builder {
-  trace t;
-  std::vector<std::size_t> sizes;
-  std::uint64_t live = 0;
-  std::uint32_t alloc(std::size_t size, int stream = 0) {
-    const std::uint32_t id = t.ids++;
-    sizes.push_back(size);
-    t.ops.push_back({true, stream, id, size});
-    live += size;
-    t.peak_live = std::max(t.peak_live, live);
-    return id;
-  }
-  void free(std::uint32_t id, int stream = 0) {
-    t.ops.push_back({false, stream, id, 0});
-    live -= sizes[id];
-  }
-  void checkpoint() { t.checkpoints.push_back(t.ops.size()); }
-};
-
-/// A decoder stack, bf16: per layer qkv (3h^2), out (h^2), fc1 (4h^2), fc2 (4h^2) weights; saved activations
-/// 13 T h; an attention workspace per layer; gradients of the same shapes. 8 steps, T uniform in [T/2, T].
-trace transformer(bool fsdp, std::uint32_t seed) {
-  builder b;
-  b.t.name = fsdp ? "transformer, fsdp cross-stream frees" : "transformer";
-  std::mt19937_64 rng(seed);
-  const double h = 2048, bytes = 2;
-  const int layers = 18, steps = 8, t_max = 4096, shards = 8;
-  const double weight_parts[] = {3, 1, 4, 4};
-  const double act_parts[] = {1, 3, 1, 4, 4};  // ln input, qkv, attention out, fc1 out, gelu out
-  std::vector<std::uint32_t> weights;
-  for (int l = 0; l < layers; ++l)
-    for (double w : weight_parts) weights.push_back(b.alloc(scaled(w * h * h * bytes / (fsdp ? shards : 1))));
-  for (int step = 0; step < steps; ++step) {
-    const double tokens = std::round((0.5 + 0.5 * std::uniform_real_distribution<double>(0, 1)(rng)) * t_max / 64) * 64;
-    std::vector<std::vector<std::uint32_t>> saved(layers);
-    auto gather = [&] {  // fsdp: the layer's full weights on the second stream, freed on compute after use
-      std::vector<std::uint32_t> full;
-      for (double w : weight_parts) full.push_back(b.alloc(scaled(w * h * h * bytes), 1));
-      return full;
-    };
-    for (int l = 0; l < layers; ++l) {
-      std::vector<std::uint32_t> full;
-      if (fsdp) full = gather();
-      for (double a : act_parts) saved[l].push_back(b.alloc(scaled(a * tokens * h * bytes)));
-      b.free(b.alloc(scaled(16 * tokens * 512 * bytes)));  // attention workspace (16 heads x T x 512)
-      for (auto id : full) b.free(id, 0);
-    }
-    std::vector<std::uint32_t> grads;
-    for (int l = layers; l-- > 0;) {
-      std::vector<std::uint32_t> full;
-      if (fsdp) full = gather();
-      auto dx = b.alloc(scaled(tokens * h * bytes));
-      auto dqkv = b.alloc(scaled(3 * tokens * h * bytes));
-      auto dfc = b.alloc(scaled(4 * tokens * h * bytes));
-      for (double w : weight_parts) grads.push_back(b.alloc(scaled(w * h * h * bytes)));
-      b.free(dfc);
-      b.free(dqkv);
-      b.free(dx);
-      for (auto id : saved[l]) b.free(id);
-      for (auto id : full) b.free(id, 0);
-      if (fsdp) {  // reduce-scattered: the full gradient is freed on the second stream
-        for (auto id : grads) b.free(id, 1);
-        grads.clear();
-      }
-    }
-    for (auto id : grads) b.free(id);  // optimizer step, then zero_grad(set_to_none)
-    b.checkpoint();
-  }
-  for (auto id : weights) b.free(id);
-  b.checkpoint();
-  return b.t;
-}
-
-/// Lognormal sizes (median 1 MiB, sigma 2) clipped to [512 B, 256 MiB]; up to 192 live; frees in random order.
-trace lognormal(bool cross, std::uint32_t seed) {
-  builder b;
-  b.t.name = cross ? "lognormal, random cross-stream frees" : "lognormal";
-  std::mt19937_64 rng(seed);
-  std::lognormal_distribution<double> size(std::log(1 << 20), 2.0);
-  std::vector<std::uint32_t> live;
-  const int ops = 6000;
-  for (int i = 0; i < ops; ++i) {
-    const bool grow = live.size() < 8 || (live.size() < 192 && (rng() & 1));
-    if (grow) {
-      const double s = std::clamp(size(rng), 512.0, double(256 << 20));
-      live.push_back(b.alloc(scaled(s), cross ? static_cast<int>(rng() & 1) : 0));
-    } else {
-      const std::size_t k = rng() % live.size();
-      b.free(live[k], cross ? static_cast<int>(rng() & 1) : 0);
-      live[k] = live.back();
-      live.pop_back();
-    }
-    if (i % 500 == 499) b.checkpoint();
-  }
-  for (auto id : live) b.free(id);
-  b.checkpoint();
-  return b.t;
-}
-
-/// One allocator under test.
-struct side {
-  std::string name;
-  std::function<void*(std::size_t, const pvmm::stream&)> alloc;
-  std::function<void(void*, const pvmm::stream&)> free;
-  std::function<std::uint64_t()> peak_reserved;
-  /// What the side did since start_counting, per alloc+free over `pairs` (empty where it cannot say).
-  std::function<std::string(double pairs)> calls = [](double) { return std::string(); };
-  std::function<void()> start_counting = [] {};
-};
-
-struct replay_result {
-  std::vector<double> pair_s;  // alloc + free time per buffer
-  double mean_s = 0;
-};
-
-/// Replays `t` on `s`, timing only the calls; stamps and checks every buffer outside them.
-replay_result replay(const trace& t, side& s, pvmm::stream* streams, pvmm::event& order) {
-  std::vector<void*> where(t.ids, nullptr);
-  std::vector<std::size_t> size(t.ids, 0);
-  std::vector<int> home(t.ids, 0);
-  std::vector<double> alloc_s(t.ids, 0), pair(t.ids, 0);
-  std::vector<std::array<std::uint64_t, 4>> seen(t.ids);  // the stamps read back: head, tail
-  std::vector<std::uint32_t> to_check;
-  std::size_t next_checkpoint = 0;
-  for (std::size_t i = 0; i < t.ops.size(); ++i) {
-    const op& o = t.ops[i];
-    auto& st = streams[o.stream];
-    if (o.alloc) {
-      auto t0 = clock_type::now();
-      void* p = s.alloc(o.size, st);
-      alloc_s[o.id] = seconds_since(t0);
-      check(p != nullptr, "allocate");
-      where[o.id] = p, size[o.id] = o.size, home[o.id] = o.stream;
-      const std::uint64_t stamp[2] = {o.id + 1, o.size};
-      check(st.copy_async(p, stamp, stamp_bytes).has_value(), "stamp head");
-      check(st.copy_async(static_cast<char*>(p) + o.size - stamp_bytes, stamp, stamp_bytes).has_value(), "stamp tail");
-    } else {
-      void* p = where[o.id];
-      if (home[o.id] != o.stream) {  // the freeing stream is ordered after the buffer's use (as record_stream)
-        check(order.record(streams[home[o.id]]).has_value(), "event record");
-        check(st.wait(order).has_value(), "stream wait");
-      }
-      check(st.copy_async(seen[o.id].data(), p, stamp_bytes).has_value(), "read head");
-      check(st.copy_async(seen[o.id].data() + 2, static_cast<char*>(p) + size[o.id] - stamp_bytes, stamp_bytes)
-                .has_value(),
-            "read tail");
-      auto t0 = clock_type::now();
-      s.free(p, st);
-      pair[o.id] = alloc_s[o.id] + seconds_since(t0);
-      to_check.push_back(o.id);
-    }
-    if (next_checkpoint < t.checkpoints.size() && t.checkpoints[next_checkpoint] == i + 1) {
-      ++next_checkpoint;
-      check(streams[0].synchronize().has_value() && streams[1].synchronize().has_value(), "synchronize");
-      for (auto id : to_check) {
-        const auto& v = seen[id];
-        if (v[0] != id + 1 || v[1] != size[id] || v[2] != id + 1 || v[3] != size[id]) {
-          std::fprintf(stderr, "pvmm-bench traces: %s: buffer %u (%zu bytes) lost its stamps\n", s.name.c_str(), id,
-                       size[id]);
-          std::exit(1);
-        }
-      }
-      to_check.clear();
-    }
-  }
-  replay_result r;
-  r.pair_s = std::move(pair);
-  double sum = 0;
-  for (double x : r.pair_s) sum += x;
-  r.mean_s = sum / static_cast<double>(std::max<std::size_t>(1, r.pair_s.size()));
-  return r;
-}
 
 #if PVMM_BENCH_RMM
 /// An RMM resource as a side (RMM's deallocate needs the size: the side keeps it).
@@ -264,6 +50,8 @@ side rmm_side(const char* name, std::shared_ptr<Resource> mr, Peak peak) {
           peak};
 }
 #endif
+
+}  // namespace
 
 std::vector<side> make_sides(pvmm::stream* streams) {
   std::vector<side> sides;
@@ -403,65 +191,6 @@ std::vector<side> make_sides(pvmm::stream* streams) {
   fmt::print("  RMM pool and async resources: [pvmm-skip] RMM was not found at configure time (PVMM_RMM_ROOT)\n");
 #endif
   return sides;
-}
-
-}  // namespace
-
-void traces() {
-  fmt::print(
-      "\ntraces: allocation traces replayed per allocator, {} rounds, sides in rotating order; only allocate and free "
-      "are timed (stamps written and checked outside); scale {}; caching slack_percent {}, chunk {} (target: caching "
-      "faster than PyTorch and RMM's pool per alloc+free, peak reserved <= 1.10x peak live)\n",
-      trace_rounds, trace_scale, trace_slack >= 0 ? unsigned(trace_slack) : pvmm::caching_options{}.slack_percent,
-      [] {  // what the caching side's allocator will use: the flag's size or the library's default
-        pvmm::caching_options o;
-        o.chunk_size = std::size_t(trace_chunk_mib) << 20;
-        auto a = pvmm::caching_allocator::create(o);
-        return a ? fmt::format("{} MiB", a->chunk_size() >> 20) : std::string("unavailable");
-      }());
-  pvmm::stream streams[2] = {pvmm::stream::create(0).value(), pvmm::stream::create(0).value()};
-  auto order = pvmm::event::create(0).value();
-  const trace traces[] = {transformer(false, 1), transformer(true, 2), lognormal(false, 3), lognormal(true, 4)};
-  for (const trace& t : traces) {
-    if (t.name.find(trace_only) == std::string::npos) continue;
-    // Fresh sides per trace, so each peak belongs to one trace.
-    auto sides = make_sides(streams);
-    std::size_t frees = 0;
-    for (auto& o : t.ops) frees += !o.alloc;
-    fmt::print("\n  {}: {} allocations, peak live {:.3f} GiB\n", t.name, frees, double(t.peak_live) / (1 << 30));
-    fmt::print("  {:<44} {:>9} {:>9} {:>9} {:>11} {:>9}  {}\n", "side", "p50 us", "p99 us", "mean us", "peak resv GiB",
-               "resv/live", "caching vs side: ratio [IQR]");
-    std::vector<std::vector<double>> means(sides.size());
-    std::vector<std::vector<double>> pairs(sides.size());
-    for (int r = 0; r < trace_rounds + 1; ++r)
-      for (std::size_t k = 0; k < sides.size(); ++k) {
-        if (r == 1 && k == 0)
-          for (auto& sd : sides) sd.start_counting();
-        const std::size_t i = (k + static_cast<std::size_t>(r)) % sides.size();
-        auto res = replay(t, sides[i], streams, order);
-        if (r == 0) continue;  // warm-up round
-        means[i].push_back(res.mean_s);
-        pairs[i].insert(pairs[i].end(), res.pair_s.begin(), res.pair_s.end());
-      }
-    std::size_t caching = 0;
-    for (std::size_t i = 0; i < sides.size(); ++i)
-      if (sides[i].name == "pvmm caching_allocator") caching = i;
-    const double pairs_timed = double(frees) * trace_rounds;
-    for (std::size_t i = 0; i < sides.size(); ++i) {
-      const double resv = double(sides[i].peak_reserved());
-      std::string vs = "-";
-      if (i != caching) {
-        auto c = compare(means[caching], means[i]);
-        vs = fmt::format("{:.3f}x [{:.3f}-{:.3f}]{}", c.ratio, c.q1, c.q3, c.within_noise() ? " within noise" : "");
-      }
-      fmt::print("  {:<44} {:>9.3f} {:>9.3f} {:>9.3f} {:>11.3f} {:>9.3f}  {}\n", sides[i].name,
-                 quantile(pairs[i], 0.5) * 1e6, quantile(pairs[i], 0.99) * 1e6, median(means[i]) * 1e6,
-                 resv / (1 << 30), resv / double(t.peak_live), vs);
-      if (auto calls = sides[i].calls(pairs_timed); !calls.empty()) fmt::print("    {}\n", calls);
-    }
-  }
-  check(streams[0].synchronize().has_value() && streams[1].synchronize().has_value(), "synchronize");
-  fmt::print("\n  traces: every buffer's stamps read back as written, on every side\n");
 }
 
 }  // namespace bench
