@@ -573,4 +573,6 @@ PVMM_C_API pvmm_status pvmm_window_device_pointer_table(pvmm_window window, void
 } /* extern "C" */
 #endif
 
+#include <pvmm/c/snapshot.h> /* memory snapshots (PyTorch's visualizer format) */
+
 #endif /* PVMM_PVMM_H */
