@@ -191,6 +191,7 @@ nb::ndarray<nb::array_api> make_array(std::shared_ptr<void> keep, void* data, st
 }
 void bind_team(nb::module_& m);       // team.cpp
 void bind_transport(nb::module_& m);  // transport.cpp
+void bind_snapshot(nb::module_& m);   // bind_snapshot.cpp
 }  // namespace pvmm_py
 
 namespace {
@@ -550,6 +551,7 @@ NB_MODULE(_pvmm, m) {
   register_errors(m);
   pvmm_py::bind_team(m);
   pvmm_py::bind_transport(m);
+  pvmm_py::bind_snapshot(m);
 
   // ---- devices ----
   m.def("backend", [] {

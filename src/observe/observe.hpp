@@ -63,6 +63,35 @@ void clear_label(const void* base) noexcept;
 /// The label of the range starting at `base`, or "".
 std::string label_of(const void* base);
 
+/// A label that goes with its owner: cleared when this is destroyed or set again (declare it after the range it
+/// names, so it is cleared before the range is freed and its address reused).
+class scoped_label {
+ public:
+  scoped_label() noexcept = default;
+  scoped_label(scoped_label&& o) noexcept : base_(o.base_) { o.base_ = nullptr; }
+  scoped_label& operator=(scoped_label&& o) noexcept {
+    if (this != &o) {
+      reset();
+      base_ = o.base_;
+      o.base_ = nullptr;
+    }
+    return *this;
+  }
+  ~scoped_label() { reset(); }
+  void set(const void* base, std::string text) noexcept {
+    reset();
+    base_ = base;
+    set_label(base, std::move(text));
+  }
+  void reset() noexcept {
+    if (base_ != nullptr) clear_label(base_);
+    base_ = nullptr;
+  }
+
+ private:
+  const void* base_ = nullptr;
+};
+
 // ---- history ----
 enum class action : std::uint8_t {
   alloc,

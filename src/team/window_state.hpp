@@ -13,6 +13,7 @@
 #include <pvmm/reservation.hpp>
 
 #include "core/operation.hpp"
+#include "observe/observe.hpp"
 #include "team/team_state.hpp"
 
 namespace pvmm::detail {
@@ -75,6 +76,7 @@ struct window_state final : peer_mappings {
   std::string fabric_refused;  // why this rank's memory has no fabric handle though the device has them
   std::vector<window_slot> slots;
   std::unique_ptr<window_signals> signals;  // set once at create, before the window is returned
+  observe::scoped_label label;              // names `range` in memory snapshots (after it: cleared first)
 
   int rank() const noexcept { return team->rank(); }
   /// Rank `owner`'s slot unmapped here and its chunks let go, for good: `why` is its unmapped_reason from now on.
