@@ -46,4 +46,6 @@
 #include <pvmm/c/transport.h>
 #include <pvmm/c/vmm.h>
 
+#include <pvmm/c/snapshot.h> /* memory snapshots (PyTorch's visualizer format) */
+
 #endif /* PVMM_PVMM_H */

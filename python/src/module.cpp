@@ -32,4 +32,5 @@ NB_MODULE(_pvmm, m) {
   pvmm_py::bind_window(m);
   pvmm_py::bind_heap(m);
   pvmm_py::bind_transport(m);
+  pvmm_py::bind_snapshot(m);
 }

@@ -10,6 +10,7 @@
 
 #include "core/range_registry.hpp"
 #include "core/spin_lock.hpp"
+#include "observe/observe.hpp"
 
 namespace pvmm::detail::address_registry {
 
@@ -19,10 +20,12 @@ bool add(reservation_state* r) {
   entry.size = r->size;
   entry.kind = memory_kind::device;
   entry.owner = r;
+  observe::record(observe::action::segment_alloc, r->address, r->size);
   return range_registry::add(entry);
 }
 
 void remove(reservation_state* r) {
+  observe::record(observe::action::segment_free, r->address, r->size);
   (void)range_registry::remove(r->address, memory_kind::device, r, 0, nullptr, r->size);
 }
 

@@ -68,6 +68,7 @@ struct allocation_state {
   allocation_properties properties;  // as requested at creation, or read back at import
   kind what;
   bool released = false;
+  bool imported = false;  // from another process (a memory snapshot says so)
 };
 
 struct mapping_record {

@@ -20,6 +20,7 @@
 #include "core/device.hpp"
 #include "core/operation.hpp"
 #include "core/ownership.hpp"
+#include "observe/observe.hpp"
 #include "pool/pool_state.hpp"
 #include "stream/stream_checks.hpp"
 
@@ -59,6 +60,7 @@ result<pool_id> random_id(const operation& op) {
     (void)backend::free_to_pool(p, on.native_handle(), on.device());  // rollback: never fault-injected
     return op.fail(errc::out_of_memory, "no host memory to record the allocation; it was freed");
   }
+  observe::record(observe::action::alloc, p, size, pool.device, on.native_handle().value);
   return p;
 }
 
@@ -87,6 +89,7 @@ result<pool_id> random_id(const operation& op) {
     if (teardown || pool.add_live(pointer, *size, by) == pool_state::recorded::no_memory) ++unfreed_pool_allocations;
     return teardown ? status(op.wrap(std::move(ok).error())) : ok;
   }
+  observe::record(observe::action::free_completed, pointer, *size, pool.device, on.native_handle().value);
   return {};
 }
 

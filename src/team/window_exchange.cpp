@@ -281,6 +281,8 @@ status reserve_range(window_state& w, deadline until, const operation& op) {
     return std::move(announced).error();
   }
   w.range = std::move(*range);
+  w.label.set(w.range.address(), fmt::format("team window of rank {} of {}: rank r's memory at r * {:#x}", w.rank(),
+                                             w.slots.size(), w.stride));
   return {};
 }
 

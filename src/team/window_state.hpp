@@ -13,6 +13,7 @@
 #include <pvmm/reservation.hpp>
 
 #include "core/operation.hpp"
+#include "observe/observe.hpp"
 #include "team/team_state.hpp"
 
 namespace pvmm::detail {
@@ -85,6 +86,7 @@ struct window_state final : peer_mappings {
   // Set on a window that serves as another's signal pads: abort() leaves its peers mapped (they hold only counters,
   // and stream-ordered work already queued may still add to them; the data window's peers are unmapped).
   std::atomic<bool> keep_peers_on_abort{false};
+  observe::scoped_label label;              // names `range` in memory snapshots (after it: cleared first)
 
   int rank() const noexcept { return team->rank(); }
   /// Rank `owner`'s slot unmapped here and its chunks let go, for good: `why` is its unmapped_reason from now on.

@@ -79,6 +79,7 @@ result<physical_allocation> adopt_import(allocation_handle handle, std::size_t s
       return sized.error();
     }
     PVMM_TRY_ASSIGN(state, own_handle(handle, size, g->minimum, *p, op));
+    state->imported = true;
     return owner_access::allocation(std::move(state));
   } catch (const std::bad_alloc&) {  // before an owner took the handle (own_handle releases it itself)
     (void)backend::release(handle);  // rollback: never fault-injected

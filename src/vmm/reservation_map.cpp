@@ -15,6 +15,7 @@
 #include "backend/vmm.hpp"
 #include "core/checked_math.hpp"
 #include "core/device.hpp"
+#include "observe/observe.hpp"
 #include "vmm/reservation_checks.hpp"
 
 namespace pvmm {
@@ -72,6 +73,9 @@ result<void*> map_state(reservation_state* r, std::size_t offset, const std::sha
   }
   void* address = static_cast<char*>(r->address) + offset;
   auto ok = call_backend("map", [&] { return memory->map_at(address, size, memory_offset); });
+  if (ok)
+    observe::record_on(observe::action::segment_map, address, size,
+                       [&] { return device_of(memory->properties.location); });
   if (ok && claim != 0) {  // made: giving the slot back says so (reservation_state::made), no lock
     give_back_claim_slot(*r, claim);
     return address;
@@ -142,6 +146,7 @@ status address_reservation::unmap(std::size_t offset, std::size_t size) {
       detail::release_claimed_range(*state_, at, end - at, slot);  // the mappings not unmapped yet
       return op.wrap(std::move(ok).error());
     }
+    detail::observe::record(detail::observe::action::segment_unmap, static_cast<char*>(state_->address) + at, piece);
     auto it = state_->mappings.find(at, slot);  // present: the claim kept other threads' unmaps off it
     memory = std::move(it->second.memory);
     it = state_->mappings.erase(it);

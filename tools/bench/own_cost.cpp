@@ -7,6 +7,7 @@
 // GPU timing noise hides a few nanoseconds: this is the number the "at most 30 ns added" target is about (pvmm-bench
 // measures the same operations against the real driver, where these nanoseconds sit inside the driver's own time).
 // Usage: pvmm-own-cost [operations per round] [only the rows whose name contains this] [rounds]
+//        pvmm-own-cost --count [row]   (under callgrind: instructions per warm call, tools/cost-guard.py)
 // (given rounds, the cold table is left out: for profiling one warm row under perf for as long as it takes)
 #include <algorithm>
 #include <cstdint>
@@ -41,8 +42,14 @@ int main(int argc, char** argv) {
     }
     mark_objects();
   }
+  // --count [row]: instructions per warm call under callgrind (tools/cost-guard.py), no timing.
+  const bool count = argc > 1 && std::string(argv[1]) == "--count";
+  if (count && !counts_instructions()) {
+    fmt::print(stderr, "pvmm-own-cost --count: run it under valgrind --tool=callgrind (tools/cost-guard.py)\n");
+    return 2;
+  }
   const std::string only = argc > 2 ? argv[2] : "";  // --lines [row] and [per round] [row] alike
-  if (!lines && argc > 1) per_round = std::max(1, std::atoi(argv[1]));
+  if (!lines && !count && argc > 1) per_round = std::max(1, std::atoi(argv[1]));
   if (!lines && argc > 3) rounds = std::max(1, std::atoi(argv[3]));
   const bool cold_table = argc <= 3;
   static const pvmm::cuda::driver_api table = null_driver();
@@ -229,6 +236,18 @@ int main(int argc, char** argv) {
                        }
                      });
                    }});
+    // The caching allocator's warm path: a cached block taken and given back on its own stream, no driver call.
+    auto cache = pvmm::caching_allocator::create({}).value();
+    ops.push_back({"caching allocate + free",
+                   [&](int n) {
+                     return timed([&] {
+                       for (int i = 0; i < n; ++i) {
+                         void* p = cache.allocate(size / 2, s).value();
+                         bench::check(cache.deallocate(p, s).has_value(), "deallocate");
+                       }
+                     });
+                   },
+                   [&](int) { return timed([] {}); }});  // the raw side: PyTorch's warm path calls no driver either
     // The pool pair again with five more size levels in the range registry (live 64 KiB..1 MiB allocations, as a
     // program allocating several sizes has): a raw free does not know its pointer's size. Last of the warm rows:
     // levels in use stay in use.
@@ -244,7 +263,10 @@ int main(int argc, char** argv) {
                    },
                    pool_pair.raw_op});
 
-    if (!lines) {
+    if (count) {
+      for (const auto& m : ops)
+        if (m.name.find(only) != std::string::npos) count_warm(m);
+    } else if (!lines) {
       fmt::print("pvmm-own-cost: pvmm against a null CUDA driver (entries return at once), {} rounds x {} operations\n",
                  rounds, per_round);
       fmt::print("  {:<26} {:>9} {:>9} {:>9}  {:<15}  {}\n", "operation", "pvmm ns", "raw ns", "added ns", "[IQR]",
@@ -296,7 +318,7 @@ int main(int argc, char** argv) {
     if (lines) {
       for (const auto& m : cold)
         if (m.name.find(only) != std::string::npos) mark_cold(m);
-    } else if (cold_table) {
+    } else if (cold_table && !count) {
       fmt::print("\ncold caches: each call alone, {} MiB streamed through before it (untimed), 31 rounds x 64 calls\n",
                  evicted_mib());
       fmt::print("  {:<26} {:>9} {:>9} {:>9}  {:<15}\n", "operation", "pvmm ns", "raw ns", "added ns", "[IQR]");

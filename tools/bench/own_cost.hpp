@@ -10,6 +10,13 @@
 #include "bench.hpp"
 #include "fake_driver.hpp"
 
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#define OWN_COST_COLLECT() CALLGRIND_TOGGLE_COLLECT  // --count: only the timed parts' instructions are counted
+#else
+#define OWN_COST_COLLECT() ((void)0)
+#endif
+
 namespace own_cost {
 
 /// One operation measured: `pvmm_op(n)` and `raw_op(n)` each do n operations and return the nanoseconds the
@@ -37,6 +44,8 @@ extern int per_round;
 /// Rounds per warm row: many short rounds keep the median steady (the command line may change it, e.g. to profile
 /// one row for seconds; the cold table is left out then).
 extern int rounds;
+/// --count: timed() parts switch callgrind's collection on around their calls (tools/cost-guard.py).
+extern bool counting;
 /// The driver calls the last timed() part made, per entry (report prints them).
 extern std::array<std::uint64_t, pvmm::cuda::fake::entry_count> timed_calls;
 
@@ -47,7 +56,9 @@ template <class F>
 double timed(F&& f) {
   const auto before = pvmm::cuda::fake::calls;
   const auto t0 = bench::clock_type::now();
+  if (counting) OWN_COST_COLLECT();
   f();
+  if (counting) OWN_COST_COLLECT();
   const double ns = ns_since(t0);
   for (std::size_t i = 0; i < timed_calls.size(); ++i) timed_calls[i] = pvmm::cuda::fake::calls[i] - before[i];
   return ns;
@@ -70,6 +81,11 @@ void mark_objects();
 /// Runs each side of one cold row a few calls, each call between two marks in valgrind's log, for
 /// tools/own-cost-lines.sh: it counts the distinct cache lines and pages each marked call touched (lackey's trace).
 void mark_cold(const measured_cold& m);
+/// Counts instructions per operation of each warm row under callgrind (tools/cost-guard.py reads the dumps): a few
+/// uncounted rounds first, then `count_rounds` rounds of each side, each dumped as "<row>|<side>|<n>".
+void count_warm(const measured& m);
+/// Whether this runs under callgrind with its header found at build time.
+bool counts_instructions();
 /// The MiB streamed through before each cold call.
 std::size_t evicted_mib();
 

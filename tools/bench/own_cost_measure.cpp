@@ -24,6 +24,7 @@
 
 namespace own_cost {
 
+bool counting = false;
 int per_round = 64;
 int rounds = 101;
 std::array<std::uint64_t, pvmm::cuda::fake::entry_count> timed_calls{};
@@ -215,6 +216,31 @@ void mark_cold(const measured_cold& m) {
     side("pvmm", m.pvmm_setup, m.pvmm_op, m.pvmm_teardown, round == unmarked_rounds);
     side("raw", m.raw_setup, m.raw_op, m.raw_teardown, round == unmarked_rounds);
   }
+}
+
+bool counts_instructions() {
+#if defined(OWN_COST_VALGRIND) && __has_include(<valgrind/callgrind.h>)
+  return RUNNING_ON_VALGRIND != 0;
+#else
+  return false;
+#endif
+}
+
+void count_warm(const measured& m) {
+  const int warm_rounds = 3, count_rounds = 5;
+  counting = false;  // warm: the state caches and the registry's tables filled, as in the timed rounds
+  for (int r = 0; r < warm_rounds; ++r) (void)m.pvmm_op(per_round), (void)m.raw_op(per_round);
+  counting = true;
+  for (int r = 0; r < count_rounds; ++r) {
+    for (const char* side : {"pvmm", "raw"}) {
+      (void)(side[0] == 'p' ? m.pvmm_op(per_round) : m.raw_op(per_round));
+#if defined(OWN_COST_VALGRIND) && __has_include(<valgrind/callgrind.h>)
+      const std::string name = fmt::format("{}|{}|{}", m.name, side, per_round);
+      CALLGRIND_DUMP_STATS_AT(name.c_str());
+#endif
+    }
+  }
+  counting = false;
 }
 
 }  // namespace own_cost

@@ -1,0 +1,181 @@
+// Memory snapshots (pvmm/snapshot.hpp): every kind of memory this backend has is described, blocks tile their
+// segments, the history ring records what happened and only while on, and the pickle and file forms are refused
+// exactly where they should be.
+#include <unistd.h>
+#include <cstdio>
+#include <string>
+
+#include <pvmm/pvmm.hpp>
+#include <pvmm/snapshot.hpp>
+
+#include "memory_kinds.hpp"
+#include "support.hpp"
+
+using namespace pvmm;
+
+namespace {
+const snapshot_segment* segment_at(const memory_snapshot& s, const void* address) {
+  for (const auto& seg : s.segments)
+    if (seg.address == reinterpret_cast<std::uintptr_t>(address)) return &seg;
+  return nullptr;
+}
+bool traced(const memory_snapshot& s, const char* action, const void* address) {
+  for (const auto& device : s.device_traces)
+    for (const auto& e : device)
+      if (e.action == action && e.address == reinterpret_cast<std::uintptr_t>(address)) return true;
+  return false;
+}
+/// Turns the history off at scope exit, so no later case pays for it.
+struct history_off {
+  ~history_off() { (void)record_memory_history(0); }
+};
+}  // namespace
+
+TEST_SUITE("api") {
+  PVMM_CASE("snapshot: reservations with mappings and imports, pools, pinned memory, tiled blocks, the history") {
+    PVMM_REQUIRE_DEVICE();
+    history_off off;
+    PVMM_CHECK_OK(record_memory_history(256));
+    CHECK(memory_history_capacity() == 256);
+    const std::size_t g = pvmm_test::granule();
+    auto props = pvmm_test::default_properties();
+    props.exportable = handle_types::posix_fd;
+    const bool fd = pvmm_test::caps().sharing.posix_fd;
+    if (!fd) props.exportable = handle_types::none;
+    auto memory = physical_allocation::create(g, props);
+    PVMM_REQUIRE_VALUE(memory);
+    auto range = address_reservation::reserve(3 * g);
+    PVMM_REQUIRE_VALUE(range);
+    PVMM_CHECK_OK(range->map(g, *memory, 0, g));  // [0, g) and [2g, 3g) stay unmapped
+    address_reservation imported_range;
+    physical_allocation imported;
+    if (fd) {
+      auto exported = memory->export_posix_fd();
+      PVMM_REQUIRE_VALUE(exported);
+      auto in = physical_allocation::import_posix_fd(exported->get(), g);
+      PVMM_REQUIRE_VALUE(in);
+      imported = std::move(*in);
+      imported_range = address_reservation::reserve(g).value();
+      PVMM_CHECK_OK(imported_range.map(0, imported, 0, g));
+    }
+    memory_pool pool;
+    void* pooled = nullptr;
+    stream s;
+    if (pvmm_test::caps().pools.supported) {
+      pool = pvmm_test::make_pool();
+      s = stream::create(0).value();
+      pooled = pool.allocate_async(4096, s).value();
+    }
+    pinned_allocation pinned;
+    if (pvmm_test::caps().host_memory.pinned) pinned = pinned_allocation::create(8192).value();
+
+    auto snap = take_memory_snapshot();
+    PVMM_REQUIRE_VALUE(snap);
+    for (const auto& seg : snap->segments) {  // blocks tile every segment, in address order
+      std::uintptr_t at = seg.address;
+      for (const auto& b : seg.blocks) {
+        CHECK(b.address == at);
+        at += b.size;
+      }
+      CHECK(at == seg.address + seg.total_size);
+    }
+    const auto* r = segment_at(*snap, range->address());
+    REQUIRE(r != nullptr);
+    CHECK(r->kind == "reservation");
+    CHECK(r->total_size == 3 * g);
+    REQUIRE(r->blocks.size() == 3);
+    CHECK(r->blocks[0].state == block_state::inactive);
+    CHECK(r->blocks[1].state == block_state::active_allocated);
+    CHECK(r->blocks[1].size == g);
+    CHECK(r->blocks[1].label.find("imported") == std::string::npos);
+    CHECK(r->blocks[2].state == block_state::inactive);
+    CHECK(r->allocated_size() == g);
+    if (fd) {
+      const auto* i = segment_at(*snap, imported_range.address());
+      REQUIRE(i != nullptr);
+      REQUIRE(i->blocks.size() == 1);
+      CHECK(i->blocks[0].label.find("imported from another process") != std::string::npos);
+    }
+    if (pooled) {
+      const auto* p = segment_at(*snap, pooled);
+      REQUIRE(p != nullptr);
+      CHECK(p->kind == "pool");
+      CHECK(p->pool_id[0] == 1);
+      CHECK(p->pool_id[1] >= 1);
+      CHECK(traced(*snap, "alloc", pooled));
+    }
+    if (pinned) {
+      const auto* p = segment_at(*snap, pinned.data());
+      REQUIRE(p != nullptr);
+      CHECK(p->kind == "pinned");
+      CHECK(p->device == -1);
+    }
+    CHECK(traced(*snap, "segment_alloc", range->address()));
+    CHECK(traced(*snap, "segment_map", static_cast<char*>(range->address()) + g));
+    CHECK(traced(*snap, "snapshot", nullptr));
+
+    auto bytes = snapshot_pickle(*snap);
+    PVMM_REQUIRE_VALUE(bytes);
+    REQUIRE(bytes->size() > 3);
+    CHECK(bytes->substr(0, 2) == std::string("\x80\x02", 2));
+    CHECK(bytes->back() == '.');
+
+    if (pooled) PVMM_CHECK_OK(pool.free_async(pooled, s));
+    if (s) PVMM_CHECK_OK(s.synchronize());
+    PVMM_CHECK_OK(range->unmap(g, g));
+    void* const freed = range->address();
+    PVMM_CHECK_OK(range->release());
+    auto after = take_memory_snapshot();
+    PVMM_REQUIRE_VALUE(after);
+    CHECK(segment_at(*after, freed) == nullptr);
+    CHECK(traced(*after, "segment_unmap", static_cast<char*>(freed) + g));
+    CHECK(traced(*after, "segment_free", freed));
+    if (pooled) CHECK(traced(*after, "free_completed", pooled));
+    if (fd) PVMM_CHECK_OK(imported_range.unmap(0, g));
+  }
+
+  PVMM_CASE("snapshot: the history records nothing while off, keeps the newest entries, and refuses a huge ring") {
+    PVMM_REQUIRE_DEVICE();
+    history_off off;
+    PVMM_CHECK_OK(record_memory_history(0));
+    CHECK(memory_history_capacity() == 0);
+    {
+      auto range = address_reservation::reserve(pvmm_test::granule()).value();
+      auto snap = take_memory_snapshot().value();
+      CHECK(segment_at(snap, range.address()) != nullptr);
+      CHECK_FALSE(traced(snap, "segment_alloc", range.address()));
+      std::size_t entries = 0;
+      for (const auto& d : snap.device_traces) entries += d.size();
+      CHECK(entries == 0);
+    }
+    PVMM_CHECK_OK(record_memory_history(2));
+    for (int i = 0; i < 3; ++i) (void)address_reservation::reserve(pvmm_test::granule()).value();  // 6 events
+    auto snap = take_memory_snapshot().value();
+    std::size_t entries = 0;
+    for (const auto& d : snap.device_traces) entries += d.size();
+    CHECK(entries == 2);  // the ring's newest two: the last free and the snapshot itself
+    CHECK(snap.device_traces[0].back().action == "snapshot");
+    CHECK(snap.device_traces[0].front().action == "segment_free");
+    PVMM_CHECK_ERRC(record_memory_history((std::size_t{1} << 24) + 1), errc::invalid_argument);
+    CHECK(memory_history_capacity() == 2);  // a refused call changes nothing
+  }
+
+  PVMM_CASE("snapshot: write_snapshot refuses an empty path and says why a file cannot be written") {
+    auto snap = take_memory_snapshot().value();
+    PVMM_CHECK_ERRC(write_snapshot(snap, ""), errc::invalid_argument);
+    auto missing = write_snapshot(snap, "/nonexistent-pvmm-dir/snapshot.pickle");
+    REQUIRE_FALSE(missing);
+    CHECK(missing.error().code == errc::system_error);
+    CHECK(missing.error().detail.find("/nonexistent-pvmm-dir/snapshot.pickle") != std::string::npos);
+    const std::string path = "/tmp/pvmm-snapshot-" + std::to_string(::getpid()) + ".pickle";
+    PVMM_CHECK_OK(dump_snapshot(path));
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    REQUIRE(f != nullptr);
+    unsigned char head[2] = {0, 0};
+    CHECK(std::fread(head, 1, 2, f) == 2);
+    std::fclose(f);
+    std::remove(path.c_str());
+    CHECK(head[0] == 0x80);
+    CHECK(head[1] == 0x02);
+  }
+}
