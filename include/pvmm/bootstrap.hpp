@@ -122,6 +122,8 @@ class bootstrap {
 
   /// Breaks this bootstrap with `e` unless it is broken already; returns the first failure.
   status record(error e);
+  /// send() and receive()'s one body: the arguments checked, a broken bootstrap refused, then do_send or do_receive.
+  status point_to_point(bool sending, int peer, int tag, void* data, std::size_t bytes, deadline until);
 
   mutable std::mutex mutex_;
   std::optional<error> broken_;

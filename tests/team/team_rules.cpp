@@ -1,7 +1,9 @@
-// Issue 48 items 4, 10, 11 on thread ranks: a negative timeout on one rank is invalid_argument naming it on every
-// rank, whatever the order the ranks arrive in; allocate past max_size is out_of_memory on every rank;
-// create_from with signal_channels makes the pads.
+// Issue 48 items 4, 10, 11, 12 on thread ranks: a negative timeout on one rank is invalid_argument naming it on
+// every rank, whatever the order the ranks arrive in; allocate past max_size is out_of_memory on every rank;
+// create_from with signal_channels makes the pads; a bootstrap that hands one rank wrong bytes fails every rank at
+// once.
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -14,6 +16,7 @@
 #include <pvmm/symmetric_heap.hpp>
 #include <pvmm/team.hpp>
 
+#include "case_support.hpp"
 #include "cases.hpp"
 
 namespace {
@@ -118,7 +121,7 @@ TEST_CASE("team calls: a negative timeout on rank 0 is invalid_argument naming r
 }
 
 TEST_CASE(
-    "heap allocate past max_size is out_of_memory on every rank; create_from makes the signal pads it is asked for") {
+    "heap allocate past max_size is out_of_memory on every rank, and create_from makes the signal pads asked for") {
   if (skip()) return;
   auto teams = two_teams();
   std::vector<pvmm::symmetric_heap> heaps(2);
@@ -162,5 +165,45 @@ TEST_CASE(
     auto v = windows[r].view();
     CHECK_MESSAGE(v.has_value(), v.error().message());
     CHECK(windows[r].device_pointer_table().has_value());
+  }
+}
+
+namespace {
+// Hands rank 1 wrong bytes in the first allgather (half of `all` zeroed) though the allgather succeeded.
+class half_zeroed : public pvmm_team_test::forwarding_bootstrap {
+ public:
+  using forwarding_bootstrap::forwarding_bootstrap;
+
+ protected:
+  pvmm::status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t collective,
+                            pvmm::deadline until) override {
+    auto done = forwarding_bootstrap::do_allgather(mine, bytes, all, collective, until);
+    if (done && collective == 0 && rank() == 1) std::memset(all, 0, bytes * static_cast<std::size_t>(size()) / 2);
+    return done;
+  }
+};
+}  // namespace
+
+TEST_CASE("team::create over a bootstrap that hands one rank wrong bytes: every rank fails at once naming it") {
+  if (skip()) return;
+  auto g = pvmm::make_thread_bootstraps(4).value();
+  std::vector<pvmm::status> out(4);
+  std::vector<std::chrono::steady_clock::duration> took(4);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 4; ++r)
+    ranks.emplace_back([&, r] {
+      const auto start = std::chrono::steady_clock::now();
+      pvmm::team_options o;
+      o.timeout = 20s;
+      auto t = pvmm::team::create(std::make_shared<half_zeroed>(g[r]), o);
+      out[r] = t ? pvmm::status{} : pvmm::status(std::move(t).error());
+      took[r] = std::chrono::steady_clock::now() - start;
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 4; ++r) {
+    CAPTURE(r);
+    REQUIRE_FALSE(out[r].has_value());
+    CHECK(took[r] < 5s);
+    if (r != 1) CHECK_MESSAGE(out[r].error().message().find("rank 1") != std::string::npos, out[r].error().message());
   }
 }
