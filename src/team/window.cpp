@@ -125,7 +125,16 @@ result<symmetric_window> symmetric_window::create(const team& members, const win
         w->handles = w->team->handles;
         w->slots = std::vector<detail::window_slot>(members.size());  // built in place: a slot's flag is atomic
         w->team->adopt(w);
-        PVMM_TRY_ASSIGN(max_size, detail::agree_max_size(*w, options, until, op));
+        auto agreed = detail::agree_max_size(*w, options, until, op);
+        if (!agreed) {
+          if (w->team->ranks->broken()) return std::move(agreed).error();
+          // Possibly this rank's alone (sizes its bootstrap handed it wrong): announced in the step every other
+          // rank takes next, so they fail at once naming it.
+          const error e = std::move(agreed).error();
+          (void)detail::exchange_chunks(*w, physical_allocation(), 0, 0, &e, until, op);
+          return e;
+        }
+        const std::size_t max_size = *agreed;
         w->max_size = max_size;
         w->stride = max_size;
         PVMM_TRY(detail::reserve_range(*w, until, op));

@@ -178,9 +178,14 @@ class half_zeroed : public pvmm_team_test::forwarding_bootstrap {
   pvmm::status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t collective,
                             pvmm::deadline until) override {
     auto done = forwarding_bootstrap::do_allgather(mine, bytes, all, collective, until);
-    if (done && collective == 0 && rank() == 1) std::memset(all, 0, bytes * static_cast<std::size_t>(size()) / 2);
+    if (done && collective == armed_at && rank() == 1)
+      std::memset(all, 0, bytes * static_cast<std::size_t>(size()) / 2);
     return done;
   }
+
+ public:
+  std::uint64_t armed_at = 0;  // the collective whose bytes rank 1 gets wrong
+  std::uint64_t collectives_done() const noexcept { return collectives_completed(); }
 };
 }  // namespace
 
@@ -197,6 +202,46 @@ TEST_CASE("team::create over a bootstrap that hands one rank wrong bytes: every 
       o.timeout = 20s;
       auto t = pvmm::team::create(std::make_shared<half_zeroed>(g[r]), o);
       out[r] = t ? pvmm::status{} : pvmm::status(std::move(t).error());
+      took[r] = std::chrono::steady_clock::now() - start;
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 4; ++r) {
+    CAPTURE(r);
+    REQUIRE_FALSE(out[r].has_value());
+    CHECK(took[r] < 5s);
+    if (r != 1) CHECK_MESSAGE(out[r].error().message().find("rank 1") != std::string::npos, out[r].error().message());
+  }
+}
+
+TEST_CASE("window create over a bootstrap that hands one rank wrong sizes: every rank fails at once naming it") {
+  if (skip()) return;
+  auto g = pvmm::make_thread_bootstraps(4).value();
+  std::vector<std::shared_ptr<half_zeroed>> wrapped;
+  for (auto& b : g) wrapped.push_back(std::make_shared<half_zeroed>(b));
+  for (auto& w : wrapped) w->armed_at = ~std::uint64_t{0};
+  std::vector<pvmm::team> teams(4);
+  std::vector<pvmm::status> out(4);
+  std::vector<std::chrono::steady_clock::duration> took(4);
+  {
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 4; ++r)
+      ranks.emplace_back([&, r] {
+        auto t = pvmm::team::create(wrapped[r]);
+        if (t) teams[r] = std::move(*t);
+      });
+    for (auto& t : ranks) t.join();
+  }
+  for (int r = 0; r < 4; ++r) REQUIRE(teams[r].valid());
+  wrapped[1]->armed_at = wrapped[1]->collectives_done();  // the window's first allgather
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 4; ++r)
+    ranks.emplace_back([&, r] {
+      const auto start = std::chrono::steady_clock::now();
+      pvmm::window_options o;
+      o.size = 1u << 20;
+      o.timeout = 20s;
+      auto w = pvmm::symmetric_window::create(teams[r], o);
+      out[r] = w ? pvmm::status{} : pvmm::status(std::move(w).error());
       took[r] = std::chrono::steady_clock::now() - start;
     });
   for (auto& t : ranks) t.join();
