@@ -39,6 +39,12 @@ class forwarding_bootstrap : public pvmm::bootstrap {
     return inner_->allgather(mine, bytes, all, until);
   }
   pvmm::status do_barrier(std::uint64_t, pvmm::deadline until) override { return inner_->barrier(until); }
+  pvmm::status do_send(int peer, int tag, const void* data, std::size_t bytes, pvmm::deadline until) override {
+    return inner_->send(peer, tag, data, bytes, until);
+  }
+  pvmm::status do_receive(int peer, int tag, void* data, std::size_t bytes, pvmm::deadline until) override {
+    return inner_->receive(peer, tag, data, bytes, until);
+  }
   void do_abort() noexcept override { inner_->abort(); }
 
  private:

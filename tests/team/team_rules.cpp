@@ -2,6 +2,8 @@
 // every rank, whatever the order the ranks arrive in; allocate past max_size is out_of_memory on every rank;
 // create_from with signal_channels makes the pads; a bootstrap that hands one rank wrong bytes fails every rank at
 // once.
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -251,4 +253,59 @@ TEST_CASE("window create over a bootstrap that hands one rank wrong sizes: every
     CHECK(took[r] < 5s);
     if (r != 1) CHECK_MESSAGE(out[r].error().message().find("rank 1") != std::string::npos, out[r].error().message());
   }
+}
+
+namespace {
+// Rank 1's split header announces `announced` bytes (its record is 16), and it sends none of them.
+class forged_split_header : public pvmm_team_test::forwarding_bootstrap {
+ public:
+  using forwarding_bootstrap::forwarding_bootstrap;
+  std::uint64_t announced = 512ull << 20;
+
+ protected:
+  pvmm::status do_send(int peer, int tag, const void* data, std::size_t bytes, pvmm::deadline until) override {
+    if (rank() != 1 || tag < pvmm::team::split_tag_first)
+      return forwarding_bootstrap::do_send(peer, tag, data, bytes, until);
+    if (bytes != 184) return {};  // the record itself: never sent (the header said more)
+    unsigned char header[184];
+    std::memcpy(header, data, bytes);
+    std::memcpy(header + 16, &announced, sizeof announced);  // split_header::bytes
+    return forwarding_bootstrap::do_send(peer, tag, header, bytes, until);
+  }
+};
+
+long max_rss_kib() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+}  // namespace
+
+TEST_CASE("split: a member announcing 512 MiB costs the sub-team root no allocation of that size (item 5)") {
+  if (skip()) return;
+  auto g = pvmm::make_thread_bootstraps(2).value();
+  std::vector<pvmm::team> teams(2);
+  {
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r)
+      ranks.emplace_back([&, r] {
+        auto t = pvmm::team::create(std::make_shared<forged_split_header>(g[r]));
+        if (t) teams[r] = std::move(*t);
+      });
+    for (auto& t : ranks) t.join();
+  }
+  REQUIRE(teams[0].valid());
+  REQUIRE(teams[1].valid());
+  const long before = max_rss_kib();
+  std::vector<pvmm::status> out(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      auto sub = teams[r].split(0, r, 1500ms);
+      out[r] = sub ? pvmm::status{} : pvmm::status(std::move(sub).error());
+    });
+  for (auto& t : ranks) t.join();
+  CHECK_FALSE(out[0].has_value());
+  CHECK_FALSE(out[1].has_value());
+  CHECK_MESSAGE(max_rss_kib() - before < 64 * 1024, "the root's peak grew by " << (max_rss_kib() - before) << " KiB");
 }
