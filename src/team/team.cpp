@@ -165,8 +165,9 @@ result<team> team::create(std::shared_ptr<bootstrap> ranks, const team_options& 
       failed = op.wrap(std::move(device).error());
     else if (mine = detail::my_record(*ranks, options, *device); !mine.granularity || !mine.reservation_granularity)
       failed = op.fail(errc::backend_error, fmt::format("device {} answered no granularity", options.device));
-    auto gathered = detail::all_gather(*ranks, 0, mine, failed, "allgather identities", until, op);
-    if (!gathered && ranks->broken()) return std::move(gathered).error();  // the bootstrap told every rank
+    bool exchanged = false;
+    auto gathered = detail::all_gather(*ranks, 0, mine, failed, "allgather identities", until, op, &exchanged);
+    if (!gathered && !exchanged) return std::move(gathered).error();  // the bootstrap failed: it tells the peers
     // From here on a failure may be this rank's alone (bytes its bootstrap handed it wrong, a listener that would
     // not open): it travels in a second agreement that closes the step, so every rank fails at once naming it.
     const std::shared_ptr<bootstrap> group = ranks;

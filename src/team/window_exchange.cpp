@@ -256,8 +256,9 @@ status exchange_chunks(window_state& w, physical_allocation mine, std::size_t of
   const chunk_record record = prepare_mine(w, mine, offset, chunk_size, failed);
   // Under no_throw, so a step memory ran out in is undone like any failed one.
   auto outcome = no_throw<status>(op.name(), [&]() -> status {
-    auto gathered = all_gather(*t.ranks, step, record, failed, "allgather chunks", until, op);
-    if (!gathered && t.ranks->broken()) return std::move(gathered).error();  // the bootstrap told every rank
+    bool exchanged = false;
+    auto gathered = all_gather(*t.ranks, step, record, failed, "allgather chunks", until, op, &exchanged);
+    if (!gathered && !exchanged) return std::move(gathered).error();  // the bootstrap failed: it tells the peers
     // A failure seen here alone (records its bootstrap handed it wrong) still goes through the ring and the
     // agreement, so every rank fails at once naming this one.
     std::vector<chunk_record> all;
