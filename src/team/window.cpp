@@ -78,8 +78,8 @@ result<std::size_t> stride_of(const std::vector<window_request>& all, std::size_
   return round_up(static_cast<std::size_t>(max), unit);
 }
 
-result<std::size_t> agree_max_size(window_state& w, const window_options& options, deadline until,
-                                   const operation& op) {
+result<std::size_t> agree_max_size(window_state& w, const window_options& options, deadline until, const operation& op,
+                                   bool* exchanged) {
   std::optional<error> refused;  // still taking part, so every rank fails at once naming this one
   if (auto bad = check_timeout(options.timeout, "options.timeout", op); !bad)
     refused = op.fail(errc::invalid_argument, fmt::format("rank {}: {}", w.rank(), bad.error().detail));
@@ -94,8 +94,8 @@ result<std::size_t> agree_max_size(window_state& w, const window_options& option
   PVMM_TRY(check_aborted(*w.team, op));
   const window_request mine{options.size, options.max_size,
                             static_cast<std::uint64_t>(std::max(options.signal_channels, 0))};
-  PVMM_TRY_ASSIGN(all,
-                  all_gather(*w.team->ranks, w.team->next_step++, mine, refused, "allgather window sizes", until, op));
+  PVMM_TRY_ASSIGN(all, all_gather(*w.team->ranks, w.team->next_step++, mine, refused, "allgather window sizes", until,
+                                  op, exchanged));
   for (int r = 1; r < static_cast<int>(all.size()); ++r)
     if (all[r].signal_channels != all[0].signal_channels)
       return op.fail(errc::team_mismatch, fmt::format("rank {} asked for {} signal channel(s), rank 0 for {}", r,
@@ -125,7 +125,17 @@ result<symmetric_window> symmetric_window::create(const team& members, const win
         w->handles = w->team->handles;
         w->slots = std::vector<detail::window_slot>(members.size());  // built in place: a slot's flag is atomic
         w->team->adopt(w);
-        PVMM_TRY_ASSIGN(max_size, detail::agree_max_size(*w, options, until, op));
+        bool exchanged = false;
+        auto agreed = detail::agree_max_size(*w, options, until, op, &exchanged);
+        if (!agreed) {
+          if (!exchanged) return std::move(agreed).error();  // the bootstrap failed: it tells the peers
+          // Possibly this rank's alone (sizes its bootstrap handed it wrong): announced in the step every other
+          // rank takes next, so they fail at once naming it.
+          const error e = std::move(agreed).error();
+          (void)detail::exchange_chunks(*w, physical_allocation(), 0, 0, &e, until, op);
+          return e;
+        }
+        const std::size_t max_size = *agreed;
         w->max_size = max_size;
         w->stride = max_size;
         PVMM_TRY(detail::reserve_range(*w, until, op));

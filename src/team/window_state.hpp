@@ -137,7 +137,9 @@ result<std::size_t> stride_of(const std::vector<window_request>& all, std::size_
 
 /// The first step of window create: every rank's size and max_size allgathered; the stride they agree on (the
 /// max_size every rank passed, or the largest size any rank asked for where none passed one), rounded up.
-result<std::size_t> agree_max_size(window_state& w, const window_options& options, deadline until, const operation& op);
+/// `exchanged` as all_gather's: set once the sizes' allgather itself succeeded.
+result<std::size_t> agree_max_size(window_state& w, const window_options& options, deadline until, const operation& op,
+                                   bool* exchanged = nullptr);
 
 /// One collective step of a window: every rank adds one chunk (this rank's is `mine`, maybe empty when its size
 /// does not change) at `offset` in its slot, and every rank maps every reachable peer's new chunk. Peers that

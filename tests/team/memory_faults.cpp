@@ -119,7 +119,7 @@ void sweep(const std::string& what, const std::function<outcome(long)>& round, e
     CAPTURE(n);
     CHECK_MESSAGE(pvmm_test::open_fd_count() == fds_before, "an fd was left behind");
     REQUIRE_MESSAGE(!o.threw, "an exception left the library");
-    if (!o.ok) REQUIRE_MESSAGE((o.code == errc::out_of_memory || o.code == also), pvmm::to_string(o.code));
+    if (!o.ok) REQUIRE_MESSAGE((o.code == errc::out_of_memory || o.code == also), std::string(pvmm::to_string(o.code)));
     if (!o.fired) {
       REQUIRE_MESSAGE(o.ok, "failed with no allocation failing: " << pvmm::to_string(o.code));
       break;
