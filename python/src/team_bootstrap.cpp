@@ -47,8 +47,7 @@ pvmm::key_value_store python_store(nb::object store, std::shared_ptr<callback_er
   });
   pvmm::key_value_store kv;
   kv.set = [holder, errors](const std::string& key, const std::vector<std::uint8_t>& value) -> pvmm::status {
-    nb::gil_scoped_acquire gil;
-    if (errors->cancelled()) return callback_raised("store.set");
+    nb::gil_scoped_acquire gil;  // not refused once cancelled: an abort publishes its record with set
     try {
       holder->attr("set")(key, nb::bytes(reinterpret_cast<const char*>(value.data()), value.size()));
     } catch (nb::python_error& e) {
