@@ -4,7 +4,7 @@
 #   PVMM_BACKEND=host|cuda|hip   the backend the package is built for (default host)
 #   PVMM_PYTHON=python3          the interpreter; with PVMM_PY_VENV=1 (default for host) a venv build/venv gets
 #                                nanobind, scikit-build-core, pytest, numpy and mypy from PyPI
-#   PVMM_PY_TESTS=...            what pytest runs (default python/tests)
+#   PVMM_PY_TESTS=...            what pytest runs (default python/tests; several paths separated by spaces)
 #   PVMM_PY_CMAKE_ARGS="-C..."   more configure options for pip (hip on HIP's NVIDIA platform:
 #                                -Ccmake.define.PVMM_HIP_PLATFORM=nvidia -Ccmake.define.PVMM_HIP_ROOT=<HIP headers>)
 #   PVMM_PY_SANITIZE=address     builds the library and module with ASan+UBSan (the interpreter preloads libasan);
@@ -54,5 +54,5 @@ fi
 # The README's Python snippets run as written.
 env "${run_env[@]}" "$python" tools/readme-python.py README.md
 # From build/: `import pvmm` finds the installed package, not python/pvmm without its extension.
-tests=("${PVMM_PY_TESTS:-python/tests}")
+read -r -a tests <<<"${PVMM_PY_TESTS:-python/tests}"  # several paths: separated by spaces
 (cd build && env "${run_env[@]}" timeout 300 "$python" -m pytest -q -rs -p no:cacheprovider "${tests[@]/#/../}")

@@ -1,6 +1,10 @@
 // stream_ref::copy_async's range checks (copy_checks.hpp).
 #include "stream/copy_checks.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
@@ -37,6 +41,19 @@ const char* copy_kind_name(memory_kind kind) {
   }
 }
 
+status copy_not_permitted(std::uintptr_t at, copy_end which, const operation& op) {
+  return op.fail(errc::not_permitted,
+                 fmt::format("the {} at {:#x} is not {} in this process", copy_end_name(which), at,
+                             which == copy_end::source ? "readable" : "writable"),
+                 "a range set to access::read cannot be written; access::none cannot be copied at all");
+}
+
+status copy_not_mapped(std::uintptr_t at, std::uintptr_t end, copy_end which, const operation& op) {
+  return op.fail(errc::not_mapped,
+                 fmt::format("the {} is not mapped at {:#x} (the range ends at {:#x})", copy_end_name(which), at, end),
+                 "copy only memory that is allocated and mapped");
+}
+
 /// The offset of the first byte of [offset, offset + size) no made mapping of `r` covers, or offset + size.
 std::size_t copy_first_unmapped(reservation_state& r, std::size_t offset, std::size_t size) {
   std::lock_guard<spin_lock> guard(r.lock);
@@ -51,7 +68,8 @@ std::size_t copy_first_unmapped(reservation_state& r, std::size_t offset, std::s
   return end;
 }
 
-/// The host backend's check: the kernel maps [begin, end) with the permission the copy needs.
+/// The host backend's check from the kernel's record (/proc/self/maps): [begin, end) mapped with the permission the
+/// copy needs. The fallback where madvise cannot answer (see below).
 status copy_check_process_map(std::uintptr_t begin, std::uintptr_t end, copy_end which, const operation& op) {
   std::uintptr_t covered = begin;
   bool permitted = true;
@@ -64,17 +82,32 @@ status copy_check_process_map(std::uintptr_t begin, std::uintptr_t end, copy_end
     covered = hi;
     return covered < end;
   }));
-  if (!permitted)
-    return op.fail(errc::not_permitted,
-                   fmt::format("the {} at {:#x} is not {} in this process", copy_end_name(which), covered,
-                               which == copy_end::source ? "readable" : "writable"),
-                   "a range set to access::read cannot be written; access::none cannot be copied at all");
-  if (covered < end)
-    return op.fail(
-        errc::not_mapped,
-        fmt::format("the {} is not mapped at {:#x} (the range ends at {:#x})", copy_end_name(which), covered, end),
-        "copy only memory that is allocated and mapped");
+  if (!permitted) return copy_not_permitted(covered, which, op);
+  if (covered < end) return copy_not_mapped(covered, end, which, op);
   return {};
+}
+
+/// The host backend's check: the kernel would let this process read (source) or write (destination) every byte of
+/// [begin, end). MADV_POPULATE_READ/WRITE (Linux 5.14) answer without faulting and without changing the data, in one
+/// call: ENOMEM for a hole, EFAULT where the access would fault (a read-only or inaccessible page). Where it cannot
+/// answer (EINVAL: an older kernel, or a mapping it does not populate), the process map does, at about 50 us.
+status copy_check_process_access(std::uintptr_t begin, std::uintptr_t end, copy_end which, const operation& op) {
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t first = begin & ~(page - 1);
+  const std::uintptr_t last =
+      end > UINTPTR_MAX - (page - 1) ? UINTPTR_MAX & ~(page - 1) : (end + page - 1) & ~(page - 1);
+  if (::madvise(reinterpret_cast<void*>(first), last - first,
+                which == copy_end::source ? MADV_POPULATE_READ : MADV_POPULATE_WRITE) == 0)
+    return {};
+  const int err = errno;
+  PVMM_TRY(copy_check_process_map(begin, end, which, op));  // names where and why, when the map can tell
+  if (err == ENOMEM) return copy_not_mapped(begin, end, which, op);
+  if (err == EFAULT)
+    return op.fail(errc::not_permitted,
+                   fmt::format("touching the {} would fault (a page the kernel cannot populate, e.g. past the end of "
+                               "a mapped file)",
+                               copy_end_name(which)));
+  return {};  // madvise cannot answer (EINVAL); the process map said yes
 }
 
 }  // namespace
@@ -112,7 +145,7 @@ status check_copy_range(const void* pointer, std::size_t size, copy_end which, c
                                begin + unmapped),
                    "map memory there first (a sleeping allocation is unmapped until wake)");
   if (std::strcmp(backend::traits.name, "host") == 0 && (!known || reservation))
-    return copy_check_process_map(begin, end, which, op);
+    return copy_check_process_access(begin, end, which, op);
   return {};
 }
 
