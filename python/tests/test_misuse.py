@@ -191,8 +191,6 @@ def test_13_dropping_a_busy_owner_releases_the_gil():
     a.resize(size)
     b.resize(size)
     s = pvmm.Stream.create()
-    for _ in range(6):  # device-ordered copies between pvmm memory: read on the stream's thread
-        s.copy(b.address, a.address, size)
     ticks, done = [0], threading.Event()
 
     def spin():
@@ -202,7 +200,8 @@ def test_13_dropping_a_busy_owner_releases_the_gil():
 
     spinner = threading.Thread(target=spin)
     spinner.start()
-    time.sleep(0.01)
+    for _ in range(16):  # copies between pvmm memory, run on the stream's thread (about 10 ms each)
+        s.copy(b.address, a.address, size)
     before = ticks[0]
     start = time.monotonic()
     del s  # garbage: the owned stream's destruction waits for the copies
