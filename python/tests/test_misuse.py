@@ -62,6 +62,30 @@ print("unmapped after release")
     assert out.split("\n")[:3] == ["refused BusyError", "read 9", "unmapped after release"], out
 
 
+@host_only
+def test_1_a_view_of_a_reservation_covers_only_accessible_mappings(child):
+    out = child(PRELUDE + """
+size = pvmm.granularity()[0]
+r = pvmm.Reservation.reserve(2 * size)
+r.map(0, pvmm.PhysicalAllocation.create(size))
+r.map(size, pvmm.PhysicalAllocation.create(size), grant=False)
+for what, make in [("whole", lambda: np.from_dlpack(r)), ("ungranted", lambda: r.view("uint8", None, size)),
+                   ("memoryview", lambda: memoryview(r))]:
+    try:
+        print(what, "read", int(make()[-1]))
+    except pvmm.NotMappedError as e:
+        print(what, e.code)
+print("mapped part", int(np.from_dlpack(r.view("uint8", (size,)))[-1]))
+r.set_access(0, size, "none")
+try:
+    r.view("uint8", (16,))
+except pvmm.NotMappedError as e:
+    print("no access", e.code)
+""")
+    assert out.split("\n")[:5] == ["whole not_mapped", "ungranted not_mapped", "memoryview not_mapped",
+                                   "mapped part 0", "no access not_mapped"], out
+
+
 def test_1_a_pool_allocation_is_not_freed_under_its_view(stream):
     pool = pvmm.MemoryPool.create()
     a = pool.allocate(MIB, stream)
