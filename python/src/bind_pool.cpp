@@ -189,13 +189,13 @@ void bind_pool(nb::module_& m) {
       .def(
           "import_pointer",
           [](const py_pool& p, nb::bytes record, nb::handle stream) {
+            auto pool = p.h.use("import_pointer");
+            const auto on = stream_of(stream, p.device, "stream");
             pvmm::pool_pointer_export e;
             if (record.size() != sizeof e)
               raise(pvmm::errc::protocol_error, "pvmm.MemoryPool.import_pointer",
                     "a pointer record is " + std::to_string(sizeof e) + " bytes");
             std::memcpy(&e, record.c_str(), sizeof e);
-            auto pool = p.h.use("import_pointer");
-            const auto on = stream_of(stream, p.device, "stream");
             return adopt(unwrap(pool->import_pointer(e, on)), p.device, stream, p.counts);
           },
           "record"_a, "stream"_a)

@@ -89,9 +89,8 @@ def test_team_errors():
         def get(self, key):
             raise OSError("store is down")
 
-    with pytest.raises(pvmm.PvmmError) as e:
+    with pytest.raises(OSError, match="^store is down$"):  # a callback's exception propagates as itself
         pvmm.Team.over_store(Broken(), 0, 2, timeout_ms=2000)
-    assert e.value.code in ("timeout", "peer_lost") and e.value.operation
 
 
 def test_team_of_threads_over_a_python_allgather():
