@@ -41,6 +41,7 @@ nb::dict stats_dict(const pvmm::sleeping_stats& st) {
   d["offloaded_bytes"] = st.offloaded_bytes;
   d["asleep"] = st.asleep;
   d["staging_bytes"] = st.staging_bytes;
+  d["kept_host_bytes"] = st.kept_host_bytes;
   return d;
 }
 
@@ -74,19 +75,23 @@ void bind_sleeping(nb::module_& m) {
       .def(
           "__init__",
           [](py_sleeping* self, int device, unsigned copy_streams, unsigned staging_slots,
-             std::size_t staging_slot_bytes, std::optional<bool> release_address_range) {
+             std::size_t staging_slot_bytes, std::optional<bool> release_address_range, bool keep_host_memory) {
             pvmm::sleeping_options o;
             o.device = device;
             o.copy_streams = copy_streams;
             o.staging_slots = staging_slots;
             o.staging_slot_bytes = staging_slot_bytes;
             o.release_address_range = release_address_range;
+            o.keep_host_memory = keep_host_memory;
             auto a = std::make_shared<pvmm::sleeping_allocator>(unwrap(pvmm::sleeping_allocator::create(o)));
             new (self) py_sleeping{};
             self->h.reset(std::move(a));
           },
           "device"_a = 0, "copy_streams"_a = 2, "staging_slots"_a = 4, "staging_slot_bytes"_a = std::size_t{32} << 20,
-          "release_address_range"_a = nb::none())
+          "release_address_range"_a = nb::none(), "keep_host_memory"_a = false,
+          "copy_streams, staging_slots x staging_slot_bytes: the copies' streams and pinned staging ring; "
+          "release_address_range: free and reserve again the exact range while asleep (None: on for hip); "
+          "keep_host_memory: keep the page-locked memory of woken pinned copies for the next sleep.")
       .def(
           "allocate",
           [](const py_sleeping& s, std::size_t size, std::optional<std::string> tag) {
@@ -181,6 +186,14 @@ void bind_sleeping(nb::module_& m) {
           "Maps new memory at the same addresses and restores the saved contents. With `stream`, returns once the "
           "copies are queued; `stream` waits for them on the device. OutOfMemoryError naming the tag when memory is "
           "short: nothing is lost and a later wake retries.")
+      .def(
+          "trim_host_memory",
+          [](const py_sleeping& s) {
+            auto a = s.h.use("pvmm.SleepingAllocator.trim_host_memory");
+            nb::gil_scoped_release release;
+            unwrap(a->trim_host_memory());
+          },
+          "Frees the page-locked memory kept for reuse (keep_host_memory).")
       .def(
           "drop_host_copies",
           [](const py_sleeping& s, const std::vector<std::string>& tags) {

@@ -24,6 +24,7 @@ pvmm_status pvmm_sleeping_create(const pvmm_sleeping_options* options, pvmm_slee
     s.staging_slots = o.staging_slots;
     s.staging_slot_bytes = o.staging_slot_bytes;
     if (o.release_address_range >= 0) s.release_address_range = o.release_address_range != 0;
+    s.keep_host_memory = o.keep_host_memory != 0;
     PVMM_C_TRY(made, pvmm::sleeping_allocator::create(s));
     return adopt(kind::sleeping, c_sleeping(std::move(*made)), out);
   });
@@ -182,6 +183,14 @@ pvmm_status pvmm_sleeping_remove_backing_callback(pvmm_sleeping allocator, uint6
   });
 }
 
+pvmm_status pvmm_sleeping_trim_host_memory(pvmm_sleeping allocator) noexcept {
+  constexpr const char* op = "pvmm_sleeping_trim_host_memory";
+  return guard(op, [&] {
+    PVMM_C_FIND(c_sleeping, sleeping, s, allocator, op);
+    return report(s->allocator.trim_host_memory());
+  });
+}
+
 pvmm_status pvmm_sleeping_stats_get(pvmm_sleeping allocator, const char* tag, pvmm_sleeping_stats* out) noexcept {
   constexpr const char* op = "pvmm_sleeping_stats_get";
   return guard(op, [&] {
@@ -189,7 +198,7 @@ pvmm_status pvmm_sleeping_stats_get(pvmm_sleeping allocator, const char* tag, pv
     PVMM_C_FIND(c_sleeping, sleeping, s, allocator, op);
     const pvmm::sleeping_stats st = tag ? s->allocator.stats(tag) : s->allocator.stats();
     const pvmm_sleeping_stats full{sizeof(pvmm_sleeping_stats), st.allocations, st.reserved_bytes, st.resident_bytes,
-                                   st.offloaded_bytes,          st.asleep,      st.staging_bytes};
+                                   st.offloaded_bytes,          st.asleep,      st.staging_bytes,  st.kept_host_bytes};
     return write_stats(out, full, op, "pvmm_sleeping_stats");
   });
 }

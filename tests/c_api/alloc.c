@@ -129,6 +129,7 @@ static void sleeping(pvmm_stream_ref on) {
   CHECK_OK(pvmm_sleeping_sleep_async(s, NULL, 0, on, NULL));
   CHECK_OK(pvmm_sleeping_wake(s, NULL, 0));
   CHECK(holds(w, 2 * MIB, 3));
+  CHECK_OK(pvmm_sleeping_trim_host_memory(s));
   CHECK_OK(pvmm_sleeping_remove_backing_callback(s, id));
   CHECK_STATUS(pvmm_sleeping_remove_backing_callback(s, id), pvmm_status_invalid_argument, "no backing callback");
   const char* bad[] = {"weights", NULL};

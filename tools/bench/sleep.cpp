@@ -19,7 +19,7 @@ namespace bench {
 double sleep_gib = 8;
 std::size_t sleep_block_mib = 128;
 int sleep_cycles = 5;
-std::string sleep_policies = "pinned,pageable";
+std::string sleep_policies = "pinned,pinned-kept,pageable";
 
 namespace {
 
@@ -43,6 +43,7 @@ std::size_t device_free() {
 }
 
 pvmm::sleep_policy policy_named(const std::string& name) {
+  if (name == "pinned-kept") return pvmm::sleep_policy::offload_pinned;
   if (name == "pageable") return pvmm::sleep_policy::offload_pageable;
   if (name == "file") return pvmm::sleep_policy::offload_file;
   if (name == "discard") return pvmm::sleep_policy::discard;
@@ -84,7 +85,9 @@ void sleep_bench() {
     const std::string name = sleep_policies.substr(at, next - at);
     if (name.empty()) continue;
     const std::size_t free_before = device_free();
-    auto made = pvmm::sleeping_allocator::create();
+    pvmm::sleeping_options so;
+    so.keep_host_memory = name == "pinned-kept";  // the page-locked memory of the last wake is reused
+    auto made = pvmm::sleeping_allocator::create(so);
     check(made.has_value(), "sleeping_allocator::create");
     auto& a = *made;
     pvmm::tag_policy p;

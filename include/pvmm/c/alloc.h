@@ -80,6 +80,7 @@ typedef struct pvmm_sleeping_options {
   unsigned staging_slots;    /**< PVMM_INIT: 4 */
   size_t staging_slot_bytes; /**< PVMM_INIT: 32 MiB */
   int release_address_range; /**< 1 on, 0 off; PVMM_INIT: -1 (on for the hip backend, off elsewhere) */
+  int keep_host_memory;      /**< PVMM_INIT: 0 (pvmm::sleeping_options::keep_host_memory) */
 } pvmm_sleeping_options;
 #define PVMM_C_DEFAULTS_pvmm_sleeping_options(F) \
   F(copy_streams, 2) F(staging_slots, 4) F(staging_slot_bytes, (size_t)32 << 20) F(release_address_range, -1)
@@ -101,7 +102,7 @@ typedef struct pvmm_tag_policy {
 
 typedef struct pvmm_sleeping_stats {
   size_t struct_size;
-  size_t allocations, reserved_bytes, resident_bytes, offloaded_bytes, asleep, staging_bytes;
+  size_t allocations, reserved_bytes, resident_bytes, offloaded_bytes, asleep, staging_bytes, kept_host_bytes;
 } pvmm_sleeping_stats;
 #define PVMM_C_DEFAULTS_pvmm_sleeping_stats(F)
 
@@ -161,6 +162,8 @@ PVMM_C_API pvmm_status pvmm_sleeping_generation(pvmm_sleeping allocator, const v
 PVMM_C_API pvmm_status pvmm_sleeping_add_backing_callback(pvmm_sleeping allocator, pvmm_backing_callback callback,
                                                           void* user_data, uint64_t* id) PVMM_C_NOEXCEPT;
 PVMM_C_API pvmm_status pvmm_sleeping_remove_backing_callback(pvmm_sleeping allocator, uint64_t id) PVMM_C_NOEXCEPT;
+/** Frees the page-locked memory kept for reuse (keep_host_memory). */
+PVMM_C_API pvmm_status pvmm_sleeping_trim_host_memory(pvmm_sleeping allocator) PVMM_C_NOEXCEPT;
 /** `tag` NULL: every allocation. */
 PVMM_C_API pvmm_status pvmm_sleeping_stats_get(pvmm_sleeping allocator, const char* tag,
                                                pvmm_sleeping_stats* out) PVMM_C_NOEXCEPT;
