@@ -44,7 +44,6 @@
 #include <pvmm/c/pointer.h>
 #include <pvmm/c/streams.h>
 #include <pvmm/c/team.h>
-/* pvmm/c/alloc.h (the allocators' C face) joins the list here. */
 #include <pvmm/c/transport.h>
 #include <pvmm/c/vmm.h>
 
