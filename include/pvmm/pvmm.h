@@ -36,6 +36,7 @@
 #define PVMM_PVMM_H
 
 /* The parts, by area (each includes what it needs; this header gives everything). */
+#include <pvmm/c/alloc.h>
 #include <pvmm/c/buffers.h>
 #include <pvmm/c/common.h>
 #include <pvmm/c/devices.h>
@@ -43,7 +44,6 @@
 #include <pvmm/c/pointer.h>
 #include <pvmm/c/streams.h>
 #include <pvmm/c/team.h>
-/* pvmm/c/alloc.h (the allocators' C face) joins the list here. */
 #include <pvmm/c/transport.h>
 #include <pvmm/c/vmm.h>
 

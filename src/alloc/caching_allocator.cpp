@@ -74,7 +74,7 @@ result<caching_allocator> caching_allocator::create(const caching_options& optio
 
 status caching_allocator::trim() {
   const detail::operation op{"pvmm::caching_allocator::trim"};
-  if (!state_) return op.fail(errc::already_released, "this caching_allocator is empty (released or moved from)");
+  if (!state_) return detail::shell::empty_owner(op, "caching_allocator");
   std::lock_guard<std::mutex> hold(state_->lock);
   return state_->give_back_everything(&op);
 }
@@ -88,16 +88,22 @@ caching_stats caching_allocator::stats() const noexcept {
   return out;
 }
 
+std::size_t caching_allocator::size_of(const void* pointer) const noexcept {
+  if (!state_) return 0;
+  std::lock_guard<std::mutex> hold(state_->lock);
+  auto it = state_->live.find(const_cast<void*>(pointer));
+  return it == state_->live.end() ? 0 : it->second->requested;
+}
+
 void caching_allocator::reset_peaks() noexcept {
   if (!state_) return;
   std::lock_guard<std::mutex> hold(state_->lock);
-  state_->st.peak_live = state_->st.live;
-  state_->st.peak_reserved = state_->st.reserved;
+  detail::shell::reset_peaks(state_->st);
 }
 
 status caching_allocator::release() noexcept {
   const detail::operation op{"pvmm::caching_allocator::release"};
-  if (!state_) return op.fail(errc::already_released, "this caching_allocator is empty (released or moved from)");
+  if (!state_) return detail::shell::empty_owner(op, "caching_allocator");
   {
     std::lock_guard<std::mutex> hold(state_->lock);
     if (state_->st.live_blocks)

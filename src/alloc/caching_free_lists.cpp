@@ -129,13 +129,11 @@ auto caching_allocator::state::cached_blocks() const -> std::uint64_t {
 result<void*> caching_allocator::allocate(std::size_t size, stream_ref on) {
   auto args = [&] { return fmt::format("size={:#x}, stream={:#x}", size, on.native_handle().value); };
   const detail::operation op{"pvmm::caching_allocator::allocate", args};
-  if (!state_) return op.fail(errc::already_released, "this caching_allocator is empty (released or moved from)");
+  if (!state_) return detail::shell::empty_owner(op, "caching_allocator");
   if (size == 0) return op.fail(errc::invalid_size, "size is 0");
-  if (auto ok = detail::check_stream(on, op); !ok) return std::move(ok).error();
   auto& s = *state_;
-  if (on.device() != s.options.device)
-    return op.fail(errc::invalid_device, fmt::format("the stream is of device {}, the allocator of device {}",
-                                                     on.device(), s.options.device));
+  if (auto ok = detail::shell::check_stream_of(on, s.options.device, op, "allocator"); !ok)
+    return std::move(ok).error();
   if (size > static_cast<std::size_t>(-1) - detail::caching::min_block)
     return op.fail(errc::out_of_memory, "the size rounded up to 512 bytes exceeds the address space");
   const std::size_t bytes = detail::caching::round_size(size);
@@ -155,12 +153,9 @@ result<void*> caching_allocator::allocate(std::size_t size, stream_ref on) {
 status caching_allocator::deallocate(void* pointer, stream_ref on) {
   auto args = [&] { return fmt::format("pointer={}, stream={:#x}", pointer, on.native_handle().value); };
   const detail::operation op{"pvmm::caching_allocator::deallocate", args};
-  if (!state_) return op.fail(errc::already_released, "this caching_allocator is empty (released or moved from)");
-  if (auto ok = detail::check_stream(on, op); !ok) return ok;
+  if (!state_) return detail::shell::empty_owner(op, "caching_allocator");
   auto& s = *state_;
-  if (on.device() != s.options.device)
-    return op.fail(errc::invalid_device, fmt::format("the stream is of device {}, the allocator of device {}",
-                                                     on.device(), s.options.device));
+  if (auto ok = detail::shell::check_stream_of(on, s.options.device, op, "allocator"); !ok) return ok;
   std::lock_guard<std::mutex> hold(s.lock);
   auto it = s.live.find(pointer);
   if (it == s.live.end())

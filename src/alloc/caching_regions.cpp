@@ -252,7 +252,7 @@ auto caching_allocator::state::give_back_everything(const detail::operation* op)
       continue;
     }
     ps.done = ps.mark;
-    for (auto& f : ps.fences) spare_events.push_back(std::move(f.ev));
+    for (auto& f : ps.fences) events.give_back(std::move(f.ev));
     ps.fences.clear();
   }
   if (synchronized) rehome_all();

@@ -20,6 +20,7 @@
 #include <pvmm/caching_allocator.hpp>
 #include <pvmm/reservation.hpp>
 
+#include "alloc/allocator_shell.hpp"
 #include "core/operation.hpp"
 
 namespace pvmm {
@@ -125,8 +126,8 @@ struct caching_allocator::state {
   std::vector<std::unique_ptr<region>> regions;
   std::vector<physical_allocation> idle_chunks;  // owned, mapped nowhere but perhaps in a ghost
   std::vector<ghost> ghosts;
-  std::size_t ghost_chunks = 0;  // chunk mappings the ghosts hold
-  std::vector<event> spare_events;
+  std::size_t ghost_chunks = 0;       // chunk mappings the ghosts hold
+  detail::shell::event_cache events;  // events recorded at fences, reused
   std::size_t chunks_held = 0;
   // High mark of live bytes as seen at misses (the slack's measure; only misses grow the cache, and reset_peaks
   // leaves it).
@@ -138,7 +139,7 @@ struct caching_allocator::state {
 
   void note_reserved() {
     st.reserved = std::uint64_t{chunks_held} * chunk;
-    st.peak_reserved = std::max(st.peak_reserved, st.reserved);
+    detail::shell::note_peaks(st);
   }
 
   std::uint32_t index_of(stream_ref s) {

@@ -11,21 +11,10 @@ namespace pvmm {
 
 auto caching_allocator::state::record_fence(std::uint32_t p, const detail::operation& op) -> result<fence*> {
   auto& ps = streams[p];
-  event ev;
-  if (!spare_events.empty()) {
-    ev = std::move(spare_events.back());
-    spare_events.pop_back();
-  } else {
-    auto e = detail::caching::timed(st.event_record_ns, [&] { return event::create(options.device); });
-    if (!e) return op.wrap(std::move(e).error());
-    ev = std::move(*e);
-  }
   ++st.event_records;
-  if (auto ok = detail::caching::timed(st.event_record_ns, [&] { return ev.record(ps.s); }); !ok) {
-    spare_events.push_back(std::move(ev));
-    return op.wrap(std::move(ok).error());
-  }
-  ps.fences.push_back(fence{std::move(ev), ps.mark});
+  auto ev = events.record(options.device, ps.s, op, &st.event_record_ns);
+  if (!ev) return std::move(ev).error();
+  ps.fences.push_back(fence{std::move(*ev), ps.mark});
   ps.fenced = ps.mark;
   return &ps.fences.back();
 }
@@ -39,7 +28,7 @@ auto caching_allocator::state::poll(std::uint32_t p, std::uint64_t want) -> void
       auto q = detail::caching::timed(st.event_query_ns, [&] { return ps.fences.front().ev.query(); });
       if (!q || !*q) break;
       ps.done = std::max(ps.done, ps.fences.front().mark);
-      spare_events.push_back(std::move(ps.fences.front().ev));
+      events.give_back(std::move(ps.fences.front().ev));
       ps.fences.pop_front();
     }
   }
