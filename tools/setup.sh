@@ -76,13 +76,15 @@ case "${1:-}" in
     # Sizes: no source, header, test or script over 400 lines (docs/conventions.md); repetition counted where the
     # `duplicates` command exists (it is not packaged: CI machines print that they lack it).
     echo "=== file sizes ==="
-    largest=$(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.py' '*.pyi' '*.sh' 2>/dev/null | xargs -r wc -l |
-      grep -v ' total$' | sort -n | tail -n 1)
+    mapfile -t sized < <(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.py' '*.pyi' '*.sh' 2>/dev/null ||
+      find include src backends tests tools examples python -type f \( -name '*.[ch]pp' -o -name '*.h' -o \
+        -name '*.cu' -o -name '*.py' -o -name '*.pyi' -o -name '*.sh' \))
+    sizes=$(printf '%s\0' "${sized[@]}" | xargs -0 -r wc -l | grep -v ' total$' | sort -n || true)
+    largest=$(tail -n 1 <<<"$sizes")
     echo "largest file: ${largest:-none}"
-    if [ "$(awk '{print $1}' <<<"${largest:-0}")" -gt 400 ]; then
-      failed=$((failed + 1)); echo "file sizes: a file is over 400 lines (split it by concern):"
-      git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.py' '*.pyi' '*.sh' | xargs -r wc -l | grep -v ' total$' |
-        awk '$1 > 400'
+    over=$(awk '$1 > 400' <<<"$sizes")
+    if [ -n "$over" ]; then
+      failed=$((failed + 1)); echo "file sizes: over 400 lines (split by concern):"; echo "$over"
     fi
     if command -v duplicates >/dev/null; then
       echo "repetition: $(duplicates --seconds 60 | head -n 1)"

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "support.hpp"
 
@@ -34,6 +35,48 @@ inline bool kernel_maps(const void* address) {
     if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && a >= lo && a < hi) return true;
   }
   return false;
+}
+
+/// An explicit release() that fails (the next backend call injected to fail) keeps `owner` whole: the injected
+/// backend_error comes back and the owner still holds the same memory.
+template <class Owner>
+void check_failed_release_keeps(Owner& owner) {
+  void* const data = owner.data();
+  pvmm::testing::fail_nth_backend_call(1);
+  auto failed = owner.release();
+  pvmm::testing::fail_nth_backend_call(0);
+  PVMM_CHECK_ERRC(failed, pvmm::errc::backend_error);
+  REQUIRE(!failed.has_value());
+  CHECK(failed.error().native_name == "PVMM_INJECTED_FAILURE");
+  REQUIRE(owner.valid());
+  CHECK(owner.data() == data);
+}
+
+/// Move-assignment and destructors give back without a fault-injectable step: makes three owners with `make` and
+/// holds `hold()` (destroyed first), arms the next backend call to fail, move-assigns one owner over another and lets
+/// every one go; no backend call may be counted meanwhile (the armed failure stays armed). Disarms; returns the data
+/// of the owner destroyed at scope exit and of the one replaced, both given back.
+template <class Make, class Hold>
+std::pair<void*, void*> check_teardown_not_injected(Make make, Hold hold) {
+  std::pair<void*, void*> gone{};
+  std::size_t calls = 0;
+  {
+    auto dying = make();
+    auto target = make();
+    auto source = make();
+    gone = {dying.data(), target.data()};
+    auto held = hold();
+    (void)held;
+    calls = pvmm::testing::backend_call_count();
+    pvmm::testing::fail_nth_backend_call(1);
+    target = std::move(source);
+    CHECK(target.valid());
+    CHECK(pvmm::testing::backend_call_count() == calls);
+    pvmm::testing::fail_nth_backend_call(1);  // armed for the destructors, `held`'s the first to run
+  }
+  CHECK(pvmm::testing::backend_call_count() == calls);
+  pvmm::testing::fail_nth_backend_call(0);
+  return gone;
 }
 
 /// `pages` pages the program maps itself, outside pvmm, with `prot`; unmapped at scope exit (what is still mapped).

@@ -105,13 +105,7 @@ TEST_SUITE("managed") {
     PVMM_REQUIRE_MANAGED(64);
     auto memory = managed_allocation::create(mib).value();
     void* p = memory.data();
-    testing::fail_nth_backend_call(1);
-    auto failed = memory.release();
-    testing::fail_nth_backend_call(0);
-    PVMM_CHECK_ERRC(failed, errc::backend_error);
-    CHECK(failed.error().native_name == "PVMM_INJECTED_FAILURE");
-    REQUIRE(memory.valid());  // still owning: the memory is still there, and still managed memory
-    CHECK(memory.data() == p);
+    check_failed_release_keeps(memory);  // still owning: the memory is still there, and still managed memory
     CHECK(memory.size() == mib);
     std::memset(p, 0x5a, mib);
     PVMM_CHECK_OK(advise(p, mib, advice::set_read_mostly));
@@ -121,22 +115,8 @@ TEST_SUITE("managed") {
 
     // Move-assignment and the destructor free without a fault-injectable step: the armed failure stays armed,
     // no backend call is counted, and the memory is gone.
-    void* destroyed = nullptr;
-    void* replaced = nullptr;
-    std::size_t calls = 0;
-    {
-      auto dying = managed_allocation::create(mib).value();
-      auto target = managed_allocation::create(mib).value();
-      auto source = managed_allocation::create(mib).value();
-      destroyed = dying.data();
-      replaced = target.data();
-      calls = testing::backend_call_count();
-      testing::fail_nth_backend_call(1);
-      target = std::move(source);
-      CHECK(target.valid());
-    }
-    CHECK(testing::backend_call_count() == calls);
-    testing::fail_nth_backend_call(0);
+    auto [destroyed, replaced] =
+        check_teardown_not_injected([] { return managed_allocation::create(mib).value(); }, [] { return 0; });
     if (host_backend()) {
       CHECK_FALSE(kernel_maps(destroyed));
       CHECK_FALSE(kernel_maps(replaced));

@@ -133,46 +133,24 @@ TEST_SUITE("pinned") {
     // pinned_allocation: a failed release keeps it whole; the retry frees it.
     auto memory = pinned_allocation::create(2 * page).value();
     void* p = memory.data();
-    testing::fail_nth_backend_call(1);
-    auto failed = memory.release();
-    testing::fail_nth_backend_call(0);
-    PVMM_CHECK_ERRC(failed, errc::backend_error);
-    CHECK(failed.error().native_name == "PVMM_INJECTED_FAILURE");
-    REQUIRE(memory.valid());
-    CHECK(memory.data() == p);
+    check_failed_release_keeps(memory);
     std::memset(p, 0x3c, memory.size());
     PVMM_CHECK_OK(memory.release());
 
     // host_registration: a failed release keeps the owner and the registration; the retry unregisters.
     program_pages mine(2);
     auto registration = host_registration::create(mine.data, 2 * page).value();
-    testing::fail_nth_backend_call(1);
-    failed = registration.release();
-    testing::fail_nth_backend_call(0);
-    PVMM_CHECK_ERRC(failed, errc::backend_error);
-    REQUIRE(registration.valid());
+    check_failed_release_keeps(registration);
     CHECK(registration.data() == static_cast<void*>(mine.data));
     PVMM_CHECK_ERRC(register_host_memory(mine.data, page), errc::already_registered);  // still registered
     PVMM_CHECK_OK(registration.release());
     PVMM_CHECK_ERRC(unregister_host_memory(mine.data), errc::not_registered);
 
     // Destructors and move-assignment: no backend call counted, the armed failure untouched, everything given back.
-    void* freed = nullptr;
-    std::size_t calls = 0;
-    {
-      auto dying = pinned_allocation::create(page).value();
-      auto target = pinned_allocation::create(page).value();
-      auto source = pinned_allocation::create(page).value();
-      freed = target.data();
-      auto held = host_registration::create(mine.data, 2 * page).value();
-      calls = testing::backend_call_count();
-      testing::fail_nth_backend_call(1);
-      target = std::move(source);
-      CHECK(testing::backend_call_count() == calls);
-      testing::fail_nth_backend_call(1);  // armed for `held`'s destructor, the first to run
-    }
-    CHECK(testing::backend_call_count() == calls);
-    testing::fail_nth_backend_call(0);
+    const void* freed =
+        check_teardown_not_injected([&] { return pinned_allocation::create(page).value(); },
+                                    [&] { return host_registration::create(mine.data, 2 * page).value(); })
+            .second;
     if (host_backend()) CHECK_FALSE(kernel_maps(freed));
     PVMM_CHECK_OK(register_host_memory(mine.data, 2 * page));  // the destroyed owner unregistered it
     PVMM_CHECK_OK(unregister_host_memory(mine.data));

@@ -66,7 +66,32 @@ struct marks {
     const auto s = at(i).claim_slot;
     return s != 0 && r.claims.active[s - 1].load();
   }
+  /// A row of the table: mapping i's three marks (its claim slot 1-based, and whether that slot is active), then
+  /// what the calls read from them.
+  struct row {
+    bool busy_mark, made_mark;
+    int slot;
+    bool active, busy, counted;
+  };
+  void expect(std::size_t i, row want) {
+    INFO("mapping " << i);
+    CHECK(at(i).busy == want.busy_mark);
+    CHECK(at(i).made == want.made_mark);
+    CHECK(int{at(i).claim_slot} == want.slot);
+    CHECK(slot_active(i) == want.active);
+    CHECK(busy(i) == want.busy);
+    CHECK(counted(i) == want.counted);
+  }
 };
+// The table's rows (docs/design.md, "Claim marks"), slot k = 1: {busy, made, claim slot, slot active, busy(), made()}.
+constexpr marks::row row1{false, false, 1, true, true, false};
+constexpr marks::row row2{true, false, 0, false, true, false};
+constexpr marks::row row3{false, false, 1, false, false, true};
+constexpr marks::row row4{false, true, 0, false, false, true};
+constexpr marks::row row5{false, true, 1, false, false, true};
+constexpr marks::row row6{false, true, 1, true, true, true};
+constexpr marks::row row7{true, true, 0, false, true, true};  // or with a given-back slot
+constexpr marks::row row8{true, false, 1, false, true, true};
 
 /// Through the public API: maps `mappings` granules back to back (each map takes the slot the one before gave back,
 /// so all but the last settle to row 4), grants the first when `grant_first` (row 5), then checks the first mapping
@@ -92,15 +117,10 @@ TEST_SUITE("claim marks") {
     marks m;
     const std::size_t slot = m.begin_map(0);
     REQUIRE(slot == 1);
-    CHECK(!m.at(0).busy);
-    CHECK(!m.at(0).made);
-    CHECK(m.slot_active(0));
-    CHECK(m.busy(0));
-    CHECK(!m.counted(0));
+    m.expect(0, row1);
     CHECK(m.r.mappings.size() == 1);  // mapping_count() and release()'s refusal see it
-    m.end_map(0, slot);               // -> row 3
-    CHECK(!m.busy(0));
-    CHECK(m.counted(0));
+    m.end_map(0, slot);
+    m.expect(0, row3);
   }
 
   PVMM_CASE("row 2, a map in flight while every slot is taken: its busy mark, not counted") {
@@ -108,26 +128,15 @@ TEST_SUITE("claim marks") {
     m.take_every_slot(1);
     const std::size_t slot = m.begin_map(0);
     REQUIRE(slot == 0);
-    CHECK(m.at(0).busy);
-    CHECK(!m.at(0).made);
-    CHECK(m.at(0).claim_slot == 0);
-    CHECK(m.busy(0));
-    CHECK(!m.counted(0));
-    m.end_map(0, slot);  // under the lock -> row 4
-    CHECK(!m.busy(0));
-    CHECK(m.counted(0));
-    CHECK(m.at(0).made);
+    m.expect(0, row2);
+    m.end_map(0, slot);  // under the lock
+    m.expect(0, row4);
   }
 
   PVMM_CASE("row 3, mapped through slot k, the slot given back and not taken again: free, counted") {
     marks m;
     m.end_map(0, m.begin_map(0));
-    CHECK(!m.at(0).busy);
-    CHECK(!m.at(0).made);  // the given-back slot says made
-    CHECK(m.at(0).claim_slot == 1);
-    CHECK(!m.slot_active(0));
-    CHECK(!m.busy(0));
-    CHECK(m.counted(0));
+    m.expect(0, row3);  // the given-back slot says made
     PVMM_REQUIRE_DEVICE();
     check_first_at_rest(1, false);  // one map leaves its record so
   }
@@ -136,11 +145,8 @@ TEST_SUITE("claim marks") {
     marks m;
     m.end_map(0, m.begin_map(0));
     m.end_map(1, m.begin_map(1));  // takes slot 1 again: mapping 0's mark is cleared, made said outright
-    CHECK(!m.at(0).busy);
-    CHECK(m.at(0).made);
-    CHECK(m.at(0).claim_slot == 0);
-    CHECK(!m.busy(0));
-    CHECK(m.counted(0));
+    m.expect(0, row4);
+    m.expect(1, row3);
     PVMM_REQUIRE_DEVICE();
     check_first_at_rest(2, false);
   }
@@ -149,14 +155,8 @@ TEST_SUITE("claim marks") {
     marks m;
     m.end_map(0, m.begin_map(0));
     m.end_map(1, m.begin_map(1));
-    const std::size_t slot = m.begin_grant(1);  // the range slot 1 claimed last: no mark written
-    m.end_grant(1, slot);
-    CHECK(!m.at(1).busy);
-    CHECK(m.at(1).made);
-    CHECK(m.at(1).claim_slot == 1);
-    CHECK(!m.slot_active(1));
-    CHECK(!m.busy(1));
-    CHECK(m.counted(1));
+    m.end_grant(1, m.begin_grant(1));  // the range slot 1 claimed last: no mark written but made
+    m.expect(1, row5);
     PVMM_REQUIRE_DEVICE();
     check_first_at_rest(1, true);
   }
@@ -166,52 +166,33 @@ TEST_SUITE("claim marks") {
     m.end_map(0, m.begin_map(0));  // row 3: made only through its slot
     const std::size_t slot = m.begin_grant(0);
     REQUIRE(slot == 1);
-    CHECK(!m.at(0).busy);
-    CHECK(m.at(0).made);  // said outright: the active slot no longer says so
-    CHECK(m.slot_active(0));
-    CHECK(m.busy(0));
-    CHECK(m.counted(0));
-    m.end_grant(0, slot);  // -> row 5
-    CHECK(!m.busy(0));
-    CHECK(m.counted(0));
+    m.expect(0, row6);  // made said outright: the active slot no longer says so
+    m.end_grant(0, slot);
+    m.expect(0, row5);
   }
 
   PVMM_CASE("row 7, a grant in flight while every slot is taken, or an unmap in flight: busy mark, counted") {
     marks m;
     m.end_map(0, m.begin_map(0));
-    m.take_every_slot(1);
+    m.take_every_slot(1);  // slot 1 taken again for another range: mapping 0 settles (row 4)
     const std::size_t slot = m.begin_grant(0);
     REQUIRE(slot == 0);
-    CHECK(m.at(0).busy);
-    CHECK(m.at(0).made);
-    CHECK(m.busy(0));
-    CHECK(m.counted(0));
-    m.end_grant(0, slot);  // under the lock -> row 4 or 5
-    CHECK(!m.busy(0));
-    CHECK(m.counted(0));
+    m.expect(0, row7);
+    m.end_grant(0, slot);  // under the lock
+    m.expect(0, row4);
     m.begin_unmap(0);  // an unmap of a made record: the same marks
-    CHECK(m.busy(0));
-    CHECK(m.counted(0));
+    m.expect(0, row7);
     d::release_claimed_range(m.r, 0, unit, 0);  // a failed unmap gives it back, still mapped
-    CHECK(!m.busy(0));
-    CHECK(m.counted(0));
+    m.expect(0, row4);
   }
 
   PVMM_CASE("row 8, an unmap in flight of a record made only through its slot: busy, counted until erased") {
     marks m;
     m.end_map(0, m.begin_map(0));  // row 3
     m.begin_unmap(0);
-    CHECK(m.at(0).busy);
-    CHECK(!m.at(0).made);
-    CHECK(m.at(0).claim_slot == 1);
-    CHECK(m.busy(0));
-    CHECK(m.counted(0));
-    m.end_map(1, m.begin_map(1));  // slot 1 taken again meanwhile: the mark settles to made, still busy (row 7)
-    CHECK(m.at(0).busy);
-    CHECK(m.at(0).made);
-    CHECK(m.at(0).claim_slot == 0);
-    CHECK(m.busy(0));
-    CHECK(m.counted(0));
+    m.expect(0, row8);
+    m.end_map(1, m.begin_map(1));  // slot 1 taken again meanwhile: the mark settles to made, still busy
+    m.expect(0, row7);
     m.r.mappings.erase(m.r.mappings.find(0));  // a successful unmap erases the record: nothing left to count
     CHECK(m.r.mappings.size() == 1);
   }
