@@ -18,8 +18,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include <pvmm/snapshot.hpp>
 
@@ -52,6 +54,52 @@ struct provider {
   int order;
   void (*collect)(collector&);
   provider* next = nullptr;
+};
+
+/// The live objects of one owner type, for its provider: a `listed<T>` member declared last in T (constructed after
+/// every other member, destroyed before them) enters `this` and leaves at destruction. for_each holds the list's
+/// lock while it visits, so an object being destroyed waits in ~listed until the visit is over; the visitor takes
+/// the object's own lock (list lock, then object lock: an object never takes the list's lock while holding its own,
+/// since ~listed runs after its destructor's body).
+template <class T>
+class listed {
+ public:
+  explicit listed(T* owner) noexcept : owner_(owner) {
+    std::lock_guard<std::mutex> guard(all().lock);
+    try {
+      all().items.push_back(owner_);
+    } catch (...) {  // out of memory: the object is left out of snapshots, nothing else
+      owner_ = nullptr;
+    }
+  }
+  ~listed() {
+    if (owner_ == nullptr) return;
+    std::lock_guard<std::mutex> guard(all().lock);
+    auto& v = all().items;
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (*it == owner_) {
+        v.erase(it);
+        break;
+      }
+  }
+  listed(const listed&) = delete;
+  listed& operator=(const listed&) = delete;
+  template <class F>
+  static void for_each(F&& f) {
+    std::lock_guard<std::mutex> guard(all().lock);
+    for (T* p : all().items) f(*p);
+  }
+
+ private:
+  struct list {
+    std::mutex lock;
+    std::vector<T*> items;
+  };
+  static list& all() {
+    static auto* l = new list;  // never destroyed: objects may outlive the statics
+    return *l;
+  }
+  T* owner_;
 };
 
 /// Runs every provider, in order, into `into` (segments sorted by device and address afterwards).

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include <pvmm/pvmm.h>
 #include <pvmm/pvmm.hpp>
 #include <pvmm/snapshot.hpp>
 
@@ -177,5 +178,39 @@ TEST_SUITE("api") {
     std::remove(path.c_str());
     CHECK(head[0] == 0x80);
     CHECK(head[1] == 0x02);
+  }
+
+  PVMM_CASE("snapshot: the C entry points give the same pickle and refuse null arguments") {
+    void* data = nullptr;
+    size_t size = 0;
+    CHECK(pvmm_snapshot_pickle(nullptr, &size) == pvmm_status_invalid_argument);
+    CHECK(pvmm_snapshot_pickle(&data, nullptr) == pvmm_status_invalid_argument);
+    REQUIRE(pvmm_snapshot_pickle(&data, &size) == pvmm_status_ok);
+    REQUIRE(size > 2);
+    CHECK(static_cast<unsigned char*>(data)[0] == 0x80);
+    CHECK(static_cast<unsigned char*>(data)[size - 1] == '.');
+    pvmm_snapshot_free(data);
+    pvmm_snapshot_free(nullptr);
+    CHECK(pvmm_dump_snapshot(nullptr) == pvmm_status_invalid_argument);
+    CHECK(pvmm_dump_snapshot("") == pvmm_status_invalid_argument);
+    CHECK(pvmm_dump_snapshot("/nonexistent-pvmm-dir/s.pickle") == pvmm_status_system_error);
+    CHECK(pvmm_record_memory_history((size_t{1} << 24) + 1) == pvmm_status_invalid_argument);
+    CHECK(pvmm_record_memory_history(8) == pvmm_status_ok);
+    CHECK(memory_history_capacity() == 8);
+    CHECK(pvmm_record_memory_history(0) == pvmm_status_ok);
+    CHECK(memory_history_capacity() == 0);
+  }
+
+  PVMM_CASE("snapshot: NVTX registration is off by default and refused where the build has no NVTX") {
+    CHECK_FALSE(nvtx_registration());
+    PVMM_CHECK_OK(register_with_nvtx(false));
+    if (query_backend().name == "cuda") {
+      PVMM_CHECK_OK(register_with_nvtx(true));
+      CHECK(nvtx_registration());
+      PVMM_CHECK_OK(register_with_nvtx(false));
+    } else {
+      PVMM_CHECK_ERRC(register_with_nvtx(true), errc::not_supported);
+      CHECK_FALSE(nvtx_registration());
+    }
   }
 }
