@@ -7,6 +7,10 @@
 #   PVMM_PY_TESTS=...            what pytest runs (default python/tests)
 #   PVMM_PY_CMAKE_ARGS="-C..."   more configure options for pip (hip on HIP's NVIDIA platform:
 #                                -Ccmake.define.PVMM_HIP_PLATFORM=nvidia -Ccmake.define.PVMM_HIP_ROOT=<HIP headers>)
+#   PVMM_PY_SANITIZE=address     builds the library and module with ASan+UBSan (the interpreter preloads libasan);
+#                                the misuse cases must pass under it (issue 47)
+#   The venv also gets mpi4py, built by pip against the system's MPI (Debian: libopenmpi-dev), for the test that
+#   runs a team over it under mpirun (python/tests/test_mpi4py.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 backend="${PVMM_BACKEND:-host}"
@@ -16,6 +20,10 @@ if [ "${PVMM_PY_VENV:-$([ "$backend" = host ] && echo 1 || echo 0)}" = 1 ]; then
   python="$PWD/build/venv/bin/python"
   TIMEFORMAT="time: python packages: %0R s wall"
   time "$python" -m pip install -q --disable-pip-version-check nanobind scikit-build-core pytest numpy mypy
+  if command -v mpicc >/dev/null 2>&1 && ! "$python" -c "import mpi4py" 2>/dev/null; then
+    TIMEFORMAT="time: mpi4py (built against the system MPI): %0R s wall"
+    time "$python" -m pip install -q --disable-pip-version-check mpi4py
+  fi
 fi
 TIMEFORMAT="time: python build ($backend): %0R s wall"
 # No build isolation: the build uses the packages above (nothing else is downloaded); -j2 as CI's 2 cores.

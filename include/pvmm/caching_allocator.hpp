@@ -122,7 +122,7 @@ struct caching_stats {
 /// A caching allocator of one device's memory. Move-only.
 class caching_allocator : detail::move_only {
  public:
-  caching_allocator() noexcept = default;
+  caching_allocator() noexcept;  ///< empty (defined where state is complete)
   caching_allocator(caching_allocator&&) noexcept;
   caching_allocator& operator=(caching_allocator&&) noexcept;
   ~caching_allocator();

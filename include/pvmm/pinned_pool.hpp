@@ -83,7 +83,7 @@ struct pinned_pool_stats {
 /// A pool of page-locked staging buffers. Move-only.
 class pinned_pool : detail::move_only {
  public:
-  pinned_pool() noexcept = default;
+  pinned_pool() noexcept;  ///< empty (defined where state is complete)
   pinned_pool(pinned_pool&&) noexcept;
   pinned_pool& operator=(pinned_pool&&) noexcept;
   ~pinned_pool();

@@ -17,6 +17,12 @@
 // (endpoint.hpp), import_buffer, memory_pool import/export over a socket, every bootstrap call (bootstrap.hpp,
 // bootstrap_mpi.hpp), team::create and every team/window collective (team.hpp, team_multicast.hpp). The rest return
 // after driver calls that do not wait for other work.
+//
+// One timeout rule, on every face (C: pvmm/pvmm.h; Python: the stub): a timeout is std::chrono::milliseconds (C and
+// Python: int64 milliseconds). 0 expires now (try once, do not wait); ipc::wait_forever (milliseconds::max(); C:
+// PVMM_WAIT_FOREVER = -1; Python: pvmm.WAIT_FOREVER = -1) waits without deadline; any other negative value is
+// errc::invalid_argument naming the parameter. Defaults live in the signatures (default arguments, options structs'
+// initialisers), never in a special value. Signalling waits take (channel, stream, timeout) in that order.
 #pragma once
 
 #include <pvmm/allocation.hpp>
@@ -27,6 +33,7 @@
 #include <pvmm/dmabuf.hpp>
 #include <pvmm/endpoint.hpp>
 #include <pvmm/error.hpp>
+#include <pvmm/growable_arena.hpp>
 #include <pvmm/growable_buffer.hpp>
 #include <pvmm/ipc.hpp>
 #include <pvmm/managed.hpp>
@@ -37,5 +44,6 @@
 #include <pvmm/pinned_pool.hpp>
 #include <pvmm/pointer.hpp>
 #include <pvmm/reservation.hpp>
+#include <pvmm/sleeping_allocator.hpp>
 #include <pvmm/stream.hpp>
 #include <pvmm/types.hpp>

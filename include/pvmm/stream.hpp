@@ -57,7 +57,11 @@ class stream_ref : public detail::handle_ref<stream_handle> {
   /// within either). The source is read in stream order; host memory pvmm did not make (query_pointer answers
   /// memory_kind::none) may be reused as soon as the call returns (as the drivers promise for pageable memory),
   /// while pinned, registered and managed memory is read when the copy runs. The destination holds the data once
-  /// the stream's work up to here has completed.
+  /// the stream's work up to here has completed. Both ranges are checked before anything is enqueued: a range that
+  /// wraps or runs past the end of the memory pvmm made there is errc::out_of_range, a reservation's unmapped part
+  /// errc::not_mapped; on the host backend (whose worker runs a memcpy) the process's map must also cover memory
+  /// pvmm did not make and reservations readable (source) or writable (destination): errc::not_mapped, or
+  /// errc::not_permitted for a read-only destination.
   status copy_async(void* destination, const void* source, std::size_t size) const;
 };
 

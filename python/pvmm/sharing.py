@@ -95,6 +95,41 @@ def _rebuild_pool(dupfd: Any, pool_id: bytes) -> ExportedPool:
     return ExportedPool(dupfd.detach(), pool_id)
 
 
+def _open_buffer(exported: ExportedBuffer) -> _pvmm.ImportedBuffer:
+    with exported:
+        return exported.open()
+
+
+def _open_pool(exported: ExportedPool) -> _pvmm.MemoryPool:
+    with exported:
+        return exported.open()
+
+
+def _keep_until_sent(exported: ExportedBuffer | ExportedPool) -> None:
+    """A process being spawned passes the pickled fds themselves (DupFd does not duplicate them then): the export
+    must stay open until the child has started, so it lives as long as the spawning Popen. Elsewhere (a Queue,
+    a Pipe) DupFd duplicated the fds already and the export may close."""
+    from multiprocessing import context
+
+    popen = context.get_spawning_popen()
+    if popen is not None:
+        popen.__dict__.setdefault("_pvmm_exports", []).append(exported)
+
+
+def _reduce_buffer(buffer: _pvmm.GrowableBuffer) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """GrowableBuffer.__reduce__: pickles as its exported chunks; unpickles as an ImportedBuffer."""
+    exported = export_buffer(buffer)
+    _keep_until_sent(exported)
+    return _open_buffer, (exported,)
+
+
+def _reduce_pool(pool: _pvmm.MemoryPool) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """MemoryPool.__reduce__: pickles as its exported fd; unpickles as the imported pool."""
+    exported = export_pool(pool)
+    _keep_until_sent(exported)
+    return _open_pool, (exported,)
+
+
 def export_buffer(buffer: _pvmm.GrowableBuffer) -> ExportedBuffer:
     """Exports a growable buffer (created with exportable=True) for another process."""
     descriptor, fds = buffer.export()

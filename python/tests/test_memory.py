@@ -123,7 +123,7 @@ def test_errors_are_generated_from_the_errc_list_and_carry_the_record(stream):
     assert "dtype" in e.value.arguments and e.value.hint
     with pytest.raises(pvmm.OutOfRangeError):
         pvmm.PinnedAllocation.create(4096).view("uint8", (4097,))
-    with pytest.raises(pvmm.InvalidArgumentError):
+    with pytest.raises(TypeError, match="^stream must be a pvmm.Stream"):
         pvmm.Stream.borrow("not a stream")
     pool = pvmm.MemoryPool.create()
     with pytest.raises(pvmm.InvalidArgumentError):

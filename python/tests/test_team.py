@@ -89,9 +89,8 @@ def test_team_errors():
         def get(self, key):
             raise OSError("store is down")
 
-    with pytest.raises(pvmm.PvmmError) as e:
+    with pytest.raises(OSError, match="^store is down$"):  # a callback's exception propagates as itself
         pvmm.Team.over_store(Broken(), 0, 2, timeout_ms=2000)
-    assert e.value.code in ("timeout", "peer_lost") and e.value.operation
 
 
 def test_team_of_threads_over_a_python_allgather():
@@ -163,10 +162,10 @@ def signal_rank_main(rank, path, q):
                 assert window.device_pointer_table() != 0
                 mine = np.from_dlpack(window.get_buffer(rank, "int64", (16,)))
                 mine[:] = rank + 100
-                window.barrier(stream, 10000)  # stream-ordered: every slot written before anyone reads
+                window.barrier(0, stream, 10000)  # stream-ordered: every slot written before anyone reads
                 stream.synchronize()
                 seen = [int(np.from_dlpack(window.get_buffer(r, "int64", (16,)))[3]) for r in range(2)]
-                window.barrier(stream, 10000)  # nobody unmaps before everyone has read
+                window.barrier(0, stream, 10000)  # nobody unmaps before everyone has read
                 stream.synchronize()
                 window.signal_status()
                 if rank == 1:  # rank 0 never signals this channel again: a bounded wait, reported as a timeout

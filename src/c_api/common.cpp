@@ -1,21 +1,33 @@
 // The C interface's registry, last-error record and status names (src/c_api/common.hpp).
 #include "c_api/common.hpp"
 
+#include "c_api/abi.hpp"
+
 #include <cstdio>
 #include <cstring>
 
 namespace pvmm::c_api {
 namespace {
 
-/// This thread's last failure. Strings are kept as std::string; if copying them runs out of memory, the record
-/// keeps the code and a fixed text.
+/// This thread's last failure. Strings are kept as std::string; where they cannot be stored (memory ran out) or
+/// must not be (the guard's out-of-memory path), the record holds static texts and a message formatted into a
+/// buffer reserved ahead (thread_local storage: nothing is allocated).
 struct last_error_record {
   pvmm_status code = pvmm_status_ok;
   std::string message, operation, arguments, detail, native_name, hint;
   long long native_code = 0;
-  const char* fixed_message = nullptr;  // set when the strings could not be stored
+  bool fixed = false;  // the texts below replace the strings
+  const char* fixed_operation = "";
+  const char* fixed_detail = "";
+  char fixed_message[512] = {};
 };
 thread_local last_error_record last;
+
+void clear_strings() noexcept {
+  for (auto* s : {&last.message, &last.operation, &last.arguments, &last.detail, &last.native_name, &last.hint}) {
+    s->clear();  // keeps the capacity: never allocates
+  }
+}
 
 constexpr std::uint64_t index_bits = 32, generation_bits = 24;
 constexpr std::uint64_t generation_mask = (std::uint64_t{1} << generation_bits) - 1;
@@ -29,45 +41,32 @@ std::uint64_t encode(kind type, std::uint32_t generation, std::size_t index) noe
 
 const char* kind_name(kind k) noexcept {
   switch (k) {
-    case kind::allocation:
-      return "pvmm_allocation";
-    case kind::reservation:
-      return "pvmm_reservation";
-    case kind::growable:
-      return "pvmm_growable";
-    case kind::pinned:
-      return "pvmm_pinned";
-    case kind::managed:
-      return "pvmm_managed";
-    case kind::bootstrap:
-      return "pvmm_bootstrap";
-    case kind::team:
-      return "pvmm_team";
-    case kind::window:
-      return "pvmm_window";
-    case kind::stream:
-      return "pvmm_stream";
-    case kind::event:
-      return "pvmm_event";
-    case kind::pool:
-      return "pvmm_pool";
-    case kind::listener:
-      return "pvmm_listener";
-    case kind::connection:
-      return "pvmm_connection";
-    case kind::imported:
-      return "pvmm_imported";
-    case kind::pool_allocation:
-      return "pvmm_pool_allocation";
+#define PVMM_C_KIND_NAME(name, tag, what) \
+  case kind::name:                        \
+    return "pvmm_" #name;
+    PVMM_C_HANDLE_LIST(PVMM_C_KIND_NAME)
+#undef PVMM_C_KIND_NAME
   }
   return "an unknown handle type";
+}
+
+pvmm_status fail_static(errc code, const char* operation, const char* detail, const char* what) noexcept {
+  last.code = static_cast<pvmm_status>(static_cast<int>(code));
+  last.native_code = 0;
+  clear_strings();
+  last.fixed = true;
+  last.fixed_operation = operation != nullptr ? operation : "";
+  last.fixed_detail = detail != nullptr ? detail : "";
+  std::snprintf(last.fixed_message, sizeof last.fixed_message, "%s(): %s: %s%s%s", last.fixed_operation,
+                to_string(code), last.fixed_detail, what != nullptr ? ": " : "", what != nullptr ? what : "");
+  return last.code;
 }
 
 pvmm_status fail(const error& e) noexcept {
   last.code = static_cast<pvmm_status>(static_cast<int>(e.code));
   last.native_code = e.native_code;
   try {
-    last.fixed_message = nullptr;
+    last.fixed = false;
     last.message = e.message();
     last.operation = e.operation;
     last.arguments = e.arguments;
@@ -75,10 +74,8 @@ pvmm_status fail(const error& e) noexcept {
     last.native_name = e.native_name;
     last.hint = e.hint;
   } catch (...) {
-    for (auto* s : {&last.message, &last.operation, &last.arguments, &last.detail, &last.native_name, &last.hint}) {
-      s->clear();
-    }
-    last.fixed_message = "pvmm: memory ran out while recording an error (the code is right, the texts are lost)";
+    return fail_static(e.code, "", "memory ran out while recording an error (the code is right, the texts are lost)",
+                       nullptr);
   }
   return last.code;
 }
@@ -92,9 +89,8 @@ pvmm_status fail(errc code, const char* operation, std::string detail, std::stri
     e.detail = std::move(detail);
     return fail(e);
   } catch (...) {
-    last.code = static_cast<pvmm_status>(static_cast<int>(code));
-    last.fixed_message = "pvmm: memory ran out while recording an error (the code is right, the texts are lost)";
-    return last.code;
+    return fail_static(code, operation,
+                       "memory ran out while recording an error (the code is right, the texts are lost)", nullptr);
   }
 }
 
@@ -106,16 +102,14 @@ pvmm_status null_argument(const char* operation, const char* name) noexcept {
   }
 }
 
-bool size_known(std::size_t given, std::size_t known) noexcept { return given == known; }
-
-pvmm_status wrong_size(const char* operation, const char* type, std::size_t given, std::size_t known) noexcept {
-  return guard(operation, [&] {
-    char text[256];
-    std::snprintf(text, sizeof text,
-                  "%s.struct_size is %zu; this library knows %zu (set it with PVMM_INIT(%s) or sizeof(%s))", type,
-                  given, known, type, type);
-    return fail(errc::version_mismatch, operation, text);
-  });
+pvmm_status wrong_size(const char* operation, const char* type, std::size_t given, std::size_t first,
+                       std::size_t known) noexcept {
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "%s.struct_size is %zu; this library reads %zu (the first published size) to %zu (set it with the "
+                "struct's init function, PVMM_INIT(%s) or sizeof(%s))",
+                type, given, first, known, type, type);
+  return fail(errc::version_mismatch, operation, text);
 }
 
 void copy_text(char* to, std::size_t capacity, const std::string& text) noexcept {
@@ -130,7 +124,7 @@ registry& handles() {
   return *instance;
 }
 
-std::uint64_t registry::add(kind type, std::shared_ptr<void> object) {
+std::uint64_t registry::add(kind type, entry_base* object) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::size_t index;
   if (!free_.empty()) {
@@ -143,7 +137,7 @@ std::uint64_t registry::add(kind type, std::shared_ptr<void> object) {
   }
   slot& s = slots_[index];
   s.type = type;
-  s.object = std::move(object);
+  s.object = object;
   return encode(type, s.generation, index);
 }
 
@@ -158,8 +152,7 @@ result<std::size_t> registry::locate(kind type, std::uint64_t id, const char* op
   if (id == 0) {
     e.code = errc::invalid_handle;
     std::snprintf(text, sizeof text, "a null %s handle", kind_name(type));
-  } else if (tag != static_cast<std::uint8_t>(type) && tag >= static_cast<std::uint8_t>(kind::allocation) &&
-             tag <= static_cast<std::uint8_t>(kind::last)) {
+  } else if (tag != static_cast<std::uint8_t>(type) && tag >= 1 && tag <= kind_count) {
     e.code = errc::invalid_handle;
     std::snprintf(text, sizeof text, "a %s handle where a %s handle belongs", kind_name(static_cast<kind>(tag)),
                   kind_name(type));
@@ -188,24 +181,26 @@ result<std::shared_ptr<void>> registry::find(kind type, std::uint64_t id, const 
   std::lock_guard<std::mutex> lock(mutex_);
   auto at = locate(type, id, operation);
   if (!at) return std::move(at).error();
-  return slots_[*at].object;
+  entry_base* e = slots_[*at].object;
+  e->retain();
+  // The deleter drops the reference; if the control block cannot be allocated, the constructor calls it.
+  return std::shared_ptr<void>(e->object(), [e](void*) { e->drop(); });
 }
 
-result<std::shared_ptr<void>> registry::take(kind type, std::uint64_t id, const char* operation) {
-  std::shared_ptr<void> object;
+result<taken> registry::take(kind type, std::uint64_t id, const char* operation) {
+  entry_base* object = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto at = locate(type, id, operation);
     if (!at) return std::move(at).error();
     free_.reserve(free_.size() + 1);  // the only step that may throw, before anything changed
     slot& s = slots_[*at];
-    object = std::move(s.object);
-    s.object.reset();
+    object = std::exchange(s.object, nullptr);
     ++s.generation;
     // A slot whose generation would wrap is retired: an old handle could otherwise name a new object.
     if (s.generation <= generation_mask) free_.push_back(static_cast<std::uint32_t>(*at));
   }
-  return object;  // the owner is destroyed by the caller, outside the lock (it may call user code: a bootstrap)
+  return taken(object);  // the owner is torn down outside the lock (it may call user code: a bootstrap)
 }
 
 }  // namespace pvmm::c_api
@@ -231,23 +226,20 @@ const char* pvmm_status_name(int status) noexcept {
 }
 
 pvmm_status pvmm_last_error_code(void) noexcept { return last.code; }
-const char* pvmm_last_error_message(void) noexcept {
-  if (last.fixed_message) return last.fixed_message;
-  return last.message.c_str();
+const char* pvmm_last_error_message(void) noexcept { return last.fixed ? last.fixed_message : last.message.c_str(); }
+const char* pvmm_last_error_operation(void) noexcept {
+  return last.fixed ? last.fixed_operation : last.operation.c_str();
 }
-const char* pvmm_last_error_operation(void) noexcept { return last.operation.c_str(); }
 const char* pvmm_last_error_arguments(void) noexcept { return last.arguments.c_str(); }
-const char* pvmm_last_error_detail(void) noexcept { return last.detail.c_str(); }
+const char* pvmm_last_error_detail(void) noexcept { return last.fixed ? last.fixed_detail : last.detail.c_str(); }
 const char* pvmm_last_error_native_name(void) noexcept { return last.native_name.c_str(); }
 long long pvmm_last_error_native_code(void) noexcept { return last.native_code; }
 const char* pvmm_last_error_hint(void) noexcept { return last.hint.c_str(); }
 void pvmm_clear_last_error(void) noexcept {
   last.code = pvmm_status_ok;
   last.native_code = 0;
-  last.fixed_message = nullptr;
-  for (auto* s : {&last.message, &last.operation, &last.arguments, &last.detail, &last.native_name, &last.hint}) {
-    s->clear();
-  }
+  last.fixed = false;
+  clear_strings();
 }
 
 }  // extern "C"

@@ -5,9 +5,11 @@
 // holds a std::shared_ptr to the C++ owner. Chosen over heap objects with a magic field because telling a freed or
 // double-freed handle from a live one never reads freed memory (a magic check must, which is undefined behaviour and
 // what ASan reports), a foreign value is recognised without dereferencing it, and a lookup hands out a reference, so
-// a release racing another thread's call cannot free the object under it.
+// a release racing another thread's call cannot free the object under it. Teardown runs when the last reference
+// drops (entry_base): a release never changes the object while another call reads it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -20,46 +22,41 @@
 #include <pvmm/pvmm.h>
 #include <pvmm/error.hpp>
 
+#include "core/no_throw.hpp"
+
 namespace pvmm::c_api {
 
+/// The handle kinds, tags and names: one list (pvmm/c/handles.h).
 enum class kind : std::uint8_t {
-  allocation = 1,
-  reservation,
-  growable,
-  pinned,
-  managed,
-  bootstrap,
-  team,
-  window,
-  stream,
-  event,
-  pool,
-  listener,
-  connection,
-  imported,
-  pool_allocation,
-  last = pool_allocation
+#define PVMM_C_KIND_ENUMERATOR(name, tag, what) name = tag,
+  PVMM_C_HANDLE_LIST(PVMM_C_KIND_ENUMERATOR)
+#undef PVMM_C_KIND_ENUMERATOR
 };
+#define PVMM_C_KIND_COUNT(name, tag, what) +1
+constexpr std::uint8_t kind_count = 0 PVMM_C_HANDLE_LIST(PVMM_C_KIND_COUNT);
+#undef PVMM_C_KIND_COUNT
 const char* kind_name(kind k) noexcept;
 
 /// Records `e` as this thread's last error and returns its code.
 pvmm_status fail(const error& e) noexcept;
 pvmm_status fail(errc code, const char* operation, std::string detail, std::string arguments = {}) noexcept;
 
-/// Every entry point: runs `body` (returning pvmm_status or a pvmm::status) and turns whatever it throws into a status.
+/// Records a failure from static texts only (nothing allocated: the out-of-memory path of the guard). `operation`
+/// and `detail` must outlive the record (string literals).
+pvmm_status fail_static(errc code, const char* operation, const char* detail, const char* what) noexcept;
+
+/// Every entry point: runs `body` (returning pvmm_status or a pvmm::status) and turns whatever it throws into a status
+/// (detail::catch_all: std::bad_alloc and std::length_error are out_of_memory). The out-of-memory path allocates
+/// nothing.
 template <class Body>
 pvmm_status guard(const char* operation, Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return fail(errc::out_of_memory, operation, "memory ran out inside pvmm (std::bad_alloc)");
-  } catch (const pvmm::exception& e) {
-    return fail(e.error());
-  } catch (const std::exception& e) {
-    return fail(errc::backend_error, operation, std::string("a C++ exception reached the C interface: ") + e.what());
-  } catch (...) {
-    return fail(errc::backend_error, operation, "an exception of unknown type reached the C interface");
-  }
+  return detail::catch_all(
+      [&]() -> pvmm_status { return body(); },
+      [&](const detail::caught_exception& c) -> pvmm_status {
+        if (c.carried != nullptr) return fail(*c.carried);
+        return fail_static(c.code, operation, c.detail, c.what);
+      },
+      [&]() noexcept { return fail_static(errc::out_of_memory, operation, detail::out_of_memory_text, nullptr); });
 }
 
 /// The status of a C++ result: ok, or its error recorded.
@@ -70,24 +67,82 @@ pvmm_status report(const R& r) noexcept {
 
 /// A null out-parameter or input pointer.
 pvmm_status null_argument(const char* operation, const char* name) noexcept;
-/// struct_size of a caller's struct against the one this library knows.
-bool size_known(std::size_t given, std::size_t known) noexcept;
-pvmm_status wrong_size(const char* operation, const char* type, std::size_t given, std::size_t known) noexcept;
+/// A registered owner and its references: the registry's own and one per call in flight. Teardown (the owner's
+/// destructor, or release() by the last holder) runs when the last reference drops, so a release racing a call on
+/// the same handle never changes the object under that call: the call finishes on the object it looked up.
+class entry_base {
+ public:
+  virtual ~entry_base() = default;
+  virtual void* object() noexcept = 0;
+  void retain() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  /// Drops one reference; true when it was the last (the caller now holds the entry alone and deletes it).
+  bool drop_is_last() noexcept { return refs_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+  void drop() noexcept {
+    if (drop_is_last()) delete this;
+  }
+
+ private:
+  std::atomic<long> refs_{1};
+};
+template <class T>
+class entry final : public entry_base {
+ public:
+  template <class U>
+  explicit entry(U&& value) : value_(std::forward<U>(value)) {}
+  void* object() noexcept override { return &value_; }
+
+ private:
+  T value_;
+};
+
+/// The registry's reference to an entry whose handle was just killed (registry::take).
+class taken {
+ public:
+  explicit taken(entry_base* e) noexcept : entry_(e) {}
+  taken(taken&& other) noexcept : entry_(std::exchange(other.entry_, nullptr)), alone_(other.alone_) {}
+  taken& operator=(taken&&) = delete;
+  ~taken() {
+    if (entry_ == nullptr) return;
+    if (alone_)
+      delete entry_;
+    else
+      entry_->drop();
+  }
+  /// The object, when no call is inside it any more (this was the last reference): the caller may tear it down
+  /// and report how that went. nullptr otherwise: the reference is dropped now and the teardown runs when the last
+  /// call in flight ends (its destructor).
+  template <class T>
+  T* alone() noexcept {
+    if (entry_ == nullptr) return nullptr;
+    if (alone_ || entry_->drop_is_last()) {
+      alone_ = true;
+      return static_cast<T*>(entry_->object());
+    }
+    entry_ = nullptr;
+    return nullptr;
+  }
+
+ private:
+  entry_base* entry_;
+  bool alone_ = false;
+};
 
 /// Owners behind handles.
 class registry {
  public:
-  std::uint64_t add(kind type, std::shared_ptr<void> object);
-  /// The object of `id`, or an error naming what is wrong with the handle (null, foreign, another type, released).
+  /// Registers `object` (its one reference becomes the registry's); on a throw the caller still owns it.
+  std::uint64_t add(kind type, entry_base* object);
+  /// A new reference to the object of `id` (dropped with the shared_ptr), or an error naming what is wrong with
+  /// the handle (null, foreign, another type, released).
   result<std::shared_ptr<void>> find(kind type, std::uint64_t id, const char* operation);
-  /// Removes the entry (the handle is dead from now on) and returns its object.
-  result<std::shared_ptr<void>> take(kind type, std::uint64_t id, const char* operation);
+  /// Removes the entry (the handle is dead from now on) and hands over the registry's reference.
+  result<taken> take(kind type, std::uint64_t id, const char* operation);
 
  private:
   struct slot {
     std::uint32_t generation = 1;
     kind type{};
-    std::shared_ptr<void> object;
+    entry_base* object = nullptr;
   };
   result<std::size_t> locate(kind type, std::uint64_t id, const char* operation);
   std::mutex mutex_;
@@ -102,18 +157,16 @@ result<std::shared_ptr<T>> find(kind type, std::uint64_t id, const char* operati
   if (!r) return std::move(r).error();
   return std::static_pointer_cast<T>(std::move(*r));
 }
-template <class T>
-result<std::shared_ptr<T>> take(kind type, std::uint64_t id, const char* operation) {
-  auto r = handles().take(type, id, operation);
-  if (!r) return std::move(r).error();
-  return std::static_pointer_cast<T>(std::move(*r));
+inline result<taken> take(kind type, std::uint64_t id, const char* operation) {
+  return handles().take(type, id, operation);
 }
 
 /// Registers a new owner and writes its handle.
 template <class Handle, class Owner>
 pvmm_status adopt(kind type, Owner&& owner, Handle* out) {
-  auto object = std::make_shared<std::decay_t<Owner>>(std::forward<Owner>(owner));
-  out->id = handles().add(type, std::move(object));
+  auto object = std::make_unique<entry<std::decay_t<Owner>>>(std::forward<Owner>(owner));
+  out->id = handles().add(type, object.get());
+  object.release();  // the registry's now
   return pvmm_status_ok;
 }
 /// Registers the owner a C++ call made, or records the call's failure (`out` untouched).
@@ -139,9 +192,6 @@ void copy_text(char* to, std::size_t capacity, const std::string& text) noexcept
   if (!name) return ::pvmm::c_api::fail(name.error())
 #define PVMM_C_NEED(pointer, op) \
   if ((pointer) == nullptr) return ::pvmm::c_api::null_argument(op, #pointer)
-#define PVMM_C_SIZE(pointer, T, op)                                  \
-  if (!::pvmm::c_api::size_known((pointer)->struct_size, sizeof(T))) \
-  return ::pvmm::c_api::wrong_size(op, #T, (pointer)->struct_size, sizeof(T))
 
 namespace pvmm::c_api {
 
@@ -155,13 +205,15 @@ pvmm_status create_entry(kind type, const char* operation, Handle* out, Make&& m
 }
 
 /// The release entry point of an owner whose release() reports: the handle dies first (a second release is
-/// already_released, never a double free), then the owner gives its resource back.
+/// already_released, never a double free), then the owner gives its resource back - here, reporting how it went,
+/// when no other call is inside it; otherwise when that call ends (the owner's destructor).
 template <class T>
 pvmm_status release_entry(kind type, std::uint64_t id, const char* operation) noexcept {
   return guard(operation, [&] {
-    auto owner = take<T>(type, id, operation);
+    auto owner = take(type, id, operation);
     if (!owner) return fail(owner.error());
-    return report((*owner)->release());
+    if (T* alone = owner->template alone<T>()) return report(alone->release());
+    return pvmm_status_ok;
   });
 }
 

@@ -60,8 +60,9 @@ pvmm_status pvmm_imported_data(pvmm_imported buffer, void** data, size_t* size) 
 pvmm_status pvmm_imported_release(pvmm_imported buffer) noexcept {
   constexpr const char* op = "pvmm_imported_release";
   return guard(op, [&] {
-    PVMM_C_TRY(b, take<pvmm::imported_buffer>(kind::imported, buffer.id, op));
-    return pvmm_status_ok;  // the destructor unmaps the range, frees it and drops the chunks' references
+    PVMM_C_TRY(b, take(kind::imported, buffer.id, op));
+    return pvmm_status_ok;  // the destructor (of the last reference) unmaps the range, frees it and drops the chunks'
+                            // references
   });
 }
 

@@ -3,6 +3,7 @@
 
 #include <pvmm/device.hpp>
 
+#include "c_api/abi.hpp"
 #include "c_api/common.hpp"
 #include "c_api/convert.hpp"
 
@@ -43,7 +44,9 @@ result<allocation_properties> to_properties(const pvmm_allocation_properties* p,
     e.detail = "properties is NULL";
     return e;
   }
-  if (!size_known(p->struct_size, sizeof(pvmm_allocation_properties))) {
+  static_assert(first_published<pvmm_allocation_properties>::size == sizeof(pvmm_allocation_properties),
+                "grew: use read_prefix");
+  if (!size_readable<pvmm_allocation_properties>(p->struct_size)) {
     e.code = errc::version_mismatch;
     e.detail = "pvmm_allocation_properties.struct_size is " + std::to_string(p->struct_size) + "; this library knows " +
                std::to_string(sizeof(pvmm_allocation_properties)) +

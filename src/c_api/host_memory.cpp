@@ -5,6 +5,7 @@
 #include <pvmm/pinned.hpp>
 #include <pvmm/pointer.hpp>
 
+#include "c_api/abi.hpp"
 #include "c_api/common.hpp"
 #include "c_api/convert.hpp"
 
@@ -15,7 +16,8 @@ namespace {
 pvmm::result<pvmm::pinned_options> to_pinned_options(const pvmm_pinned_options* o, const char* op) {
   pvmm::pinned_options out;
   if (o == nullptr) return out;
-  if (!size_known(o->struct_size, sizeof(pvmm_pinned_options))) {
+  static_assert(first_published<pvmm_pinned_options>::size == sizeof(pvmm_pinned_options), "grew: use read_prefix");
+  if (!size_readable<pvmm_pinned_options>(o->struct_size)) {
     pvmm::error e;
     e.code = pvmm::errc::version_mismatch;
     e.operation = op;

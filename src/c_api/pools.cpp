@@ -8,6 +8,7 @@
 #include <pvmm/memory_pool.hpp>
 #include <pvmm/stream.hpp>
 
+#include "c_api/abi.hpp"
 #include "c_api/common.hpp"
 #include "c_api/convert.hpp"
 
@@ -275,7 +276,7 @@ pvmm_status pvmm_pool_allocation_free_async(pvmm_pool_allocation allocation, pvm
   return guard(op, [&] {
     PVMM_C_FIND(pvmm::pool_allocation, pool_allocation, a, allocation, op);
     if (auto freed = a->free_async(to_stream(on)); !freed) return fail(freed.error());  // the handle stays: retry
-    (void)take<pvmm::pool_allocation>(kind::pool_allocation, allocation.id, op);        // empty now: the handle dies
+    (void)take(kind::pool_allocation, allocation.id, op);                               // empty now: the handle dies
     return pvmm_status_ok;
   });
 }

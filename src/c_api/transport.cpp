@@ -6,16 +6,12 @@
 #include <pvmm/endpoint.hpp>
 
 #include "c_api/common.hpp"
+#include "core/timeout.hpp"
+
+/// A C timeout under the one rule (core/timeout.hpp), or the failure recorded.
+#define PVMM_C_TIMEOUT(name, ms) PVMM_C_TRY(name, ::pvmm::detail::checked_timeout(ms, "timeout_ms"))
 
 using namespace pvmm::c_api;
-
-namespace {
-
-std::chrono::milliseconds to_timeout(std::int64_t ms) noexcept {
-  return ms < 0 ? std::chrono::milliseconds(0) : std::chrono::milliseconds(ms);
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -31,16 +27,17 @@ pvmm_status pvmm_listen(const char* name, pvmm_listener* out) noexcept {
 pvmm_status pvmm_listener_accept(pvmm_listener listener, int64_t timeout_ms, pvmm_connection* out) noexcept {
   constexpr const char* op = "pvmm_listener_accept";
   return guard(op, [&] {
+    PVMM_C_TIMEOUT(timeout, timeout_ms);
     PVMM_C_NEED(out, op);
     PVMM_C_FIND(pvmm::ipc::listener, listener, l, listener, op);
-    return adopt_result(kind::connection, l->accept(to_timeout(timeout_ms)), out);
+    return adopt_result(kind::connection, l->accept(*timeout), out);
   });
 }
 
 pvmm_status pvmm_listener_release(pvmm_listener listener) noexcept {
   constexpr const char* op = "pvmm_listener_release";
   return guard(op, [&] {
-    PVMM_C_TRY(l, take<pvmm::ipc::listener>(kind::listener, listener.id, op));
+    PVMM_C_TRY(l, take(kind::listener, listener.id, op));
     return pvmm_status_ok;  // closed (and a path name removed) with the last reference
   });
 }
@@ -48,16 +45,17 @@ pvmm_status pvmm_listener_release(pvmm_listener listener) noexcept {
 pvmm_status pvmm_connect(const char* name, int64_t timeout_ms, pvmm_connection* out) noexcept {
   constexpr const char* op = "pvmm_connect";
   return guard(op, [&] {
+    PVMM_C_TIMEOUT(timeout, timeout_ms);
     PVMM_C_NEED(name, op);
     PVMM_C_NEED(out, op);
-    return adopt_result(kind::connection, pvmm::ipc::connect(name, to_timeout(timeout_ms)), out);
+    return adopt_result(kind::connection, pvmm::ipc::connect(name, *timeout), out);
   });
 }
 
 pvmm_status pvmm_connection_release(pvmm_connection connection) noexcept {
   constexpr const char* op = "pvmm_connection_release";
   return guard(op, [&] {
-    PVMM_C_TRY(c, take<pvmm::ipc::connection>(kind::connection, connection.id, op));
+    PVMM_C_TRY(c, take(kind::connection, connection.id, op));
     return pvmm_status_ok;
   });
 }
@@ -68,8 +66,9 @@ pvmm_status pvmm_connection_send(pvmm_connection connection, const int* fds, siz
   return guard(op, [&] {
     if (fds == nullptr && count != 0) return null_argument(op, "fds");
     if (payload == nullptr && payload_size != 0) return null_argument(op, "payload");
+    PVMM_C_TIMEOUT(timeout, timeout_ms);
     PVMM_C_FIND(pvmm::ipc::connection, connection, c, connection, op);
-    return report(c->send(fds, count, payload, payload_size, to_timeout(timeout_ms)));
+    return report(c->send(fds, count, payload, payload_size, *timeout));
   });
 }
 
@@ -78,12 +77,13 @@ pvmm_status pvmm_connection_receive(pvmm_connection connection, int* fds, size_t
                                     int64_t timeout_ms) noexcept {
   constexpr const char* op = "pvmm_connection_receive";
   return guard(op, [&] {
+    PVMM_C_TIMEOUT(timeout, timeout_ms);
     PVMM_C_NEED(fd_count, op);
     PVMM_C_NEED(payload_size, op);
     if (fds == nullptr && max_fds != 0) return null_argument(op, "fds");
     if (payload == nullptr && max_payload != 0) return null_argument(op, "payload");
     PVMM_C_FIND(pvmm::ipc::connection, connection, c, connection, op);
-    PVMM_C_TRY(got, c->receive(max_fds, max_payload, to_timeout(timeout_ms)));
+    PVMM_C_TRY(got, c->receive(max_fds, max_payload, *timeout));
     if (got->fds.size() > max_fds || got->payload.size() > max_payload) {
       return fail(pvmm::errc::protocol_error, op, "the message is larger than the buffers given");
     }

@@ -92,8 +92,9 @@ pvmm_status pvmm_reservation_release(pvmm_reservation reservation) noexcept {
     // Checked before the handle dies: the C++ release refuses while mappings remain, and the handle stays usable.
     PVMM_C_FIND(address_reservation, reservation, r, reservation, op);
     if (r->mapping_count() != 0) return report(r->release());
-    PVMM_C_TRY(taken, take<address_reservation>(kind::reservation, reservation.id, op));
-    return report((*taken)->release());
+    PVMM_C_TRY(taken, take(kind::reservation, reservation.id, op));
+    if (auto* alone = taken->alone<address_reservation>()) return report(alone->release());
+    return pvmm_status_ok;  // torn down when the call inside it ends
   });
 }
 

@@ -2,6 +2,7 @@
 #include "core/owner_checks.hpp"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -29,6 +30,11 @@ status check_size(std::size_t size, std::size_t unit, const char* what, const op
                    fmt::format("round up to {:#x}", *rounded));
   }
   return {};
+}
+
+std::size_t page_size() noexcept {
+  static const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return page;
 }
 
 status check_import_fd(int fd, std::size_t size, const operation& op) {

@@ -14,6 +14,9 @@ namespace pvmm::detail {
 error released_owner(const operation& op, const char* what);
 /// A nonzero multiple of `unit` (sizes that cannot be rounded to it are out_of_memory).
 status check_size(std::size_t size, std::size_t unit, const char* what, const operation& op);
+/// The host's page size: every granularity is a multiple of it (an imported size is checked against it before the
+/// driver sees the size).
+std::size_t page_size() noexcept;
 /// A nonzero size and an open fd.
 status check_import_fd(int fd, std::size_t size, const operation& op);
 /// The owner was created exportable as `type`.

@@ -9,6 +9,7 @@
 #include "backend/vmm.hpp"
 #include "core/address_registry.hpp"
 #include "core/device.hpp"
+#include "stream/copy_range.hpp"
 
 namespace pvmm::testing {
 namespace {
@@ -36,6 +37,8 @@ status copy_mapped(void* destination, const void* source, std::size_t size, int 
   auto args = [&] { return fmt::format("{}={}, size={:#x}, device={}", mapped_arg, mapped, size, device); };
   const detail::operation op{name, args};
   PVMM_TRY_ASSIGN(d, copy_device(mapped, device, op));
+  PVMM_TRY(detail::check_copy_range(destination, size, detail::copy_end::destination, d, op));
+  PVMM_TRY(detail::check_copy_range(source, size, detail::copy_end::source, d, op));
   auto ok = copy(destination, source, size, d);
   if (!ok) return op.wrap(std::move(ok).error());
   return {};

@@ -18,6 +18,7 @@
 #include <pvmm/memory_pool.hpp>
 #include <pvmm/pinned.hpp>
 
+#include "alloc/allocator_shell.hpp"
 #include "core/checked_math.hpp"
 #include "core/device.hpp"
 #include "core/operation.hpp"
@@ -63,15 +64,12 @@ struct pinned_pool::state {
   mutable std::mutex lock;
   std::unordered_map<void*, std::unique_ptr<block>> blocks;  // every block, live or cached, by address
   std::map<std::size_t, std::deque<block*>> cached;          // by class size, oldest free first
-  std::vector<event> spare_events;
+  detail::shell::event_cache events;                         // events recorded at frees, reused
   pinned_pool_stats st;
 
   ~state() { (void)give_back_cached(nullptr); }
 
-  void note() {
-    st.peak_reserved = std::max(st.peak_reserved, st.reserved);
-    st.peak_live = std::max(st.peak_live, st.live);
-  }
+  void note() { detail::shell::note_peaks(st); }
 
   /// Whether the host has seen b's free complete (asks its event; `blocking` synchronizes it).
   bool settled(block& b, bool blocking) {
@@ -98,7 +96,7 @@ struct pinned_pool::state {
       }
       block* found = *b;
       list.erase(b);
-      spare_events.push_back(std::move(found->freed));
+      events.give_back(std::move(found->freed));
       --st.cached_blocks;
       ++st.cache_hits;
       return found;
@@ -159,7 +157,7 @@ struct pinned_pool::state {
           ++it;
           continue;
         }
-        spare_events.push_back(std::move(b.freed));
+        events.give_back(std::move(b.freed));
         st.reserved -= b.size;
         --st.cached_blocks;
         it = list.erase(it);
@@ -172,7 +170,7 @@ struct pinned_pool::state {
       if (auto ok = own.synchronize(); !ok) keep(op ? status(op->wrap(std::move(ok).error())) : status{});
       if (auto ok = pool.trim_to(0); !ok) keep(op ? status(op->wrap(std::move(ok).error())) : status{});
     }
-    spare_events.clear();
+    events.clear();
     return first;
   }
 
@@ -208,20 +206,9 @@ struct pinned_pool::state {
       return op.fail(errc::invalid_argument, it == blocks.end() ? "the pointer was not returned by this pool's allocate"
                                                                 : "the pointer was already given back");
     block& b = *it->second;
-    event e;
-    if (!spare_events.empty()) {
-      e = std::move(spare_events.back());
-      spare_events.pop_back();
-    } else {
-      auto made = event::create(options.device);
-      if (!made) return op.wrap(std::move(made).error());
-      e = std::move(*made);
-    }
-    if (auto ok = e.record(last_use); !ok) {
-      spare_events.push_back(std::move(e));
-      return op.wrap(std::move(ok).error());  // the block stays allocated: the caller may retry
-    }
-    b.freed = std::move(e);
+    auto e = events.record(options.device, last_use, op);
+    if (!e) return std::move(e).error();  // the block stays allocated: the caller may retry
+    b.freed = std::move(*e);
     b.freed_done = false;
     b.live = false;
     --st.live_blocks;
@@ -232,6 +219,7 @@ struct pinned_pool::state {
   }
 };
 
+pinned_pool::pinned_pool() noexcept = default;
 pinned_pool::pinned_pool(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
 pinned_pool::pinned_pool(pinned_pool&& other) noexcept : state_(std::move(other.state_)) {}
 pinned_pool& pinned_pool::operator=(pinned_pool&& other) noexcept {
@@ -288,7 +276,7 @@ result<pinned_pool> pinned_pool::create(const pinned_pool_options& options) {
 result<void*> pinned_pool::allocate(std::size_t size) {
   auto args = [&] { return fmt::format("size={:#x}", size); };
   const detail::operation op{"pvmm::pinned_pool::allocate", args};
-  if (!state_) return op.fail(errc::already_released, "this pinned_pool is empty (released or moved from)");
+  if (!state_) return detail::shell::empty_owner(op, "pinned_pool");
   if (size == 0) return op.fail(errc::invalid_size, "size is 0");
   std::lock_guard<std::mutex> hold(state_->lock);
   return state_->allocate(size, op);
@@ -297,18 +285,15 @@ result<void*> pinned_pool::allocate(std::size_t size) {
 status pinned_pool::deallocate(void* pointer, stream_ref last_use) {
   auto args = [&] { return fmt::format("pointer={}, stream={:#x}", pointer, last_use.native_handle().value); };
   const detail::operation op{"pvmm::pinned_pool::deallocate", args};
-  if (!state_) return op.fail(errc::already_released, "this pinned_pool is empty (released or moved from)");
-  if (auto ok = detail::check_stream(last_use, op); !ok) return ok;
-  if (last_use.device() != state_->options.device)
-    return op.fail(errc::invalid_device, fmt::format("the stream is of device {}, the pool's events of device {}",
-                                                     last_use.device(), state_->options.device));
+  if (!state_) return detail::shell::empty_owner(op, "pinned_pool");
+  if (auto ok = detail::shell::check_stream_of(last_use, state_->options.device, op, "pool's events"); !ok) return ok;
   std::lock_guard<std::mutex> hold(state_->lock);
   return state_->deallocate(pointer, last_use, op);
 }
 
 status pinned_pool::trim() {
   const detail::operation op{"pvmm::pinned_pool::trim"};
-  if (!state_) return op.fail(errc::already_released, "this pinned_pool is empty (released or moved from)");
+  if (!state_) return detail::shell::empty_owner(op, "pinned_pool");
   std::lock_guard<std::mutex> hold(state_->lock);
   return state_->give_back_cached(&op);
 }
@@ -322,13 +307,12 @@ pinned_pool_stats pinned_pool::stats() const noexcept {
 void pinned_pool::reset_peaks() noexcept {
   if (!state_) return;
   std::lock_guard<std::mutex> hold(state_->lock);
-  state_->st.peak_live = state_->st.live;
-  state_->st.peak_reserved = state_->st.reserved;
+  detail::shell::reset_peaks(state_->st);
 }
 
 status pinned_pool::release() noexcept {
   const detail::operation op{"pvmm::pinned_pool::release"};
-  if (!state_) return op.fail(errc::already_released, "this pinned_pool is empty (released or moved from)");
+  if (!state_) return detail::shell::empty_owner(op, "pinned_pool");
   {
     std::lock_guard<std::mutex> hold(state_->lock);
     if (state_->st.live_blocks)

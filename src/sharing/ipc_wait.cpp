@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "backend/error_helpers.hpp"
+#include "core/timeout.hpp"
 
 namespace pvmm::ipc::wait {
 
@@ -21,21 +22,17 @@ error timed_out(const detail::operation& op, std::chrono::milliseconds timeout) 
   return op.fail(errc::timeout, fmt::format("the peer did not respond within {} ms", timeout.count()));
 }
 
-/// Timeouts are milliseconds >= 0; wait_forever (milliseconds::max()) waits without limit. Anything longer
-/// than poll's int range is waited for in slices against a deadline, never cast.
+/// The one timeout rule (core/timeout.hpp): milliseconds >= 0; wait_forever (milliseconds::max()) waits without
+/// limit; a negative value is invalid_argument. Anything longer than poll's int range is waited for in slices
+/// against a deadline, never cast.
 status check_timeout(std::chrono::milliseconds timeout, const detail::operation& op) {
-  if (timeout.count() < 0)
-    return op.fail(errc::invalid_argument, fmt::format("timeout {} ms is negative", timeout.count()),
-                   "use 0 to poll once, or pvmm::ipc::wait_forever to wait without limit");
+  if (auto checked = detail::checked_timeout(timeout, "timeout"); !checked)
+    return op.take_over(std::move(checked).error());
   return {};
 }
 
 std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout) {
-  using clock = std::chrono::steady_clock;
-  const auto now = clock::now();
-  if (timeout >= std::chrono::duration_cast<std::chrono::milliseconds>(clock::time_point::max() - now))
-    return clock::time_point::max();
-  return now + timeout;
+  return detail::deadline_from(timeout);
 }
 
 std::chrono::milliseconds left_until(std::chrono::steady_clock::time_point deadline) {

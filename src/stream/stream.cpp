@@ -9,6 +9,7 @@
 #include "core/operation.hpp"
 #include "core/ownership.hpp"
 #include "core/range_registry.hpp"
+#include "stream/copy_range.hpp"
 #include "stream/stream_checks.hpp"
 
 namespace pvmm {
@@ -79,7 +80,10 @@ status stream_ref::copy_async(void* destination, const void* source, std::size_t
   const detail::operation op{"pvmm::stream_ref::copy_async", args};
   PVMM_TRY(detail::check_stream(*this, op));
   if (size == 0) return {};
-  if (!destination || !source) return op.fail(errc::invalid_argument, "a copy end is null");
+  // Both ends against what pvmm knows, before anything is enqueued (a worker or a driver faulting on a bad range
+  // would end the process).
+  PVMM_TRY(detail::check_copy_range(destination, size, detail::copy_end::destination, device_, op));
+  PVMM_TRY(detail::check_copy_range(source, size, detail::copy_end::source, device_, op));
   // The one place that tells pageable memory apart: memory the range registry does not know is pageable. Only a
   // backend that stages pageable sources asks (the drivers tell pageable memory apart themselves).
   using detail::backend::source_read;

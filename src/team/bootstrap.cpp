@@ -12,31 +12,28 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/no_throw.hpp"
 #include "core/operation.hpp"
 #include "team/bootstrap_common.hpp"
 
 namespace pvmm {
 namespace {
 
-// Runs an adapter's call: no exception leaves the library (bad_alloc is out_of_memory; anything else an adapter
-// written by a user throws is backend_error).
+// Runs an adapter's call under the library's one no-throw edge (core/no_throw.hpp): bad_alloc and length_error (a
+// SIZE_MAX byte count) are out_of_memory; anything else an adapter written by a user throws is backend_error.
 template <class Call>
 status guard(const detail::operation& op, Call&& call) noexcept {
-  try {
-    try {
-      return call();
-    } catch (const std::bad_alloc&) {
-      return op.fail(errc::out_of_memory, "memory ran out in the bootstrap");
-    } catch (const std::exception& e) {
-      return op.fail(errc::backend_error, fmt::format("the bootstrap adapter threw: {}", e.what()));
-    } catch (...) {
-      return op.fail(errc::backend_error, "the bootstrap adapter threw");
-    }
-  } catch (...) {  // formatting the error ran out of memory too
-    error e;
-    e.code = errc::out_of_memory;
-    return e;
-  }
+  return detail::catch_all(
+      std::forward<Call>(call),
+      [&](const detail::caught_exception& c) -> status {
+        if (c.carried != nullptr) return op.wrap(*c.carried);
+        if (c.code == errc::out_of_memory)
+          return op.fail(errc::out_of_memory, c.what ? fmt::format("memory ran out in the bootstrap ({})", c.what)
+                                                     : std::string("memory ran out in the bootstrap"));
+        return op.fail(errc::backend_error, c.what ? fmt::format("the bootstrap adapter threw: {}", c.what)
+                                                   : std::string("the bootstrap adapter threw"));
+      },
+      []() noexcept -> status { return detail::bare_error(errc::out_of_memory); });
 }
 
 }  // namespace

@@ -148,9 +148,11 @@ team::team(std::shared_ptr<detail::team_state> state) noexcept : state_(std::mov
 
 result<team> team::create(std::shared_ptr<bootstrap> ranks, const team_options& options) {
   return detail::no_throw<result<team>>("pvmm::team::create", [&]() -> result<team> {
+    // Read now: `ranks` moves into the team state below, and later errors still name the caller's arguments.
+    const int rank_arg = ranks ? ranks->rank() : -1, size_arg = ranks ? ranks->size() : -1;
     auto args = [&] {
-      return fmt::format("rank={}, size={}, device={}, timeout={}ms", ranks ? ranks->rank() : -1,
-                         ranks ? ranks->size() : -1, options.device, options.timeout.count());
+      return fmt::format("rank={}, size={}, device={}, timeout={}ms", rank_arg, size_arg, options.device,
+                         options.timeout.count());
     };
     const detail::operation op{"pvmm::team::create", args};
     if (!ranks) return op.fail(errc::invalid_argument, "no bootstrap given");

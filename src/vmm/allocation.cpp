@@ -73,6 +73,11 @@ result<physical_allocation> adopt_import(allocation_handle handle, std::size_t s
       (void)backend::release(handle);  // rollback: never fault-injected
       return op.wrap(std::move(g).error());
     }
+    // Every size is a multiple of the granularity, on import too (a driver may accept one that is not).
+    if (auto sized = check_size(size, g->minimum, "size", op); !sized) {
+      (void)backend::release(handle);  // rollback: never fault-injected
+      return sized.error();
+    }
     PVMM_TRY_ASSIGN(state, own_handle(handle, size, g->minimum, *p, op));
     state->imported = true;
     return owner_access::allocation(std::move(state));
@@ -160,6 +165,7 @@ result<physical_allocation> physical_allocation::import_posix_fd(int fd, std::si
   auto args = [&] { return fmt::format("fd={}, size={:#x}", fd, size); };
   const detail::operation op{"pvmm::physical_allocation::import_posix_fd", args};
   PVMM_TRY(detail::check_import_fd(fd, size, op));
+  PVMM_TRY(detail::check_size(size, detail::page_size(), "size", op));  // every granularity is a page multiple
   PVMM_TRY_ASSIGN(handle, op.fd_step("import_posix_fd", [&] { return detail::backend::import_posix_fd(fd, size); }));
   return detail::adopt_import(handle, size, op);
 }
@@ -167,7 +173,7 @@ result<physical_allocation> physical_allocation::import_posix_fd(int fd, std::si
 result<physical_allocation> physical_allocation::import_fabric(const fabric_handle& handle, std::size_t size) {
   auto args = [&] { return fmt::format("size={:#x}", size); };
   const detail::operation op{"pvmm::physical_allocation::import_fabric", args};
-  if (size == 0) return op.fail(errc::invalid_size, "size is zero");
+  PVMM_TRY(detail::check_size(size, detail::page_size(), "size", op));  // every granularity is a page multiple
   PVMM_TRY_ASSIGN(h, op.step("import_fabric", [&] { return detail::backend::import_fabric(handle, size); }));
   return detail::adopt_import(h, size, op);
 }

@@ -316,8 +316,8 @@ int main(void) {
     CHECK_STATUS(pvmm_pool_allocate_async(pool, 0, ref, &address), pvmm_status_invalid_size, "");
     CHECK_STATUS(pvmm_pool_free_async(pool, &value, ref), pvmm_status_invalid_argument, "");
     CHECK_STATUS(pvmm_pool_set_access(pool, NULL, 1), pvmm_status_invalid_argument, "grants is NULL");
-    CHECK_STATUS(pvmm_copy_async(NULL, &b, sizeof b, ref), pvmm_status_invalid_argument, "a copy end is null");
-    CHECK_STATUS(pvmm_copy_async(&a, NULL, sizeof a, ref), pvmm_status_invalid_argument, "a copy end is null");
+    CHECK_STATUS(pvmm_copy_async(NULL, &b, sizeof b, ref), pvmm_status_invalid_argument, "the destination is null");
+    CHECK_STATUS(pvmm_copy_async(&a, NULL, sizeof a, ref), pvmm_status_invalid_argument, "the source is null");
     CHECK_STATUS(pvmm_pool_set_access(pool, &bad_grant, 1), pvmm_status_invalid_location, "kind 7");
     CHECK_OK(pvmm_event_create(0, &event));
     CHECK_OK(pvmm_event_release(event));
@@ -387,6 +387,7 @@ int main(void) {
   gopts.struct_size = 1;
   CHECK_STATUS(pvmm_growable_create(&gopts, &grow), pvmm_status_version_mismatch, "pvmm_growable_options");
   gopts.struct_size = sizeof gopts;
+  gopts.properties.struct_size = 1; /* PVMM_INIT set the nested one too */
   CHECK_STATUS(pvmm_growable_create(&gopts, &grow), pvmm_status_version_mismatch, "pvmm_allocation_properties");
   gopts.properties = props;
   gopts.access_count = 1;
@@ -481,8 +482,9 @@ int main(void) {
   topts.struct_size = 4;
   CHECK_STATUS(pvmm_team_create(boot, &topts, &team), pvmm_status_version_mismatch, "pvmm_team_options");
   topts.struct_size = sizeof topts;
-  topts.timeout_ms = -1;
-  CHECK_STATUS(pvmm_team_create(boot, &topts, &team), pvmm_status_invalid_argument, "timeout_ms is negative");
+  topts.timeout_ms = -2; /* -1 is PVMM_WAIT_FOREVER */
+  CHECK_STATUS(pvmm_team_create(boot, &topts, &team), pvmm_status_invalid_argument,
+               "pvmm_team_options.timeout_ms = -2 ms is negative");
   topts.timeout_ms = 0;
   {
     pvmm_bootstrap reservation_as_bootstrap;
@@ -510,7 +512,7 @@ int main(void) {
     void* const* table = NULL;
     CHECK_STATUS(pvmm_window_put_signal(win, 1, 0, nowhere), pvmm_status_invalid_handle, null_handle);
     CHECK_STATUS(pvmm_window_wait_signal(win, 1, 0, nowhere, 10), pvmm_status_invalid_handle, null_handle);
-    CHECK_STATUS(pvmm_window_barrier(win, nowhere, 10, 0), pvmm_status_invalid_handle, null_handle);
+    CHECK_STATUS(pvmm_window_barrier(win, 0, nowhere, 10), pvmm_status_invalid_handle, null_handle);
     CHECK_STATUS(pvmm_window_signal_status(win), pvmm_status_invalid_handle, null_handle);
     CHECK_STATUS(pvmm_window_device_pointer_table(win, NULL), pvmm_status_invalid_argument, "table is NULL");
     CHECK_STATUS(pvmm_window_device_pointer_table(win, &table), pvmm_status_invalid_handle, null_handle);

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # What libpvmm_<backend>.so exports (cmake/pvmm.map): every C symbol starts with pvmm_, every C++ one is pvmm's own
-# (its demangled name holds pvmm::), and the C interface's entry points declared in pvmm.h are all there.
+# (its demangled name holds pvmm::), and the C interface's entry points declared in pvmm.h and its parts
+# (pvmm/c/*.h) are all there.
 set -euo pipefail
 lib=$1
 header=$2
 symbols=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TDBRVWiu]$/ {print $3}')
 bad_c=$(grep -v '^_Z' <<<"$symbols" | grep -v '^pvmm_' || true)
 bad_cxx=$(grep '^_Z' <<<"$symbols" | c++filt | grep -v 'pvmm::' || true)
-missing=$(grep -o 'pvmm_[a-z_0-9]*(' "$header" | tr -d '(' | sort -u | while read -r f; do
+headers=("$header" "$(dirname "$header")"/c/*.h)
+missing=$(grep -ho 'PVMM_C_API [^(]*\bpvmm_[a-z_0-9]*(' "${headers[@]}" | grep -o 'pvmm_[a-z_0-9]*($' | tr -d '(' |
+  sort -u | while read -r f; do
   grep -qx "$f" <<<"$symbols" || echo "$f"; done)
 status=0
 if [[ -n $bad_c ]]; then echo "C symbols outside pvmm_:"; echo "$bad_c"; status=1; fi

@@ -462,12 +462,12 @@ static void* run_rank(void* argument) {
              pvmm_stream_create(0, &stream) == pvmm_status_ok;
       if (good) {
         good = pvmm_stream_native(stream, &on) == pvmm_status_ok;
-        first = good ? pvmm_window_barrier(window, on, 10000, 0) : pvmm_status_ok;
+        first = good ? pvmm_window_barrier(window, 0, on, 10000) : pvmm_status_ok;
         if (good && on_gpu_backend) /* thread ranks on one GPU share a context: refused, naming it */
           good = first == pvmm_status_not_supported &&
                  strstr(pvmm_last_error_message(), "of this window are in one process on one device") != NULL;
         else if (good)
-          good = first == pvmm_status_ok && pvmm_window_barrier(window, on, 10000, 0) == pvmm_status_ok &&
+          good = first == pvmm_status_ok && pvmm_window_barrier(window, 0, on, 10000) == pvmm_status_ok &&
                  pvmm_stream_synchronize(on) == pvmm_status_ok && pvmm_window_signal_status(window) == pvmm_status_ok;
         good = pvmm_stream_release(stream) == pvmm_status_ok && good;
       }

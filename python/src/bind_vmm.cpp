@@ -1,0 +1,119 @@
+// Physical allocations and reservations: pvmm.PhysicalAllocation, pvmm.Reservation (map, unmap, set_access).
+#include <nanobind/stl/string.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "views.hpp"
+
+namespace pvmm_py {
+
+using namespace nb::literals;
+
+namespace {
+
+struct py_physical : owner<pvmm::physical_allocation> {};
+struct py_reservation : owner<pvmm::address_reservation> {};
+
+pvmm::access parse_access(const std::string& mode) {
+  if (mode == "none") return pvmm::access::none;
+  if (mode == "read") return pvmm::access::read;
+  if (mode == "read_write") return pvmm::access::read_write;
+  raise(pvmm::errc::invalid_argument, "pvmm.Reservation.set_access", "unknown access mode", "access=" + mode,
+        "one of \"none\", \"read\", \"read_write\"");
+}
+
+}  // namespace
+
+void bind_vmm(nb::module_& m) {
+  nb::class_<py_physical>(m, "PhysicalAllocation", "Physical memory (no address until mapped in a Reservation).")
+      .def_static(
+          "create",
+          [](std::size_t size, int device, bool exportable) {
+            py_physical p;
+            p.device = device;
+            p.h.reset(std::make_shared<pvmm::physical_allocation>(
+                unwrap(pvmm::physical_allocation::create(size, device_props(device, exportable)))));
+            return p;
+          },
+          "size"_a, "device"_a = 0, "exportable"_a = false)
+      .def_prop_ro("size", [](const py_physical& p) { return p.h.use("size")->size(); })
+      .def_prop_ro(
+          "closed", [](const py_physical& p) { return p.h.closed(); }, "Whether close() was called.")
+      .def(
+          "export_fd", [](const py_physical& p) { return unwrap(p.h.use("export_fd")->export_posix_fd()).detach(); },
+          "A POSIX fd for another process (created with exportable=True); the caller owns it.")
+      .def_static(
+          "import_fd",
+          [](int fd, std::size_t size, int device) {
+            py_physical p;
+            p.device = device;
+            p.h.reset(std::make_shared<pvmm::physical_allocation>(
+                unwrap(pvmm::physical_allocation::import_posix_fd(fd, size))));
+            return p;
+          },
+          "fd"_a, "size"_a, "device"_a = 0, "Imports an exported allocation (the fd stays the caller's).")
+      .def("close", [](py_physical& p) { release_without_gil(p.h.take()); })
+      .def(
+          "__enter__", [](py_physical& self) -> py_physical& { return self; }, nb::rv_policy::reference)
+      .def("__exit__", [](py_physical& p, nb::args) { release_without_gil(p.h.take()); })
+      .def("__repr__", [](const py_physical& p) {
+        auto o = p.h.try_use();
+        return o ? "<pvmm.PhysicalAllocation size=" + std::to_string(o->size()) + ">"
+                 : std::string("<pvmm.PhysicalAllocation closed>");
+      });
+
+  auto reservation = nb::class_<py_reservation>(m, "Reservation", "A range of virtual addresses to map memory in.",
+                                                nb::type_slots(buffer_slots<py_reservation>()));
+  reservation
+      .def_static(
+          "reserve",
+          [](std::size_t size, int device) {
+            py_reservation r;
+            r.device = device;
+            r.h.reset(std::make_shared<pvmm::address_reservation>(unwrap(pvmm::address_reservation::reserve(size))));
+            return r;
+          },
+          "size"_a, "device"_a = 0)
+      .def(
+          "map",
+          [](py_reservation& r, std::size_t offset, const py_physical& memory, bool grant) {
+            auto range = r.h.use("map");
+            auto phys = memory.h.use("map");
+            const pvmm::access_descriptor access{pvmm::location::device(r.device), pvmm::access::read_write};
+            void* p = grant ? unwrap(range->map_and_grant(offset, *phys, {access})) : unwrap(range->map(offset, *phys));
+            return reinterpret_cast<std::uintptr_t>(p);
+          },
+          "offset"_a, "memory"_a, "grant"_a = true, "Maps all of `memory` at `offset` (granting read-write access).")
+      .def(
+          "unmap",
+          [](py_reservation& r, std::size_t offset, std::size_t size) {
+            auto range = r.h.begin_reshape("unmap");
+            unwrap(range->unmap(offset, size));
+          },
+          "offset"_a, "size"_a, "Unmaps; BusyError (a BufferError) while a view of the reservation is alive.")
+      .def(
+          "set_access",
+          [](py_reservation& r, std::size_t offset, std::size_t size, const std::string& mode) {
+            const pvmm::access a = parse_access(mode);
+            auto range = r.h.begin_reshape("set_access");
+            const pvmm::access_descriptor d{pvmm::location::device(r.device), a};
+            unwrap(range->set_access(offset, size, {d}));
+            // Views are exported read-only once any range is not read-write (until all of it is again).
+            if (a != pvmm::access::read_write)
+              r.restricted = true;
+            else if (offset == 0 && size == range->size())
+              r.restricted = false;
+          },
+          "offset"_a, "size"_a, "access"_a = "read_write",
+          "\"none\", \"read\" or \"read_write\" for this device. Views taken after a range was set to \"read\" are "
+          "read-only (NumPy's flags.writeable, DLPack's READ_ONLY flag, __cuda_array_interface__'s data[1]); "
+          "BusyError (a BufferError) while a view is alive.")
+      .def_prop_ro("mapping_count", [](const py_reservation& r) { return r.h.use("mapping_count")->mapping_count(); });
+  bind_memory(
+      reservation, "Reservation", [](const pvmm::address_reservation& r) { return r.address(); },
+      [](const pvmm::address_reservation& r) { return r.size(); });
+}
+
+}  // namespace pvmm_py

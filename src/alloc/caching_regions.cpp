@@ -1,0 +1,265 @@
+// The caching allocator's regions: chunks created, stitched into ranges, harvested from cached blocks, unmapped
+// and given back.
+#include <algorithm>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "alloc/caching_state.hpp"
+#include "core/checked_math.hpp"
+
+namespace pvmm {
+
+auto caching_allocator::state::drop_region_if_empty(region* r) -> void {
+  if (r->mapped) return;
+  (void)r->range.release();  // nothing is mapped: a range the backend would not free goes with its destructor
+  regions.erase(std::find_if(regions.begin(), regions.end(), [&](auto& x) { return x.get() == r; }));
+}
+
+auto caching_allocator::state::take_chunks(block* b, std::size_t lo, std::size_t hi, bool unmap_now) -> status {
+  region* r = b->reg;
+  char* base = static_cast<char*>(r->range.address());
+  status failed{};
+  if (unmap_now) {
+    // One chunk per call, from the top: a failed unmap leaves what is below it to b (an unmap of several
+    // mappings at once may stop half way).
+    std::size_t cut = hi;
+    while (cut > lo && (failed = unmap_chunk(*r, cut - chunk))) cut -= chunk;
+    if (cut == hi) {
+      streams[b->home].free.insert(b);
+      return failed;
+    }
+    lo = cut;
+  } else {
+    ghosts.push_back(ghost{r, lo, hi, {b->gates[0], b->gates[1]}});
+    ghost_chunks += (hi - lo) / chunk;
+  }
+  for (std::size_t at = lo; at < hi; at += chunk) idle_chunks.push_back(std::move(r->chunks[at / chunk]));
+  char* end = b->ptr + b->size;
+  block* after = nullptr;
+  if (base + hi < end) {  // the part after the hole
+    after = new_block();
+    *after = *b;
+    after->ptr = base + hi;
+    after->size = static_cast<std::size_t>(end - after->ptr);
+    after->prev = nullptr;
+    if (after->next) after->next->prev = after;
+  } else if (b->next) {
+    b->next->prev = nullptr;
+  }
+  if (b->ptr < base + lo) {  // the part before
+    b->size = static_cast<std::size_t>(base + lo - b->ptr);
+    b->next = nullptr;
+    streams[b->home].free.insert(b);
+  } else {
+    if (b->prev) b->prev->next = nullptr;
+    drop_block(b);
+  }
+  if (after) streams[after->home].free.insert(after);
+  drop_region_if_empty(r);
+  return failed;
+}
+
+auto caching_allocator::state::unmap_chunk(region& r, std::size_t at) -> status {
+  ++st.unmaps;
+  auto ok = detail::caching::timed(st.unmap_ns, [&] { return r.range.unmap(at, chunk); });
+  if (ok) --r.mapped;
+  return ok;
+}
+
+auto caching_allocator::state::unmap_quiet_ghosts(std::size_t keep) -> status {
+  for (std::size_t i = 0; i < ghosts.size() && ghost_chunks > keep;) {
+    ghost& g = ghosts[i];
+    bool done = true;
+    for (const gate& x : g.gates)
+      if (x.stream != no_stream && !seen_done(x, true)) done = false;
+    if (!done) {
+      ++i;
+      continue;
+    }
+    for (; g.hi > g.lo; g.hi -= chunk, --ghost_chunks)  // one chunk per call: a failure leaves the ghost exact
+      if (auto ok = unmap_chunk(*g.reg, g.hi - chunk); !ok) return ok;
+    region* r = g.reg;
+    g = ghosts.back();
+    ghosts.pop_back();
+    drop_region_if_empty(r);
+  }
+  return {};
+}
+
+auto caching_allocator::state::harvest(std::size_t want, std::uint32_t c, const detail::operation& op) -> status {
+  const bool giving_back = c == no_stream;
+  // Ghosts go when the cache gives back, or once their address space passes its bound (down to it: a miss
+  // unmaps about what the last one ghosted, never a burst); not before: they hold no physical memory of their own.
+  const std::size_t bound = ghost_bound_chunks();
+  if (giving_back || ghost_chunks > bound)
+    if (auto ok = unmap_quiet_ghosts(giving_back ? 0 : bound); !ok) return op.wrap(std::move(ok).error());
+  std::vector<block*> candidates;
+  for (auto& ps : streams)
+    for (block* b : ps.free)
+      if (b->size >= chunk) candidates.push_back(b);
+  // The smallest block that alone holds enough whole chunks first (big free blocks stay whole for big
+  // requests), then the largest first (fewest ranges cut).
+  auto whole_chunks = [&](const block* b) {
+    const auto from = static_cast<std::size_t>(b->ptr - static_cast<char*>(b->reg->range.address()));
+    const std::size_t lo = (from + chunk - 1) / chunk * chunk, hi = (from + b->size) / chunk * chunk;
+    return hi > lo ? (hi - lo) / chunk : 0;
+  };
+  std::sort(candidates.begin(), candidates.end(), [](block* x, block* y) { return x->size > y->size; });
+  const std::size_t missing = want - std::min(want, idle_chunks.size());
+  auto enough =
+      std::find_if(candidates.rbegin(), candidates.rend(), [&](block* b) { return whole_chunks(b) >= missing; });
+  if (enough != candidates.rend()) std::rotate(candidates.begin(), enough.base() - 1, enough.base());
+  const bool may_wait = !giving_back && options.wait_for_pending_frees;
+  for (int pass = 0; pass < (may_wait ? 2 : 1); ++pass)
+    for (block*& b : candidates) {
+      if (idle_chunks.size() >= want) return {};
+      if (!b) continue;  // taken in the first pass
+      char* base = static_cast<char*>(b->reg->range.address());
+      const auto from = static_cast<std::size_t>(b->ptr - base);
+      const std::size_t lo = (from + chunk - 1) / chunk * chunk;
+      std::size_t hi = (from + b->size) / chunk * chunk;
+      if (hi <= lo) continue;
+      if (giving_back ? !quiet(*b) : !usable(*b, c)) {
+        if (pass == 0) continue;
+        if (auto ok = wait_for(*b, c, op); !ok) return ok;
+      }
+      const std::size_t need = want - idle_chunks.size();
+      if ((hi - lo) / chunk > need) hi = lo + need * chunk;
+      streams[b->home].free.erase(b);
+      if (auto ok = take_chunks(b, lo, hi, giving_back); !ok) return op.wrap(std::move(ok).error());
+      b = nullptr;
+    }
+  return {};
+}
+
+auto caching_allocator::state::ghost_bound_chunks() const -> std::size_t {
+  constexpr std::uint64_t floor = std::uint64_t{16} << 30;  // address space is plentiful (47+ bits)
+  const std::uint64_t bytes =
+      options.max_ghost_bytes ? options.max_ghost_bytes : std::max(std::uint64_t{4} * chunks_held * chunk, floor);
+  return static_cast<std::size_t>(bytes / chunk);
+}
+
+auto caching_allocator::state::release_idle_chunks() -> void {
+  chunks_held -= idle_chunks.size();
+  idle_chunks.clear();
+  note_reserved();
+}
+
+auto caching_allocator::state::create_chunks(std::size_t count) -> status {
+  while (idle_chunks.size() < count) {
+    allocation_properties p;
+    p.location = location::device(options.device);
+    auto c = detail::caching::timed(st.create_ns, [&] { return physical_allocation::create(chunk, p); });
+    if (!c) return std::move(c).error();
+    ++st.chunks_created;
+    idle_chunks.push_back(std::move(*c));
+    ++chunks_held;
+    note_reserved();
+  }
+  return {};
+}
+
+auto caching_allocator::state::within_slack(std::size_t extra) const -> bool {
+  if (options.slack_percent == 0) return false;
+  const std::uint64_t cap = live_high + std::max(live_high / 100 * options.slack_percent, std::uint64_t{2} * chunk);
+  const std::uint64_t after = std::uint64_t{chunks_held + extra} * chunk;
+  return after <= cap && (!options.max_reserved || after <= options.max_reserved);
+}
+
+auto caching_allocator::state::stitch(std::size_t count, std::uint64_t live_after, std::uint32_t on,
+                                      const detail::operation& op) -> result<block*> {
+  // A failed stitch leaves the allocator as it found it: the slack's measure as it was, no chunk it created held.
+  const std::uint64_t live_high_before = live_high;
+  const std::uint64_t created_at_start = st.chunks_created;
+  auto made = stitch_or_fail(count, live_after, on, op);
+  if (!made) {
+    live_high = live_high_before;
+    if (st.chunks_created != created_at_start) release_idle_chunks();
+  }
+  return made;
+}
+
+auto caching_allocator::state::stitch_or_fail(std::size_t count, std::uint64_t live_after, std::uint32_t on,
+                                              const detail::operation& op) -> result<block*> {
+  const std::size_t ghosts_before = ghosts.size();
+  live_high = std::max(live_high, live_after);  // the slack's measure, this request's bytes included
+  // Hysteresis: within the slack, new chunks rather than chunks cut out of cached blocks (each of those is
+  // mapped again here and later unmapped at its old place, and its block's range is cut).
+  const bool grow = idle_chunks.size() < count && within_slack(count - idle_chunks.size());
+  if (idle_chunks.size() < count && !grow)
+    if (auto ok = harvest(count, on, op); !ok) return std::move(ok).error();
+  const std::size_t missing = count - std::min(count, idle_chunks.size());
+  if (options.max_reserved && (chunks_held + missing) * chunk > options.max_reserved)
+    return op.fail(errc::out_of_memory, fmt::format("holding {:#x} bytes; {} more chunks would pass max_reserved {:#x}",
+                                                    std::uint64_t{chunks_held} * chunk, missing, options.max_reserved));
+  // The range first: an impossible size fails there, before any chunk is created for it.
+  auto range = detail::caching::timed(st.stitch_ns, [&] { return address_reservation::reserve(count * chunk); });
+  if (!range) return op.wrap(std::move(range).error());
+  const std::uint64_t created_before = st.chunks_created;
+  if (auto made = create_chunks(count); !made) {
+    // Growing into the slack failed (the device is full): the cached blocks' chunks, as without slack.
+    if (!grow || made.code() != errc::out_of_memory) return op.wrap(std::move(made).error());
+    if (auto ok = harvest(count, on, op); !ok) return std::move(ok).error();
+    if (auto again = create_chunks(count); !again) return op.wrap(std::move(again).error());
+  }
+  // Chunks taken as ghosts may still be in use in `on`'s order: the new region is gated on `on` (a fresh mark).
+  const gate fresh = ghosts.size() > ghosts_before ? gate{on, ++streams[on].mark} : gate{};
+  auto r = std::make_unique<region>();
+  r->range = std::move(*range);
+  r->chunks.resize(count);
+  auto roll_back = [&] {  // the chunks it mapped go idle again; the range goes with r
+    for (std::size_t i = r->mapped; i-- > 0;) {
+      (void)r->range.unmap(i * chunk, chunk);
+      idle_chunks.push_back(std::move(r->chunks[i]));
+    }
+  };
+  auto mapped = detail::caching::timed(st.stitch_ns, [&]() -> status {
+    for (std::size_t i = 0; i < count; ++i) {
+      ++st.maps;
+      if (auto at = r->range.map(i * chunk, idle_chunks.back(), 0, chunk); !at) return std::move(at).error();
+      r->chunks[i] = std::move(idle_chunks.back());
+      idle_chunks.pop_back();
+      ++r->mapped;
+    }
+    return r->range.set_access(0, count * chunk, {grant});
+  });
+  if (!mapped) {
+    roll_back();
+    return op.wrap(std::move(mapped).error());
+  }
+  ++st.stitches;
+  const std::size_t reused = count - static_cast<std::size_t>(st.chunks_created - created_before);
+  st.chunks_reused += reused;
+  block* b = new_block();
+  b->ptr = static_cast<char*>(r->range.address());
+  b->size = count * chunk;
+  b->reg = r.get();
+  b->home = on;
+  b->gates[0] = fresh;
+  regions.push_back(std::move(r));
+  return b;
+}
+
+auto caching_allocator::state::give_back_everything(const detail::operation* op) -> status {
+  bool synchronized = true;
+  for (std::uint32_t p = 0; p < streams.size(); ++p) {
+    auto& ps = streams[p];
+    ++st.host_syncs;
+    if (auto ok = ps.s.synchronize(); !ok) {
+      if (op) return op->wrap(std::move(ok).error());
+      synchronized = false;  // teardown goes on: that stream's blocks stay gated, their chunks mapped
+      continue;
+    }
+    ps.done = ps.mark;
+    for (auto& f : ps.fences) events.give_back(std::move(f.ev));
+    ps.fences.clear();
+  }
+  if (synchronized) rehome_all();
+  ++epoch;
+  const detail::operation quiet_op{"pvmm::caching_allocator::~caching_allocator"};
+  if (auto ok = harvest(static_cast<std::size_t>(-1), no_stream, op ? *op : quiet_op); !ok && op) return ok;
+  release_idle_chunks();
+  return {};
+}
+}  // namespace pvmm

@@ -1,0 +1,133 @@
+// The sleeping allocator's state (include/pvmm/sleeping_allocator.hpp): its entries, host copies and copy engine.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <pvmm/allocation.hpp>
+#include <pvmm/pinned.hpp>
+#include <pvmm/reservation.hpp>
+#include <pvmm/sleeping_allocator.hpp>
+#include <pvmm/stream.hpp>
+
+#include "core/operation.hpp"
+
+namespace pvmm::detail::sleeping {
+
+inline constexpr const char* empty_text = "this sleeping_allocator is empty (released or moved from)";
+
+/// One tag's host copies made by one sleep: a page-locked allocation, anonymous memory or an unlinked file.
+struct host_store {
+  sleep_policy kind = sleep_policy::offload_pinned;
+  pinned_allocation pinned;
+  void* pageable = nullptr;  // mmap'ed
+  int fd = -1;
+  std::size_t bytes = 0;
+
+  static result<std::shared_ptr<host_store>> create(const tag_policy& policy, std::size_t bytes, const operation& op);
+  host_store() = default;
+  host_store(const host_store&) = delete;
+  host_store& operator=(const host_store&) = delete;
+  ~host_store();
+  /// Host memory to copy to or from directly (pinned and pageable), nullptr for a file.
+  unsigned char* memory() const noexcept;
+  status write(std::size_t offset, const void* from, std::size_t size, const operation& op);
+  status read(std::size_t offset, void* out, std::size_t size, const operation& op) const;
+};
+
+struct entry {
+  std::string tag;
+  void* address = nullptr;
+  std::size_t size = 0;  // mapped bytes (a granularity multiple)
+  address_reservation range;
+  physical_allocation memory;        // empty while asleep
+  std::shared_ptr<host_store> copy;  // the contents while asleep (or retained after wake)
+  std::size_t copy_offset = 0;
+  std::uint64_t generation = 0;
+  bool asleep = false;
+  bool moving = false;  // a sleep or wake works on it (free refuses)
+};
+
+/// Copy streams, a pool of events and the pinned staging ring, made once and reused.
+struct copy_engine {
+  int device = 0;
+  unsigned stream_count = 2;
+  unsigned slots = 4;
+  std::size_t slot_bytes = 0;
+  std::vector<stream> streams;
+  std::vector<event> events;  // pool: events[i] is used by the i-th copy of an operation
+  pinned_allocation ring;
+  std::vector<event> slot_done;  // the last copy through each slot
+  std::vector<bool> slot_used;
+
+  status ensure_streams(const operation& op);
+  status ensure_ring(const operation& op);
+  result<event*> event_at(std::size_t i, const operation& op);
+  /// Every copy stream waits for the work queued on `on` so far.
+  status follow(stream_ref on, const operation& op);
+  /// `on` waits (on the device) for every copy queued so far; returns an event recorded on `on` after them.
+  result<event> join_into(stream_ref on, const operation& op);
+  status synchronize_all(const operation& op);
+  status wait_slot(unsigned slot, const operation& op);
+};
+
+inline bool selected(const entry& e, const std::vector<std::string>& tags) {
+  for (const auto& t : tags)
+    if (t == e.tag) return true;
+  return tags.empty();
+}
+
+struct callback_slot {
+  std::uint64_t id = 0;
+  backing_callback fn = nullptr;
+  void* user = nullptr;
+};
+
+/// Host copies of an asynchronous wake, freed once the host sees its event done.
+struct pending_release {
+  event done;
+  std::vector<std::shared_ptr<host_store>> stores;
+};
+
+}  // namespace pvmm::detail::sleeping
+
+namespace pvmm {
+
+struct sleeping_allocator::state {
+  using entry = detail::sleeping::entry;
+  sleeping_options options;
+  std::size_t granularity = 0;
+  bool release_range = false;
+  mutable std::mutex lock;  // guards everything below but `engine`; never held while user code runs
+  std::map<std::uintptr_t, std::unique_ptr<entry>> entries;
+  std::map<std::string, tag_policy, std::less<>> policies;
+  std::string current_tag = "default";
+  std::vector<detail::sleeping::callback_slot> callbacks;
+  std::uint64_t next_callback = 1;
+  std::uint64_t next_generation = 1;
+  bool transition = false;  // a sleep or wake runs (it alone uses `engine` and the entries it marked moving)
+  std::vector<detail::sleeping::pending_release> pending;
+  detail::sleeping::copy_engine engine;
+
+  entry* find_containing(const void* p) const;         // lock held
+  tag_policy policy_of(const std::string& tag) const;  // lock held
+  /// Marks the selected entries moving (awake ones for sleep, asleep ones for wake); errc::busy when a transition
+  /// runs. Also reaps pending releases seen done.
+  result<std::vector<entry*>> begin(const std::vector<std::string>& tags, bool for_sleep, const detail::operation& op);
+  void end(const std::vector<entry*>& moved);
+  /// Runs the backing callbacks (no lock held) for each entry; assigns the new generations.
+  void notify(const std::vector<entry*>& moved, backing_event why);
+  status map_new(entry& e, const detail::operation& op);
+  status unmap_release(entry& e, const detail::operation& op);
+  result<event> do_sleep(const std::vector<entry*>& moved, stream_ref* on, const detail::operation& op);
+  result<event> do_wake(const std::vector<entry*>& moved, stream_ref* on, const detail::operation& op);
+  void reap_pending();  // lock held
+};
+
+}  // namespace pvmm

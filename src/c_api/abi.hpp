@@ -1,0 +1,57 @@
+// ABI growth of the C interface's structs (pvmm/pvmm.h): fields are only ever appended, and struct_size may be any
+// size from the struct's first published one up to this library's. An input struct's prefix is read and the rest
+// takes the defaults (its init function's values); an output struct gets as many bytes as the caller's holds.
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+
+#include <pvmm/pvmm.h>
+
+#include "c_api/common.hpp"
+
+namespace pvmm::c_api {
+
+/// The size of a struct as first published (version 100). A struct that grows gets a specialisation naming its
+/// first appended field.
+template <class T>
+struct first_published {
+  static constexpr std::size_t size = sizeof(T);
+};
+template <>
+struct first_published<pvmm_team_options> {
+  static constexpr std::size_t size = offsetof(pvmm_team_options, access_devices);  // appended in 0.2
+};
+
+/// struct_size is one this library can read: from the first published size of T up to its own.
+template <class T>
+bool size_readable(std::size_t given) noexcept {
+  return given >= first_published<T>::size && given <= sizeof(T);
+}
+pvmm_status wrong_size(const char* operation, const char* type, std::size_t given, std::size_t first,
+                       std::size_t known) noexcept;
+
+/// A copy of the caller's input struct: the struct_size bytes it gave over `defaults` (the init function's
+/// values), so fields a caller compiled before them never saw keep their defaults.
+template <class T>
+T read_prefix(const T& given, T defaults) noexcept {
+  std::memcpy(static_cast<void*>(&defaults), &given, given.struct_size);
+  defaults.struct_size = sizeof(T);
+  return defaults;
+}
+/// Writes `full` into the caller's output struct, as many bytes as its struct_size holds.
+template <class T>
+void write_prefix(T* out, T full) noexcept {
+  const std::size_t n = out->struct_size;
+  full.struct_size = n;
+  std::memcpy(static_cast<void*>(out), &full, n);
+}
+
+}  // namespace pvmm::c_api
+
+/// The caller's struct `pointer` of type T has a readable struct_size, or the entry point fails. For a struct that
+/// never grew (read and written in place); one that grew is read with read_prefix / written with write_prefix.
+#define PVMM_C_SIZE(pointer, T, op)                                                                       \
+  static_assert(::pvmm::c_api::first_published<T>::size == sizeof(T), #T " grew: use read/write_prefix"); \
+  if (!::pvmm::c_api::size_readable<T>((pointer)->struct_size))                                           \
+  return ::pvmm::c_api::wrong_size(op, #T, (pointer)->struct_size, ::pvmm::c_api::first_published<T>::size, sizeof(T))

@@ -1,0 +1,43 @@
+// Shared by the sleeping allocator's cases: patterns written into allocations and checked after a wake.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include <pvmm/sleeping_allocator.hpp>
+#include <pvmm/testing.hpp>
+
+#include "support.hpp"
+
+#define PVMM_REQUIRE_SLEEPING()                                                            \
+  do {                                                                                     \
+    PVMM_REQUIRE_DEVICE();                                                                 \
+    PVMM_REQUIRE_CAPABILITY(pvmm_test::caps().vmm.supported, "virtual memory management"); \
+  } while (0)
+
+namespace sleep_test {
+
+inline std::vector<unsigned char> sleep_bytes(std::size_t size, unsigned seed) {
+  std::vector<unsigned char> out(size);
+  for (std::size_t i = 0; i < size; ++i) out[i] = static_cast<unsigned char>((i * 131 + seed * 7 + (i >> 12)) & 0xff);
+  return out;
+}
+inline void sleep_fill(void* p, std::size_t size, unsigned seed) {
+  auto bytes = sleep_bytes(size, seed);
+  PVMM_CHECK_OK(pvmm::testing::copy_to_mapping(p, bytes.data(), size));
+}
+inline bool sleep_holds(const void* p, std::size_t size, unsigned seed) {
+  std::vector<unsigned char> in(size);
+  if (!pvmm::testing::copy_from_mapping(in.data(), p, size)) return false;
+  return in == sleep_bytes(size, seed);
+}
+/// Small slots, so that a few granules already take several trips through the ring.
+inline pvmm::sleeping_options small_ring() {
+  pvmm::sleeping_options o;
+  o.staging_slots = 3;
+  o.staging_slot_bytes = std::size_t{64} << 10;
+  o.copy_streams = 2;
+  return o;
+}
+
+}  // namespace sleep_test

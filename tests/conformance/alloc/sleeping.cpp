@@ -1,0 +1,204 @@
+// The sleeping allocator (pvmm/sleeping_allocator.hpp) on every backend: each policy's round trip, partial wake,
+// nested tag scopes, tag_of and reading the host copy, retained copies, exact errors. Every case runs under the
+// leak check (objects, fds, device memory).
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "sleep_support.hpp"
+
+using namespace pvmm;
+using namespace pvmm_test;
+using namespace sleep_test;
+
+namespace {
+void policy_round_trip(sleep_policy policy) {
+  auto a = sleeping_allocator::create(small_ring()).value();
+  tag_policy p;
+  p.policy = policy;
+  PVMM_CHECK_OK(a.set_policy("t", p));
+  const std::size_t g = a.granularity();
+  std::vector<std::pair<void*, std::size_t>> got;
+  for (std::size_t n : {g, 3 * g + 1, std::size_t{1}}) {
+    void* at = a.allocate(n, "t").value();
+    got.emplace_back(at, a.size_of(at));
+    sleep_fill(at, a.size_of(at), static_cast<unsigned>(got.size()));
+  }
+  const auto before = query_live_objects();
+  PVMM_CHECK_OK(a.sleep());
+  CHECK(a.stats().asleep == 3);
+  CHECK(a.stats().resident_bytes == 0);
+  CHECK(query_live_objects().allocations == before.allocations - 3);  // the physical memory went
+  CHECK(query_live_objects().mappings == before.mappings - 3);
+  CHECK(a.stats().offloaded_bytes == (policy == sleep_policy::discard ? 0 : a.stats().reserved_bytes));
+  PVMM_CHECK_OK(a.wake());
+  CHECK(a.stats().asleep == 0);
+  CHECK(a.stats().offloaded_bytes == 0);  // the host copies went back after the wake
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    CHECK(a.size_of(got[i].first) == got[i].second);  // same address
+    if (policy != sleep_policy::discard) CHECK(sleep_holds(got[i].first, got[i].second, static_cast<unsigned>(i + 1)));
+  }
+  for (auto& [at, n] : got) PVMM_CHECK_OK(a.deallocate(at));
+}
+}  // namespace
+
+PVMM_CASE("sleeping allocator: every policy gives the memory back and restores it at the same addresses") {
+  PVMM_REQUIRE_SLEEPING();
+  SUBCASE("offload to pinned host memory") { policy_round_trip(sleep_policy::offload_pinned); }
+  SUBCASE("offload to pageable host memory (through the staging ring)") {
+    policy_round_trip(sleep_policy::offload_pageable);
+  }
+  SUBCASE("offload to a file (through the staging ring)") { policy_round_trip(sleep_policy::offload_file); }
+  SUBCASE("discard") { policy_round_trip(sleep_policy::discard); }
+}
+
+PVMM_CASE("sleeping allocator: wake by tag leaves the other tags asleep, sleep by tag the others awake") {
+  PVMM_REQUIRE_SLEEPING();
+  auto a = sleeping_allocator::create(small_ring()).value();
+  tag_policy pageable;
+  pageable.policy = sleep_policy::offload_pageable;
+  PVMM_CHECK_OK(a.set_policy("kv", pageable));
+  void* w = a.allocate(a.granularity(), "weights").value();
+  void* k = a.allocate(2 * a.granularity(), "kv").value();
+  void* o = a.allocate(a.granularity(), "other").value();
+  sleep_fill(w, a.size_of(w), 1), sleep_fill(k, a.size_of(k), 2), sleep_fill(o, a.size_of(o), 3);
+  PVMM_CHECK_OK(a.sleep({"weights", "kv"}));
+  CHECK(a.asleep(w).value());
+  CHECK(a.asleep(k).value());
+  CHECK_FALSE(a.asleep(o).value());
+  PVMM_CHECK_OK(a.wake({"kv"}));
+  CHECK(a.asleep(w).value());
+  CHECK_FALSE(a.asleep(k).value());
+  CHECK(sleep_holds(k, a.size_of(k), 2));
+  CHECK(a.stats("weights").asleep == 1);
+  CHECK(a.stats("kv").resident_bytes == a.size_of(k));
+  PVMM_CHECK_OK(a.wake({"weights"}));
+  CHECK(sleep_holds(w, a.size_of(w), 1));
+  CHECK(sleep_holds(o, a.size_of(o), 3));
+  PVMM_CHECK_OK(a.deallocate(w));
+  PVMM_CHECK_OK(a.deallocate(k));
+  PVMM_CHECK_OK(a.deallocate(o));
+}
+
+PVMM_CASE("sleeping allocator: nested tag scopes restore the outer tag; tag_of answers inside an allocation") {
+  PVMM_REQUIRE_SLEEPING();
+  auto a = sleeping_allocator::create().value();
+  CHECK(a.current_tag() == "default");
+  void *outer1 = nullptr, *inner = nullptr, *outer2 = nullptr;
+  {
+    sleeping_allocator::tag_scope weights(a, "weights");
+    outer1 = a.allocate(1).value();
+    {
+      sleeping_allocator::tag_scope kv(a, "kv_cache");
+      inner = a.allocate(1).value();
+    }
+    outer2 = a.allocate(1).value();  // the outer tag again, not "default"
+  }
+  void* after = a.allocate(1).value();
+  CHECK(a.tag_of(outer1).value() == "weights");
+  CHECK(a.tag_of(inner).value() == "kv_cache");
+  CHECK(a.tag_of(outer2).value() == "weights");
+  CHECK(a.tag_of(after).value() == "default");
+  CHECK(a.tag_of(static_cast<char*>(inner) + a.granularity() - 1).value() == "kv_cache");  // its last byte
+  int local = 0;
+  PVMM_CHECK_ERRC(a.tag_of(&local), errc::invalid_argument);
+  for (void* p : {outer1, inner, outer2, after}) PVMM_CHECK_OK(a.deallocate(p));
+}
+
+PVMM_CASE("sleeping allocator: the host copy of a sleeping tag reads back, for every offload policy") {
+  PVMM_REQUIRE_SLEEPING();
+  for (auto policy : {sleep_policy::offload_pinned, sleep_policy::offload_pageable, sleep_policy::offload_file}) {
+    CAPTURE(static_cast<int>(policy));
+    auto a = sleeping_allocator::create(small_ring()).value();
+    tag_policy p;
+    p.policy = policy;
+    PVMM_CHECK_OK(a.set_policy("w", p));
+    void* x = a.allocate(2 * a.granularity(), "w").value();
+    void* y = a.allocate(a.granularity(), "w").value();
+    sleep_fill(x, a.size_of(x), 5), sleep_fill(y, a.size_of(y), 6);
+    std::vector<unsigned char> out(100);
+    PVMM_CHECK_ERRC(a.read_host_copy(x, 0, out.data(), out.size()), errc::invalid_argument);  // awake: none
+    PVMM_CHECK_OK(a.sleep({"w"}));
+    const auto want_x = sleep_bytes(a.size_of(x), 5);
+    const std::size_t off = a.granularity() + 17;  // past the first staging slot, at an odd offset
+    PVMM_CHECK_OK(a.read_host_copy(x, off, out.data(), out.size()));
+    CHECK(std::memcmp(out.data(), want_x.data() + off, out.size()) == 0);
+    PVMM_CHECK_OK(a.read_host_copy(static_cast<char*>(y) + 3, 0, out.data(), out.size()));  // inside y
+    CHECK(std::memcmp(out.data(), sleep_bytes(a.size_of(y), 6).data() + 3, out.size()) == 0);
+    PVMM_CHECK_ERRC(a.read_host_copy(y, a.size_of(y) - 10, out.data(), 11), errc::out_of_range);
+    PVMM_CHECK_ERRC(a.read_host_copy(y, 0, nullptr, 1), errc::invalid_argument);
+    PVMM_CHECK_OK(a.wake());
+    PVMM_CHECK_OK(a.deallocate(x));
+    PVMM_CHECK_OK(a.deallocate(y));
+  }
+}
+
+PVMM_CASE("sleeping allocator: a retained host copy survives wake; the next sleep copies nothing") {
+  PVMM_REQUIRE_SLEEPING();
+  auto a = sleeping_allocator::create(small_ring()).value();
+  tag_policy p;
+  p.retain_host_copy = true;
+  PVMM_CHECK_OK(a.set_policy("w", p));
+  void* x = a.allocate(a.granularity(), "w").value();
+  sleep_fill(x, a.size_of(x), 9);
+  PVMM_CHECK_OK(a.sleep());
+  PVMM_CHECK_OK(a.wake());
+  CHECK(a.stats().offloaded_bytes == a.size_of(x));  // kept
+  std::vector<unsigned char> out(64);
+  PVMM_CHECK_OK(a.read_host_copy(x, 0, out.data(), out.size()));  // readable while awake too
+  sleep_fill(x, a.size_of(x), 10);  // breaks the caller's promise: the next sleep keeps the old copy (documented)
+  PVMM_CHECK_OK(a.sleep());
+  PVMM_CHECK_OK(a.wake());
+  CHECK(sleep_holds(x, a.size_of(x), 9));
+  PVMM_CHECK_OK(a.drop_host_copies());
+  CHECK(a.stats().offloaded_bytes == 0);
+  sleep_fill(x, a.size_of(x), 11);
+  PVMM_CHECK_OK(a.sleep());
+  PVMM_CHECK_OK(a.wake());
+  CHECK(sleep_holds(x, a.size_of(x), 11));
+  PVMM_CHECK_OK(a.deallocate(x));
+}
+
+PVMM_CASE("sleeping allocator: exact errors (sizes whose round-up overflows, foreign pointers, empty owner)") {
+  PVMM_REQUIRE_SLEEPING();
+  auto a = sleeping_allocator::create().value();
+  PVMM_CHECK_ERRC(a.allocate(0, "t"), errc::invalid_size);
+  PVMM_CHECK_ERRC(a.allocate(static_cast<std::size_t>(-1), "t"), errc::out_of_memory);  // not "size is zero"
+  PVMM_CHECK_ERRC(a.allocate(static_cast<std::size_t>(-1) - a.granularity() + 2, "t"), errc::out_of_memory);
+  int local = 0;
+  PVMM_CHECK_ERRC(a.deallocate(&local), errc::invalid_argument);
+  PVMM_CHECK_ERRC(a.generation_of(&local), errc::invalid_argument);
+  PVMM_CHECK_ERRC(a.remove_backing_callback(12345), errc::invalid_argument);
+  PVMM_CHECK_ERRC(a.add_backing_callback(nullptr, nullptr), errc::invalid_argument);
+  sleeping_options bad;
+  bad.copy_streams = 0;
+  PVMM_CHECK_ERRC(sleeping_allocator::create(bad), errc::invalid_argument);
+  bad = {};
+  bad.staging_slot_bytes = 100;
+  PVMM_CHECK_ERRC(sleeping_allocator::create(bad), errc::invalid_argument);
+  PVMM_CHECK_OK(a.release());
+  PVMM_CHECK_ERRC(a.release(), errc::already_released);
+  PVMM_CHECK_ERRC(a.allocate(1, "t"), errc::already_released);
+  PVMM_CHECK_ERRC(a.sleep(), errc::already_released);
+  PVMM_CHECK_ERRC(a.wake(), errc::already_released);
+  PVMM_CHECK_ERRC(a.tag_of(&local), errc::already_released);
+  sleeping_allocator empty;  // default-constructible: empty
+  CHECK_FALSE(empty.valid());
+}
+
+PVMM_CASE("sleeping allocator: freeing the exact range and reserving it again keeps every address") {
+  PVMM_REQUIRE_SLEEPING();
+  auto o = small_ring();
+  o.release_address_range = true;  // what the hip backend does by default (ROCm returns VRAM only so)
+  auto a = sleeping_allocator::create(o).value();
+  void* x = a.allocate(2 * a.granularity(), "w").value();
+  sleep_fill(x, a.size_of(x), 4);
+  const auto reservations = query_live_objects().reservations;
+  PVMM_CHECK_OK(a.sleep());
+  CHECK(query_live_objects().reservations == reservations - 1);  // the range itself went
+  PVMM_CHECK_OK(a.wake());
+  CHECK(query_live_objects().reservations == reservations);
+  CHECK(a.size_of(x) == 2 * a.granularity());
+  CHECK(sleep_holds(x, a.size_of(x), 4));
+  PVMM_CHECK_OK(a.deallocate(x));
+}

@@ -1,0 +1,182 @@
+// The sleeping allocator's cycles: the asynchronous forms, generations and backing callbacks, a wake that fails at
+// every backend call it makes (memory short) and its retry, 1000 cycles with nothing leaked, threads.
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "sleep_support.hpp"
+
+using namespace pvmm;
+using namespace pvmm_test;
+using namespace sleep_test;
+
+namespace {
+struct seen_changes {
+  sleeping_allocator* a = nullptr;
+  std::vector<backing_change> changes;
+  std::vector<std::uint64_t> generation_during;  // generation_of from inside the callback (no lock held)
+  std::vector<errc> nested_sleep;                // a sleep started from inside the callback
+};
+void record_change(const backing_change& c, void* user) {
+  auto& s = *static_cast<seen_changes*>(user);
+  s.changes.push_back(c);
+  auto g = s.a->generation_of(c.address);  // would deadlock if pvmm held its lock
+  s.generation_during.push_back(g ? *g : 0);
+  if (c.reason != backing_event::free) s.nested_sleep.push_back(s.a->sleep().code());
+}
+}  // namespace
+
+PVMM_CASE("sleeping allocator: generations change with the backing; callbacks see the old one, under no lock") {
+  PVMM_REQUIRE_SLEEPING();
+  auto a = sleeping_allocator::create().value();
+  seen_changes seen;
+  seen.a = &a;
+  const auto id = a.add_backing_callback(record_change, &seen).value();
+  void* x = a.allocate(a.granularity(), "w").value();
+  const auto g0 = a.generation_of(x).value();
+  CHECK(a.generation_of(static_cast<char*>(x) + 5).value() == g0);
+  PVMM_CHECK_OK(a.sleep());
+  const auto g1 = a.generation_of(x).value();
+  CHECK(g1 != g0);
+  PVMM_CHECK_OK(a.wake());
+  const auto g2 = a.generation_of(x).value();
+  CHECK(g2 != g1);
+  PVMM_CHECK_OK(a.deallocate(x));
+  REQUIRE(seen.changes.size() == 3);
+  CHECK(seen.changes[0].reason == backing_event::sleep);
+  CHECK(seen.changes[0].old_generation == g0);
+  CHECK(seen.changes[0].new_generation == g1);
+  CHECK(seen.changes[0].address == x);
+  CHECK(std::string(seen.changes[0].tag) == "w");
+  CHECK(seen.changes[1].reason == backing_event::wake);
+  CHECK(seen.changes[1].old_generation == g1);
+  CHECK(seen.changes[1].new_generation == g2);
+  CHECK(seen.changes[2].reason == backing_event::free);
+  CHECK(seen.changes[2].old_generation == g2);
+  CHECK(seen.changes[2].new_generation == 0);
+  CHECK(seen.generation_during == std::vector<std::uint64_t>{g1, g2, g2});  // read from inside, no deadlock
+  CHECK(seen.nested_sleep == std::vector<errc>{errc::busy, errc::busy});    // one transition at a time
+  PVMM_CHECK_OK(a.remove_backing_callback(id));
+  void* y = a.allocate(1, "w").value();
+  PVMM_CHECK_OK(a.deallocate(y));
+  CHECK(seen.changes.size() == 3);  // removed: not called again
+}
+
+PVMM_CASE("sleeping allocator: the asynchronous forms order the copies after the caller's stream") {
+  PVMM_REQUIRE_SLEEPING();
+  auto s = stream::create(0).value();
+  auto a = sleeping_allocator::create(small_ring()).value();
+  tag_policy pageable;
+  pageable.policy = sleep_policy::offload_pageable;
+  PVMM_CHECK_OK(a.set_policy("p", pageable));
+  void* x = a.allocate(2 * a.granularity(), "w").value();
+  void* y = a.allocate(a.granularity(), "p").value();
+  auto bytes_x = sleep_bytes(a.size_of(x), 1), bytes_y = sleep_bytes(a.size_of(y), 2);
+  PVMM_CHECK_OK(s.copy_async(x, bytes_x.data(), bytes_x.size()));  // queued, not waited for: the sleep follows it
+  PVMM_CHECK_OK(s.copy_async(y, bytes_y.data(), bytes_y.size()));
+  auto slept = a.sleep({}, s);
+  PVMM_CHECK_OK(slept);
+  CHECK(a.stats().asleep == 2);
+  auto woke = a.wake({}, s);
+  PVMM_CHECK_OK(woke);
+  std::vector<unsigned char> back_x(bytes_x.size()), back_y(bytes_y.size());
+  PVMM_CHECK_OK(s.copy_async(back_x.data(), x, back_x.size()));  // in s's order: after the wake's copies
+  PVMM_CHECK_OK(s.copy_async(back_y.data(), y, back_y.size()));
+  PVMM_CHECK_OK(s.synchronize());
+  CHECK(back_x == bytes_x);
+  CHECK(back_y == bytes_y);
+  PVMM_CHECK_OK(woke->synchronize());
+  PVMM_CHECK_OK(a.deallocate(x));
+  PVMM_CHECK_OK(a.deallocate(y));
+}
+
+PVMM_CASE("sleeping allocator: a wake that fails at any step names the tag, loses nothing, and a retry works") {
+  PVMM_REQUIRE_SLEEPING();
+  for (auto policy : {sleep_policy::offload_pinned, sleep_policy::offload_pageable}) {
+    CAPTURE(static_cast<int>(policy));
+    auto a = sleeping_allocator::create(small_ring()).value();
+    tag_policy p;
+    p.policy = policy;
+    PVMM_CHECK_OK(a.set_policy("kv_cache", p));
+    void* x = a.allocate(2 * a.granularity(), "kv_cache").value();
+    void* y = a.allocate(a.granularity(), "kv_cache").value();
+    sleep_fill(x, a.size_of(x), 7), sleep_fill(y, a.size_of(y), 8);
+    PVMM_CHECK_OK(a.sleep());
+    PVMM_CHECK_OK(a.wake());  // warm: the ring and streams exist, so a sweep's runs make the same calls
+    PVMM_CHECK_OK(a.sleep());
+    std::size_t failures = 0;
+    for (std::size_t n = 1; n < 64; ++n) {
+      const auto live = query_live_objects();
+      testing::fail_nth_backend_call(n);
+      auto woke = a.wake();
+      testing::fail_nth_backend_call(0);
+      if (woke) break;
+      ++failures;
+      CHECK(woke.error().detail.find("waking tag 'kv_cache'") != std::string::npos);
+      CHECK(woke.error().hint.find("host copies are kept") != std::string::npos);
+      CHECK(a.stats().asleep == 2);  // all asleep again
+      CHECK(a.stats().offloaded_bytes == a.stats().reserved_bytes);
+      CHECK(query_live_objects().allocations == live.allocations);  // what it mapped went back
+      CHECK(query_live_objects().mappings == live.mappings);
+    }
+    CHECK(failures >= 4);  // two maps, their grants, the copies
+    CHECK(a.stats().asleep == 0);
+    CHECK(sleep_holds(x, a.size_of(x), 7));
+    CHECK(sleep_holds(y, a.size_of(y), 8));
+    PVMM_CHECK_OK(a.deallocate(x));
+    PVMM_CHECK_OK(a.deallocate(y));
+  }
+}
+
+PVMM_CASE("sleeping allocator: 1000 sleep/wake cycles keep addresses and bytes, and leak nothing") {
+  PVMM_REQUIRE_SLEEPING();
+  auto a = sleeping_allocator::create(small_ring()).value();
+  tag_policy pageable;
+  pageable.policy = sleep_policy::offload_pageable;
+  PVMM_CHECK_OK(a.set_policy("p", pageable));
+  void* x = a.allocate(a.granularity(), "w").value();
+  void* y = a.allocate(a.granularity(), "p").value();
+  sleep_fill(x, a.size_of(x), 1), sleep_fill(y, a.size_of(y), 2);
+  PVMM_CHECK_OK(a.sleep());  // the first cycle makes the copy streams, events and staging ring, kept for reuse
+  PVMM_CHECK_OK(a.wake());
+  const auto live = query_live_objects();
+  const auto fds = open_fd_count();
+  for (int i = 0; i < 1000; ++i) {
+    if (!a.sleep(i % 2 ? std::vector<std::string>{} : std::vector<std::string>{"w"})) FAIL("sleep failed");
+    if (!a.wake()) FAIL("wake failed");
+  }
+  CHECK(query_live_objects() == live);
+  CHECK(open_fd_count() == fds);
+  CHECK(a.size_of(x) == a.granularity());
+  CHECK(sleep_holds(x, a.size_of(x), 1));
+  CHECK(sleep_holds(y, a.size_of(y), 2));
+  PVMM_CHECK_OK(a.deallocate(x));
+  PVMM_CHECK_OK(a.deallocate(y));
+}
+
+PVMM_CASE("sleeping allocator: threads allocate and free while another sleeps and wakes another tag") {
+  PVMM_REQUIRE_SLEEPING();
+  auto a = sleeping_allocator::create().value();
+  void* w = a.allocate(a.granularity(), "weights").value();
+  sleep_fill(w, a.size_of(w), 3);
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&] {
+      while (!stop.load()) {
+        auto p = a.allocate(1, "scratch");
+        if (!p || !a.deallocate(*p)) ++failures;
+      }
+    });
+  for (int i = 0; i < 50; ++i) {
+    auto slept = a.sleep({"weights"});
+    auto woke = a.wake({"weights"});
+    if (!slept || !woke) ++failures;
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  CHECK(failures.load() == 0);
+  CHECK(sleep_holds(w, a.size_of(w), 3));
+  PVMM_CHECK_OK(a.deallocate(w));
+}
