@@ -17,6 +17,7 @@
 #include <pvmm/stream.hpp>
 
 #include "core/operation.hpp"
+#include "observe/observe.hpp"
 
 namespace pvmm::detail::sleeping {
 
@@ -114,6 +115,11 @@ struct sleeping_allocator::state {
   bool transition = false;  // a sleep or wake runs (it alone uses `engine` and the entries it marked moving)
   std::vector<detail::sleeping::pending_release> pending;
   detail::sleeping::copy_engine engine;
+  // Memory snapshots (observe/providers_alloc.cpp): listed from create on (destroyed first), described by the
+  // provider.
+  detail::observe::listed<state> listed;
+  static void describe(detail::observe::collector& c);
+  static detail::observe::provider snapshot_provider;
 
   entry* find_containing(const void* p) const;         // lock held
   tag_policy policy_of(const std::string& tag) const;  // lock held

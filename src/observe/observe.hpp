@@ -56,23 +56,26 @@ struct provider {
   provider* next = nullptr;
 };
 
-/// The live objects of one owner type, for its provider: a `listed<T>` member declared last in T (constructed after
-/// every other member, destroyed before them) enters `this` and leaves at destruction. for_each holds the list's
-/// lock while it visits, so an object being destroyed waits in ~listed until the visit is over; the visitor takes
-/// the object's own lock (list lock, then object lock: an object never takes the list's lock while holding its own,
-/// since ~listed runs after its destructor's body).
+/// The live objects of one owner type, for its provider. T holds a `listed<T>` member; its creation calls
+/// enter(this) once the object is complete, and its destructor leave() before it changes anything (~listed leaves
+/// too). for_each holds the list's lock while it visits, so leave() waits until a visit is over; the visitor takes
+/// the object's own lock (list lock, then object lock: an object never takes the list's lock holding its own).
 template <class T>
 class listed {
  public:
-  explicit listed(T* owner) noexcept : owner_(owner) {
+  listed() noexcept = default;
+  listed(const listed&) = delete;
+  listed& operator=(const listed&) = delete;
+  ~listed() { leave(); }
+  void enter(T* owner) noexcept {
     std::lock_guard<std::mutex> guard(all().lock);
     try {
-      all().items.push_back(owner_);
+      all().items.push_back(owner);
+      owner_ = owner;
     } catch (...) {  // out of memory: the object is left out of snapshots, nothing else
-      owner_ = nullptr;
     }
   }
-  ~listed() {
+  void leave() noexcept {
     if (owner_ == nullptr) return;
     std::lock_guard<std::mutex> guard(all().lock);
     auto& v = all().items;
@@ -81,9 +84,8 @@ class listed {
         v.erase(it);
         break;
       }
+    owner_ = nullptr;
   }
-  listed(const listed&) = delete;
-  listed& operator=(const listed&) = delete;
   template <class F>
   static void for_each(F&& f) {
     std::lock_guard<std::mutex> guard(all().lock);
@@ -99,7 +101,7 @@ class listed {
     static auto* l = new list;  // never destroyed: objects may outlive the statics
     return *l;
   }
-  T* owner_;
+  T* owner_ = nullptr;
 };
 
 /// Runs every provider, in order, into `into` (segments sorted by device and address afterwards).
@@ -157,6 +159,9 @@ const char* action_name(action a) noexcept;
 [[gnu::visibility("hidden")]] extern std::atomic<std::size_t> history_capacity;
 
 void record_slow(action a, const void* address, std::size_t size, int device, std::uintptr_t stream) noexcept;
+
+/// Whether history is on: the hooks whose arguments cost something to compute test this first.
+inline bool recording() noexcept { return __builtin_expect(history_capacity.load(std::memory_order_relaxed) != 0, 0); }
 
 /// The hook: records an event when history is on; one relaxed load when it is off.
 inline void record(action a, const void* address, std::size_t size, int device = 0,

@@ -213,4 +213,82 @@ TEST_SUITE("api") {
       CHECK_FALSE(nvtx_registration());
     }
   }
+
+  PVMM_CASE("snapshot: a caching allocator's regions show its live, cached and awaiting blocks, described once") {
+    PVMM_REQUIRE_DEVICE();
+    history_off off;
+    PVMM_CHECK_OK(record_memory_history(64));
+    auto cache = caching_allocator::create({});
+    PVMM_REQUIRE_VALUE(cache);
+    auto s1 = stream::create(0).value();
+    auto s2 = stream::create(0).value();
+    void* kept = cache->allocate(1000, s1).value();
+    void* freed = cache->allocate(3000, s1).value();
+    void* elsewhere = cache->allocate(5000, s1).value();
+    PVMM_CHECK_OK(cache->deallocate(freed, s1));
+    PVMM_CHECK_OK(cache->deallocate(elsewhere, s2));  // its reuse on s1 waits until s2's work is seen complete
+    auto snap = take_memory_snapshot().value();
+    const snapshot_segment* region = nullptr;
+    for (const auto& seg : snap.segments)
+      if (seg.kind == "caching" && seg.address <= reinterpret_cast<std::uintptr_t>(kept) &&
+          reinterpret_cast<std::uintptr_t>(kept) < seg.address + seg.total_size)
+        region = &seg;
+    REQUIRE(region != nullptr);
+    CHECK(region->pool_id[0] == 2);
+    CHECK(region->label.find("caching allocator") != std::string::npos);
+    std::size_t reservations_there = 0;  // the region's reservation is not described a second time
+    for (const auto& seg : snap.segments) reservations_there += seg.address == region->address ? 1 : 0;
+    CHECK(reservations_there == 1);
+    auto block_at = [&](void* p) -> const snapshot_block* {  // the block that holds p (freed ones merge)
+      const auto a = reinterpret_cast<std::uintptr_t>(p);
+      for (const auto& b : region->blocks)
+        if (b.address <= a && a < b.address + b.size) return &b;
+      return nullptr;
+    };
+    REQUIRE(block_at(kept) != nullptr);
+    CHECK(block_at(kept)->state == block_state::active_allocated);
+    CHECK(block_at(kept)->requested_size == 1000);
+    CHECK(block_at(kept)->size == 1024);
+    REQUIRE(block_at(elsewhere) != nullptr);
+    CHECK(block_at(elsewhere)->state == block_state::active_awaiting_free);  // merged with `freed`, waits for s2
+    CHECK(block_at(kept)->address == reinterpret_cast<std::uintptr_t>(kept));
+    CHECK(region->allocated_size() == 1024);
+    CHECK(traced(snap, "alloc", kept));
+    CHECK(traced(snap, "free_requested", freed));
+    CHECK(traced(snap, "free_completed", freed));
+    PVMM_CHECK_OK(cache->deallocate(kept, s1));
+    PVMM_CHECK_OK(s2.synchronize());
+    PVMM_CHECK_OK(cache->release());
+    auto after = take_memory_snapshot().value();
+    for (const auto& seg : after.segments) CHECK(seg.kind != "caching");  // a released allocator leaves no trace
+  }
+
+  PVMM_CASE("snapshot: a sleeping allocator's allocations by tag, awake or asleep, with the pinned host copy") {
+    PVMM_REQUIRE_DEVICE();
+    PVMM_REQUIRE_CAPABILITY(pvmm_test::caps().host_memory.pinned, "page-locked host memory");
+    auto sleeper = sleeping_allocator::create({});
+    PVMM_REQUIRE_VALUE(sleeper);
+    void* weights = sleeper->allocate(pvmm_test::granule(), "weights").value();
+    void* cache = sleeper->allocate(pvmm_test::granule(), "kv-cache").value();
+    PVMM_CHECK_OK(sleeper->sleep({"weights"}));
+    auto snap = take_memory_snapshot().value();
+    const auto* asleep = segment_at(snap, weights);
+    const auto* awake = segment_at(snap, cache);
+    REQUIRE(asleep != nullptr);
+    REQUIRE(awake != nullptr);
+    CHECK(asleep->kind == "sleeping");
+    CHECK(asleep->label.find("tag 'weights': asleep, contents in pinned host memory") != std::string::npos);
+    CHECK(asleep->allocated_size() == 0);
+    CHECK(awake->label.find("tag 'kv-cache': awake") != std::string::npos);
+    CHECK(awake->allocated_size() == pvmm_test::granule());
+    std::size_t copies = 0;
+    for (const auto& seg : snap.segments)
+      copies += seg.label.find("host copy of tag 'weights'") != std::string::npos ? 1 : 0;
+    CHECK(copies == 1);
+    PVMM_CHECK_OK(sleeper->wake({"weights"}));
+    auto woken = take_memory_snapshot().value();
+    REQUIRE(segment_at(woken, weights) != nullptr);
+    CHECK(segment_at(woken, weights)->allocated_size() == pvmm_test::granule());
+    PVMM_CHECK_OK(sleeper->release());
+  }
 }
