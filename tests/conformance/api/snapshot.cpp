@@ -69,6 +69,12 @@ TEST_SUITE("api") {
     }
     pinned_allocation pinned;
     if (pvmm_test::caps().host_memory.pinned) pinned = pinned_allocation::create(8192).value();
+    pvmm_test::program_pages pages(2);
+    host_registration registered;
+    if (pvmm_test::caps().host_memory.registration)
+      registered = host_registration::create(pages.data, pages.size).value();
+    managed_allocation managed;
+    if (pvmm_test::caps().managed.supported) managed = managed_allocation::create(g).value();
 
     auto snap = take_memory_snapshot();
     PVMM_REQUIRE_VALUE(snap);
@@ -110,6 +116,18 @@ TEST_SUITE("api") {
       REQUIRE(p != nullptr);
       CHECK(p->kind == "pinned");
       CHECK(p->device == -1);
+    }
+    if (registered) {
+      const auto* p = segment_at(*snap, pages.data);
+      REQUIRE(p != nullptr);
+      CHECK(p->kind == "registered");
+      CHECK(p->device == -1);
+      CHECK(p->total_size == pages.size);
+    }
+    if (managed) {
+      const auto* p = segment_at(*snap, managed.data());
+      REQUIRE(p != nullptr);
+      CHECK(p->kind == "managed");
     }
     CHECK(traced(*snap, "segment_alloc", range->address()));
     CHECK(traced(*snap, "segment_map", static_cast<char*>(range->address()) + g));
