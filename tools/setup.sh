@@ -44,7 +44,7 @@ case "${1:-}" in
     ;;
   test)
     # Open MPI: the team layer's MPI bootstrap adapter and its cases under mpirun (localhost, oversubscribed).
-    install_missing "${base_packages[@]}" openmpi-bin libopenmpi-dev
+    install_missing "${base_packages[@]}" openmpi-bin libopenmpi-dev valgrind  # valgrind: the cost guard, below
     backends=(host)
     # hip-nvidia is built (not run: no GPU here) to keep the driverless build of HIP's NVIDIA platform working:
     # the library (tools/gpu-verify.sh builds its tools, examples and tests and runs them where there is a GPU).
@@ -131,6 +131,11 @@ case "${1:-}" in
       fi
       if [ $status -ne 0 ]; then failed=$((failed + 1)); echo "backend $b: workflow failed (status $status)"; fi
     done
+    # Cost guard: instructions per warm call against the null driver, counted by callgrind (tools/cost-guard.py).
+    if [ -x build/cuda/tools/pvmm-own-cost ]; then
+      echo "=== cost guard ==="; total=$((total + 1))
+      python3 tools/cost-guard.py --binary build/cuda/tools/pvmm-own-cost || { failed=$((failed + 1)); echo "cost guard: failed"; }
+    fi
     # Python: the package (host backend, the host preset's unity build) and its pytest suite (tools/python-test.sh).
     echo "=== python ==="
     install_missing python3-venv python3-dev  # the venv and Python's headers; the rest comes from PyPI

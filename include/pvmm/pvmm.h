@@ -42,11 +42,10 @@
 #include <pvmm/c/devices.h>
 #include <pvmm/c/pinned.h>
 #include <pvmm/c/pointer.h>
+#include <pvmm/c/snapshot.h>
 #include <pvmm/c/streams.h>
 #include <pvmm/c/team.h>
 #include <pvmm/c/transport.h>
 #include <pvmm/c/vmm.h>
-
-#include <pvmm/c/snapshot.h> /* memory snapshots (PyTorch's visualizer format) */
 
 #endif /* PVMM_PVMM_H */

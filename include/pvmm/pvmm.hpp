@@ -45,5 +45,6 @@
 #include <pvmm/pointer.hpp>
 #include <pvmm/reservation.hpp>
 #include <pvmm/sleeping_allocator.hpp>
+#include <pvmm/snapshot.hpp>
 #include <pvmm/stream.hpp>
 #include <pvmm/types.hpp>

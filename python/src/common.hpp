@@ -95,6 +95,6 @@ void bind_team(nb::module_& m);        // bind_team.cpp
 void bind_window(nb::module_& m);      // bind_window.cpp
 void bind_heap(nb::module_& m);        // bind_heap.cpp: the symmetric heap
 void bind_transport(nb::module_& m);   // transport.cpp
-void bind_snapshot(nb::module_& m);    // bind_snapshot.cpp
+void bind_snapshot(nb::module_& m);    // bind_snapshot.cpp: memory snapshots, history
 
 }  // namespace pvmm_py

@@ -237,3 +237,52 @@ def test_snapshot_errors(tmp_path):
     with pytest.raises(pvmm.InvalidArgumentError):
         pvmm.record_memory_history((1 << 24) + 1)
     assert pvmm.memory_history_capacity() == 0
+
+
+def test_torch_memory_viz_reads_a_snapshot(tmp_path, stream, history):
+    """Where torch exists (the GPU machines): _memory_viz's own readers take the snapshot, from the dict and from the
+    file on its command line, and every key torch's own snapshot has for what pvmm describes is there too."""
+    torch = pytest.importorskip("torch", reason="[pvmm-skip] torch is not installed here (the GPU machines have it)")
+    import subprocess
+    import sys
+
+    from torch.cuda import _memory_viz
+
+    with pvmm.PhysicalAllocation.create(GRANULE) as memory, pvmm.Reservation.reserve(2 * GRANULE) as r:
+        r.map(0, memory)
+        pool = pvmm.MemoryPool.create()
+        raw = pool.allocate_async(1 << 20, stream)
+        pinned = pvmm.PinnedAllocation.create(1 << 16)
+        snap = pvmm.memory_snapshot()
+        path = tmp_path / "pvmm.pickle"
+        pvmm.dump_snapshot(str(path))
+        pool.free_async(raw, stream)
+        stream.synchronize()
+        pinned.close()
+        r.unmap(0, GRANULE)
+    check_schema(snap)
+    assert "add_local_files" in _memory_viz.trace_plot(snap)
+    assert "add_local_files" in _memory_viz.segment_plot(snap)
+    assert "total_reserved" in _memory_viz.segsum(snap)  # asserts the tiling itself
+    assert "entries" in _memory_viz.trace(snap)
+    for kind in ("trace_plot", "segment_plot"):
+        out = tmp_path / f"{kind}.html"
+        subprocess.run([sys.executable, "-m", "torch.cuda._memory_viz", kind, str(path), "-o", str(out)], check=True)
+        assert out.stat().st_size > 1000
+    if not torch.cuda.is_available():
+        return
+    torch.cuda.memory._record_memory_history(max_entries=100)
+    x = torch.empty(1 << 20, device="cuda")
+    theirs = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    del x
+    seg_keys = {k for s in theirs["segments"] for k in s}
+    block_keys = {k for s in theirs["segments"] for b in s["blocks"] for k in b}
+    trace_keys = {k for d in theirs["device_traces"] for e in d for k in e}
+    ours = pickle.loads(path.read_bytes())
+    missing = (seg_keys - set(ours["segments"][0]), block_keys - set(ours["segments"][0]["blocks"][0]),
+               trace_keys - {k for d in ours["device_traces"] for e in d for k in e})
+    print(f"keys torch {torch.__version__} has that pvmm does not write (segment, block, trace): {missing}")
+    assert not (missing[0] & {"device", "address", "total_size", "stream", "blocks", "allocated_size", "active_size"})
+    assert not (missing[1] & {"address", "size", "requested_size", "state"})
+    assert not (missing[2] & {"action", "addr", "size", "stream", "time_us"})

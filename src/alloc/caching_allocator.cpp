@@ -69,6 +69,7 @@ result<caching_allocator> caching_allocator::create(const caching_options& optio
   s->options = options;
   s->chunk = chunk;
   s->grant = access_descriptor{location::device(options.device), access::read_write};
+  s->listed.enter(s.get());
   return caching_allocator(std::move(s));
 }
 

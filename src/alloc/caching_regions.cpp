@@ -237,6 +237,7 @@ auto caching_allocator::state::stitch_or_fail(std::size_t count, std::uint64_t l
   b->reg = r.get();
   b->home = on;
   b->gates[0] = fresh;
+  r->nvtx.reset(detail::observe::nvtx::heap(r->range.address(), count * chunk));
   regions.push_back(std::move(r));
   return b;
 }

@@ -22,6 +22,8 @@
 
 #include "alloc/allocator_shell.hpp"
 #include "core/operation.hpp"
+#include "observe/nvtx.hpp"
+#include "observe/observe.hpp"
 
 namespace pvmm {
 
@@ -56,6 +58,7 @@ struct region {
   address_reservation range;
   std::vector<physical_allocation> chunks;
   std::size_t mapped = 0;
+  observe::nvtx::heap_owner nvtx;  // its NVTX heap while registration is on (observe/nvtx.hpp); dropped first
 };
 
 /// Whole chunks [lo, hi) of a region whose owners a stitch took while work queued before `gates` may still touch
@@ -134,8 +137,15 @@ struct caching_allocator::state {
   std::uint64_t live_high = 0;
   std::uint64_t epoch = 0;
   caching_stats st;
+  // Memory snapshots (observe/providers_alloc.cpp): listed from create on, described by the provider.
+  detail::observe::listed<state> listed;
+  static void describe(detail::observe::collector& c);
+  static detail::observe::provider snapshot_provider;
 
-  ~state() { (void)give_back_everything(nullptr); }
+  ~state() {
+    listed.leave();
+    (void)give_back_everything(nullptr);
+  }
 
   void note_reserved() {
     st.reserved = std::uint64_t{chunks_held} * chunk;
@@ -249,6 +259,10 @@ struct caching_allocator::state {
     ++st.live_blocks;
     st.live += requested;
     st.peak_live = std::max(st.peak_live, st.live);
+    detail::observe::nvtx::region(b.reg->nvtx.get(), b.ptr, requested);
+    if (detail::observe::recording())
+      detail::observe::record_slow(detail::observe::action::alloc, b.ptr, requested, options.device,
+                                   streams[b.home].s.native_handle().value);
     return &b;
   }
 

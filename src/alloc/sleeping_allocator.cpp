@@ -154,6 +154,7 @@ result<sleeping_allocator> sleeping_allocator::create(const sleeping_options& op
   s->engine.stream_count = options.copy_streams;
   s->engine.slots = options.staging_slots;
   s->engine.slot_bytes = options.staging_slot_bytes;
+  s->listed.enter(s.get());
   return sleeping_allocator(std::move(s));
 }
 

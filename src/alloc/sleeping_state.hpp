@@ -17,6 +17,7 @@
 #include <pvmm/stream.hpp>
 
 #include "core/operation.hpp"
+#include "observe/observe.hpp"
 
 namespace pvmm::detail::sleeping {
 
@@ -120,6 +121,11 @@ struct sleeping_allocator::state {
   /// Stores a wake no longer needs: kept for reuse (keep_host_memory, pinned) or dropped. Lock held.
   void recycle(std::vector<std::shared_ptr<detail::sleeping::host_store>>& stores);
   detail::sleeping::copy_engine engine;
+  // Memory snapshots (observe/providers_alloc.cpp): listed from create on (destroyed first), described by the
+  // provider.
+  detail::observe::listed<state> listed;
+  static void describe(detail::observe::collector& c);
+  static detail::observe::provider snapshot_provider;
 
   entry* find_containing(const void* p) const;         // lock held
   tag_policy policy_of(const std::string& tag) const;  // lock held

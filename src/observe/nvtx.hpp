@@ -38,4 +38,21 @@ inline void drop_region(void* heap, const void* address) noexcept {
   if (__builtin_expect(heap != nullptr, 0)) unregister_region(heap, address);
 }
 
+/// Owns a heap handle (null: none); drops it when destroyed. Declare it after the range it covers.
+class heap_owner {
+ public:
+  heap_owner() noexcept = default;
+  heap_owner(const heap_owner&) = delete;
+  heap_owner& operator=(const heap_owner&) = delete;
+  ~heap_owner() { drop_heap(heap_); }
+  void reset(void* heap) noexcept {
+    drop_heap(heap_);
+    heap_ = heap;
+  }
+  void* get() const noexcept { return heap_; }
+
+ private:
+  void* heap_ = nullptr;
+};
+
 }  // namespace pvmm::detail::observe::nvtx

@@ -18,8 +18,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include <pvmm/snapshot.hpp>
 
@@ -52,6 +54,54 @@ struct provider {
   int order;
   void (*collect)(collector&);
   provider* next = nullptr;
+};
+
+/// The live objects of one owner type, for its provider. T holds a `listed<T>` member; its creation calls
+/// enter(this) once the object is complete, and its destructor leave() before it changes anything (~listed leaves
+/// too). for_each holds the list's lock while it visits, so leave() waits until a visit is over; the visitor takes
+/// the object's own lock (list lock, then object lock: an object never takes the list's lock holding its own).
+template <class T>
+class listed {
+ public:
+  listed() noexcept = default;
+  listed(const listed&) = delete;
+  listed& operator=(const listed&) = delete;
+  ~listed() { leave(); }
+  void enter(T* owner) noexcept {
+    std::lock_guard<std::mutex> guard(all().lock);
+    try {
+      all().items.push_back(owner);
+      owner_ = owner;
+    } catch (...) {  // out of memory: the object is left out of snapshots, nothing else
+    }
+  }
+  void leave() noexcept {
+    if (owner_ == nullptr) return;
+    std::lock_guard<std::mutex> guard(all().lock);
+    auto& v = all().items;
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (*it == owner_) {
+        v.erase(it);
+        break;
+      }
+    owner_ = nullptr;
+  }
+  template <class F>
+  static void for_each(F&& f) {
+    std::lock_guard<std::mutex> guard(all().lock);
+    for (T* p : all().items) f(*p);
+  }
+
+ private:
+  struct list {
+    std::mutex lock;
+    std::vector<T*> items;
+  };
+  static list& all() {
+    static auto* l = new list;  // never destroyed: objects may outlive the statics
+    return *l;
+  }
+  T* owner_ = nullptr;
 };
 
 /// Runs every provider, in order, into `into` (segments sorted by device and address afterwards).
@@ -109,6 +159,9 @@ const char* action_name(action a) noexcept;
 [[gnu::visibility("hidden")]] extern std::atomic<std::size_t> history_capacity;
 
 void record_slow(action a, const void* address, std::size_t size, int device, std::uintptr_t stream) noexcept;
+
+/// Whether history is on: the hooks whose arguments cost something to compute test this first.
+inline bool recording() noexcept { return __builtin_expect(history_capacity.load(std::memory_order_relaxed) != 0, 0); }
 
 /// The hook: records an event when history is on; one relaxed load when it is off.
 inline void record(action a, const void* address, std::size_t size, int device = 0,

@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
               asked, block, on ? "on" : "off");
   (void)cache.deallocate(block, s);
   (void)unload(module);
-  cache = {};
-  s = {};
+  (void)cache.release();
+  (void)s.release();
   (void)set_current(nullptr);
   (void)release(device);
   return 0;

@@ -1,11 +1,10 @@
 /* pvmm/c/snapshot.h - a snapshot of everything pvmm holds, as PyTorch's memory visualizer reads it (the C side of
- * pvmm/snapshot.hpp: the schema, what it contains and the history ring are described there).
- *
- * Conventions as every entry point of pvmm/pvmm.h (which includes this header). */
+ * pvmm/snapshot.hpp: the schema, what it contains and the history ring are described there) (part of pvmm/pvmm.h,
+ * C11; include <pvmm/pvmm.h> for everything). */
 #ifndef PVMM_C_SNAPSHOT_H
 #define PVMM_C_SNAPSHOT_H
 
-#include <pvmm/pvmm.h>
+#include <pvmm/c/common.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include <pvmm/pvmm.h>
 #include <pvmm/pvmm.hpp>
 #include <pvmm/snapshot.hpp>
 
@@ -68,6 +69,12 @@ TEST_SUITE("api") {
     }
     pinned_allocation pinned;
     if (pvmm_test::caps().host_memory.pinned) pinned = pinned_allocation::create(8192).value();
+    pvmm_test::program_pages pages(2);
+    host_registration registered;
+    if (pvmm_test::caps().host_memory.registration)
+      registered = host_registration::create(pages.data, pages.size).value();
+    managed_allocation managed;
+    if (pvmm_test::caps().managed.supported) managed = managed_allocation::create(g).value();
 
     auto snap = take_memory_snapshot();
     PVMM_REQUIRE_VALUE(snap);
@@ -109,6 +116,18 @@ TEST_SUITE("api") {
       REQUIRE(p != nullptr);
       CHECK(p->kind == "pinned");
       CHECK(p->device == -1);
+    }
+    if (registered) {
+      const auto* p = segment_at(*snap, pages.data);
+      REQUIRE(p != nullptr);
+      CHECK(p->kind == "registered");
+      CHECK(p->device == -1);
+      CHECK(p->total_size == pages.size);
+    }
+    if (managed) {
+      const auto* p = segment_at(*snap, managed.data());
+      REQUIRE(p != nullptr);
+      CHECK(p->kind == "managed");
     }
     CHECK(traced(*snap, "segment_alloc", range->address()));
     CHECK(traced(*snap, "segment_map", static_cast<char*>(range->address()) + g));
@@ -177,5 +196,117 @@ TEST_SUITE("api") {
     std::remove(path.c_str());
     CHECK(head[0] == 0x80);
     CHECK(head[1] == 0x02);
+  }
+
+  PVMM_CASE("snapshot: the C entry points give the same pickle and refuse null arguments") {
+    void* data = nullptr;
+    size_t size = 0;
+    CHECK(pvmm_snapshot_pickle(nullptr, &size) == pvmm_status_invalid_argument);
+    CHECK(pvmm_snapshot_pickle(&data, nullptr) == pvmm_status_invalid_argument);
+    REQUIRE(pvmm_snapshot_pickle(&data, &size) == pvmm_status_ok);
+    REQUIRE(size > 2);
+    CHECK(static_cast<unsigned char*>(data)[0] == 0x80);
+    CHECK(static_cast<unsigned char*>(data)[size - 1] == '.');
+    pvmm_snapshot_free(data);
+    pvmm_snapshot_free(nullptr);
+    CHECK(pvmm_dump_snapshot(nullptr) == pvmm_status_invalid_argument);
+    CHECK(pvmm_dump_snapshot("") == pvmm_status_invalid_argument);
+    CHECK(pvmm_dump_snapshot("/nonexistent-pvmm-dir/s.pickle") == pvmm_status_system_error);
+    CHECK(pvmm_record_memory_history((size_t{1} << 24) + 1) == pvmm_status_invalid_argument);
+    CHECK(pvmm_record_memory_history(8) == pvmm_status_ok);
+    CHECK(memory_history_capacity() == 8);
+    CHECK(pvmm_record_memory_history(0) == pvmm_status_ok);
+    CHECK(memory_history_capacity() == 0);
+  }
+
+  PVMM_CASE("snapshot: NVTX registration is off by default and refused where the build has no NVTX") {
+    CHECK_FALSE(nvtx_registration());
+    PVMM_CHECK_OK(register_with_nvtx(false));
+    if (query_backend().name == "cuda") {
+      PVMM_CHECK_OK(register_with_nvtx(true));
+      CHECK(nvtx_registration());
+      PVMM_CHECK_OK(register_with_nvtx(false));
+    } else {
+      PVMM_CHECK_ERRC(register_with_nvtx(true), errc::not_supported);
+      CHECK_FALSE(nvtx_registration());
+    }
+  }
+
+  PVMM_CASE("snapshot: a caching allocator's regions show its live, cached and awaiting blocks, described once") {
+    PVMM_REQUIRE_DEVICE();
+    history_off off;
+    PVMM_CHECK_OK(record_memory_history(64));
+    auto cache = caching_allocator::create({});
+    PVMM_REQUIRE_VALUE(cache);
+    auto s1 = stream::create(0).value();
+    auto s2 = stream::create(0).value();
+    void* kept = cache->allocate(1000, s1).value();
+    void* freed = cache->allocate(3000, s1).value();
+    void* elsewhere = cache->allocate(5000, s1).value();
+    PVMM_CHECK_OK(cache->deallocate(freed, s1));
+    PVMM_CHECK_OK(cache->deallocate(elsewhere, s2));  // its reuse on s1 waits until s2's work is seen complete
+    auto snap = take_memory_snapshot().value();
+    const snapshot_segment* region = nullptr;
+    for (const auto& seg : snap.segments)
+      if (seg.kind == "caching" && seg.address <= reinterpret_cast<std::uintptr_t>(kept) &&
+          reinterpret_cast<std::uintptr_t>(kept) < seg.address + seg.total_size)
+        region = &seg;
+    REQUIRE(region != nullptr);
+    CHECK(region->pool_id[0] == 2);
+    CHECK(region->label.find("caching allocator") != std::string::npos);
+    std::size_t reservations_there = 0;  // the region's reservation is not described a second time
+    for (const auto& seg : snap.segments) reservations_there += seg.address == region->address ? 1 : 0;
+    CHECK(reservations_there == 1);
+    auto block_at = [&](void* p) -> const snapshot_block* {  // the block that holds p (freed ones merge)
+      const auto a = reinterpret_cast<std::uintptr_t>(p);
+      for (const auto& b : region->blocks)
+        if (b.address <= a && a < b.address + b.size) return &b;
+      return nullptr;
+    };
+    REQUIRE(block_at(kept) != nullptr);
+    CHECK(block_at(kept)->state == block_state::active_allocated);
+    CHECK(block_at(kept)->requested_size == 1000);
+    CHECK(block_at(kept)->size == 1024);
+    REQUIRE(block_at(elsewhere) != nullptr);
+    CHECK(block_at(elsewhere)->state == block_state::active_awaiting_free);  // merged with `freed`, waits for s2
+    CHECK(block_at(kept)->address == reinterpret_cast<std::uintptr_t>(kept));
+    CHECK(region->allocated_size() == 1024);
+    CHECK(traced(snap, "alloc", kept));
+    CHECK(traced(snap, "free_requested", freed));
+    CHECK(traced(snap, "free_completed", freed));
+    PVMM_CHECK_OK(cache->deallocate(kept, s1));
+    PVMM_CHECK_OK(s2.synchronize());
+    PVMM_CHECK_OK(cache->release());
+    auto after = take_memory_snapshot().value();
+    for (const auto& seg : after.segments) CHECK(seg.kind != "caching");  // a released allocator leaves no trace
+  }
+
+  PVMM_CASE("snapshot: a sleeping allocator's allocations by tag, awake or asleep, with the pinned host copy") {
+    PVMM_REQUIRE_DEVICE();
+    PVMM_REQUIRE_CAPABILITY(pvmm_test::caps().host_memory.pinned, "page-locked host memory");
+    auto sleeper = sleeping_allocator::create({});
+    PVMM_REQUIRE_VALUE(sleeper);
+    void* weights = sleeper->allocate(pvmm_test::granule(), "weights").value();
+    void* cache = sleeper->allocate(pvmm_test::granule(), "kv-cache").value();
+    PVMM_CHECK_OK(sleeper->sleep({"weights"}));
+    auto snap = take_memory_snapshot().value();
+    const auto* asleep = segment_at(snap, weights);
+    const auto* awake = segment_at(snap, cache);
+    REQUIRE(asleep != nullptr);
+    REQUIRE(awake != nullptr);
+    CHECK(asleep->kind == "sleeping");
+    CHECK(asleep->label.find("tag 'weights': asleep, contents in pinned host memory") != std::string::npos);
+    CHECK(asleep->allocated_size() == 0);
+    CHECK(awake->label.find("tag 'kv-cache': awake") != std::string::npos);
+    CHECK(awake->allocated_size() == pvmm_test::granule());
+    std::size_t copies = 0;
+    for (const auto& seg : snap.segments)
+      copies += seg.label.find("host copy of tag 'weights'") != std::string::npos ? 1 : 0;
+    CHECK(copies == 1);
+    PVMM_CHECK_OK(sleeper->wake({"weights"}));
+    auto woken = take_memory_snapshot().value();
+    REQUIRE(segment_at(woken, weights) != nullptr);
+    CHECK(segment_at(woken, weights)->allocated_size() == pvmm_test::granule());
+    PVMM_CHECK_OK(sleeper->release());
   }
 }
