@@ -19,7 +19,7 @@ namespace caching_test {
   } while (0)
 
 /// Writes a pattern made from `seed` into `size` bytes at `p` in `s`'s order, reads it back and compares.
-inline void round_trip(void* p, std::size_t size, stream_ref s, unsigned seed) {
+inline void round_trip(void* p, std::size_t size, pvmm::stream_ref s, unsigned seed) {
   std::vector<unsigned char> out(size), in(size, 0);
   for (std::size_t i = 0; i < size; ++i) out[i] = static_cast<unsigned char>((i * 131 + seed) & 0xff);
   PVMM_CHECK_OK(s.copy_async(p, out.data(), size));
@@ -32,11 +32,11 @@ inline void set_flag(void* p) { static_cast<std::atomic<bool>*>(p)->store(true);
 
 /// slack_percent 0: a miss cuts chunks out of cached blocks before creating any (the stitching cases).
 inline pvmm::caching_allocator make(bool wait = true, std::size_t max_reserved = 0, unsigned slack_percent = 8) {
-  caching_options o;
+  pvmm::caching_options o;
   o.wait_for_pending_frees = wait;
   o.max_reserved = max_reserved;
   o.slack_percent = slack_percent;
-  return caching_allocator::create(o).value();
+  return pvmm::caching_allocator::create(o).value();
 }
 
 }  // namespace caching_test
