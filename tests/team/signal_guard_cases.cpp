@@ -87,9 +87,8 @@ void forger_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
   if (me == 0) {
     auto after = g.window.view();
     v.check(after && after->own == view->own && after->peers == view->peers, where(*b) + "view changed");
-    for (int r = 0; r < n && after; ++r)
-      v.check(after->peer(r) == nullptr || after->peer(r) == g.window.peer(r),
-              where(*b) + "view().peer(" + std::to_string(r) + ") changed");
+    // The table is read back by a copy: view().peer(r) dereferences it, which only a kernel may do on a GPU backend
+    // (the table is device memory there).
     const auto table = read_back(g.stream, view->peers, sizeof(void*) * static_cast<std::size_t>(n));
     for (int r = 0; r < n && table.size() == sizeof(void*) * static_cast<std::size_t>(n); ++r) {
       void* entry = nullptr;
