@@ -91,7 +91,9 @@ TEST_CASE("team calls: a negative timeout on rank 0 is invalid_argument naming r
            return s ? pvmm::status{} : pvmm::status(std::move(s).error());
          }},
     };
-    for (const auto& [name, call] : calls) {
+    for (const auto& entry : calls) {  // no structured binding: C++17 lambdas (CAPTURE) cannot capture one
+      const char* name = entry.first;
+      const auto& call = entry.second;
       CAPTURE(name);
       const auto out = on_both(call, late);
       for (int r = 0; r < 2; ++r) {
