@@ -42,7 +42,7 @@ int run(std::shared_ptr<pvmm::bootstrap> ranks) {
   std::vector<std::uint64_t> input(words), peer(words), sum(words, 0);
   for (std::size_t i = 0; i < words; ++i) input[i] = static_cast<std::uint64_t>(me + 1) * (i % 1000 + 1);
   if (auto s = stream.copy_async(window.local(), input.data(), words * 8); !s) return fail(me, "input", s.error());
-  if (auto s = window.barrier(stream, barrier_timeout); !s) {
+  if (auto s = window.barrier(0, stream, barrier_timeout); !s) {
     if (s.code() != pvmm::errc::not_supported) return fail(me, "barrier", s.error());
     if (me == 0) std::printf("%s: [pvmm-skip] %s\n", name, s.error().message().c_str());
     return 0;
@@ -52,7 +52,7 @@ int run(std::shared_ptr<pvmm::bootstrap> ranks) {
     if (auto s = stream.synchronize(); !s) return fail(me, "synchronize", s.error());
     for (std::size_t i = 0; i < words; ++i) sum[i] += peer[i];
   }
-  if (auto s = window.barrier(stream, barrier_timeout); !s) return fail(me, "barrier", s.error());
+  if (auto s = window.barrier(0, stream, barrier_timeout); !s) return fail(me, "barrier", s.error());
   if (auto s = stream.synchronize(); !s) return fail(me, "synchronize", s.error());
   if (auto s = window.signal_status(); !s) return fail(me, "a barrier expired", s.error());
   const std::uint64_t ranks_sum = static_cast<std::uint64_t>(n) * (n + 1) / 2;

@@ -34,12 +34,13 @@ const char* stream_signals_missing(int) noexcept {
 
 const char* same_context_waits_missing(int) noexcept { return same_context_waits_reason; }
 
-status enqueue_signal(const signal_work& work, stream_handle s, int) {
+status enqueue_signal(const signal_work& work, stream_handle s, int device) {
   PVMM_REQUIRE_DRIVER();
   PVMM_TRY_ASSIGN(scope, context_scope::of_stream(native(s)));
   PVMM_TRY_ASSIGN(f, kernel_of_current_context());
   signal_kernel_arguments arguments(work);
   PVMM_CU(cuLaunchKernel, f, 1, 1, 1, 1, 1, 1, 0, native(s), arguments.params(), nullptr);
+  keep_until_run(work, s, device);
   return {};
 }
 

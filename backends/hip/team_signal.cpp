@@ -40,6 +40,7 @@ status enqueue_signal(const signal_work& work, stream_handle s, int device) {
     PVMM_TRY_ASSIGN(f, kernel_of_current_context());
     signal_kernel_arguments arguments(work);
     PVMM_HIP(hipModuleLaunchKernel, f, 1, 1, 1, 1, 1, 1, 0, native(s), arguments.params(), nullptr);
+    keep_until_run(work, s, device);
     return {};
   });
 }

@@ -9,18 +9,8 @@ namespace pvmm::detail::backend {
 namespace {
 void run_signal_work(void* data) {
   const signal_work* w = static_cast<const signal_work*>(data);
-  switch (w->op) {
-    case signal_op::put:
-      w->view.signal(w->peer, w->channel);
-      break;
-    case signal_op::wait:
-      (void)w->view.wait(w->peer, w->channel, w->timeout_ns);  // an expiry is in the error record
-      break;
-    case signal_op::barrier:
-      (void)w->view.barrier(w->channel, w->timeout_ns);
-      break;
-  }
-  delete w;
+  (void)run_signal_op(w->view, w->op, w->peer, w->channel, w->timeout_ns);  // an expiry is in the error record
+  delete w;                                                                 // lets go of what the view points into
 }
 }  // namespace
 

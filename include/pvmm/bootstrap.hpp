@@ -122,6 +122,8 @@ class bootstrap {
 
   /// Breaks this bootstrap with `e` unless it is broken already; returns the first failure.
   status record(error e);
+  /// send() and receive()'s one body: the arguments checked, a broken bootstrap refused, then do_send or do_receive.
+  status point_to_point(bool sending, int peer, int tag, void* data, std::size_t bytes, deadline until);
 
   mutable std::mutex mutex_;
   std::optional<error> broken_;
@@ -145,8 +147,10 @@ result<std::vector<std::shared_ptr<bootstrap>>> make_thread_bootstraps(int size,
 /// within `timeout`. Rank 0 holds size - 1 connections; every other rank holds one. Every rank also listens at
 /// "<name>#p2p-<rank>" for send/receive, which go direct (one connection per peer and direction, made on first use;
 /// the connect watches for aborts). A send of any size never waits on its peer's receive: while the socket is full
-/// it reads what peers send this rank (kept for its receives, at most 256 MiB of tags not yet received), so ranks
-/// sending each other large messages at once all go on. A rank whose own listener could not be made still sends;
+/// it reads what peers send this rank (kept for its receives), so ranks sending each other large messages at once
+/// all go on. What messages for tags not yet received cost the receiver is bounded: at most 16384 of them and
+/// 256 MiB, each counted as its bytes plus 1 KiB of overhead; past either, the receive fails with
+/// errc::protocol_error naming the sender. A rank whose own listener could not be made still sends;
 /// its receives fail at once with that listener's error.
 /// Peers must run as the same user; a connection from another user, or one that sends no hello within 1 s, is
 /// dropped. A rank that exits is errc::peer_lost on the others at their next call (its socket closes).

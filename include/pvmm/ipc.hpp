@@ -57,10 +57,10 @@ result<peer_credentials> query_peer(int socket);
 status check_peer(int socket, const peer_rule& rule);
 
 /// Receives one message with up to `max_fds` fds and up to `max_payload` bytes. The buffer is sized by the
-/// message that arrived, so any limit (SIZE_MAX too) is safe. Fails with errc::timeout; errc::protocol_error
-/// when the peer closed, sent more fds than `max_fds` or a message longer than `max_payload` (the whole message
-/// is taken, so the next receive starts at the next message); errc::peer_rejected when `rule` is given and the
-/// peer does not satisfy it; errc::invalid_argument for a SOCK_STREAM socket or a negative timeout. Received
+/// message that arrived, so any limit (SIZE_MAX too) is safe. Fails with errc::timeout; errc::peer_lost when the
+/// peer closed; errc::protocol_error when it sent more fds than `max_fds` or a message longer than `max_payload` (the
+/// whole message is taken, so the next receive starts at the next message); errc::peer_rejected when `rule` is given
+/// and the peer does not satisfy it; errc::invalid_argument for a SOCK_STREAM socket or a negative timeout. Received
 /// fds are closed in every failure. Works whether or not SO_PASSCRED is set on the socket.
 result<received> receive_fds(int socket, std::size_t max_fds, std::size_t max_payload,
                              std::chrono::milliseconds timeout = std::chrono::milliseconds(10000),

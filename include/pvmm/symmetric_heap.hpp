@@ -9,8 +9,11 @@
 //   team's other collectives) and with the same arguments. The arguments are checked in one allgather: ranks that
 //   disagree (another size, alignment, offset, or one allocating while another frees) fail with
 //   errc::team_mismatch on every rank, naming the first rank that differs from rank 0; a rank whose own arguments
-//   are bad (size 0: invalid_size; alignment not a power of two: invalid_alignment) fails with its errc and every other
-//   rank fails at once naming it. The heap is unchanged by a failed call.
+//   are bad (size 0: invalid_size; alignment not a power of two: invalid_alignment; a negative timeout:
+//   invalid_argument) fails with its errc and every other rank fails at once naming it, whatever the order the ranks
+//   arrive in. The heap is unchanged by a failed call, and a call fails on every rank alike: everything that can
+//   fail (the free list's nodes too) happens before the call's agreement. Memory running out is out_of_memory,
+//   never an exception.
 // - The free list is the same on every rank (the same calls in the same order), so the offset needs no more
 //   messages: first fit, blocks rounded up to min_alignment, neighbours coalesced on free.
 // - When no free block fits, the window grows (doubling, at least to fit; symmetric_window::grow, one collective

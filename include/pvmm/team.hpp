@@ -22,19 +22,22 @@
 // the others fail with errc::timeout naming it, a rank that failed locally makes them fail with the error it
 // reported (naming the rank), and mismatched options are errc::team_mismatch on every rank. Destruction and
 // release() are local: they unmap and give back this rank's references and never wait for peers (peers keep
-// the memory they mapped alive through their own mappings).
+// the memory they mapped alive through their own mappings). Memory running out in any team call is
+// errc::out_of_memory, never an exception, and the same errc on every rank (docs/design.md invariant 33). A
+// negative timeout on one rank is errc::invalid_argument naming it on every rank (that rank takes part under the
+// default 30 s bound so its refusal travels).
 //
 // abort() gives up from any thread: the step in progress on this rank returns errc::peer_lost within 100 ms,
 // every later step fails at once, and the other ranks see peer_lost naming this rank at their step in progress or
 // next one (the bootstrap's abort; a node-local peer waiting in a step's fd ring is also sent an abort message on
-// the team's endpoint, so it returns within 100 ms too). Memory running out in any team call is
-// errc::out_of_memory, never an exception. Then every window and multicast object of the team unmaps the peers' memory
-// and lets go of its imports (NCCL kept them after an abort: NVIDIA/nccl#1968), so a dead peer's memory is freed once
-// no one maps it: peer(r) is nullptr for every other rank, unmapped_reason(r) says the team was aborted, and a team
-// multicast's address() is nullptr. This rank's own slot stays mapped and readable. Like every unmap, this is not
-// ordered with work in flight (design.md, invariant 4): a thread or kernel still reading a peer's slot faults, so
-// stop them first when the process goes on. abort() waits for nothing but a step in progress on this rank, which
-// ends within 100 ms; it never waits for peers.
+// the team's endpoint, so it returns within 100 ms too). Then every window and multicast object of the team unmaps the
+// peers' memory and lets go of its imports (NCCL kept them after an abort: NVIDIA/nccl#1968), so a dead peer's memory
+// is freed once no one maps it: peer(r) is nullptr for every other rank, unmapped_reason(r) says the team was aborted,
+// and a team multicast's address() is nullptr. This rank's own slot stays mapped and readable, and so do the
+// signal pads (they hold only counters; signal work queued before the abort runs on them and expires). Like every
+// unmap, this is not ordered with work in flight (design.md, invariant 4): a thread or kernel still reading a peer's
+// slot faults, so stop them first when the process goes on. abort() waits for nothing but a step in progress on this
+// rank, which ends within 100 ms; it never waits for peers.
 //
 // Threading: a team and its windows are used by one thread at a time (collectives are ordered per rank), except
 // team::abort(), which any thread may call, also while another runs a step; the accessors of a window (base,
@@ -213,19 +216,31 @@ class symmetric_window : detail::move_only {
 
   /// The window as kernels see it: pass by value (pvmm/team_device.hpp). peers points at device_pointer_table().
   result<window_view> view() const;
-  /// The table of peer(r) for every rank in the team device's memory (in this rank's pad; nullptr for an unmapped
-  /// peer), rewritten at create and after every grow; stays valid while the window lives.
+  /// The table of peer(r) for every rank in the team device's memory (in this rank's owner-only block, which no
+  /// peer maps; nullptr for an unmapped peer), rewritten at create and after every grow; stays valid while the
+  /// window lives.
   result<void* const*> device_pointer_table() const;
   /// Enqueues: signal rank `peer` on `channel` (the stream's earlier work is visible to its matching wait).
   status put_signal(int peer, int channel, stream_ref on) const;
   /// Enqueues: wait for the next signal from `peer` on `channel`, at most `timeout` once the stream reaches it.
   status wait_signal(int peer, int channel, stream_ref on, std::chrono::milliseconds timeout) const;
   /// Enqueues: signal every peer on `channel`, then wait for each; one deadline bounds the whole barrier (`timeout`
-  /// from when the stream reaches it, however many peers are silent or dead).
-  status barrier(stream_ref on, std::chrono::milliseconds timeout, int channel = 0) const;
+  /// from when the stream reaches it, however many peers are silent or dead). The argument order of every
+  /// signalling wait: channel, stream, timeout.
+  status barrier(int channel, stream_ref on, std::chrono::milliseconds timeout) const;
+  /// The argument order before the convention above, kept only until the C and Python layers call the new one.
+  status barrier(stream_ref on, std::chrono::milliseconds timeout, int channel = 0) const {
+    return barrier(channel, on, timeout);
+  }
   /// errc::timeout naming the rank and channel of the first wait that expired on this rank (stream-ordered or in a
-  /// kernel), else success. Reads the pad: synchronise the streams that wait first. Blocks (a copy on the device).
+  /// kernel) since the window was made or clear_signal_status() last ran, else success. Reads the error record (in
+  /// this rank's owner-only memory: no peer can write it): synchronise the streams that wait first. Blocks (a copy
+  /// on the device).
   status signal_status() const;
+  /// signal_status(), then the record cleared: a later expiry is reported again, so the host can tell whether the
+  /// barriers after a mark succeeded. Call it while no wait of this rank runs (after synchronising the streams that
+  /// wait): an expiry recorded between the read and the clear would be lost.
+  status clear_signal_status() const;
 
  private:
   friend class team_multicast;

@@ -6,10 +6,10 @@
 // to a kernel by value. Signals are monotonic 64-bit counters that are never reset (NCCL's and MSCCL++'s epochs,
 // not PyTorch's 0/1 slots, whose reset races a peer's next signal: pytorch/pytorch#196546):
 // - rank r's pad holds inbox[channel][src]: rank src adds 1 to it (system-scope release RMW) for each signal;
-// - rank r keeps, in its own pad but never read by peers, expected[channel][src]: how many signals from src it has
-//   consumed. wait(src, channel) spins (acquire loads) until inbox - expected >= 1 (wrap-safe), then expected += 1.
-//   A wait that times out consumes its epoch too, so a signal that comes late for step k is counted for step k,
-//   and step k+1 still needs its own: a late signal never satisfies a later step.
+// - rank r keeps, in its owner-only block (a device allocation no peer maps), expected[channel][src]: how many
+//   signals from src it has consumed. wait(src, channel) spins (acquire loads) until inbox - expected >= 1 (wrap-safe),
+//   then expected += 1. A wait that times out consumes its epoch too, so a signal that comes late for step k is counted
+//   for step k, and step k+1 still needs its own: a late signal never satisfies a later step.
 // Contract: every signal is matched by exactly one wait on the same (peer, channel); channels separate concurrent
 // users (different streams, blocks); one thread at a time waits on a given (src, channel) of a rank; the host
 // API's put_signal / wait_signal / barrier and device code use the same counters, so mixing them on one channel is
@@ -20,9 +20,10 @@
 // and read after wait() is therefore ordered, across processes and devices.
 // Timeouts: every wait takes a timeout in nanoseconds (0 is not "forever": pvmm has no unbounded device wait); a
 // barrier's timeout bounds the whole call, however many peers are silent. On
-// expiry the wait records {rank, channel, seen, expected} in this rank's error record (the first failure wins), and
-// returns false; it never traps (a trap kills the context: PyTorch's test ends in os._exit). The host reads the
-// record with symmetric_window::signal_status(): errc::timeout naming the rank and channel.
+// expiry the wait records {rank, channel, seen, expected} in this rank's error record (owner-only; the first failure
+// wins), and returns false; it never traps (a trap kills the context: PyTorch's test ends in os._exit). The host
+// reads the record with symmetric_window::signal_status() (errc::timeout naming the rank and channel) and clears it
+// with clear_signal_status().
 // Progress: a wait needs the waited-for rank's kernel to run. Separate processes sharing a GPU are time-sliced, and
 // separate GPUs run independently; two ranks in one process on one device share a context, whose kernels on
 // different streams are not guaranteed to run at the same time (the host API refuses such waits on GPUs:
@@ -61,7 +62,7 @@ struct signal_error {
 };
 
 namespace detail {
-// System-scope atomics and clock, one definition per compiler (kernel-sync.md §6).
+// System-scope atomics and clock, one definition per compiler.
 PVMM_HOST_DEVICE inline std::uint64_t signal_load_acquire(const std::uint64_t* p) {
 #if defined(PVMM_DEVICE_CUDA)
   std::uint64_t v;
@@ -100,12 +101,17 @@ PVMM_HOST_DEVICE inline std::uint64_t signal_clock_ns(std::uint32_t wall_clock_k
 }  // namespace detail
 
 /// A symmetric window as a kernel sees it. Trivially copyable: pass it by value. Built by symmetric_window::view().
+/// Two kinds of memory, kept apart (docs/design.md, "peer-writable vs owner-only memory"): the pads, which every
+/// peer maps read-write and which hold only inbox counters, and this rank's owner-only block (`own`), a device
+/// allocation no peer maps, which holds every pointer, count and record this rank reads: the expected counters,
+/// the error record and the peer pointer table.
 struct window_view {
   char* base = nullptr;              ///< the flat reservation: rank r's data at base + r * stride
   std::uint64_t stride = 0;          ///< bytes between data slots
-  void* const* peers = nullptr;      ///< a device-resident table: peer(r), nullptr where r is unmapped (may be null)
+  void* const* peers = nullptr;      ///< device-resident table in `own`: peer(r), nullptr where r is unmapped
   char* pad_base = nullptr;          ///< the pads' flat reservation: rank r's pad at pad_base + r * pad_stride
   std::uint64_t pad_stride = 0;      ///< bytes between pads
+  std::uint64_t* own = nullptr;      ///< this rank's owner-only block (own_bytes(); never mapped by a peer)
   std::int32_t rank = 0;             ///< this rank
   std::int32_t size = 0;             ///< ranks
   std::int32_t channels = 0;         ///< signal channels per rank pair
@@ -118,21 +124,28 @@ struct window_view {
   }
   PVMM_HOST_DEVICE void* local() const { return peer(rank); }
 
-  // Pad layout, per rank (the host side's pad_bytes() agrees): inbox[channels][size], expected[channels][size],
-  // then one signal_error.
+  // Layouts (the host side's pad_bytes() / own_bytes() agree). A rank's pad, peer-writable: inbox[channels][size].
+  // Its owner-only block: expected[channels][size], one signal_error, then the pointer table (size entries).
   PVMM_HOST_DEVICE std::uint64_t* inbox(int owner, int channel, int src) const {
     return reinterpret_cast<std::uint64_t*>(pad_base + static_cast<std::uint64_t>(owner) * pad_stride) +
            static_cast<std::uint64_t>(channel) * size + src;
   }
   PVMM_HOST_DEVICE std::uint64_t* expected(int channel, int src) const {
-    return inbox(rank, channel, src) + static_cast<std::uint64_t>(channels) * size;
+    return own + static_cast<std::uint64_t>(channel) * size + src;
   }
   PVMM_HOST_DEVICE signal_error* error() const {
-    return reinterpret_cast<signal_error*>(inbox(rank, 0, 0) + 2 * static_cast<std::uint64_t>(channels) * size);
+    return reinterpret_cast<signal_error*>(own + static_cast<std::uint64_t>(channels) * size);
   }
-  /// Bytes of one rank's pad for `channels` channels and `ranks` ranks.
+  /// Bytes of one rank's pad (peer-writable: the inbox counters) for `channels` channels and `ranks` ranks.
   static constexpr std::uint64_t pad_bytes(int channels, int ranks) {
-    return 2 * 8 * static_cast<std::uint64_t>(channels) * static_cast<std::uint64_t>(ranks) + sizeof(signal_error);
+    return 8 * static_cast<std::uint64_t>(channels) * static_cast<std::uint64_t>(ranks);
+  }
+  /// Where the pointer table starts in the owner-only block, and the block's bytes.
+  static constexpr std::uint64_t table_offset(int channels, int ranks) {
+    return 8 * static_cast<std::uint64_t>(channels) * static_cast<std::uint64_t>(ranks) + sizeof(signal_error);
+  }
+  static constexpr std::uint64_t own_bytes(int channels, int ranks) {
+    return table_offset(channels, ranks) + sizeof(void*) * static_cast<std::uint64_t>(ranks);
   }
 
   /// Signals rank `to` on `channel`: the writes this thread made before are visible to `to` once its wait sees it.
@@ -186,5 +199,26 @@ struct window_view {
     }
   }
 };
+
+namespace detail {
+/// The stream-ordered operations the host API enqueues (symmetric_window::put_signal / wait_signal / barrier).
+enum class signal_op : std::uint32_t { put = 0, wait = 1, barrier = 2 };
+
+/// Runs one of them: the one dispatch shared by the signal kernel (signal_kernels.cu) and the host backend's host
+/// function. An expiry is in the view's error record, and false.
+PVMM_HOST_DEVICE inline bool run_signal_op(const window_view& view, signal_op op, int peer, int channel,
+                                           std::uint64_t timeout_ns) {
+  switch (op) {
+    case signal_op::put:
+      view.signal(peer, channel);
+      return true;
+    case signal_op::wait:
+      return view.wait(peer, channel, timeout_ns);
+    case signal_op::barrier:
+      return view.barrier(channel, timeout_ns);
+  }
+  return false;
+}
+}  // namespace detail
 
 }  // namespace pvmm

@@ -7,11 +7,7 @@
 extern "C" __global__ void pvmm_signal_kernel(pvmm::window_view view, unsigned op, int peer, int channel,
                                               unsigned long long timeout_ns) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
-  if (op == 0)
-    view.signal(peer, channel);
-  else if (op == 1)
-    (void)view.wait(peer, channel, timeout_ns);  // an expiry is in the error record
-  else
-    (void)view.barrier(channel, timeout_ns);
+  // team_device.hpp's one dispatch (the host backend runs the same); an expiry is in the error record
+  (void)pvmm::detail::run_signal_op(view, static_cast<pvmm::detail::signal_op>(op), peer, channel, timeout_ns);
   __threadfence_system();  // what the stream runs next sees what the wait acquired
 }

@@ -8,6 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include <new>
+
+#include "backend/stream.hpp"
 #include "backend/team_signal.hpp"
 #include "core/propagate.hpp"
 
@@ -45,6 +48,25 @@ class signal_kernel_arguments {
   unsigned long long timeout_ns_;
   void* params_[5] = {&view_, &op_, &peer_, &channel_, &timeout_ns_};
 };
+
+/// After the kernel was launched on `s`: a host function behind it lets go of `work.keep` once the kernel has run.
+/// Where that cannot be enqueued, the reference is kept for the process's life (never let go before the kernel
+/// ran: that would free memory the kernel touches).
+inline void keep_until_run(const signal_work& work, stream_handle s, int device) noexcept {
+  if (!work.keep) return;
+  auto* held = new (std::nothrow) std::shared_ptr<const void>(work.keep);
+  if (held == nullptr) return;
+  const auto let_go = [](void* p) { delete static_cast<std::shared_ptr<const void>*>(p); };
+  if (!launch_host_function(s, device, let_go, held)) {
+    static std::mutex lock;  // kept for good: the kernel may still run
+    static std::vector<std::shared_ptr<const void>*> kept;
+    const std::lock_guard<std::mutex> hold(lock);
+    try {
+      kept.push_back(held);
+    } catch (...) {  // no memory to list it: it stays allocated all the same
+    }
+  }
+}
 
 /// The kernel in `context`, loaded by `load()` (a result<Function>) the first time that context asks. Global state,
 /// one cache per backend library (each instantiates this once): a module lives as long as its context, so it is

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include <pvmm/stream.hpp>
 #include <pvmm/team_device.hpp>
@@ -12,7 +13,7 @@
 
 namespace pvmm::detail::backend {
 
-enum class signal_op : std::uint32_t { put = 0, wait = 1, barrier = 2 };
+using pvmm::detail::signal_op;  // team_device.hpp: the one dispatch (run_signal_op) kernels and hosts share
 
 /// What one enqueued signal operation needs (copied: the call returns before it runs).
 struct signal_work {
@@ -21,6 +22,9 @@ struct signal_work {
   std::int32_t peer = 0;  ///< put: the rank signalled; wait: the rank waited for; barrier: unused
   std::int32_t channel = 0;
   std::uint64_t timeout_ns = 0;
+  /// What the view points into (the window's pads and owner-only block), held until the work has run: a window
+  /// released, or a team aborted, while the work is queued leaves its memory in place until then.
+  std::shared_ptr<const void> keep;
 };
 
 /// Whether this backend enqueues signal work on a device's streams (empty: it does; else why not).
@@ -29,7 +33,7 @@ const char* stream_signals_missing(int ordinal) noexcept;
 /// else why not). The host backend's streams are threads, so it is; a GPU does not promise that the kernels of one
 /// context run at the same time, so a wait for a rank sharing the context may stall until its timeout.
 const char* same_context_waits_missing(int ordinal) noexcept;
-/// Enqueues `work` on stream `s` of device `device`.
+/// Enqueues `work` on stream `s` of device `device`; `work.keep` is let go once the work has run.
 status enqueue_signal(const signal_work& work, stream_handle s, int device);
 /// AMD's wall clock rate (kHz) for the view; 0 where the device clock is in nanoseconds.
 std::uint32_t wall_clock_khz(int ordinal) noexcept;

@@ -137,34 +137,25 @@ status check_point_to_point(const bootstrap& b, int peer, int tag, const void* d
 }  // namespace
 
 status bootstrap::send(int peer, int tag, const void* data, std::size_t bytes, deadline until) {
-  auto args = [&] {
-    return fmt::format("adapter={}, rank={}, peer={}, tag={}, bytes={}", adapter(), rank(), peer, tag, bytes);
-  };
-  const detail::operation op{"pvmm::bootstrap::send", args};
-  return guard(op, [&]() -> status {
-    PVMM_TRY(check_point_to_point(*this, peer, tag, data, bytes, op));
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (broken_) return *broken_;
-    }
-    auto done = do_send(peer, tag, data, bytes, until);
-    if (!done) return record(op.wrap(std::move(done).error()));
-    return {};
-  });
+  return point_to_point(true, peer, tag, const_cast<void*>(data), bytes, until);  // only read when sending
 }
 
 status bootstrap::receive(int peer, int tag, void* data, std::size_t bytes, deadline until) {
+  return point_to_point(false, peer, tag, data, bytes, until);
+}
+
+status bootstrap::point_to_point(bool sending, int peer, int tag, void* data, std::size_t bytes, deadline until) {
   auto args = [&] {
     return fmt::format("adapter={}, rank={}, peer={}, tag={}, bytes={}", adapter(), rank(), peer, tag, bytes);
   };
-  const detail::operation op{"pvmm::bootstrap::receive", args};
+  const detail::operation op{sending ? "pvmm::bootstrap::send" : "pvmm::bootstrap::receive", args};
   return guard(op, [&]() -> status {
     PVMM_TRY(check_point_to_point(*this, peer, tag, data, bytes, op));
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (broken_) return *broken_;
     }
-    auto done = do_receive(peer, tag, data, bytes, until);
+    auto done = sending ? do_send(peer, tag, data, bytes, until) : do_receive(peer, tag, data, bytes, until);
     if (!done) return record(op.wrap(std::move(done).error()));
     return {};
   });

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "team/bootstrap_common.hpp"
+#include "team/no_throw.hpp"
 #include "team/team_exchange.hpp"
 #include "team/window_state.hpp"
 
@@ -41,12 +43,42 @@ std::size_t round_to(std::size_t value, std::size_t unit) { return (value + unit
 
 const char* kind_name(std::uint32_t kind) { return kind == 1 ? "allocate" : kind == 2 ? "free" : "?"; }
 
-// Adds [offset, offset + bytes) to the holes, merged with its neighbours.
-void add_hole(detail::heap_state& h, std::size_t offset, std::size_t bytes) {
+using block_map = std::map<std::size_t, std::size_t>;
+
+// Map nodes made before a call's agreement, so that nothing after it allocates (docs/design.md, "nothing fallible
+// after the agreement"): the free list changes by moving nodes between the maps and this reserve.
+class spare_nodes {
+ public:
+  // Makes `count` nodes now (std::bad_alloc here, before the agreement, is the caller's to report).
+  explicit spare_nodes(std::size_t count) {
+    nodes_.reserve(count + 2);  // room for the nodes handed back too: give() never allocates
+    block_map maker;
+    for (std::size_t i = 0; i < count; ++i) maker.emplace(i, 0);
+    while (!maker.empty()) nodes_.push_back(maker.extract(maker.begin()));
+  }
+  block_map::node_type take(std::size_t key, std::size_t value) noexcept {
+    block_map::node_type n = std::move(nodes_.back());
+    nodes_.pop_back();
+    n.key() = key;
+    n.mapped() = value;
+    return n;
+  }
+  void give(block_map::node_type n) noexcept {
+    if (nodes_.size() < nodes_.capacity()) nodes_.push_back(std::move(n));  // else freed with `n`
+  }
+
+ private:
+  std::vector<block_map::node_type> nodes_;
+};
+
+// Adds [offset, offset + bytes) to the holes, merged with its neighbours. Allocates nothing (one spare node).
+void add_hole(detail::heap_state& h, std::size_t offset, std::size_t bytes, spare_nodes& spare) noexcept {
   auto next = h.holes.lower_bound(offset);
   if (next != h.holes.end() && offset + bytes == next->first) {
     bytes += next->second;
-    next = h.holes.erase(next);
+    auto after = std::next(next);
+    spare.give(h.holes.extract(next));
+    next = after;
   }
   if (next != h.holes.begin()) {
     auto before = std::prev(next);
@@ -55,7 +87,7 @@ void add_hole(detail::heap_state& h, std::size_t offset, std::size_t bytes) {
       return;
     }
   }
-  h.holes.emplace(offset, bytes);
+  h.holes.insert(spare.take(offset, bytes));
 }
 
 // The first hole that fits `bytes` at `alignment`: the block's offset, or nothing.
@@ -67,13 +99,17 @@ std::optional<std::size_t> first_fit(const detail::heap_state& h, std::size_t by
   return std::nullopt;
 }
 
-// Takes [start, start + bytes) out of the hole that holds it.
-void carve(detail::heap_state& h, std::size_t start, std::size_t bytes) {
-  auto hole = std::prev(h.holes.upper_bound(start));
-  const std::size_t offset = hole->first, length = hole->second;
-  h.holes.erase(hole);
-  if (start > offset) h.holes.emplace(offset, start - offset);
-  if (offset + length > start + bytes) h.holes.emplace(start + bytes, offset + length - start - bytes);
+// Takes [start, start + bytes) out of the hole that holds it. Allocates nothing (one spare node).
+void carve(detail::heap_state& h, std::size_t start, std::size_t bytes, spare_nodes& spare) noexcept {
+  auto node = h.holes.extract(std::prev(h.holes.upper_bound(start)));
+  const std::size_t offset = node.key(), length = node.mapped();
+  if (start > offset) {
+    node.mapped() = start - offset;
+    h.holes.insert(std::move(node));
+  } else {
+    spare.give(std::move(node));
+  }
+  if (offset + length > start + bytes) h.holes.insert(spare.take(start + bytes, offset + length - start - bytes));
 }
 
 // Every rank's request, checked: the same on every rank, or team_mismatch naming the first that differs.
@@ -95,7 +131,7 @@ status agree_request(detail::heap_state& h, const heap_request& mine, const std:
 
 // Grows the window so a block of `bytes` at `alignment` fits at its end: doubling, at least to fit, at most
 // max_size. The same decision on every rank (the same free list); the grow itself is one collective step.
-status grow_to_fit(detail::heap_state& h, std::size_t bytes, std::size_t alignment, deadline until,
+status grow_to_fit(detail::heap_state& h, std::size_t bytes, std::size_t alignment, spare_nodes& spare, deadline until,
                    const detail::operation& op) {
   std::size_t tail = h.capacity;  // where a block at the end could start: the last hole, if it reaches the end
   if (!h.holes.empty()) {
@@ -114,7 +150,7 @@ status grow_to_fit(detail::heap_state& h, std::size_t bytes, std::size_t alignme
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
   const std::size_t own = h.window.size_of(h.window.rank());
   PVMM_TRY(h.window.grow(std::max(target, own), std::max(left, std::chrono::milliseconds(0))));
-  add_hole(h, h.capacity, target - h.capacity);
+  add_hole(h, h.capacity, target - h.capacity, spare);
   h.capacity = target;
   ++h.grows;
   return {};
@@ -124,38 +160,64 @@ status grow_to_fit(detail::heap_state& h, std::size_t bytes, std::size_t alignme
 
 symmetric_heap::symmetric_heap(std::shared_ptr<detail::heap_state> state) noexcept : state_(std::move(state)) {}
 
+namespace {
+// The heap's state over `window` (local; may fail only for want of memory).
+result<std::shared_ptr<detail::heap_state>> make_state(symmetric_window& window, const detail::operation& op) {
+  if (!window.valid()) return op.fail(errc::invalid_argument, "the window is empty (released or moved from)");
+  return detail::no_throw<result<std::shared_ptr<detail::heap_state>>>(
+      op.name(), [&]() -> result<std::shared_ptr<detail::heap_state>> {
+        auto h = std::make_shared<detail::heap_state>();
+        std::size_t smallest = window.size_of(0);
+        for (int r = 1; r < window.size(); ++r) smallest = std::min(smallest, window.size_of(r));
+        h->capacity = smallest;
+        h->max_size = window.stride();
+        h->unit = detail::window_access::of(window)->team->slot_unit;
+        if (h->capacity > 0) h->holes.emplace(0, h->capacity);
+        h->window = std::move(window);  // last: nothing after it can fail
+        return h;
+      });
+}
+}  // namespace
+
 result<symmetric_heap> symmetric_heap::create(const team& members, const heap_options& options) {
   auto args = [&] {
     return fmt::format("size={:#x}, max_size={:#x}, timeout={}ms", options.size, options.max_size,
                        options.timeout.count());
   };
   const detail::operation op{"pvmm::symmetric_heap::create", args};
-  window_options o;
-  o.size = options.size;
-  o.max_size = options.max_size == 0 ? options.size : options.max_size;
-  o.timeout = options.timeout;
-  auto made = symmetric_window::create(members, o);
-  if (!made) return op.wrap(std::move(made).error());
-  return over(std::move(*made));
+  return detail::no_throw<result<symmetric_heap>>(op.name(), [&]() -> result<symmetric_heap> {
+    window_options o;
+    o.size = options.size;
+    o.max_size = options.max_size == 0 ? options.size : options.max_size;
+    o.timeout = options.timeout;
+    auto made = symmetric_window::create(members, o);
+    if (!made) return op.wrap(std::move(made).error());
+    // The heap's state is made after the window's last agreement: a second agreement closes the step, so a rank
+    // that could not make it fails every rank alike.
+    auto team = detail::window_access::of(*made)->team;
+    auto state = make_state(*made, op);
+    std::optional<error> failed;
+    if (!state) failed = state.error();
+    const deadline until = deadline_in(options.timeout.count() < 0 ? std::chrono::milliseconds(0) : options.timeout);
+    PVMM_TRY(detail::agree(*team, team->next_step++, failed, "heap state made", until, op));
+    return symmetric_heap(std::move(*state));
+  });
 }
 
 result<symmetric_heap> symmetric_heap::over(symmetric_window window) {
   const detail::operation op{"pvmm::symmetric_heap::over"};
-  if (!window.valid()) return op.fail(errc::invalid_argument, "the window is empty (released or moved from)");
-  try {
-    auto h = std::make_shared<detail::heap_state>();
-    std::size_t smallest = window.size_of(0);
-    for (int r = 1; r < window.size(); ++r) smallest = std::min(smallest, window.size_of(r));
-    h->capacity = smallest;
-    h->max_size = window.stride();
-    h->unit = detail::window_access::of(window)->team->slot_unit;
-    h->window = std::move(window);
-    if (h->capacity > 0) h->holes.emplace(0, h->capacity);
-    return symmetric_heap(std::move(h));
-  } catch (const std::bad_alloc&) {
-    return op.fail(errc::out_of_memory, "no host memory for the heap's state");
-  }
+  PVMM_TRY_ASSIGN(state, make_state(window, op));
+  return symmetric_heap(std::move(state));
 }
+
+namespace {
+// The deadline a call's step runs under: its own timeout, or, where that timeout is refused, the default, so the
+// refusal still reaches every rank (each then fails with invalid_argument naming this one, whatever the order in
+// which they arrive).
+deadline step_deadline(std::chrono::milliseconds timeout) {
+  return deadline_in(timeout.count() < 0 ? std::chrono::milliseconds(30000) : timeout);
+}
+}  // namespace
 
 result<symmetric_block> symmetric_heap::allocate(std::size_t size, std::size_t alignment,
                                                  std::chrono::milliseconds timeout) {
@@ -163,61 +225,76 @@ result<symmetric_block> symmetric_heap::allocate(std::size_t size, std::size_t a
     return fmt::format("size={:#x}, alignment={:#x}, timeout={}ms", size, alignment, timeout.count());
   };
   const detail::operation op{"pvmm::symmetric_heap::allocate", args};
-  if (!state_) return op.fail(errc::already_released, "this heap is empty (released or moved from)");
-  detail::heap_state& h = *state_;
-  const deadline until = deadline_in(timeout.count() < 0 ? std::chrono::milliseconds(0) : timeout);
-  std::optional<error> refused;  // still taking part, so every rank fails at once naming this one
-  const int me = h.window.rank();
-  if (timeout.count() < 0)
-    refused = op.fail(errc::invalid_argument, fmt::format("rank {}: the timeout is negative", me));
-  else if (size == 0 || size > h.max_size)
-    refused = op.fail(errc::invalid_size,
-                      fmt::format("rank {}: a block holds 1 to {:#x} bytes; {:#x} asked", me, h.max_size, size));
-  else if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > h.max_size)
-    refused = op.fail(errc::invalid_alignment, fmt::format("rank {}: alignment {:#x} is not a power of two up to {:#x}",
-                                                           me, alignment, h.max_size));
-  const heap_request mine{1, 0, size, alignment};
-  PVMM_TRY(agree_request(h, mine, refused, until, op));
-  const std::size_t bytes = round_to(size, min_alignment);
-  const std::size_t align = std::max(alignment, min_alignment);
-  try {
+  return detail::no_throw<result<symmetric_block>>(op.name(), [&]() -> result<symmetric_block> {
+    if (!state_) return op.fail(errc::already_released, "this heap is empty (released or moved from)");
+    detail::heap_state& h = *state_;
+    const deadline until = step_deadline(timeout);
+    std::optional<error> refused;  // still taking part, so every rank fails at once naming this one
+    const int me = h.window.rank();
+    if (auto bad = detail::check_timeout(timeout, "timeout", op); !bad)
+      refused = op.fail(bad.code(), fmt::format("rank {}: {}", me, bad.error().detail));
+    else if (size == 0)
+      refused = op.fail(errc::invalid_size, fmt::format("rank {}: a block holds at least one byte", me));
+    else if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > h.max_size)
+      refused = op.fail(errc::invalid_alignment, fmt::format("rank {}: alignment {:#x} is not a power of two up to "
+                                                             "{:#x}",
+                                                             me, alignment, h.max_size));
+    // Every node the free list may need, made before the agreement.
+    std::optional<spare_nodes> spare;
+    try {
+      spare.emplace(3);  // carve: one; the block's record: one; a grow's new hole: one
+    } catch (const std::bad_alloc&) {
+      if (!refused) refused = op.fail(errc::out_of_memory, fmt::format("rank {}: no memory for the free list", me));
+    }
+    PVMM_TRY(agree_request(h, heap_request{1, 0, size, alignment}, refused, until, op));
+    // The same on every rank from here: the same free list, the same arguments.
+    if (size > h.max_size)
+      return op.fail(errc::out_of_memory, fmt::format("{:#x} bytes exceed the heap's max_size {:#x}", size, h.max_size),
+                     "make the heap with a larger max_size");
+    const std::size_t bytes = round_to(size, min_alignment);
+    const std::size_t align = std::max(alignment, min_alignment);
     auto at = first_fit(h, bytes, align);
     if (!at) {
-      PVMM_TRY(grow_to_fit(h, bytes, align, until, op));
+      PVMM_TRY(grow_to_fit(h, bytes, align, *spare, until, op));
       at = first_fit(h, bytes, align);
       if (!at) return op.fail(errc::out_of_memory, "the grown heap has no room for the block");
     }
-    carve(h, *at, bytes);
-    h.used.emplace(*at, bytes);
+    carve(h, *at, bytes, *spare);
+    h.used.insert(spare->take(*at, bytes));
     h.in_use += bytes;
     h.peak = std::max(h.peak, h.in_use);
     return symmetric_block(&h.window, *at, size);
-  } catch (const std::bad_alloc&) {  // the lists are then no longer the same on every rank: the heap is lost
-    return op.fail(errc::out_of_memory, "no host memory for the heap's free list");
-  }
+  });
 }
 
 status symmetric_heap::free(std::size_t offset, std::chrono::milliseconds timeout) {
   auto args = [&] { return fmt::format("offset={:#x}, timeout={}ms", offset, timeout.count()); };
   const detail::operation op{"pvmm::symmetric_heap::free", args};
-  if (!state_) return op.fail(errc::already_released, "this heap is empty (released or moved from)");
-  detail::heap_state& h = *state_;
-  const deadline until = deadline_in(timeout.count() < 0 ? std::chrono::milliseconds(0) : timeout);
-  std::optional<error> refused;
-  if (timeout.count() < 0)
-    refused = op.fail(errc::invalid_argument, fmt::format("rank {}: the timeout is negative", h.window.rank()));
-  PVMM_TRY(agree_request(h, heap_request{2, 0, offset, 0}, refused, until, op));
-  const auto block = h.used.find(offset);
-  if (block == h.used.end())  // the same on every rank: every rank's list is the same
-    return op.fail(errc::invalid_argument, fmt::format("no block of this heap starts at offset {:#x}", offset));
-  try {
-    add_hole(h, block->first, block->second);
-  } catch (const std::bad_alloc&) {
-    return op.fail(errc::out_of_memory, "no host memory for the heap's free list");
-  }
-  h.in_use -= block->second;
-  h.used.erase(block);
-  return {};
+  return detail::no_throw<status>(op.name(), [&]() -> status {
+    if (!state_) return op.fail(errc::already_released, "this heap is empty (released or moved from)");
+    detail::heap_state& h = *state_;
+    const deadline until = step_deadline(timeout);
+    std::optional<error> refused;
+    if (auto bad = detail::check_timeout(timeout, "timeout", op); !bad)
+      refused = op.fail(bad.code(), fmt::format("rank {}: {}", h.window.rank(), bad.error().detail));
+    std::optional<spare_nodes> spare;
+    try {
+      spare.emplace(1);  // the hole's node (the block's own record becomes it; this one is for a merge's order)
+    } catch (const std::bad_alloc&) {
+      if (!refused)
+        refused = op.fail(errc::out_of_memory, fmt::format("rank {}: no memory for the free list", h.window.rank()));
+    }
+    PVMM_TRY(agree_request(h, heap_request{2, 0, offset, 0}, refused, until, op));
+    const auto block = h.used.find(offset);
+    if (block == h.used.end())  // the same on every rank: every rank's list is the same
+      return op.fail(errc::invalid_argument, fmt::format("no block of this heap starts at offset {:#x}", offset));
+    auto node = h.used.extract(block);
+    const std::size_t bytes = node.mapped();
+    spare->give(std::move(node));
+    add_hole(h, offset, bytes, *spare);
+    h.in_use -= bytes;
+    return {};
+  });
 }
 
 heap_statistics symmetric_heap::statistics() const noexcept {

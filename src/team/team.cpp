@@ -167,45 +167,61 @@ result<team> team::create(std::shared_ptr<bootstrap> ranks, const team_options& 
       failed = op.wrap(std::move(device).error());
     else if (mine = detail::my_record(*ranks, options, *device); !mine.granularity || !mine.reservation_granularity)
       failed = op.fail(errc::backend_error, fmt::format("device {} answered no granularity", options.device));
-    PVMM_TRY_ASSIGN(all, detail::all_gather(*ranks, 0, mine, failed, "allgather identities", until, op));
-    PVMM_TRY(detail::check_agreement(all, op));
-
-    auto state = std::make_shared<detail::team_state>();
-    state->ranks = std::move(ranks);
-    state->options = options;
-    if (state->options.access_devices.empty()) state->options.access_devices = {options.device};
-    state->records = all;
-    state->id = all[0].team_id;
-    state->handles = detail::window_properties(options, *device, state->ranks->local_size() < state->size()).exportable;
-    for (const auto& m : all)
-      state->slot_unit = std::max<std::size_t>({state->slot_unit, m.granularity, m.reservation_granularity});
-    std::vector<int> node_ids;  // nodes numbered by their lowest rank
-    for (const auto& m : all) {
-      int index = 0;
-      while (index < static_cast<int>(node_ids.size()) && node_ids[index] != m.node) ++index;
-      if (index == static_cast<int>(node_ids.size())) node_ids.push_back(m.node);
-    }
-    state->node_count = static_cast<int>(node_ids.size());
-    const int me = state->rank();
-    std::vector<int> seen_on_node(node_ids.size(), 0);
-    for (const auto& m : all) {
-      team_member t;
-      t.rank = m.rank;
-      t.node = static_cast<int>(std::find(node_ids.begin(), node_ids.end(), m.node) - node_ids.begin());
-      t.local_rank = seen_on_node[t.node]++;
-      t.pid = m.pid;
-      t.device = m.device;
-      state->members.push_back(t);
-    }
-    for (auto& t : state->members) t.same_device = state->same_device(me, t.rank);
-    if (state->node_ranks().size() > 1) {
-      auto listening = ipc::listener::listen(state->endpoint_of(me));
-      if (!listening) return op.wrap(std::move(listening).error());
-      state->listener = std::move(*listening);
-    }
-    // Every listener exists before any rank makes a window (connects also wait for names, this bounds it).
-    PVMM_TRY(op.step("barrier after listening", [&] { return state->ranks->barrier(until); }));
-    return team(std::move(state));
+    bool exchanged = false;
+    auto gathered = detail::all_gather(*ranks, 0, mine, failed, "allgather identities", until, op, &exchanged);
+    if (!gathered && !exchanged) return std::move(gathered).error();  // the bootstrap failed: it tells the peers
+    // From here on a failure may be this rank's alone (bytes its bootstrap handed it wrong, a listener that would
+    // not open): it travels in a second agreement that closes the step, so every rank fails at once naming it.
+    const std::shared_ptr<bootstrap> group = ranks;
+    std::shared_ptr<detail::team_state> made;
+    auto outcome = [&]() -> status {
+      if (!gathered) return std::move(gathered).error();
+      const auto& all = *gathered;
+      PVMM_TRY(detail::check_agreement(all, op));
+      auto state = std::make_shared<detail::team_state>();
+      state->ranks = std::move(ranks);
+      state->options = options;
+      if (state->options.access_devices.empty()) state->options.access_devices = {options.device};
+      state->records = all;
+      state->id = all[0].team_id;
+      state->handles =
+          detail::window_properties(options, *device, state->ranks->local_size() < state->size()).exportable;
+      for (const auto& m : all)
+        state->slot_unit = std::max<std::size_t>({state->slot_unit, m.granularity, m.reservation_granularity});
+      std::vector<int> node_ids;  // nodes numbered by their lowest rank
+      for (const auto& m : all) {
+        int index = 0;
+        while (index < static_cast<int>(node_ids.size()) && node_ids[index] != m.node) ++index;
+        if (index == static_cast<int>(node_ids.size())) node_ids.push_back(m.node);
+      }
+      state->node_count = static_cast<int>(node_ids.size());
+      const int me = state->rank();
+      std::vector<int> seen_on_node(node_ids.size(), 0);
+      for (const auto& m : all) {
+        team_member t;
+        t.rank = m.rank;
+        t.node = static_cast<int>(std::find(node_ids.begin(), node_ids.end(), m.node) - node_ids.begin());
+        t.local_rank = seen_on_node[t.node]++;
+        t.pid = m.pid;
+        t.device = m.device;
+        state->members.push_back(t);
+      }
+      for (auto& t : state->members) t.same_device = state->same_device(me, t.rank);
+      if (state->node_ranks().size() > 1) {
+        auto listening = ipc::listener::listen(state->endpoint_of(me));
+        if (!listening) return op.wrap(std::move(listening).error());
+        state->listener = std::move(*listening);
+      }
+      made = std::move(state);
+      return {};
+    }();
+    std::optional<error> late;
+    if (!outcome) late = std::move(outcome).error();
+    // The closing agreement: every rank's listener exists before any rank makes a window.
+    const std::uint8_t nothing = 0;
+    auto closed = detail::all_gather(*group, 0, nothing, late, "agree the team is made", until, op);
+    if (!closed) return std::move(closed).error();
+    return team(std::move(made));
   });
 }
 

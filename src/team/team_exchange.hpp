@@ -44,23 +44,30 @@ status step_outcome(const std::vector<const step_envelope*>& all, int me, const 
 
 /// Collective over `ranks`: every rank's `mine` for `step`, in rank order; the step fails alike on every rank when
 /// any rank passed a `failed` (the lowest such rank named) or is at another step. The one allgather of team steps.
+/// `exchanged` (or null) is set when the bootstrap's allgather itself succeeded: a failure then is in what this
+/// rank received (the same on every rank, or this rank's alone when its bootstrap handed it wrong bytes), and the
+/// caller can still close the step with its peers; else the bootstrap failed, which tells the peers itself.
 template <class T>
 result<std::vector<T>> all_gather(bootstrap& ranks, std::uint32_t step, const T& mine,
                                   const std::optional<error>& failed, const char* what, deadline until,
-                                  const operation& op) {
+                                  const operation& op, bool* exchanged = nullptr) {
   static_assert(std::is_trivially_copyable_v<T>, "team records travel as bytes");
   enveloped<T> record{make_envelope(step, failed), mine};
-  std::vector<enveloped<T>> all(static_cast<std::size_t>(ranks.size()));
+  // Every buffer this rank needs is made before the exchange: nothing after it allocates (docs/design.md, "nothing
+  // fallible after the agreement"; a failure's own text aside, which only a failed step makes).
+  const auto n = static_cast<std::size_t>(ranks.size());
+  std::vector<enveloped<T>> all(n);
+  std::vector<const step_envelope*> envelopes(n, nullptr);
+  std::vector<T> out(n);
+  if (exchanged != nullptr) *exchanged = false;
   PVMM_TRY(op.step(what, [&] { return ranks.allgather(&record, sizeof record, all.data(), until); }));
-  std::vector<const step_envelope*> envelopes;
-  for (int r = 0; r < ranks.size(); ++r) {
-    PVMM_TRY(check_envelope(all[r].envelope, r, step, what, op));
-    envelopes.push_back(&all[r].envelope);
+  if (exchanged != nullptr) *exchanged = true;
+  for (std::size_t r = 0; r < n; ++r) {
+    PVMM_TRY(check_envelope(all[r].envelope, static_cast<int>(r), step, what, op));
+    envelopes[r] = &all[r].envelope;
   }
   PVMM_TRY(step_outcome(envelopes, ranks.rank(), failed, what, op));
-  std::vector<T> out;
-  out.reserve(all.size());
-  for (const auto& a : all) out.push_back(a.body);
+  for (std::size_t r = 0; r < n; ++r) out[r] = all[r].body;
   return out;
 }
 

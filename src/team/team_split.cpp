@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "team/bootstrap_common.hpp"
+#include "team/no_throw.hpp"
 #include "team/team_exchange.hpp"
 #include "team/team_state.hpp"
 
@@ -135,8 +136,13 @@ class split_bootstrap final : public bootstrap {
       }
       if (!refused) refused = gave_bytes(r, h.bytes, collective, 0, bytes);
       if (h.bytes > (std::size_t{1} << 30)) return *refused;  // not drained: the member fails at its deadline
-      scratch.resize(h.bytes);
-      if (h.bytes > 0) PVMM_TRY(receive_from(r, scratch.data(), h.bytes, until));  // drained, in step
+      // Drained, in step, through one bounded buffer: what a member announces never sizes an allocation.
+      scratch.resize(std::min<std::size_t>(h.bytes, 64 * 1024));
+      for (std::uint64_t left = h.bytes; left > 0;) {
+        const std::size_t piece = static_cast<std::size_t>(std::min<std::uint64_t>(left, scratch.size()));
+        PVMM_TRY(receive_from(r, scratch.data(), piece, until));
+        left -= piece;
+      }
     }
     split_header result;
     result.collective = collective;
@@ -195,42 +201,51 @@ result<team> team::split(int color, int key, std::chrono::milliseconds timeout) 
     return fmt::format("rank={}, color={}, key={}, timeout={}ms", rank(), color, key, timeout.count());
   };
   const detail::operation op{"pvmm::team::split", args};
-  if (!state_) return op.fail(errc::already_released, "this team is empty (released or moved from)");
-  detail::team_state& t = *state_;
-  const deadline until = deadline_in(timeout.count() < 0 ? std::chrono::milliseconds(0) : timeout);
-  const auto* parent_split = dynamic_cast<const detail::split_bootstrap*>(t.ranks.get());
-  const int depth = parent_split ? parent_split->depth() + 1 : 0;
-  std::optional<error> refused;  // still taking part, so every rank fails at once naming this one
-  if (timeout.count() < 0)
-    refused = op.fail(errc::invalid_argument, fmt::format("rank {}: the timeout is negative", rank()));
-  else if (depth >= detail::split_max_depth)
-    refused = op.fail(errc::not_supported,
-                      fmt::format("rank {}: sub-teams nest at most {} deep", rank(), detail::split_max_depth));
-  PVMM_TRY(detail::check_aborted(t, op));
-  const detail::split_record mine{color < 0 ? -1 : color, key, t.ranks->node(), 0};
-  PVMM_TRY_ASSIGN(all, detail::all_gather(*t.ranks, t.next_step++, mine, refused, "allgather colors", until, op));
-  const std::uint32_t serial = t.splits++;
-  if (color < 0) return team();
-  std::vector<int> members;
-  for (int r = 0; r < size(); ++r)
-    if (all[r].color == color) members.push_back(r);
-  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[a].key < all[b].key; });
-  std::vector<int> nodes;
-  for (int r : members) nodes.push_back(all[r].node);
-  const int tag =
-      split_tag_first + detail::split_tags_per_depth * depth + static_cast<int>(serial % detail::split_tags_per_depth);
-  std::shared_ptr<bootstrap> sub;
-  try {
-    sub = std::make_shared<detail::split_bootstrap>(t.ranks, std::move(members), std::move(nodes), depth, tag);
-  } catch (const std::bad_alloc&) {
-    return op.fail(errc::out_of_memory, "no host memory for the sub-team");
-  }
-  team_options o = t.options;
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-  o.timeout = std::max(left, std::chrono::milliseconds(0));
-  auto made = team::create(std::move(sub), o);
-  if (!made) return op.wrap(std::move(made).error());
-  return made;
+  return detail::no_throw<result<team>>(op.name(), [&]() -> result<team> {
+    if (!state_) return op.fail(errc::already_released, "this team is empty (released or moved from)");
+    detail::team_state& t = *state_;
+    // A refused timeout still takes part under the default bound: every rank fails with invalid_argument naming
+    // this one, whatever the order the ranks arrive in.
+    const deadline until = deadline_in(timeout.count() < 0 ? std::chrono::milliseconds(30000) : timeout);
+    const auto* parent_split = dynamic_cast<const detail::split_bootstrap*>(t.ranks.get());
+    const int depth = parent_split ? parent_split->depth() + 1 : 0;
+    std::optional<error> refused;  // still taking part, so every rank fails at once naming this one
+    if (auto bad = detail::check_timeout(timeout, "timeout", op); !bad)
+      refused = op.fail(errc::invalid_argument, fmt::format("rank {}: {}", rank(), bad.error().detail));
+    else if (depth >= detail::split_max_depth)
+      refused = op.fail(errc::not_supported,
+                        fmt::format("rank {}: sub-teams nest at most {} deep", rank(), detail::split_max_depth));
+    PVMM_TRY(detail::check_aborted(t, op));
+    const detail::split_record mine{color < 0 ? -1 : color, key, t.ranks->node(), 0};
+    PVMM_TRY_ASSIGN(all, detail::all_gather(*t.ranks, t.next_step++, mine, refused, "allgather colors", until, op));
+    const std::uint32_t serial = t.splits++;
+    // This rank's sub-team bootstrap, made before a second agreement of every parent rank closes the step: a rank
+    // that could not make it (memory) fails every rank alike, and none goes on to the sub-team's creation alone.
+    std::shared_ptr<bootstrap> sub;
+    auto made_sub = detail::no_throw<status>(op.name(), [&]() -> status {
+      if (color < 0) return {};
+      std::vector<int> members;
+      for (int r = 0; r < size(); ++r)
+        if (all[r].color == color) members.push_back(r);
+      std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[a].key < all[b].key; });
+      std::vector<int> nodes;
+      for (int r : members) nodes.push_back(all[r].node);
+      const int tag = split_tag_first + detail::split_tags_per_depth * depth +
+                      static_cast<int>(serial % detail::split_tags_per_depth);
+      sub = std::make_shared<detail::split_bootstrap>(t.ranks, std::move(members), std::move(nodes), depth, tag);
+      return {};
+    });
+    std::optional<error> failed;
+    if (!made_sub) failed = std::move(made_sub).error();
+    PVMM_TRY(detail::agree(t, t.next_step++, failed, "sub-team bootstraps made", until, op));
+    if (color < 0) return team();
+    team_options o = t.options;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    o.timeout = std::max(left, std::chrono::milliseconds(0));
+    auto made = team::create(std::move(sub), o);
+    if (!made) return op.wrap(std::move(made).error());
+    return made;
+  });
 }
 
 }  // namespace pvmm

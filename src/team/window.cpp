@@ -78,10 +78,12 @@ result<std::size_t> stride_of(const std::vector<window_request>& all, std::size_
   return round_up(static_cast<std::size_t>(max), unit);
 }
 
-result<std::size_t> agree_max_size(window_state& w, const window_options& options, deadline until,
-                                   const operation& op) {
+result<std::size_t> agree_max_size(window_state& w, const window_options& options, deadline until, const operation& op,
+                                   bool* exchanged) {
   std::optional<error> refused;  // still taking part, so every rank fails at once naming this one
-  if (options.size == 0)
+  if (auto bad = check_timeout(options.timeout, "options.timeout", op); !bad)
+    refused = op.fail(errc::invalid_argument, fmt::format("rank {}: {}", w.rank(), bad.error().detail));
+  else if (options.size == 0)
     refused = op.fail(errc::invalid_size, fmt::format("rank {}: a window slot holds at least one byte", w.rank()));
   else if (options.signal_channels < 0 || options.signal_channels > max_signal_channels)
     refused = op.fail(errc::invalid_argument, fmt::format("rank {}: signal_channels {} is outside 0..{}", w.rank(),
@@ -92,8 +94,8 @@ result<std::size_t> agree_max_size(window_state& w, const window_options& option
   PVMM_TRY(check_aborted(*w.team, op));
   const window_request mine{options.size, options.max_size,
                             static_cast<std::uint64_t>(std::max(options.signal_channels, 0))};
-  PVMM_TRY_ASSIGN(all,
-                  all_gather(*w.team->ranks, w.team->next_step++, mine, refused, "allgather window sizes", until, op));
+  PVMM_TRY_ASSIGN(all, all_gather(*w.team->ranks, w.team->next_step++, mine, refused, "allgather window sizes", until,
+                                  op, exchanged));
   for (int r = 1; r < static_cast<int>(all.size()); ++r)
     if (all[r].signal_channels != all[0].signal_channels)
       return op.fail(errc::team_mismatch, fmt::format("rank {} asked for {} signal channel(s), rank 0 for {}", r,
@@ -114,14 +116,26 @@ result<symmetric_window> symmetric_window::create(const team& members, const win
         };
         const detail::operation op{"pvmm::symmetric_window::create", args};
         if (!members.valid()) return op.fail(errc::invalid_argument, "the team is empty (released or moved from)");
-        if (options.timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
-        const deadline until = deadline_in(options.timeout);
+        // A refused timeout still takes part under the default bound (agree_max_size names it): every rank fails
+        // with invalid_argument naming this one, whatever the order the ranks arrive in.
+        const deadline until =
+            deadline_in(options.timeout.count() < 0 ? std::chrono::milliseconds(30000) : options.timeout);
         auto w = std::make_shared<detail::window_state>();
         w->team = members.state_;
         w->handles = w->team->handles;
         w->slots = std::vector<detail::window_slot>(members.size());  // built in place: a slot's flag is atomic
         w->team->adopt(w);
-        PVMM_TRY_ASSIGN(max_size, detail::agree_max_size(*w, options, until, op));
+        bool exchanged = false;
+        auto agreed = detail::agree_max_size(*w, options, until, op, &exchanged);
+        if (!agreed) {
+          if (!exchanged) return std::move(agreed).error();  // the bootstrap failed: it tells the peers
+          // Possibly this rank's alone (sizes its bootstrap handed it wrong): announced in the step every other
+          // rank takes next, so they fail at once naming it.
+          const error e = std::move(agreed).error();
+          (void)detail::exchange_chunks(*w, physical_allocation(), 0, 0, &e, until, op);
+          return e;
+        }
+        const std::size_t max_size = *agreed;
         w->max_size = max_size;
         w->stride = max_size;
         PVMM_TRY(detail::reserve_range(*w, until, op));
@@ -137,19 +151,21 @@ status symmetric_window::grow(std::size_t new_size, std::chrono::milliseconds ti
     auto args = [&] { return fmt::format("rank={}, new_size={:#x}, timeout={}ms", rank(), new_size, timeout.count()); };
     const detail::operation op{"pvmm::symmetric_window::grow", args};
     if (!state_) return op.fail(errc::already_released, "this window is empty (released or moved from)");
-    const deadline until = deadline_in(timeout.count() < 0 ? std::chrono::milliseconds(0) : timeout);
+    // A refused timeout still takes part under the default bound, so every rank fails with invalid_argument
+    // naming this one, whatever the order the ranks arrive in.
+    const deadline until = deadline_in(timeout.count() < 0 ? std::chrono::milliseconds(30000) : timeout);
     const std::size_t rounded = round_up(new_size, state_->team->slot_unit);
     const std::size_t now = state_->slots[state_->rank()].size;
     std::optional<error> refused;
-    if (timeout.count() < 0)
-      refused = op.fail(errc::invalid_argument, "the timeout is negative");
+    if (auto bad = detail::check_timeout(timeout, "timeout", op); !bad)
+      refused = op.fail(errc::invalid_argument, fmt::format("rank {}: {}", rank(), bad.error().detail));
     else if (new_size < now || rounded > state_->max_size)
       refused = op.fail(errc::out_of_range, fmt::format("a slot grows from {:#x} up to max_size {:#x}; {:#x} asked",
                                                         now, state_->max_size, new_size));
     // A refused argument still takes part in the step, so every rank fails at once naming this one.
     if (refused) return detail::exchange_chunks(*state_, physical_allocation(), now, 0, &*refused, until, op);
     PVMM_TRY(grow_slot(*state_, rounded, until, op));
-    if (state_->signals) return detail::refresh_pointer_table(*state_, op);
+    if (state_->signals) return detail::refresh_pointer_table(*state_, until, op);
     return {};
   });
 }
@@ -201,6 +217,7 @@ void window_state::undo_step(const std::vector<std::size_t>& kept) noexcept {
 }
 
 void window_state::unmap_peers(const std::string& why) noexcept {
+  if (keep_peers_on_abort.load(std::memory_order_acquire)) return;  // signal pads: see window_state
   // Only map_lock, held around each unmap: a step in progress may be inside the user's bootstrap, and abort()
   // never waits on it (the step sees the abort within a slice, or maps nothing more: map_peer_chunk).
   for (int r = 0; r < static_cast<int>(slots.size()); ++r) {

@@ -256,8 +256,21 @@ status exchange_chunks(window_state& w, physical_allocation mine, std::size_t of
   const chunk_record record = prepare_mine(w, mine, offset, chunk_size, failed);
   // Under no_throw, so a step memory ran out in is undone like any failed one.
   auto outcome = no_throw<status>(op.name(), [&]() -> status {
-    PVMM_TRY_ASSIGN(all, all_gather(*t.ranks, step, record, failed, "allgather chunks", until, op));
-    for (int r = 0; r < t.size(); ++r) PVMM_TRY(check_record(w, r, all[r], op));
+    bool exchanged = false;
+    auto gathered = all_gather(*t.ranks, step, record, failed, "allgather chunks", until, op, &exchanged);
+    if (!gathered && !exchanged) return std::move(gathered).error();  // the bootstrap failed: it tells the peers
+    // A failure seen here alone (records its bootstrap handed it wrong) still goes through the ring and the
+    // agreement, so every rank fails at once naming this one.
+    std::vector<chunk_record> all;
+    if (gathered) {
+      all = std::move(*gathered);
+    } else {
+      if (!failed) failed = std::move(gathered).error();
+      all.assign(static_cast<std::size_t>(t.size()), chunk_record{});
+      all[static_cast<std::size_t>(me)] = record;
+    }
+    for (int r = 0; r < t.size() && !failed; ++r)
+      if (auto ok = check_record(w, r, all[r], op); !ok) failed = std::move(ok).error();
     run_fd_ring(w, step, all, failed, until, op);
     if (!failed) import_remote(w, all);
     // Every rank has imported before any returns (an exporter may then drop what it no longer needs), and every

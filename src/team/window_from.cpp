@@ -15,6 +15,7 @@
 #include "core/describe.hpp"
 #include "core/ownership.hpp"
 #include "team/bootstrap_common.hpp"
+#include "team/no_throw.hpp"
 #include "team/team_exchange.hpp"
 #include "team/window_state.hpp"
 
@@ -31,6 +32,11 @@ std::optional<error> refusal(const detail::team_state& t, const std::vector<cons
                              const window_options& o, handle_types& handles, std::uint64_t& total,
                              const detail::operation& op) {
   const int me = t.rank();
+  if (auto bad = detail::check_timeout(o.timeout, "options.timeout", op); !bad)
+    return op.fail(errc::invalid_argument, fmt::format("rank {}: {}", me, bad.error().detail));
+  if (o.signal_channels < 0 || o.signal_channels > detail::max_signal_channels)
+    return op.fail(errc::invalid_argument, fmt::format("rank {}: signal_channels {} is outside 0..{}", me,
+                                                       o.signal_channels, detail::max_signal_channels));
   if (memory.empty()) return op.fail(errc::invalid_argument, fmt::format("rank {}: the memory holds no chunk", me));
   handles = t.handles;
   for (const physical_allocation* c : memory) {
@@ -80,65 +86,81 @@ result<symmetric_window> symmetric_window::create_over(const team& members,
                        options.max_size, options.timeout.count());
   };
   const detail::operation op{what, args};
-  if (!members.valid()) return op.fail(errc::invalid_argument, "the team is empty (released or moved from)");
-  if (options.timeout.count() < 0) return op.fail(errc::invalid_argument, "the timeout is negative");
-  const deadline until = deadline_in(options.timeout);
-  auto w = std::make_shared<detail::window_state>();
-  w->team = members.state_;
-  detail::team_state& t = *w->team;
-  w->slots = std::vector<detail::window_slot>(members.size());  // built in place: a slot's flag is atomic
-  t.adopt(w);
-  std::uint64_t total = 0;
-  handle_types handles = handle_types::none;
-  const std::optional<error> refused = refusal(t, memory, options, handles, total, op);
-  w->handles = handles;
-  PVMM_TRY(detail::check_aborted(t, op));
-  const from_request mine{refused ? 0 : total, options.max_size, refused ? 0 : memory.size(), 0};
-  PVMM_TRY_ASSIGN(all,
-                  detail::all_gather(*t.ranks, t.next_step++, mine, refused, "allgather window memory", until, op));
-  std::vector<detail::window_request> requests;
-  std::uint64_t steps = 0;
-  for (int r = 0; r < t.size(); ++r) {
-    // A peer's chunk count is bounded by its size in whole units: nothing a peer sends makes this rank loop long.
-    if (all[r].chunks == 0 || all[r].chunks > all[r].size / t.slot_unit)
-      return op.fail(errc::protocol_error, fmt::format("rank {} announced {} chunk(s) for {:#x} bytes (unit {:#x})", r,
-                                                       all[r].chunks, all[r].size, t.slot_unit));
-    requests.push_back({all[r].size, all[r].max_size});
-    steps = std::max(steps, all[r].chunks);
-  }
-  PVMM_TRY_ASSIGN(stride, detail::stride_of(requests, t.slot_unit, op));
-  w->max_size = stride;
-  w->stride = stride;
-  PVMM_TRY(detail::reserve_range(*w, until, op));
-  std::size_t offset = 0;
-  for (std::uint64_t i = 0; i < steps; ++i) {
-    physical_allocation shared;  // a reference of the window's own: the caller keeps its owner
-    std::size_t bytes = 0;
-    if (i < memory.size()) {
-      shared = detail::owner_access::allocation(detail::owner_access::of(*memory[i]));
-      bytes = shared.size();
+  return detail::no_throw<result<symmetric_window>>(what, [&]() -> result<symmetric_window> {
+    if (!members.valid()) return op.fail(errc::invalid_argument, "the team is empty (released or moved from)");
+    // A refused timeout still takes part under the default bound (refusal() names it): every rank fails alike.
+    const deadline until =
+        deadline_in(options.timeout.count() < 0 ? std::chrono::milliseconds(30000) : options.timeout);
+    auto w = std::make_shared<detail::window_state>();
+    w->team = members.state_;
+    detail::team_state& t = *w->team;
+    w->slots = std::vector<detail::window_slot>(members.size());  // built in place: a slot's flag is atomic
+    t.adopt(w);
+    std::uint64_t total = 0;
+    handle_types handles = handle_types::none;
+    const std::optional<error> refused = refusal(t, memory, options, handles, total, op);
+    w->handles = handles;
+    std::vector<detail::window_request> requests;
+    requests.reserve(static_cast<std::size_t>(t.size()));  // before the agreement: nothing after it allocates
+    PVMM_TRY(detail::check_aborted(t, op));
+    const std::uint64_t channels = refused ? 0 : static_cast<std::uint64_t>(options.signal_channels);
+    const from_request mine{refused ? 0 : total, options.max_size, refused ? 0 : memory.size(), channels};
+    PVMM_TRY_ASSIGN(all,
+                    detail::all_gather(*t.ranks, t.next_step++, mine, refused, "allgather window memory", until, op));
+    std::uint64_t steps = 0;
+    for (int r = 0; r < t.size(); ++r) {
+      // A peer's chunk count is bounded by its size in whole units: nothing a peer sends makes this rank loop long.
+      if (all[r].chunks == 0 || all[r].chunks > all[r].size / t.slot_unit)
+        return op.fail(errc::protocol_error, fmt::format("rank {} announced {} chunk(s) for {:#x} bytes (unit {:#x})",
+                                                         r, all[r].chunks, all[r].size, t.slot_unit));
+      if (all[r].signal_channels != all[0].signal_channels)
+        return op.fail(errc::team_mismatch, fmt::format("rank {} asked for {} signal channel(s), rank 0 for {}", r,
+                                                        all[r].signal_channels, all[0].signal_channels));
+      requests.push_back({all[r].size, all[r].max_size, 0});
+      steps = std::max(steps, all[r].chunks);
     }
-    PVMM_TRY(detail::exchange_chunks(*w, std::move(shared), offset, bytes, nullptr, until, op));
-    offset += bytes;
-  }
-  // What every rank mapped is what it announced (the same slot sizes on every rank: the check agrees everywhere).
-  for (int r = 0; r < t.size(); ++r)
-    if (w->slots[r].size != all[r].size)
-      return op.fail(errc::protocol_error, fmt::format("rank {} announced {:#x} bytes and contributed {:#x}", r,
-                                                       all[r].size, w->slots[r].size));
-  return symmetric_window(std::move(w));
+    PVMM_TRY_ASSIGN(stride, detail::stride_of(requests, t.slot_unit, op));
+    w->max_size = stride;
+    w->stride = stride;
+    PVMM_TRY(detail::reserve_range(*w, until, op));
+    std::size_t offset = 0;
+    for (std::uint64_t i = 0; i < steps; ++i) {
+      physical_allocation shared;  // a reference of the window's own: the caller keeps its owner
+      std::size_t bytes = 0;
+      if (i < memory.size()) {
+        shared = detail::owner_access::allocation(detail::owner_access::of(*memory[i]));
+        bytes = shared.size();
+      }
+      PVMM_TRY(detail::exchange_chunks(*w, std::move(shared), offset, bytes, nullptr, until, op));
+      offset += bytes;
+    }
+    // What every rank mapped is what it announced (the same slot sizes on every rank: the check agrees everywhere).
+    for (int r = 0; r < t.size(); ++r)
+      if (w->slots[r].size != all[r].size)
+        return op.fail(errc::protocol_error, fmt::format("rank {} announced {:#x} bytes and contributed {:#x}", r,
+                                                         all[r].size, w->slots[r].size));
+    // The signal pads, as create makes them (issue 48 item 10: create_from took the option and made none).
+    if (all[0].signal_channels > 0)
+      PVMM_TRY(detail::attach_signals(members, *w, static_cast<int>(all[0].signal_channels), until, op));
+    return symmetric_window(std::move(w));
+  });
 }
 
 result<symmetric_window> symmetric_window::create_from(const team& members, const physical_allocation& memory,
                                                        const window_options& options) {
-  return create_over(members, {&memory}, options, "pvmm::symmetric_window::create_from");
+  const char* what = "pvmm::symmetric_window::create_from";
+  return detail::no_throw<result<symmetric_window>>(what,
+                                                    [&] { return create_over(members, {&memory}, options, what); });
 }
 
 result<symmetric_window> symmetric_window::create_from(const team& members, const growable_buffer& memory,
                                                        const window_options& options) {
-  std::vector<const physical_allocation*> chunks;
-  for (const auto& c : memory.chunks()) chunks.push_back(&c);  // empty when the buffer is: refused as such
-  return create_over(members, chunks, options, "pvmm::symmetric_window::create_from (growable_buffer)");
+  const char* what = "pvmm::symmetric_window::create_from (growable_buffer)";
+  return detail::no_throw<result<symmetric_window>>(what, [&] {
+    std::vector<const physical_allocation*> chunks;
+    for (const auto& c : memory.chunks()) chunks.push_back(&c);  // empty when the buffer is: refused as such
+    return create_over(members, chunks, options, what);
+  });
 }
 
 }  // namespace pvmm

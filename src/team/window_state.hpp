@@ -28,10 +28,10 @@ struct window_request {
 // window_request's, so a rank calling create beside one calling create_from fails the allgather with
 // team_mismatch on every rank).
 struct from_request {
-  std::uint64_t size = 0;      // the memory's bytes, all chunks
-  std::uint64_t max_size = 0;  // as window_options::max_size
-  std::uint64_t chunks = 0;    // how many chunk steps this rank needs
-  std::uint64_t reserved = 0;
+  std::uint64_t size = 0;             // the memory's bytes, all chunks
+  std::uint64_t max_size = 0;         // as window_options::max_size
+  std::uint64_t chunks = 0;           // how many chunk steps this rank needs
+  std::uint64_t signal_channels = 0;  // window_options::signal_channels: the same on every rank
 };
 
 // What each rank says of its new chunk (fixed layout; travels in the step's all_gather).
@@ -52,12 +52,19 @@ struct window_slot {
   std::string reason;     // why not mapped (guarded by map_lock; a given-up slot keeps its first)
 };
 
-/// A window's signal pads (window_options::signal_channels > 0): a second window of one pad per rank.
+/// A window's signals (window_options::signal_channels > 0). Two kinds of memory, never mixed (docs/design.md,
+/// invariant "peer-writable vs owner-only memory"): the pads, a second window every peer maps read-write, hold only
+/// the inbox counters peers add to; the owner-only block, a device allocation of this rank's that is never
+/// exported, holds everything this rank reads as its own (expected counters, error record, pointer table).
 struct window_signals {
-  symmetric_window pads;  // rank r's pad at pads.base() + r * pads.stride(); the pointer table after this rank's
+  symmetric_window pads;           // rank r's inbox at pads.base() + r * pads.stride()
+  physical_allocation own_memory;  // the owner-only block's memory (exportable as nothing)
+  address_reservation own_range;   // where it is mapped, for this rank's device only (released before the memory)
   int channels = 0;
   std::uint32_t wall_clock_khz = 0;
   std::array<int, 2> same_context_ranks{-1, -1};  // the first two ranks in one process on one device (-1: none)
+
+  std::uint64_t* own() const noexcept { return static_cast<std::uint64_t*>(own_range.address()); }
 };
 
 struct window_state final : peer_mappings {
@@ -75,6 +82,9 @@ struct window_state final : peer_mappings {
   std::string fabric_refused;  // why this rank's memory has no fabric handle though the device has them
   std::vector<window_slot> slots;
   std::unique_ptr<window_signals> signals;  // set once at create, before the window is returned
+  // Set on a window that serves as another's signal pads: abort() leaves its peers mapped (they hold only counters,
+  // and stream-ordered work already queued may still add to them; the data window's peers are unmapped).
+  std::atomic<bool> keep_peers_on_abort{false};
 
   int rank() const noexcept { return team->rank(); }
   /// Rank `owner`'s slot unmapped here and its chunks let go, for good: `why` is its unmapped_reason from now on.
@@ -112,18 +122,22 @@ class step_guard {
 
 /// The largest signal_channels a window takes (its pad holds 16 * channels * ranks bytes).
 constexpr int max_signal_channels = 1024;
-/// Collective, the last step of create: every rank's pad made, zeroed and its pointer table written, then one
-/// agreement, so no rank returns (and signals) before every pad is zero. The channels were agreed before.
+/// Collective, the last step of create: every rank's pad made, its owner-only block made, both zeroed and the
+/// pointer table written, then one agreement, so no rank returns (and signals) before every pad is zero; nothing
+/// after that agreement can fail. The channels were agreed before.
 status attach_signals(const team& members, window_state& w, int channels, deadline until, const operation& op);
-/// Rewrites this rank's device-resident pointer table from the slots (after a grow).
-status refresh_pointer_table(window_state& w, const operation& op);
+/// Rewrites this rank's device-resident pointer table from the slots (after a grow), then agrees: every rank
+/// returns the same outcome (a copy that failed on one rank fails the step on every rank).
+status refresh_pointer_table(window_state& w, deadline until, const operation& op);
 
 /// The stride every rank's window agrees on, from every rank's request (the same checks on every rank).
 result<std::size_t> stride_of(const std::vector<window_request>& all, std::size_t unit, const operation& op);
 
 /// The first step of window create: every rank's size and max_size allgathered; the stride they agree on (the
 /// max_size every rank passed, or the largest size any rank asked for where none passed one), rounded up.
-result<std::size_t> agree_max_size(window_state& w, const window_options& options, deadline until, const operation& op);
+/// `exchanged` as all_gather's: set once the sizes' allgather itself succeeded.
+result<std::size_t> agree_max_size(window_state& w, const window_options& options, deadline until, const operation& op,
+                                   bool* exchanged = nullptr);
 
 /// One collective step of a window: every rank adds one chunk (this rank's is `mine`, maybe empty when its size
 /// does not change) at `offset` in its slot, and every rank maps every reachable peer's new chunk. Peers that

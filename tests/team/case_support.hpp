@@ -1,6 +1,7 @@
 // What the team case bodies share (cases.cpp, multicast_case.cpp).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include <pvmm/bootstrap.hpp>
 #include <pvmm/team.hpp>
+#include <pvmm/testing.hpp>
 
 #include "cases.hpp"
 
@@ -37,11 +39,20 @@ class forwarding_bootstrap : public pvmm::bootstrap {
     return inner_->allgather(mine, bytes, all, until);
   }
   pvmm::status do_barrier(std::uint64_t, pvmm::deadline until) override { return inner_->barrier(until); }
+  pvmm::status do_send(int peer, int tag, const void* data, std::size_t bytes, pvmm::deadline until) override {
+    return inner_->send(peer, tag, data, bytes, until);
+  }
+  pvmm::status do_receive(int peer, int tag, void* data, std::size_t bytes, pvmm::deadline until) override {
+    return inner_->receive(peer, tag, data, bytes, until);
+  }
   void do_abort() noexcept override { inner_->abort(); }
 
  private:
   std::shared_ptr<pvmm::bootstrap> inner_;
 };
+
+/// The split cases (split_cases.cpp: "mem-split", "mem-split-lost", "mem-split-dead"): false when `p.name` is none.
+bool run_split_body(verdict& v, const case_params& p, const std::shared_ptr<pvmm::bootstrap>& ranks);
 
 /// "rank 3: " for failure lines.
 std::string where(const pvmm::bootstrap& b);
@@ -59,5 +70,29 @@ void ring_aborted_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b);
 /// The multicast case: not_supported naming the ranks where the backend has none, else (only with
 /// PVMM_ENABLE_MULTICAST_TESTS=1) a store through the multicast address read back from every bound slot.
 void multicast_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b, bool process_wide);
+
+// `bytes` of this rank's pattern at `generation` written at `at`; then the first `read` bytes (every rank has
+// written at least that many) of every mapped rank's read at `address_of(r)` and compared with the pattern that
+// rank wrote (a pattern's prefix is the shorter pattern).
+template <class AddressOf>
+inline void write_then_read_all(verdict& v, pvmm::bootstrap& b, void* at, std::size_t bytes, int generation,
+                                AddressOf address_of, std::size_t read = 0) {
+  if (read == 0) read = bytes;
+  const auto mine = pattern(bytes, b.rank(), generation);
+  auto wrote = pvmm::testing::copy_to_mapping(at, mine.data(), bytes);
+  v.check(wrote.has_value(), where(b) + "writing: " + (wrote ? "" : wrote.error().message()));
+  auto met = b.barrier(pvmm::deadline_in(std::chrono::seconds(20)));
+  v.check(met.has_value(), where(b) + "barrier: " + (met ? "" : met.error().message()));
+  for (int r = 0; r < b.size() && met; ++r) {
+    void* from = address_of(r);
+    if (from == nullptr) continue;
+    v.check(mapping_holds(from, pattern(read, r, generation)), where(b) + "rank " + std::to_string(r) +
+                                                                   "'s data at generation " +
+                                                                   std::to_string(generation) + " reads back wrong");
+  }
+  met = b.barrier(
+      pvmm::deadline_in(std::chrono::seconds(20)));  // nobody writes the next generation while a peer still reads
+  v.check(met.has_value(), where(b) + "barrier after reading");
+}
 
 }  // namespace pvmm_team_test

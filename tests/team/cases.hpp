@@ -39,6 +39,10 @@ bool run_mem_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootst
 /// "sig-killed"): false when `p.name` is none of them.
 bool run_signal_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks);
 
+/// The signal cases of issue 48 (signal_guard_cases.cpp: "sig-forger", "sig-clear", "sig-abort-queued"): false when
+/// `p.name` is none of them.
+bool run_signal_guard_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks);
+
 /// "killed-<step>": the rank that dies, and the last step (dying_bootstrap in cases.cpp says what each is).
 int killed_victim(const std::string& name, int size);
 /// The rank that case `name` kills with SIGKILL ("killed-<step>", "sig-killed"), or -1 where none dies.

@@ -32,12 +32,14 @@
 
 #include "cases.hpp"
 #include "open_fds.hpp"
+#include "strangers.hpp"
 
 extern char** environ;
 
 namespace {
 
 using namespace std::chrono_literals;
+using namespace stranger_test;
 
 // One rank's team and window: every member on this node shares its device (one device here), the window forms
 // within its timeout and maps every peer. What failed, one line each (empty: passed).
@@ -96,74 +98,6 @@ bool skipped() {
 std::string unique_name(const std::string& what) {
   static int serial = 0;
   return "pvmm-test-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
-}
-
-// The team endpoints process `pid` listens on, found as a stranger finds them: abstract names in /proc/net/unix
-// ("@pvmm-team-<id>-<rank>"), here only those whose socket is one of that process's fds: name -> that fd.
-std::map<std::string, int> team_endpoints_of(const std::string& pid = "self") {
-  std::map<std::string, int> sockets;  // "socket:[inode]" -> the fd of the process that holds it
-  for (int fd = 0; fd < 4096; ++fd) {
-    char link[64] = {};
-    const std::string path = "/proc/" + pid + "/fd/" + std::to_string(fd);
-    if (::readlink(path.c_str(), link, sizeof link - 1) > 0) sockets.emplace(link, fd);
-  }
-  std::map<std::string, int> out;
-  std::ifstream table("/proc/net/unix");
-  for (std::string line; std::getline(table, line);) {
-    const auto at = line.find("@pvmm-team-");
-    if (at == std::string::npos) continue;
-    // Num RefCount Protocol Flags Type St Inode Path: the inode is the seventh field. An accepted connection's
-    // socket carries its listener's name too: only a listening one (St 01, unconnected) counts.
-    std::size_t pos = 0;
-    std::vector<std::string> fields;
-    for (int field = 0; field < 7; ++field, pos = line.find_first_not_of(' ', line.find(' ', pos)))
-      fields.push_back(line.substr(pos, line.find(' ', pos) - pos));
-    const auto held = sockets.find("socket:[" + fields[6] + "]");
-    if (held != sockets.end() && fields[5] == "01") out.emplace(line.substr(at + 1), held->second);
-  }
-  return out;
-}
-
-enum class stranger { other_user, silent, garbage };
-
-// A process that connects to abstract endpoint `name` as `kind` says and stays until killed; its pid, once it
-// is connected (-1 when it could not connect).
-pid_t start_stranger(const std::string& name, stranger kind) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path + 1, name.data(), name.size());
-  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
-  int ready[2];
-  REQUIRE(::pipe2(ready, O_CLOEXEC) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(ready[0]);
-    if (kind == stranger::other_user && (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
-                                         ::setresuid(65534, 65534, 65534) != 0))
-      ::_exit(3);
-    const int s = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
-    if (s < 0 || ::connect(s, reinterpret_cast<const sockaddr*>(&address), length) != 0) ::_exit(4);
-    const char junk[24] = "no team message at all";
-    if (kind == stranger::garbage && ::send(s, junk, sizeof junk, MSG_NOSIGNAL) != sizeof junk) ::_exit(5);
-    const char one = 1;
-    if (::write(ready[1], &one, 1) != 1) ::_exit(6);
-    for (;;) ::pause();
-  }
-  ::close(ready[1]);
-  char one = 0;
-  const bool connected = ::read(ready[0], &one, 1) == 1;
-  ::close(ready[0]);
-  if (connected) return pid;
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return -1;
-}
-
-void stop(pid_t pid) {
-  int status = 0;
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
 }
 
 // A team of two thread ranks (both made, or the case stops).

@@ -19,6 +19,7 @@
 #include <pvmm/team.hpp>
 
 #include "cases.hpp"
+#include "memory_faults.hpp"
 #include "open_fds.hpp"
 
 namespace {
@@ -72,18 +73,10 @@ void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
-namespace {
+namespace pvmm_fault_test {
 
 using namespace std::chrono_literals;
 using pvmm::errc;
-
-// What one armed call returned.
-struct outcome {
-  bool threw = false;
-  bool fired = false;
-  bool ok = false;
-  errc code = errc::backend_error;
-};
 
 pvmm::status wrong() {
   pvmm::error e;
@@ -113,7 +106,7 @@ outcome armed(long n, const std::function<pvmm::status()>& call) {
 // Sweeps N for one entry point: `round(n)` sets up, runs the armed call and tears down, returning the call's
 // outcome. Every outcome is success or out_of_memory (`also` another errc allowed: a peer's view of the failure);
 // nothing is left behind. Ends at the first N the call does not reach.
-void sweep(const std::string& what, const std::function<outcome(long)>& round, errc also = errc::out_of_memory) {
+void sweep(const std::string& what, const std::function<outcome(long)>& round, errc also) {
   CAPTURE(what);
   REQUIRE(round(-1).ok);  // unarmed, first: what a process opens once (the backend's) is not a leak
   const std::size_t fds = pvmm_test::open_fd_count();
@@ -126,7 +119,7 @@ void sweep(const std::string& what, const std::function<outcome(long)>& round, e
     CAPTURE(n);
     CHECK_MESSAGE(pvmm_test::open_fd_count() == fds_before, "an fd was left behind");
     REQUIRE_MESSAGE(!o.threw, "an exception left the library");
-    if (!o.ok) REQUIRE_MESSAGE((o.code == errc::out_of_memory || o.code == also), pvmm::to_string(o.code));
+    if (!o.ok) REQUIRE_MESSAGE((o.code == errc::out_of_memory || o.code == also), std::string(pvmm::to_string(o.code)));
     if (!o.fired) {
       REQUIRE_MESSAGE(o.ok, "failed with no allocation failing: " << pvmm::to_string(o.code));
       break;
@@ -138,7 +131,11 @@ void sweep(const std::string& what, const std::function<outcome(long)>& round, e
   CHECK(pvmm::query_live_objects() == live);
 }
 
-}  // namespace
+}  // namespace pvmm_fault_test
+
+using namespace pvmm_fault_test;
+using namespace std::chrono_literals;
+using pvmm::errc;
 
 TEST_CASE("memory running out at any allocation: make_thread_bootstraps") {
   sweep("make_thread_bootstraps", [](long n) {

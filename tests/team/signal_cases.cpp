@@ -58,7 +58,7 @@ bool set_up(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b, int channels,
   }
   // Waits between ranks sharing a process and a GPU are refused on every rank, naming two of them (one context's
   // kernels are not sure to run at once); the host backend's stream threads always progress, so it never refuses.
-  if (auto probe = w->barrier(*s, 0ms, -1); probe.code() == errc::not_supported) {
+  if (auto probe = w->barrier(-1, *s, 0ms); probe.code() == errc::not_supported) {
     const std::string why = probe.error().message();
     v.check(pvmm::query_backend().name != "host" && why.find("in one process on one device") != std::string::npos,
             where(*b) + "barrier refused: " + why);
@@ -112,7 +112,7 @@ void data_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
   }
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 50; ++i)
-    if (auto bar = s.window.barrier(s.stream, 10s, 1); !bar) {
+    if (auto bar = s.window.barrier(1, s.stream, 10s); !bar) {
       v.check(false, where(*b) + "barrier: " + bar.error().message());
       break;
     }
@@ -179,7 +179,7 @@ void absent_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
   const int last = b->size() - 1;
   if (b->rank() == last) return;  // gone: its team and window are released here, as a dying rank's would be
   const auto start = std::chrono::steady_clock::now();
-  v.check(s.window.barrier(s.stream, 500ms).has_value() && s.stream.synchronize(), where(*b) + "barrier enqueued");
+  v.check(s.window.barrier(0, s.stream, 500ms).has_value() && s.stream.synchronize(), where(*b) + "barrier enqueued");
   v.check(std::chrono::steady_clock::now() - start < 10s, where(*b) + "the barrier held its stream over 10 s");
   auto st = s.window.signal_status();
   v.check(!st && st.code() == errc::timeout &&
@@ -199,7 +199,7 @@ void deadline_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
   constexpr auto bound = 1000ms;
   if (b->rank() == 0) {
     const auto start = std::chrono::steady_clock::now();
-    v.check(s.window.barrier(s.stream, bound).has_value() && s.stream.synchronize(), where(*b) + "barrier enqueued");
+    v.check(s.window.barrier(0, s.stream, bound).has_value() && s.stream.synchronize(), where(*b) + "barrier enqueued");
     const auto took = std::chrono::steady_clock::now() - start;
     v.check(took >= bound - 10ms, where(*b) + "a barrier no rank joined ended after " + std::to_string(ms_of(took)) +
                                       " ms, before its 1000 ms deadline");
@@ -224,7 +224,7 @@ void killed_at_barrier_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& 
      // to count: a warm-up window and barrier with every rank present come before the baseline.
     signal_setup warm;
     if (!set_up(v, b, 1, warm)) return;
-    v.check(warm.window.barrier(warm.stream, 20s).has_value() && warm.stream.synchronize().has_value() &&
+    v.check(warm.window.barrier(0, warm.stream, 20s).has_value() && warm.stream.synchronize().has_value() &&
                 warm.window.signal_status().has_value(),
             where(*b) + "warm-up barrier with every rank present");
     v.check(b->barrier(pvmm::deadline_in(20s)).has_value(),
@@ -243,7 +243,7 @@ void killed_at_barrier_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& 
       ::kill(::getpid(), SIGKILL);
     }
     const auto start = std::chrono::steady_clock::now();
-    v.check(s.window.barrier(s.stream, 1500ms).has_value() && s.stream.synchronize(),
+    v.check(s.window.barrier(0, s.stream, 1500ms).has_value() && s.stream.synchronize(),
             where(*b) + "barrier enqueued and ran");
     const auto took = std::chrono::steady_clock::now() - start;
     v.check(took < 8s,
@@ -276,9 +276,9 @@ void bad_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
   refused(s.window.put_signal(other, 2, s.stream), errc::invalid_argument, "channel out of range");
   refused(s.window.wait_signal(other, -1, s.stream, 1s), errc::invalid_argument, "negative channel");
   refused(s.window.wait_signal(other, 0, s.stream, -1ms), errc::invalid_argument, "negative timeout");
-  refused(s.window.barrier(pvmm::stream_ref(), 1s), errc::invalid_argument, "empty stream");
+  refused(s.window.barrier(0, pvmm::stream_ref(), 1s), errc::invalid_argument, "empty stream");
   pvmm::symmetric_window empty;
-  refused(empty.barrier(s.stream, 1s), errc::already_released, "empty window");
+  refused(empty.barrier(0, s.stream, 1s), errc::already_released, "empty window");
   pvmm::window_options o;
   o.size = 4096;
   o.timeout = 20s;
@@ -314,7 +314,7 @@ bool run_signal_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::boo
   else if (p.name == "sig-killed")
     killed_at_barrier_case(v, ranks);
   else
-    return false;
+    return run_signal_guard_case(v, p, std::move(ranks));
   return true;
 }
 

@@ -229,21 +229,27 @@ void killed_at_each_step(const std::string& adapter, void (*run)(const case_para
     for_each_size(adapter, "mem-split-dead", 0, body);                                                            \
   }
 
-#define PVMM_TEAM_SIGNAL_CASES(adapter, body)                                                                     \
-  TEST_CASE(adapter ": put/wait-signal order data across ranks, and barriers, on a stream") {                     \
-    for_each_size(adapter, "sig-data", 0, body);                                                                  \
-  }                                                                                                               \
-  TEST_CASE(adapter ": a silent rank's waiters time out naming it, and a late signal never ends a later wait") {  \
-    for_each_size(adapter, "sig-silent", 0, body);                                                                \
-  }                                                                                                               \
-  TEST_CASE(adapter ": a rank absent from a barrier: every other returns within its bound naming it") {           \
-    for_each_size(adapter, "sig-absent", 0, body);                                                                \
-  }                                                                                                               \
-  TEST_CASE(adapter ": signal calls refuse bad peers, channels, timeouts and streams, and channels must agree") { \
-    for_each_size(adapter, "sig-bad", 0, body);                                                                   \
-  }                                                                                                               \
-  TEST_CASE(adapter ": a barrier no other rank joins ends at its one deadline, not one per silent peer") {        \
-    for_each_size(adapter, "sig-deadline", 0, body);                                                              \
+#define PVMM_TEAM_SIGNAL_CASES(adapter, body)                                                                      \
+  TEST_CASE(adapter ": put/wait-signal order data across ranks, and barriers, on a stream") {                      \
+    for_each_size(adapter, "sig-data", 0, body);                                                                   \
+  }                                                                                                                \
+  TEST_CASE(adapter ": a silent rank's waiters time out naming it, and a late signal never ends a later wait") {   \
+    for_each_size(adapter, "sig-silent", 0, body);                                                                 \
+  }                                                                                                                \
+  TEST_CASE(adapter ": a rank absent from a barrier: every other returns within its bound naming it") {            \
+    for_each_size(adapter, "sig-absent", 0, body);                                                                 \
+  }                                                                                                                \
+  TEST_CASE(adapter ": signal calls refuse bad peers, channels, timeouts and streams, and channels must agree") {  \
+    for_each_size(adapter, "sig-bad", 0, body);                                                                    \
+  }                                                                                                                \
+  TEST_CASE(adapter ": a barrier no other rank joins ends at its one deadline, not one per silent peer") {         \
+    for_each_size(adapter, "sig-deadline", 0, body);                                                               \
+  }                                                                                                                \
+  TEST_CASE(adapter ": a peer forging every word of a rank's pad changes no pointer, count or error it reads") {   \
+    for_each_size(adapter, "sig-forger", 0, body);                                                                 \
+  }                                                                                                                \
+  TEST_CASE(adapter ": clear_signal_status reads and clears the error record, and later barriers report afresh") { \
+    for_each_size(adapter, "sig-clear", 0, body);                                                                  \
   }
 
 TEST_SUITE("team") {
@@ -264,6 +270,9 @@ TEST_SUITE("team") {
   }
   TEST_CASE("endpoints: a rank killed while the others wait at a stream-ordered barrier: each returns naming it") {
     for_each_size("endpoints", "sig-killed", 0, endpoint_processes);
+  }
+  TEST_CASE("endpoints: team::abort and release while a barrier is queued: the queued work holds what it touches") {
+    for_each_size("endpoints", "sig-abort-queued", 0, endpoint_processes);
   }
   TEST_CASE("store (directory): a rank killed while the others wait at a stream-ordered barrier: each names it") {
     for_each_size("store (directory)", "sig-killed", 0, directory_store_processes);

@@ -1,7 +1,8 @@
 // pvmm-bench teams, signals: barrier and put/wait-signal latency between N = 2, 4, 8 endpoint processes, one GPU
 // each where the machine has N GPUs that reach each other, else all on device 0 (team_ranks.hpp), in µs per
 // operation: pvmm's stream-ordered calls against the same steps written on the raw calls.
-//   barrier   pvmm: symmetric_window::barrier(stream, timeout) (cuda: one one-thread kernel per call; host: a host
+//   barrier   pvmm: symmetric_window::barrier(channel, stream, timeout) (cuda: one one-thread kernel per call; host: a
+//   host
 //             function on the stream's worker). Raw: every rank writes its epoch into each peer's inbox, then waits
 //             for each peer's epoch in its own.
 //   put-wait  ping-pong in pairs (0-1, 2-3, ...; all pairs at once): one rank puts, the other waits and puts back;
@@ -123,7 +124,7 @@ int team_sync_rank(const rank_args& a) {
   const auto pvmm_finish = [&] { check(stream->synchronize().has_value(), "stream synchronize"); };
   const auto raw_finish = [&] { raw.finish(); };
   const std::function<void()> pvmm_step[2] = {
-      [&] { check(window->barrier(*stream, wait_limit, barrier_kind).has_value(), "symmetric_window::barrier"); },
+      [&] { check(window->barrier(barrier_kind, *stream, wait_limit).has_value(), "symmetric_window::barrier"); },
       [&] {
         const auto put = [&] {
           check(window->put_signal(partner, ping_pong_kind, *stream).has_value(), "symmetric_window::put_signal");

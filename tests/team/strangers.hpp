@@ -1,0 +1,25 @@
+// Strangers at a team's endpoints, for endpoint_strangers.cpp: the endpoints a process listens on as a stranger
+// finds them, and processes that connect to one as another user, silently, or sending garbage.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+
+namespace stranger_test {
+
+/// The team endpoints process `pid` listens on (abstract "@pvmm-team-..." names in /proc/net/unix whose socket is
+/// one of that process's fds): name -> that fd.
+std::map<std::string, int> team_endpoints_of(const std::string& pid = "self");
+
+enum class stranger { other_user, silent, garbage };
+
+/// A process that connects to abstract endpoint `name` as `kind` says and stays until killed; its pid, once it is
+/// connected (-1 when it could not connect).
+pid_t start_stranger(const std::string& name, stranger kind);
+
+/// Kills and reaps a stranger.
+void stop(pid_t pid);
+
+}  // namespace stranger_test
