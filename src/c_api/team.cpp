@@ -174,9 +174,7 @@ pvmm_status pvmm_window_barrier(pvmm_window window, int channel, pvmm_stream_ref
   return guard(op, [&] {
     PVMM_C_FIND(window_entry, window, w, window, op);
     PVMM_C_TIMEOUT(timeout, timeout_ms, "timeout_ms");
-    // (channel, stream, timeout) in C; the C++ window::barrier takes (stream, timeout, channel) until the team
-    // layer's reorder lands (then this call follows it).
-    return report(w->window.barrier(signal_stream(on), *timeout, channel));
+    return report(w->window.barrier(channel, signal_stream(on), *timeout));
   });
 }
 
