@@ -54,6 +54,7 @@ def side_main(side: str, count: int, mib: int, cycles: int) -> dict:
         import torch_memory_saver
 
         saver = torch_memory_saver.torch_memory_saver
+        saver.hook_mode = "torch"  # its CUDAPluggableAllocator, as pvmm's side (the default needs LD_PRELOAD)
         with saver.region(tag="bench", enable_cpu_backup=True):
             tensors = [torch.empty(numel, dtype=torch.int64, device=dev) for _ in range(count)]
 

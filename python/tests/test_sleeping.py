@@ -137,3 +137,34 @@ def test_sleeping_allocator_errors():
         s.allocate(MIB)
     with pytest.raises(pvmm.AlreadyReleasedError):
         s.tag_of(4096)
+
+
+@pytest.mark.skipif(pvmm.BACKEND != "cuda", reason="a CUDA graph (cuda backend, torch)")
+def test_a_captured_cuda_graph_replays_bit_exact_after_each_wake():
+    """Issue 49: every address and every CUDA graph that uses them stays valid across sleep/wake cycles."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device for torch")
+    sleeper = pvmm.SleepingAllocator()
+    pool = allocators.torch_mem_pool(sleeper)
+    with torch.cuda.use_mem_pool(pool), allocators.tag(sleeper, "weights"):
+        x = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
+        y = torch.empty_like(x)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        y.copy_(x * 2 + 1)  # warm-up outside capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        y.copy_(x * 2 + 1)
+    expected = torch.arange(1 << 20, dtype=torch.float32, device="cuda") * 2 + 1
+    for cycle in range(20):
+        y.zero_()
+        torch.cuda.synchronize()
+        sleeper.sleep(["weights"])
+        sleeper.wake(["weights"])
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(y, expected), cycle
+    del graph, x, y, expected
+    torch.cuda.synchronize()

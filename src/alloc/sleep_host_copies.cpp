@@ -117,6 +117,7 @@ status copy_engine::ensure_ring(const operation& op) {
   }
   slot_used.assign(slots, false);
   ring = std::move(r).value();
+  ring_bytes.store(ring.size(), std::memory_order_relaxed);
   return {};
 }
 

@@ -81,7 +81,7 @@ sleeping_stats count_entries(const sleeping_allocator::state& s, const std::stri
       out.resident_bytes += e->size;
     if (e->copy) out.offloaded_bytes += e->size;
   }
-  out.staging_bytes = s.engine.ring.valid() ? s.engine.ring.size() : 0;
+  out.staging_bytes = s.engine.ring_bytes.load(std::memory_order_relaxed);
   for (const auto& spare : s.spare_pinned) out.kept_host_bytes += spare->bytes;
   return out;
 }

@@ -1,6 +1,7 @@
 // The sleeping allocator's state (include/pvmm/sleeping_allocator.hpp): its entries, host copies and copy engine.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -64,7 +65,8 @@ struct copy_engine {
   std::vector<stream> streams;
   std::vector<event> events;  // pool: events[i] is used by the i-th copy of an operation
   pinned_allocation ring;
-  std::vector<event> slot_done;  // the last copy through each slot
+  std::atomic<std::size_t> ring_bytes{0};  // the ring's size, for stats() (read without the transition)
+  std::vector<event> slot_done;            // the last copy through each slot
   std::vector<bool> slot_used;
 
   status ensure_streams(const operation& op);

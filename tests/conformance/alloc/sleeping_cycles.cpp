@@ -1,6 +1,7 @@
 // The sleeping allocator's cycles: the asynchronous forms, generations and backing callbacks, a wake that fails at
 // every backend call it makes (memory short) and its retry, 1000 cycles with nothing leaked, threads.
 #include <atomic>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -14,12 +15,14 @@ namespace {
 struct seen_changes {
   sleeping_allocator* a = nullptr;
   std::vector<backing_change> changes;
+  std::vector<std::string> tags;                 // change.tag is valid during the call only
   std::vector<std::uint64_t> generation_during;  // generation_of from inside the callback (no lock held)
   std::vector<errc> nested_sleep;                // a sleep started from inside the callback
 };
 void record_change(const backing_change& c, void* user) {
   auto& s = *static_cast<seen_changes*>(user);
   s.changes.push_back(c);
+  s.tags.emplace_back(c.tag);
   auto g = s.a->generation_of(c.address);  // would deadlock if pvmm held its lock
   s.generation_during.push_back(g ? *g : 0);
   if (c.reason != backing_event::free) s.nested_sleep.push_back(s.a->sleep().code());
@@ -47,7 +50,7 @@ PVMM_CASE("sleeping allocator: generations change with the backing; callbacks se
   CHECK(seen.changes[0].old_generation == g0);
   CHECK(seen.changes[0].new_generation == g1);
   CHECK(seen.changes[0].address == x);
-  CHECK(std::string(seen.changes[0].tag) == "w");
+  CHECK(seen.tags == std::vector<std::string>{"w", "w", "w"});
   CHECK(seen.changes[1].reason == backing_event::wake);
   CHECK(seen.changes[1].old_generation == g1);
   CHECK(seen.changes[1].new_generation == g2);
