@@ -80,7 +80,7 @@ PVMM_CASE("sleeping allocator: wake by tag leaves the other tags asleep, sleep b
   PVMM_CHECK_OK(a.deallocate(o));
 }
 
-PVMM_CASE("sleeping allocator: nested tag scopes restore the outer tag; tag_of answers inside an allocation") {
+PVMM_CASE("sleeping allocator: nested tag scopes restore the outer tag, and tag_of answers inside an allocation") {
   PVMM_REQUIRE_SLEEPING();
   auto a = sleeping_allocator::create().value();
   CHECK(a.current_tag() == "default");
@@ -133,7 +133,7 @@ PVMM_CASE("sleeping allocator: the host copy of a sleeping tag reads back, for e
   }
 }
 
-PVMM_CASE("sleeping allocator: a retained host copy survives wake; the next sleep copies nothing") {
+PVMM_CASE("sleeping allocator: a retained host copy survives wake, and the next sleep copies nothing") {
   PVMM_REQUIRE_SLEEPING();
   auto a = sleeping_allocator::create(small_ring()).value();
   tag_policy p;

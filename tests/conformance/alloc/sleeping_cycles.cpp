@@ -29,7 +29,7 @@ void record_change(const backing_change& c, void* user) {
 }
 }  // namespace
 
-PVMM_CASE("sleeping allocator: generations change with the backing; callbacks see the old one, under no lock") {
+PVMM_CASE("sleeping allocator: generations change with the backing, and callbacks see the old one, under no lock") {
   PVMM_REQUIRE_SLEEPING();
   auto a = sleeping_allocator::create().value();
   seen_changes seen;
