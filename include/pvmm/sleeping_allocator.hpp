@@ -27,7 +27,9 @@
 // the next call, or at release).
 //
 // Wake when memory is short: errc::out_of_memory naming the tag and the bytes asked; what this wake had mapped is
-// given back again, every host copy is kept, and a later wake retries. Never a process exit.
+// given back again, every host copy is kept, and a later wake retries. Never a process exit. The same holds for a
+// wake failing at any backend call (a map, a grant, a copy, a staging-ring wait, the final synchronize): every
+// allocation is asleep again, and with release_address_range its range is not left reserved.
 //
 // Generations: every allocation carries a generation that changes whenever its physical memory does (sleep, wake,
 // free), readable by generation_of. Backing callbacks run before the old backing goes (sleep: before the unmap; free:

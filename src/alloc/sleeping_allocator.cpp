@@ -89,6 +89,7 @@ void sleeping_allocator::state::notify(const std::vector<entry*>& moved, backing
 }
 
 status sleeping_allocator::state::map_new(entry& e, const detail::operation& op) {
+  bool reserved_here = false;
   if (release_range && !e.range.valid()) {
     auto range = address_reservation::reserve(e.size, granularity, e.address);
     if (!range) return op.wrap(std::move(range).error());
@@ -98,14 +99,20 @@ status sleeping_allocator::state::map_new(entry& e, const detail::operation& op)
                                  e.tag, range->address()),
                      "keep release_address_range off where the address space is contended");
     e.range = std::move(range).value();
+    reserved_here = true;
   }
+  // A failure below leaves the entry as asleep as it was: with release_range, not even the range stays reserved.
+  auto undo = [&](error err) -> error {
+    if (reserved_here) (void)e.range.release();
+    return op.wrap(std::move(err));
+  };
   allocation_properties props;
   props.location = location::device(options.device);
   auto memory = physical_allocation::create(e.size, props);
-  if (!memory) return op.wrap(std::move(memory).error());
+  if (!memory) return undo(std::move(memory).error());
   const access_descriptor grant{location::device(options.device), access::read_write};
   auto mapped = e.range.map_and_grant(0, *memory, {grant});
-  if (!mapped) return op.wrap(std::move(mapped).error());
+  if (!mapped) return undo(std::move(mapped).error());
   e.memory = std::move(memory).value();
   return {};
 }
