@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
 
 #include <fmt/format.h>
 
@@ -129,12 +128,15 @@ status check_copy_range(const void* address, std::size_t size, copy_end end, int
     return op.fail(errc::out_of_range,
                    fmt::format("the {} [{}, +{:#x}) runs from memory pvmm does not know into the {} at {}", which,
                                address, size, kind_text(overlap->kind), overlap->base));
-  // Asked on the host backend only (its "device" memory is host memory): on a GPU the address may be the
-  // runtime's own device memory, which only its driver knows.
-  if (std::strcmp(backend::traits.name, "host") == 0 && !host_pages_mapped(address, size))
-    return op.fail(errc::not_mapped,
-                   fmt::format("the {} [{}, +{:#x}) is not memory pvmm made and not mapped in this process", which,
-                               address, size));
+  // Asked on every backend: memory pvmm does not know is either host memory (which must be mapped here) or, on a
+  // GPU backend, the runtime's own device memory, whose addresses unified addressing reserves in this process's
+  // address space (mapped, perhaps PROT_NONE, as far as mincore is concerned). An address no mapping covers
+  // (NULL + 16, garbage, a host range past its end) reaches no driver: cuMemcpy would fault on it.
+  if (!host_pages_mapped(address, size))
+    return op.fail(
+        errc::not_mapped,
+        fmt::format("the {} [{}, +{:#x}) is not memory pvmm made and not mapped in this process", which, address, size),
+        "copy from or to memory that is allocated and mapped");
   return {};
 }
 
