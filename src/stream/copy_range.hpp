@@ -14,7 +14,9 @@ enum class copy_end { source, destination };
 /// [address, address + size) (size > 0) is one end of a copy run by `device`:
 /// - null: errc::invalid_argument; a range past the end of the address space: errc::out_of_range;
 /// - inside a range pvmm made (a reservation, a pool allocation, managed, pinned or registered memory): it must end
-///   inside that range (errc::out_of_range); in a reservation every byte must be mapped (errc::not_mapped) and
+///   inside that range, or, from a reservation, inside reservations that follow it without a gap (a growable
+///   buffer grown in place owns several) (errc::out_of_range); in a reservation every byte must be mapped
+///   (errc::not_mapped) and
 ///   `device` must have read access to the source's mappings and read_write to the destination's
 ///   (errc::not_permitted);
 /// - running from memory pvmm does not know into a range it made: errc::out_of_range;
