@@ -21,7 +21,10 @@ std::size_t backend_call_count() noexcept;
 namespace pvmm::testing {
 
 /// Copies host bytes into mapped memory through `device` (host backend: memcpy; GPU: a synchronous copy run
-/// by that device, so it needs access). device < 0: the first device that has access.
+/// by that device, so it needs access). device < 0: the first device that has access. Both ranges are checked first
+/// (as stream_ref::copy_async's): the mapped side must be mapped and granted to `device` (read_write here, read for
+/// copy_from_mapping), possibly across reservations that follow each other; the host side must be mapped in this
+/// process. not_mapped, not_permitted, out_of_range or invalid_argument (NULL) otherwise, before any copy.
 status copy_to_mapping(void* destination, const void* source, std::size_t size, int device = -1);
 /// Copies mapped memory into host bytes through `device` (read access suffices).
 status copy_from_mapping(void* destination, const void* source, std::size_t size, int device = -1);

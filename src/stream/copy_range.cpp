@@ -4,9 +4,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
 
 #include <fmt/format.h>
 
@@ -80,6 +80,69 @@ bool host_pages_mapped(const void* begin, std::size_t size) noexcept {
   return true;
 }
 
+/// One reservation's part of a copy's end, as walk_mappings found it: every byte mapped, and `device` has the
+/// access the end needs at each mapped piece.
+status check_reservation_part(const range_registry::range& found, const mapping_walk& walk, const char* which,
+                              copy_end end, int device, const operation& op) {
+  if (!walk.fully_mapped)
+    return op.fail(errc::not_mapped,
+                   fmt::format("the {}'s byte at {} is not mapped (reserved address space only)", which,
+                               static_cast<const void*>(found.begin() + walk.unmapped_at)),
+                   "map physical memory there first, or copy only the mapped part");
+  const access needed = end == copy_end::destination ? access::read_write : access::read;
+  for (std::size_t i = 0; i < walk.piece_count; ++i) {
+    const void* piece = found.begin() + walk.pieces[i];
+    auto granted = backend::get_access(location::device(device < 0 ? 0 : device), piece);
+    if (!granted) return op.wrap(std::move(granted).error());
+    if (static_cast<int>(*granted) < static_cast<int>(needed))
+      return op.fail(errc::not_permitted,
+                     fmt::format("device {} has {} access to the {} at {}, the copy needs {}", device,
+                                 *granted == access::none ? "no" : "read-only", which, piece,
+                                 needed == access::read ? "read" : "read_write"),
+                     "grant it with set_access first");
+  }
+  return {};
+}
+
+/// Walks [address, address + size) across the ranges pvmm knows, one at a time; `known`: whether the first byte is
+/// in one (when not, nothing is checked). A range ending before the copy does is out_of_range unless a reservation
+/// follows it at once and both are reservations; with `mappings`, each reservation's part is checked as well.
+status walk_known(const void* address, std::size_t size, const char* which, copy_end end, int device, bool mappings,
+                  bool& known, const operation& op) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(address);
+  const std::uintptr_t stop = begin + size;
+  range_registry::range previous;
+  known = false;
+  for (std::uintptr_t at = begin; at < stop;) {
+    range_registry::range found;
+    bool here = false;
+    mapping_walk walk;
+    range_registry::visit(reinterpret_cast<const void*>(at), [&](const range_registry::range& r) {
+      found = r;
+      here = true;
+      const auto r_end = reinterpret_cast<std::uintptr_t>(r.end());
+      if (mappings && r.kind == memory_kind::device)
+        walk = walk_mappings(*static_cast<reservation_state*>(const_cast<void*>(r.owner)),
+                             static_cast<std::size_t>(at - reinterpret_cast<std::uintptr_t>(r.base)),
+                             static_cast<std::size_t>(std::min(stop, r_end) - at));
+    });
+    if (at == begin && !here) return {};  // memory pvmm does not know: the caller's to check
+    known = true;
+    const bool follows = here && found.kind == memory_kind::device && previous.kind == memory_kind::device &&
+                         found.base == previous.end();
+    if (at != begin && !follows)
+      return op.fail(errc::out_of_range,
+                     fmt::format("the {} [{}, +{:#x}) runs past the end of the {} at {} (size {:#x})", which, address,
+                                 size, kind_text(previous.kind), previous.base, previous.size),
+                     "a copy stays inside one allocation, or inside mapped reservations that follow each other");
+    if (mappings && found.kind == memory_kind::device)
+      PVMM_TRY(check_reservation_part(found, walk, which, end, device, op));
+    previous = found;
+    at = reinterpret_cast<std::uintptr_t>(found.end());
+  }
+  return {};
+}
+
 }  // namespace
 
 status check_copy_range(const void* address, std::size_t size, copy_end end, int device, const operation& op) {
@@ -89,52 +152,25 @@ status check_copy_range(const void* address, std::size_t size, copy_end end, int
   if (size > UINTPTR_MAX - begin)
     return op.fail(errc::out_of_range,
                    fmt::format("the {} [{}, +{:#x}) runs past the end of the address space", which, address, size));
-  range_registry::range found;
+  // Known memory: one range, or reservations that follow each other without a gap (a growable buffer grown in
+  // place owns several). Walked twice: the extent first (a range past the end is out_of_range whatever is mapped
+  // in it), then each reservation's mappings and access.
   bool known = false;
-  mapping_walk walk;
-  range_registry::visit(address, [&](const range_registry::range& r) {
-    found = r;
-    known = true;
-    if (r.kind == memory_kind::device && begin + size <= reinterpret_cast<std::uintptr_t>(r.end()))
-      walk = walk_mappings(*static_cast<reservation_state*>(const_cast<void*>(r.owner)),
-                           static_cast<std::size_t>(begin - reinterpret_cast<std::uintptr_t>(r.base)), size);
-  });
-  if (known) {
-    if (begin + size > reinterpret_cast<std::uintptr_t>(found.end()))
-      return op.fail(errc::out_of_range,
-                     fmt::format("the {} [{}, +{:#x}) runs past the end of the {} at {} (size {:#x})", which, address,
-                                 size, kind_text(found.kind), found.base, found.size),
-                     "a copy stays inside one allocation or mapped range");
-    if (found.kind != memory_kind::device) return {};
-    if (!walk.fully_mapped)
-      return op.fail(errc::not_mapped,
-                     fmt::format("the {}'s byte at {} is not mapped (reserved address space only)", which,
-                                 static_cast<const void*>(found.begin() + walk.unmapped_at)),
-                     "map physical memory there first, or copy only the mapped part");
-    const access needed = end == copy_end::destination ? access::read_write : access::read;
-    for (std::size_t i = 0; i < walk.piece_count; ++i) {
-      const void* piece = found.begin() + walk.pieces[i];
-      auto granted = backend::get_access(location::device(device < 0 ? 0 : device), piece);
-      if (!granted) return op.wrap(std::move(granted).error());
-      if (static_cast<int>(*granted) < static_cast<int>(needed))
-        return op.fail(errc::not_permitted,
-                       fmt::format("device {} has {} access to the {} at {}, the copy needs {}", device,
-                                   *granted == access::none ? "no" : "read-only", which, piece,
-                                   needed == access::read ? "read" : "read_write"),
-                       "grant it with set_access first");
-    }
-    return {};
-  }
+  PVMM_TRY(walk_known(address, size, which, end, device, false, known, op));
+  if (known) return walk_known(address, size, which, end, device, true, known, op);
   if (auto overlap = range_registry::find_overlapping(address, size))
     return op.fail(errc::out_of_range,
                    fmt::format("the {} [{}, +{:#x}) runs from memory pvmm does not know into the {} at {}", which,
                                address, size, kind_text(overlap->kind), overlap->base));
-  // Asked on the host backend only (its "device" memory is host memory): on a GPU the address may be the
-  // runtime's own device memory, which only its driver knows.
-  if (std::strcmp(backend::traits.name, "host") == 0 && !host_pages_mapped(address, size))
-    return op.fail(errc::not_mapped,
-                   fmt::format("the {} [{}, +{:#x}) is not memory pvmm made and not mapped in this process", which,
-                               address, size));
+  // Asked on every backend: memory pvmm does not know is either host memory (which must be mapped here) or, on a
+  // GPU backend, the runtime's own device memory, whose addresses unified addressing reserves in this process's
+  // address space (mapped, perhaps PROT_NONE, as far as mincore is concerned). An address no mapping covers
+  // (NULL + 16, garbage, a host range past its end) reaches no driver: cuMemcpy would fault on it.
+  if (!host_pages_mapped(address, size))
+    return op.fail(
+        errc::not_mapped,
+        fmt::format("the {} [{}, +{:#x}) is not memory pvmm made and not mapped in this process", which, address, size),
+        "copy from or to memory that is allocated and mapped");
   return {};
 }
 

@@ -14,13 +14,16 @@ enum class copy_end { source, destination };
 /// [address, address + size) (size > 0) is one end of a copy run by `device`:
 /// - null: errc::invalid_argument; a range past the end of the address space: errc::out_of_range;
 /// - inside a range pvmm made (a reservation, a pool allocation, managed, pinned or registered memory): it must end
-///   inside that range (errc::out_of_range); in a reservation every byte must be mapped (errc::not_mapped) and
+///   inside that range, or, from a reservation, inside reservations that follow it without a gap (a growable
+///   buffer grown in place owns several) (errc::out_of_range); in a reservation every byte must be mapped
+///   (errc::not_mapped) and
 ///   `device` must have read access to the source's mappings and read_write to the destination's
 ///   (errc::not_permitted);
 /// - running from memory pvmm does not know into a range it made: errc::out_of_range;
-/// - memory pvmm does not know: its host pages must all be mapped in this process (mincore) - on the host backend
-///   errc::not_mapped when they are not; on a GPU backend such an address may be the runtime's device memory, which
-///   its driver checks itself. Whether unknown host memory is writable is not known here.
+/// - memory pvmm does not know: its pages must all be mapped in this process (mincore), on every backend, else
+///   errc::not_mapped - a GPU runtime's own device memory is covered by the address space unified addressing
+///   reserves, so only addresses nothing maps (garbage, a host range past its end) are refused, never handed to a
+///   driver that would fault on them. Whether unknown memory is writable is not known here.
 status check_copy_range(const void* address, std::size_t size, copy_end end, int device, const operation& op);
 
 }  // namespace pvmm::detail

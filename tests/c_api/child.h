@@ -13,6 +13,10 @@ static void run_in_child(const char* name, int (*case_fn)(void), unsigned timeou
   fflush(NULL);
   pid_t child = fork();
   if (child == 0) {
+    /* The child's exit status counts its own failures only, not those of the cases before it (a case that died
+     * left check_failures raised in the parent, and every later child inherited it as "N checks failed"). */
+    check_count = 0;
+    check_failures = 0;
     alarm(timeout_s);
     _exit(case_fn());
   }

@@ -2,7 +2,9 @@
  * pvmm_copy_from_mapping and pvmm_copy_async refuse a NULL end, a range past a mapping's end, reserved-unmapped and
  * read-only memory, a garbage address and SIZE_MAX with a status naming the end, before anything is enqueued, on
  * every backend. Each case runs in a child process (a crash fails that case only). */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <stdint.h>
+#include <sys/mman.h>
 
 #include "child.h"
 
@@ -11,6 +13,15 @@ static pvmm_reservation range;
 static pvmm_allocation memory;
 static void* base; /* [base, base + gran) mapped read_write, [base + gran, base + 2 gran) reserved only */
 static unsigned char host[64];
+
+/* A host page followed by one that is not mapped: a host range running past its end, on every backend alike (a
+ * range past a static array may run into other mappings). */
+static unsigned char* host_edge(size_t* page) {
+  *page = (size_t)sysconf(_SC_PAGESIZE);
+  unsigned char* p = mmap(NULL, 2 * *page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED || munmap(p + *page, *page) != 0) return NULL;
+  return p;
+}
 
 /* A reservation of two granules, the first mapped; `writable` 0: read-only. 77 when the backend cannot. */
 static int setup(int writable) {
@@ -36,7 +47,14 @@ static int to_mapping(void) {
   CHECK_STATUS(pvmm_copy_to_mapping(b, host, SIZE_MAX, -1), pvmm_status_out_of_range, "destination");
   CHECK_STATUS(pvmm_copy_from_mapping(host, b, SIZE_MAX, -1), pvmm_status_out_of_range, "source");
   CHECK_STATUS(pvmm_copy_to_mapping(b, host, 3 * gran, -1), pvmm_status_out_of_range, "past the end");
-  CHECK_STATUS(pvmm_copy_from_mapping(host, b, sizeof host + 4096 * 64, -1), pvmm_status_not_mapped, "");
+  size_t page = 0;
+  unsigned char* edge = host_edge(&page);
+  if (!edge) return 77;
+  /* the host end: past its mapping, garbage - refused before any driver sees them (cuMemcpy* faults on them) */
+  CHECK_STATUS(pvmm_copy_from_mapping(edge + page - 8, b, 16, -1), pvmm_status_not_mapped, "destination");
+  CHECK_STATUS(pvmm_copy_to_mapping(b, edge + page - 8, 16, -1), pvmm_status_not_mapped, "source");
+  CHECK_STATUS(pvmm_copy_to_mapping(b, (void*)0x10, 16, -1), pvmm_status_not_mapped, "source");
+  CHECK_STATUS(pvmm_copy_from_mapping((void*)0x10, b, 16, -1), pvmm_status_not_mapped, "destination");
   CHECK_OK(pvmm_copy_to_mapping(b, host, sizeof host, -1)); /* and the good copy still works */
   return check_failures;
 }
@@ -65,6 +83,11 @@ static int async(void) {
   CHECK_STATUS(pvmm_copy_async(b + gran - 8, host, 16, on), pvmm_status_not_mapped, "");
   CHECK_STATUS(pvmm_copy_async((void*)0x10, host, 16, on), pvmm_status_not_mapped, "destination");
   CHECK_STATUS(pvmm_copy_async(host, (void*)0x10, 16, on), pvmm_status_not_mapped, "source");
+  size_t page = 0;
+  unsigned char* edge = host_edge(&page);
+  if (!edge) return 77;
+  CHECK_STATUS(pvmm_copy_async(edge + page - 8, b, 16, on), pvmm_status_not_mapped, "destination");
+  CHECK_STATUS(pvmm_copy_async(b, edge + page - 8, 16, on), pvmm_status_not_mapped, "source");
   CHECK_STATUS(pvmm_copy_async(host, b, SIZE_MAX, on), pvmm_status_out_of_range, "");
   CHECK_STATUS(pvmm_copy_async(b, host, SIZE_MAX, on), pvmm_status_out_of_range, "");
   CHECK_STATUS(pvmm_copy_async(b, host, 3 * gran, on), pvmm_status_out_of_range, "past the end");

@@ -85,6 +85,29 @@ TEST_SUITE("growable buffer") {
     CHECK(query_live_objects() == live);
   }
 
+  PVMM_CASE("grown in place across two reservations: one copy spans both, and stops at the second's end") {
+    PVMM_REQUIRE_DEVICE();
+    // The addresses right after a new buffer are free on GPU drivers (they reserve upwards) and taken on Linux
+    // (mmap places downwards, right below the last range): a range reserved first, given back once the buffer
+    // lies right below it, leaves them free on both.
+    auto above = address_reservation::reserve(4 * granule()).value();
+    auto buffer = growable_buffer::create(granule_chunks(1)).value();
+    const std::size_t c = buffer.chunk_size();
+    buffer.resize(c).value();
+    if (static_cast<char*>(buffer.data()) + buffer.capacity() == above.address()) PVMM_CHECK_OK(above.release());
+    PVMM_SKIP_UNLESS(tail_is_free(buffer), "the addresses after the buffer are taken: it would move");
+    auto outcome = buffer.resize(2 * c).value();
+    PVMM_SKIP_UNLESS(!outcome.moved, "the buffer moved: its addresses were taken meanwhile");
+    REQUIRE(buffer.reservation_count() == 2);
+    char* const at = static_cast<char*>(buffer.data());
+    write_words(at, pattern(2 * c, 88));  // [at, at + 2c): the first reservation's chunk and the second's
+    CHECK(read_words(at, 2 * c) == pattern(2 * c, 88));
+    write_words(at + c / 2, pattern(c, 89));  // from the middle of one into the middle of the other
+    CHECK(read_words(at + c / 2, c) == pattern(c, 89));
+    std::vector<std::uint32_t> words(c / 2);  // past the second reservation's end: out_of_range, nothing copied
+    PVMM_CHECK_ERRC(testing::copy_to_mapping(at + buffer.capacity() - c / 4, words.data(), c / 2), errc::out_of_range);
+  }
+
   PVMM_CASE("shrinking unmaps and releases the tail chunks") {
     PVMM_REQUIRE_DEVICE();
     auto buffer = growable_buffer::create(granule_chunks(8)).value();
