@@ -40,7 +40,9 @@ if [ -n "$sanitize" ]; then
   sanitize_args=(-Ccmake.define.PVMM_SANITIZE="$flags" -Ccmake.build-type=RelWithDebInfo)
   runtime=lib${sanitize%%,*}.so
   [ "$sanitize" = address ] && runtime=libasan.so
-  run_env=(LD_PRELOAD="$(${CXX:-g++} -print-file-name="$runtime")" ASAN_OPTIONS=detect_leaks=0:abort_on_error=0
+  # libstdc++ preloaded too: ASan finds __cxa_throw to intercept only if it is loaded when ASan starts.
+  run_env=(LD_PRELOAD="$(${CXX:-g++} -print-file-name="$runtime") $(${CXX:-g++} -print-file-name=libstdc++.so)"
+           ASAN_OPTIONS=detect_leaks=0:abort_on_error=0
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TSAN_OPTIONS=halt_on_error=1)
 fi
 # (The stub generator imports the sanitized module into the plain interpreter: ASan lets it load there.)
