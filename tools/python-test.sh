@@ -8,7 +8,7 @@
 #   PVMM_PY_CMAKE_ARGS="-C..."   more configure options for pip (hip on HIP's NVIDIA platform:
 #                                -Ccmake.define.PVMM_HIP_PLATFORM=nvidia -Ccmake.define.PVMM_HIP_ROOT=<HIP headers>)
 #   PVMM_PY_SANITIZE=address     builds the library and module with ASan+UBSan (the interpreter preloads libasan);
-#                                the misuse cases must pass under it (issue 47)
+#                                the misuse cases must pass under it (issue 47); =thread: TSan (preloads libtsan)
 #   The venv also gets mpi4py, built by pip against the system's MPI (Debian: libopenmpi-dev), for the test that
 #   runs a team over it under mpirun (python/tests/test_mpi4py.py).
 set -euo pipefail
@@ -38,8 +38,8 @@ if [ -n "$sanitize" ]; then
   [ "$sanitize" = address ] && flags=address,undefined || flags="$sanitize"
   werror=OFF  # GCC's -Wmaybe-uninitialized misfires under -fsanitize (the plain builds keep -Werror)
   sanitize_args=(-Ccmake.define.PVMM_SANITIZE="$flags" -Ccmake.build-type=RelWithDebInfo)
-  runtime=lib${sanitize%%,*}.so
-  [ "$sanitize" = address ] && runtime=libasan.so
+  runtime=libasan.so
+  [ "$sanitize" = thread ] && runtime=libtsan.so
   # libstdc++ preloaded too: ASan finds __cxa_throw to intercept only if it is loaded when ASan starts.
   run_env=(LD_PRELOAD="$(${CXX:-g++} -print-file-name="$runtime") $(${CXX:-g++} -print-file-name=libstdc++.so)"
            ASAN_OPTIONS=detect_leaks=0:abort_on_error=0
