@@ -43,7 +43,8 @@ if [ -n "$sanitize" ]; then
   # libstdc++ preloaded too: ASan finds __cxa_throw to intercept only if it is loaded when ASan starts.
   run_env=(LD_PRELOAD="$(${CXX:-g++} -print-file-name="$runtime") $(${CXX:-g++} -print-file-name=libstdc++.so)"
            ASAN_OPTIONS=detect_leaks=0:abort_on_error=0
-           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TSAN_OPTIONS=halt_on_error=1)
+           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+           TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/python/tests/tsan.supp")
 fi
 # (The stub generator imports the sanitized module into the plain interpreter: ASan lets it load there.)
 time env ${sanitize:+ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0} \
