@@ -47,7 +47,7 @@ race(growable, lambda g: [lambda: g.resize(4 * MIB), lambda: g.resize(2 * MIB), 
 race(lambda: pvmm.MemoryPool.create(),
      lambda p: [lambda: p.allocate(4096, s).free(), lambda: p.usage(), lambda: p.trim()])
 race(lambda: pvmm.PinnedAllocation.create(MIB),
-     lambda p: [lambda: p.copy_from(bytes(4096), s), lambda: bytes(memoryview(p)[:8])])
+     lambda p: [lambda: p.copy_from(bytes(4096), s, 8192), lambda: bytes(memoryview(p)[:8])])
 race(lambda: pvmm.Stream.create(), lambda st: [lambda: st.synchronize(), lambda: st.handle])
 print("errors", errors)
 print("calls", calls[0] > 0)
