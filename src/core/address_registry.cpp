@@ -17,8 +17,9 @@ bool add(reservation_state* r) {
   entry.size = r->size;
   entry.kind = memory_kind::device;
   entry.owner = r;
+  if (!range_registry::add(entry)) return false;
   observe::record(observe::action::segment_alloc, r->address, r->size);
-  return range_registry::add(entry);
+  return true;
 }
 
 void remove(reservation_state* r) {
