@@ -137,6 +137,9 @@ class caching_allocator : detail::move_only {
   /// Gives back every cached block and idle chunk now, waiting (host) for their pending frees first.
   status trim();
   caching_stats stats() const noexcept;
+  /// The bytes asked for by the live block starting at `pointer`; 0 when it is none of this allocator's live blocks
+  /// (what a plug-in that serves several sources asks to route a free).
+  std::size_t size_of(const void* pointer) const noexcept;
   /// Sets the high marks to the current values.
   void reset_peaks() noexcept;
 

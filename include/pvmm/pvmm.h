@@ -36,6 +36,7 @@
 #define PVMM_PVMM_H
 
 /* The parts, by area (each includes what it needs; this header gives everything). */
+#include <pvmm/c/alloc.h>
 #include <pvmm/c/buffers.h>
 #include <pvmm/c/common.h>
 #include <pvmm/c/devices.h>

@@ -76,6 +76,10 @@ struct sleeping_options {
   /// Release the reserved range too while asleep and reserve the exact range again at wake (ROCm returns no VRAM
   /// while the range stays reserved). Default: on for the hip backend, off elsewhere.
   std::optional<bool> release_address_range;
+  /// Keep the page-locked host memory of woken pinned copies for the next sleep instead of freeing it at wake:
+  /// page-locking is what a sleep at bus speed cannot hide (a fresh pin runs at a few GiB/s), so a job that sleeps
+  /// every step trades the host memory for it. Freed by trim_host_memory() and release().
+  bool keep_host_memory = false;
 };
 
 /// What a sleeping allocator holds (all tags, or one).
@@ -86,6 +90,7 @@ struct sleeping_stats {
   std::size_t offloaded_bytes = 0;  ///< host copies held (asleep, or retained)
   std::size_t asleep = 0;           ///< allocations asleep
   std::size_t staging_bytes = 0;    ///< the staging ring (0 until a pageable or file copy needed it)
+  std::size_t kept_host_bytes = 0;  ///< page-locked memory kept for the next sleep (keep_host_memory)
 };
 
 /// Why a backing changes.
@@ -145,6 +150,8 @@ class sleeping_allocator : detail::move_only {
   /// Wakes every sleeping allocation whose tag is in `tags` (all when empty). Blocks until the contents are back.
   status wake(const std::vector<std::string>& tags = {});
   result<event> wake(const std::vector<std::string>& tags, stream_ref on);
+  /// Frees the page-locked host memory kept for reuse (keep_host_memory).
+  status trim_host_memory();
   /// Forgets retained host copies of the tags (all when empty) of awake allocations.
   status drop_host_copies(const std::vector<std::string>& tags = {});
 

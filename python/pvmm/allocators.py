@@ -2,12 +2,16 @@
 
 - PyTorch: ``torch_mem_pool(source)`` gives a ``torch.cuda.MemPool`` whose allocations come from ``source``
   through ``torch.cuda.memory.CUDAPluggableAllocator``: a ``pvmm.MemoryPool`` (stream-ordered pool allocations), a
-  ``pvmm.GrowableArena`` (one reserved range whose physical memory is mapped as allocations reach it and unmapped
+  ``pvmm.CachingAllocator`` (pvmm's caching allocator on VMM, in the order of the stream PyTorch names; its
+  ``stats()`` say what it holds and the driver calls it made), a ``pvmm.GrowableArena`` (one reserved range whose physical memory is mapped as allocations reach it and unmapped
   when the highest ones go: VMM growth, addresses never move) or a ``pvmm.SleepingAllocator``. The C entry points
   ``pvmm_torch_alloc`` / ``pvmm_torch_free`` live in the extension module itself.
-- CuPy: ``cupy_set_allocator(pool)`` routes ``cupy.cuda.set_allocator`` through ``CFunctionAllocator`` to the pool.
+- CuPy: ``cupy_set_allocator(source)`` routes ``cupy.cuda.set_allocator`` through ``CFunctionAllocator`` to a
+  ``pvmm.MemoryPool`` or a ``pvmm.CachingAllocator``.
 - Tags: ``with tag(sleeping, "weights"):`` makes the allocations PyTorch asks for inside the block carry the tag
-  that ``sleeping.sleep(["weights"])`` selects (vLLM's sleep mode).
+  that ``sleeping.sleep(["weights"])`` selects (vLLM's sleep mode); nested blocks restore the outer tag.
+
+Installing a closed source raises ``AlreadyReleasedError`` and leaves the installed source as it was.
 
 Allocations through the C entry points come from the last source installed; a free reaches the source that made
 it (an arena or sleeping allocator the entry points served stays alive while it holds allocations; a pool's frees go
@@ -22,7 +26,7 @@ from typing import Any, Iterator, Union
 
 from . import _pvmm
 
-Source = Union[_pvmm.MemoryPool, _pvmm.GrowableArena, _pvmm.SleepingAllocator]
+Source = Union[_pvmm.MemoryPool, _pvmm.CachingAllocator, _pvmm.GrowableArena, _pvmm.SleepingAllocator]
 
 
 def library_path() -> str:
@@ -48,16 +52,17 @@ def torch_mem_pool(source: Source) -> Any:
 
 @contextlib.contextmanager
 def tag(sleeping: _pvmm.SleepingAllocator, name: str) -> Iterator[None]:
-    """Allocations made through the C entry points inside the block are tagged ``name``."""
-    sleeping.use_tag(name)
+    """Allocations made through the C entry points (and ``allocate`` without a tag) inside the block are tagged
+    ``name``; the tag in force before the block is restored after it (nested blocks nest)."""
+    outer = sleeping.use_tag(name)
     try:
         yield
     finally:
-        sleeping.use_tag("default")
+        sleeping.use_tag(outer)
 
 
-def cupy_set_allocator(pool: _pvmm.MemoryPool, stream: Any = None) -> Any:
-    """Makes CuPy allocate from ``pool`` in ``stream``'s order (default: CuPy's current stream at this call).
+def cupy_set_allocator(pool: Union[_pvmm.MemoryPool, _pvmm.CachingAllocator], stream: Any = None) -> Any:
+    """Makes CuPy allocate from ``pool`` (a pool or a caching allocator) in ``stream``'s order (default: CuPy's current stream at this call).
     Returns the ``CFunctionAllocator`` (keep it; ``cupy.cuda.set_allocator(None)`` undoes)."""
     import cupy  # optional
 

@@ -1,134 +1,231 @@
-#include "arena.hpp"
+// pvmm.GrowableArena and pvmm.CachingAllocator: thin wrappers over pvmm::growable_arena and pvmm::caching_allocator
+// (include/pvmm/growable_arena.hpp, caching_allocator.hpp), each usable as the PyTorch/CuPy plug-ins' source.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
-#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
-#include <utility>
+#include <vector>
 
-#include "common.hpp"
+#include "alloc_sources.hpp"
+#include "holder.hpp"
+#include "views.hpp"
 
 namespace pvmm_py {
 
+using namespace nb::literals;
+
 namespace {
-std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+struct py_arena {
+  holder<pvmm::growable_arena> h;  // views hold a share and pin it: free refuses while they live
+};
+struct py_caching {
+  holder<pvmm::caching_allocator> h;
+};
+
+/// Closes a holder: uninstalls its object from the C entry points and drops the share without the GIL.
+template <class Holder>
+void close_source(Holder& h) {
+  auto share = h.take();
+  if (share) uninstall_c_source(share);
+  release_without_gil(std::move(share));
+}
+
+nb::dict caching_stats_dict(const pvmm::caching_stats& st) {
+  nb::dict d;
+#define PVMM_PY_STAT(field) d[#field] = st.field;
+  PVMM_PY_STAT(reserved)
+  PVMM_PY_STAT(live) PVMM_PY_STAT(peak_reserved) PVMM_PY_STAT(peak_live) PVMM_PY_STAT(live_blocks)
+      PVMM_PY_STAT(cached_blocks) PVMM_PY_STAT(cache_hits) PVMM_PY_STAT(stitches) PVMM_PY_STAT(chunks_reused)
+          PVMM_PY_STAT(waits) PVMM_PY_STAT(pressure_retries) PVMM_PY_STAT(chunks_created) PVMM_PY_STAT(maps)
+              PVMM_PY_STAT(unmaps) PVMM_PY_STAT(event_records) PVMM_PY_STAT(event_queries) PVMM_PY_STAT(device_waits)
+                  PVMM_PY_STAT(host_syncs) PVMM_PY_STAT(ghost_bytes) PVMM_PY_STAT(stitch_ns) PVMM_PY_STAT(unmap_ns)
+                      PVMM_PY_STAT(create_ns) PVMM_PY_STAT(event_record_ns) PVMM_PY_STAT(event_query_ns)
+                          PVMM_PY_STAT(device_wait_ns)
+#undef PVMM_PY_STAT
+                              return d;
+}
+
 }  // namespace
 
-growable_arena::growable_arena(int device, pvmm::growable_buffer buffer) noexcept
-    : device_(device), buffer_(std::move(buffer)) {
-  counters_.reserved_bytes = buffer_.capacity();
+void bind_arena(nb::module_& m) {
+  nb::class_<py_arena>(m, "GrowableArena",
+                       "Allocations in one reserved range whose physical memory is mapped as they reach it and "
+                       "unmapped when the highest ones go; addresses never move (pvmm::growable_arena).")
+      .def(
+          "__init__",
+          [](py_arena* self, int device, std::size_t reserve_size, std::size_t chunk_size) {
+            pvmm::arena_options o;
+            o.device = device;
+            o.reserve_size = reserve_size;
+            o.chunk_size = chunk_size;
+            std::shared_ptr<pvmm::growable_arena> a;
+            {
+              nb::gil_scoped_release release;
+              a = std::make_shared<pvmm::growable_arena>(unwrap(pvmm::growable_arena::create(o)));
+            }
+            new (self) py_arena{};
+            self->h.reset(std::move(a));
+          },
+          "device"_a = 0, "reserve_size"_a = 0, "chunk_size"_a = 0,
+          "reserve_size: the address range reserved up front, all the arena can ever hold (0: the device's total "
+          "memory); chunk_size: the unit of physical memory mapped (0: pvmm's default, 64 MiB).")
+      .def(
+          "allocate",
+          [](const py_arena& a, std::size_t size) {
+            auto arena = a.h.use("pvmm.GrowableArena.allocate");  // held for the call: close() waits for it
+            nb::gil_scoped_release release;                       // may map chunks
+            return reinterpret_cast<std::uintptr_t>(unwrap(arena->allocate(size)));
+          },
+          "size"_a, "An address (int), a multiple of 512; OutOfMemoryError when the reservation cannot hold it.")
+      .def(
+          "free",
+          [](const py_arena& a, std::uintptr_t p) {
+            auto arena = use_unviewed(a.h, "pvmm.GrowableArena.free");  // refused while views live: it may unmap
+            nb::gil_scoped_release release;
+            unwrap(arena->deallocate(reinterpret_cast<void*>(p)));
+          },
+          "address"_a,
+          "Frees an allocation no work in flight uses; the chunks above the highest one left go back. BusyError while "
+          "views of the arena live.")
+      .def("statistics",
+           [](const py_arena& a) {
+             auto st = a.h.use("pvmm.GrowableArena.statistics")->stats();
+             nb::dict d;
+             d["allocations"] = st.allocations;
+             d["allocated_bytes"] = st.allocated_bytes;
+             d["mapped_bytes"] = st.mapped_bytes;
+             d["peak_mapped_bytes"] = st.peak_mapped_bytes;
+             d["reserved_bytes"] = st.reserved_bytes;
+             d["grows"] = st.grows;
+             d["shrinks"] = st.shrinks;
+             return d;
+           })
+      .def_prop_ro(
+          "address",
+          [](const py_arena& a) {
+            return reinterpret_cast<std::uintptr_t>(a.h.use("pvmm.GrowableArena.address")->base());
+          },
+          "The start of the reserved range.")
+      .def(
+          "view",
+          [](const py_arena& a, std::uintptr_t address, const std::string& dtype,
+             std::optional<std::vector<std::size_t>> shape) {
+            auto arena = a.h.use("pvmm.GrowableArena.view");
+            void* p = reinterpret_cast<void*>(address);
+            return make_view(a.h.pin("pvmm.GrowableArena.view"), p, arena->size_of(p), memory_label::device,
+                             arena->device(), view_spec{dtype, std::move(shape), 0, false});
+          },
+          "address"_a, "dtype"_a = "uint8", "shape"_a = nb::none(), "An array over one allocation (keeps the arena).")
+      .def(
+          "install_c_allocator",
+          [](const py_arena& a) { install_c_source(a.h.use("pvmm.GrowableArena.install_c_allocator")); },
+          "Makes the C entry points (pvmm_torch_alloc/free) allocate from this arena. AlreadyReleasedError once "
+          "closed (the source installed stays).")
+      .def_prop_ro("closed", [](const py_arena& a) { return a.h.closed(); })
+      .def(
+          "close", [](py_arena& a) { close_source(a.h); },
+          "Drops this owner's hold (and the C entry points' if installed); a call in flight on another thread "
+          "finishes first, views keep the memory.")
+      .def(
+          "__enter__", [](py_arena& self) -> py_arena& { return self; }, nb::rv_policy::reference)
+      .def("__exit__", [](py_arena& a, nb::args) { close_source(a.h); })
+      .def("__repr__", [](const py_arena& a) {
+        auto arena = a.h.try_use();
+        if (!arena) return std::string("<pvmm.GrowableArena closed>");
+        auto st = arena->stats();
+        return "<pvmm.GrowableArena allocations=" + std::to_string(st.allocations) +
+               " mapped_bytes=" + std::to_string(st.mapped_bytes) +
+               " reserved_bytes=" + std::to_string(st.reserved_bytes) + ">";
+      });
 }
 
-pvmm::result<std::unique_ptr<growable_arena>> growable_arena::create(int device, std::size_t reserve_size,
-                                                                     std::size_t chunk_size) {
-  if (reserve_size == 0) {
-    auto info = pvmm::query_device(device);
-    if (!info) return std::move(info).error();
-    reserve_size = info->total_memory;
-  }
-  pvmm::growable_options o;
-  o.properties.location = pvmm::location::device(device);
-  o.access = {{pvmm::location::device(device), pvmm::access::read_write}};
-  o.chunk_size = chunk_size;
-  o.reserve_size = reserve_size;
-  auto buffer = pvmm::growable_buffer::create(o);
-  if (!buffer) return std::move(buffer).error();
-  return std::unique_ptr<growable_arena>(new growable_arena(device, std::move(buffer).value()));
-}
-
-pvmm::status growable_arena::map_to(std::size_t size) {
-  const std::size_t before = buffer_.size();
-  auto out = buffer_.resize(size);
-  if (!out) return std::move(out).error();
-  if (out->moved)  // cannot happen within the reservation; live allocations would have changed address
-    return make_error(pvmm::errc::backend_error, "pvmm.GrowableArena", "the arena's buffer moved");
-  if (buffer_.size() > before) ++counters_.grows;
-  if (buffer_.size() < before) ++counters_.shrinks;
-  counters_.mapped_bytes = buffer_.size();
-  counters_.peak_mapped_bytes = std::max(counters_.peak_mapped_bytes, counters_.mapped_bytes);
-  return {};
-}
-
-pvmm::result<void*> growable_arena::allocate(std::size_t size) {
-  if (size == 0) return make_error(pvmm::errc::invalid_size, "pvmm.GrowableArena.allocate", "size is zero");
-  if (size > buffer_.capacity())
-    return make_error(pvmm::errc::out_of_memory, "pvmm.GrowableArena.allocate",
-                      std::to_string(size) + " bytes exceed the arena's reservation of " +
-                          std::to_string(buffer_.capacity()) + " bytes (reserve_size=)");
-  const std::size_t bytes = round_up(size, alignment);
-  std::lock_guard<std::mutex> guard(lock_);
-  // Best fit among the freed blocks below the top (the smallest that holds `bytes`), else at the top.
-  auto best = free_.end();
-  for (auto it = free_.begin(); it != free_.end(); ++it)
-    if (it->second >= bytes && (best == free_.end() || it->second < best->second)) best = it;
-  std::size_t offset = top_;
-  if (best != free_.end()) {
-    offset = best->first;
-    const std::size_t left = best->second - bytes;
-    free_.erase(best);
-    if (left) free_.emplace(offset + bytes, left);
-  } else {
-    if (bytes > buffer_.capacity() - top_)
-      return make_error(pvmm::errc::out_of_memory, "pvmm.GrowableArena.allocate",
-                        "the arena's reservation of " + std::to_string(buffer_.capacity()) + " bytes is full (" +
-                            std::to_string(counters_.allocated_bytes) + " bytes allocated, " + std::to_string(bytes) +
-                            " more asked): create it with a larger reserve_size");
-    if (top_ + bytes > buffer_.size()) {
-      if (auto ok = map_to(top_ + bytes); !ok) return std::move(ok).error();
-    }
-    top_ += bytes;
-  }
-  live_.emplace(offset, bytes);
-  ++counters_.allocations;
-  counters_.allocated_bytes += bytes;
-  return static_cast<void*>(static_cast<unsigned char*>(buffer_.data()) + offset);
-}
-
-pvmm::status growable_arena::free(void* address) {
-  std::lock_guard<std::mutex> guard(lock_);
-  const auto at = reinterpret_cast<std::uintptr_t>(address);
-  const auto base = reinterpret_cast<std::uintptr_t>(buffer_.data());
-  auto it = at >= base ? live_.find(at - base) : live_.end();
-  if (it == live_.end())
-    return make_error(pvmm::errc::invalid_argument, "pvmm.GrowableArena.free",
-                      "the address is not an allocation of this arena (freed already, or another's)");
-  std::size_t offset = it->first;
-  std::size_t bytes = it->second;
-  live_.erase(it);
-  --counters_.allocations;
-  counters_.allocated_bytes -= bytes;
-  // Coalesce with the free neighbours on both sides.
-  auto next = free_.find(offset + bytes);
-  if (next != free_.end()) {
-    bytes += next->second;
-    free_.erase(next);
-  }
-  auto prev = free_.lower_bound(offset);
-  if (prev != free_.begin() && std::prev(prev)->first + std::prev(prev)->second == offset) {
-    --prev;
-    offset = prev->first;
-    bytes += prev->second;
-    free_.erase(prev);
-  }
-  if (offset + bytes != top_) {
-    free_.emplace(offset, bytes);
-    return {};
-  }
-  top_ = offset;  // the highest block went: give back the chunks nothing reaches any more
-  const std::size_t keep = round_up(top_, buffer_.chunk_size());
-  if (keep < buffer_.size()) return map_to(keep);
-  return {};
-}
-
-growable_arena::stats growable_arena::statistics() const {
-  std::lock_guard<std::mutex> guard(lock_);
-  return counters_;
-}
-
-std::size_t growable_arena::size_of(void* address) const {
-  std::lock_guard<std::mutex> guard(lock_);
-  const auto at = reinterpret_cast<std::uintptr_t>(address);
-  const auto base = reinterpret_cast<std::uintptr_t>(buffer_.data());
-  auto it = at >= base ? live_.find(at - base) : live_.end();
-  return it == live_.end() ? 0 : it->second;
+void bind_caching(nb::module_& m) {
+  nb::class_<py_caching>(m, "CachingAllocator",
+                         "A caching allocator on VMM (pvmm::caching_allocator): best fit at 512 B, cross-stream reuse "
+                         "gated on events, idle chunks stitched into contiguous ranges.")
+      .def(
+          "__init__",
+          [](py_caching* self, int device, std::size_t chunk_size, std::size_t max_reserved,
+             bool wait_for_pending_frees, unsigned slack_percent, std::size_t max_ghost_bytes) {
+            pvmm::caching_options o;
+            o.device = device;
+            o.chunk_size = chunk_size;
+            o.max_reserved = max_reserved;
+            o.wait_for_pending_frees = wait_for_pending_frees;
+            o.slack_percent = slack_percent;
+            o.max_ghost_bytes = max_ghost_bytes;
+            auto a = std::make_shared<pvmm::caching_allocator>(unwrap(pvmm::caching_allocator::create(o)));
+            new (self) py_caching{};
+            self->h.reset(std::move(a));
+          },
+          "device"_a = 0, "chunk_size"_a = 0, "max_reserved"_a = 0, "wait_for_pending_frees"_a = true,
+          "slack_percent"_a = 8, "max_ghost_bytes"_a = 0, "The options of pvmm::caching_options (0: its defaults).")
+      .def(
+          "allocate",
+          [](const py_caching& c, std::size_t size, nb::handle stream) {
+            auto a = c.h.use("pvmm.CachingAllocator.allocate");
+            const stream_use s = stream_of(stream, a->device(), "stream");
+            nb::gil_scoped_release release;
+            return reinterpret_cast<std::uintptr_t>(unwrap(a->allocate(size, s)));
+          },
+          "size"_a, "stream"_a,
+          "An address (int) usable in `stream`'s order (a pvmm.Stream, or a foreign stream: an int handle, "
+          "__cuda_stream__, torch's or CuPy's), aligned to 512 bytes.")
+      .def(
+          "free",
+          [](const py_caching& c, std::uintptr_t p, nb::handle stream) {
+            auto a = c.h.use("pvmm.CachingAllocator.free");
+            const stream_use s = stream_of(stream, a->device(), "stream");
+            nb::gil_scoped_release release;
+            unwrap(a->deallocate(reinterpret_cast<void*>(p), s));
+          },
+          "address"_a, "stream"_a, "Gives a block back in `stream`'s order (the stream of its last use).")
+      .def(
+          "trim",
+          [](const py_caching& c) {
+            auto a = c.h.use("pvmm.CachingAllocator.trim");
+            nb::gil_scoped_release release;
+            unwrap(a->trim());
+          },
+          "Gives back every cached block and idle chunk now (waits for their pending frees).")
+      .def(
+          "stats",
+          [](const py_caching& c) { return caching_stats_dict(c.h.use("pvmm.CachingAllocator.stats")->stats()); },
+          "reserved, live, their peaks, block counts, the driver calls made by kind and the time spent in them.")
+      .def("reset_peaks", [](const py_caching& c) { c.h.use("pvmm.CachingAllocator.reset_peaks")->reset_peaks(); })
+      .def(
+          "size_of",
+          [](const py_caching& c, std::uintptr_t p) {
+            return c.h.use("pvmm.CachingAllocator.size_of")->size_of(reinterpret_cast<void*>(p));
+          },
+          "address"_a, "The bytes asked for by the live block at `address`; 0 when none.")
+      .def_prop_ro("chunk_size",
+                   [](const py_caching& c) { return c.h.use("pvmm.CachingAllocator.chunk_size")->chunk_size(); })
+      .def_prop_ro("device", [](const py_caching& c) { return c.h.use("pvmm.CachingAllocator.device")->device(); })
+      .def(
+          "install_c_allocator",
+          [](const py_caching& c) { install_c_source(c.h.use("pvmm.CachingAllocator.install_c_allocator")); },
+          "Makes the C entry points (pvmm_torch_alloc/free, pvmm_cupy_malloc/free) allocate from this allocator, in "
+          "the order of the stream the framework names. AlreadyReleasedError once closed (the source installed stays).")
+      .def_prop_ro("closed", [](const py_caching& c) { return c.h.closed(); })
+      .def(
+          "close", [](py_caching& c) { close_source(c.h); },
+          "Drops this owner's hold (and the C entry points'); blocks still allocated stay valid.")
+      .def(
+          "__enter__", [](py_caching& self) -> py_caching& { return self; }, nb::rv_policy::reference)
+      .def("__exit__", [](py_caching& c, nb::args) { close_source(c.h); })
+      .def("__repr__", [](const py_caching& c) {
+        auto a = c.h.try_use();
+        if (!a) return std::string("<pvmm.CachingAllocator closed>");
+        auto st = a->stats();
+        return "<pvmm.CachingAllocator live=" + std::to_string(st.live) + " reserved=" + std::to_string(st.reserved) +
+               ">";
+      });
 }
 
 }  // namespace pvmm_py

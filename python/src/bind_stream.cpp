@@ -106,9 +106,14 @@ void bind_stream(nb::module_& m) {
           "copy",
           [](const py_stream& s, std::uintptr_t dst, std::uintptr_t src, std::size_t size) {
             const auto on = s.use("copy");
+            nb::gil_scoped_release release;  // checks both ranges; stages pageable memory on some backends
             unwrap(on.ref.copy_async(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), size));
           },
-          "destination"_a, "source"_a, "size"_a, "Copies in stream order (addresses as ints).")
+          "destination"_a, "source"_a, "size"_a,
+          "Copies in stream order (addresses as ints). Both ranges are checked before anything is enqueued: "
+          "OutOfRangeError past the end of pvmm's memory there, NotMappedError in an unmapped part (a sleeping "
+          "allocation), on the host backend also NotMappedError/NotPermittedError for memory the process cannot "
+          "read or write.")
       .def("close", &py_stream::close, "Waits for an owned stream's work and destroys it; a borrowed one is let go.")
       .def(
           "__enter__", [](py_stream& self) -> py_stream& { return self; }, nb::rv_policy::reference)

@@ -2,6 +2,7 @@
 #include <nanobind/stl/string.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -14,7 +15,37 @@ using namespace nb::literals;
 namespace {
 
 struct py_physical : owner<pvmm::physical_allocation> {};
-struct py_reservation : owner<pvmm::address_reservation> {};
+/// What is mapped in a reservation and whether this device may touch it: offset -> (size, accessible). Views of
+/// the reservation must lie in accessible mappings (reading an unmapped or inaccessible part faults). GIL held.
+struct mapping_table {
+  std::map<std::size_t, std::pair<std::size_t, bool>> ranges;
+  void check(std::size_t offset, std::size_t bytes) const {
+    std::size_t at = offset;
+    const std::size_t end = offset + bytes;
+    while (at < end) {
+      auto it = ranges.upper_bound(at);
+      if (it == ranges.begin()) break;
+      --it;
+      if (at >= it->first + it->second.first || !it->second.second) break;
+      at = it->first + it->second.first;
+    }
+    if (at < end)
+      raise(pvmm::errc::not_mapped, "pvmm.Reservation.view",
+            "the view reaches a part of the reservation that is not mapped, or not accessible (access \"none\")",
+            "offset=" + std::to_string(offset) + ", bytes=" + std::to_string(bytes) +
+                ", first_unreadable=" + std::to_string(at),
+            "map memory there (grant=True), or view only the mapped part (view(offset=...))");
+  }
+  /// Marks the mappings inside [offset, offset + size) accessible or not.
+  void set(std::size_t offset, std::size_t size, bool accessible) {
+    for (auto& [at, r] : ranges)
+      if (at >= offset && at + r.first <= offset + size) r.second = accessible;
+  }
+};
+
+struct py_reservation : owner<pvmm::address_reservation> {
+  std::shared_ptr<mapping_table> mappings = std::make_shared<mapping_table>();
+};
 
 pvmm::access parse_access(const std::string& mode) {
   if (mode == "none") return pvmm::access::none;
@@ -73,6 +104,7 @@ void bind_vmm(nb::module_& m) {
             py_reservation r;
             r.device = device;
             r.h.reset(std::make_shared<pvmm::address_reservation>(unwrap(pvmm::address_reservation::reserve(size))));
+            r.check_view = [table = r.mappings](std::size_t offset, std::size_t bytes) { table->check(offset, bytes); };
             return r;
           },
           "size"_a, "device"_a = 0)
@@ -83,6 +115,7 @@ void bind_vmm(nb::module_& m) {
             auto phys = memory.h.use("map");
             const pvmm::access_descriptor access{pvmm::location::device(r.device), pvmm::access::read_write};
             void* p = grant ? unwrap(range->map_and_grant(offset, *phys, {access})) : unwrap(range->map(offset, *phys));
+            r.mappings->ranges[offset] = {phys->size(), grant};
             return reinterpret_cast<std::uintptr_t>(p);
           },
           "offset"_a, "memory"_a, "grant"_a = true, "Maps all of `memory` at `offset` (granting read-write access).")
@@ -91,6 +124,9 @@ void bind_vmm(nb::module_& m) {
           [](py_reservation& r, std::size_t offset, std::size_t size) {
             auto range = r.h.begin_reshape("unmap");
             unwrap(range->unmap(offset, size));
+            auto& ranges = r.mappings->ranges;
+            for (auto it = ranges.lower_bound(offset); it != ranges.end() && it->first < offset + size;)
+              it = ranges.erase(it);
           },
           "offset"_a, "size"_a, "Unmaps; BusyError (a BufferError) while a view of the reservation is alive.")
       .def(
@@ -100,6 +136,7 @@ void bind_vmm(nb::module_& m) {
             auto range = r.h.begin_reshape("set_access");
             const pvmm::access_descriptor d{pvmm::location::device(r.device), a};
             unwrap(range->set_access(offset, size, {d}));
+            r.mappings->set(offset, size, a != pvmm::access::none);
             // Views are exported read-only once any range is not read-write (until all of it is again).
             if (a != pvmm::access::read_write)
               r.restricted = true;

@@ -75,14 +75,10 @@ void bind_window(nb::module_& m) {
             auto share = w.h.use("get_buffer");
             auto& win = share->window;
             void* p = win.peer(rank);
-            if (!p) {
-              pvmm::error e;
-              e.code = pvmm::errc::not_mapped;
-              e.operation = "pvmm.Window.get_buffer";
-              e.arguments = "rank=" + std::to_string(rank);
-              e.detail = rank < 0 || rank >= win.size() ? "no such rank" : win.unmapped_reason(rank);
-              throw pvmm::exception(e);
-            }
+            if (!p)
+              raise(pvmm::errc::not_mapped, "pvmm.Window.get_buffer",
+                    rank < 0 || rank >= win.size() ? "no such rank" : win.unmapped_reason(rank),
+                    "rank=" + std::to_string(rank));
             return make_view(w.h.pin("get_buffer"), p, win.size_of(rank), memory_label::device, share->team->device(),
                              view_spec{dtype, std::move(shape), offset, false});
           },

@@ -1,134 +1,314 @@
-#include "sleeping.hpp"
+// pvmm.SleepingAllocator: a thin wrapper over pvmm::sleeping_allocator (include/pvmm/sleeping_allocator.hpp).
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
-#include "common.hpp"
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
-#include <algorithm>
-#include <utility>
+#include "alloc_sources.hpp"
+#include "holder.hpp"
+#include "views.hpp"
 
 namespace pvmm_py {
 
-sleeping_allocator::sleeping_allocator(int device, pvmm::stream s, std::size_t granularity) noexcept
-    : device_(device), stream_(std::move(s)), granularity_(granularity) {}
+using namespace nb::literals;
 
-sleeping_allocator::~sleeping_allocator() {
-  (void)stream_.synchronize();
-  std::lock_guard<std::mutex> guard(lock_);
-  entries_.clear();  // each entry's mapping goes with its reservation, then its memory
+namespace {
+
+struct py_sleeping {
+  holder<pvmm::sleeping_allocator> h;  // views hold a share and pin it: free and sleep refuse while they live
+  std::vector<std::pair<std::uint64_t, std::unique_ptr<nb::object>>> callbacks;  // GIL held for every access
+};
+
+const char* const policy_names[] = {"discard", "pinned", "pageable", "file"};
+
+pvmm::sleep_policy policy_of(const std::string& name) {
+  for (int i = 0; i < 4; ++i)
+    if (name == policy_names[i]) return static_cast<pvmm::sleep_policy>(i);
+  raise(pvmm::errc::invalid_argument, "pvmm.SleepingAllocator.set_policy",
+        "policy '" + name + "' is none of 'discard', 'pinned', 'pageable', 'file'");
 }
 
-pvmm::result<sleeping_allocator*> sleeping_allocator::create(int device) {
-  pvmm::allocation_properties props;
-  props.location = pvmm::location::device(device);
-  auto g = pvmm::query_granularity(props);
-  if (!g) return std::move(g).error();
-  auto s = pvmm::stream::create(device);
-  if (!s) return std::move(s).error();
-  return new sleeping_allocator(device, std::move(s).value(), std::max<std::size_t>(g->minimum, 1));
+nb::dict stats_dict(const pvmm::sleeping_stats& st) {
+  nb::dict d;
+  d["allocations"] = st.allocations;
+  d["reserved_bytes"] = st.reserved_bytes;
+  d["resident_bytes"] = st.resident_bytes;
+  d["offloaded_bytes"] = st.offloaded_bytes;
+  d["asleep"] = st.asleep;
+  d["staging_bytes"] = st.staging_bytes;
+  d["kept_host_bytes"] = st.kept_host_bytes;
+  return d;
 }
 
-pvmm::status sleeping_allocator::map_new(entry& e) const {
-  pvmm::allocation_properties props;
-  props.location = pvmm::location::device(device_);
-  auto memory = pvmm::physical_allocation::create(e.size, props);
-  if (!memory) return std::move(memory).error();
-  const pvmm::access_descriptor grant{pvmm::location::device(device_), pvmm::access::read_write};
-  auto mapped = e.range.map_and_grant(0, *memory, {grant});
-  if (!mapped) return std::move(mapped).error();
-  e.memory = std::move(memory).value();
-  return {};
-}
-
-pvmm::result<void*> sleeping_allocator::allocate(std::size_t size, const std::string& tag) {
-  if (size == 0) return make_error(pvmm::errc::invalid_size, "pvmm.SleepingAllocator.allocate", "size is zero");
-  entry e;
-  e.tag = tag;
-  e.size = (size + granularity_ - 1) / granularity_ * granularity_;
-  auto range = pvmm::address_reservation::reserve(e.size);
-  if (!range) return std::move(range).error();
-  e.range = std::move(range).value();
-  if (auto ok = map_new(e); !ok) return std::move(ok).error();
-  void* address = e.range.address();
-  std::lock_guard<std::mutex> guard(lock_);
-  entries_.emplace(reinterpret_cast<std::uintptr_t>(address), std::move(e));
-  return address;
-}
-
-pvmm::status sleeping_allocator::free(void* address) {
-  std::lock_guard<std::mutex> guard(lock_);
-  auto it = entries_.find(reinterpret_cast<std::uintptr_t>(address));
-  if (it == entries_.end())
-    return make_error(pvmm::errc::invalid_argument, "pvmm.SleepingAllocator.free",
-                      "the address is not an allocation of this allocator (freed already, or another's)");
-  entries_.erase(it);
-  return {};
-}
-
-bool sleeping_allocator::selected(const entry& e, const std::vector<std::string>& tags) {
-  return tags.empty() || std::find(tags.begin(), tags.end(), e.tag) != tags.end();
-}
-
-pvmm::status sleeping_allocator::sleep(const std::vector<std::string>& tags, bool offload) {
-  std::lock_guard<std::mutex> guard(lock_);
-  if (auto ok = stream_.synchronize(); !ok) return ok;
-  for (auto& [address, e] : entries_) {
-    if (e.asleep || !selected(e, tags)) continue;
-    if (offload) {
-      auto copy = pvmm::pinned_allocation::create(e.size);
-      if (!copy) return std::move(copy).error();
-      if (auto ok = stream_.copy_async(copy->data(), e.range.address(), e.size); !ok) return ok;
-      if (auto ok = stream_.synchronize(); !ok) return ok;
-      e.copy = std::move(copy).value();
-    }
-    if (auto ok = e.range.unmap(0, e.size); !ok) return ok;
-    if (auto ok = e.memory.release(); !ok) return ok;
-    e.asleep = true;
+/// Runs a Python backing callback: pvmm calls it on the thread that slept, woke or freed, holding none of its locks
+/// (the GIL was released around that call: taken again here, the outermost lock). An exception it raises cannot stop
+/// the change under way: it is reported as unraisable (sys.unraisablehook).
+void run_backing_callback(const pvmm::backing_change& c, void* user) {
+  nb::gil_scoped_acquire gil;
+  try {
+    static const char* reasons[] = {"sleep", "wake", "free"};
+    nb::dict d;
+    d["address"] = reinterpret_cast<std::uintptr_t>(c.address);
+    d["size"] = c.size;
+    d["old_generation"] = c.old_generation;
+    d["new_generation"] = c.new_generation;
+    d["reason"] = reasons[static_cast<int>(c.reason)];
+    d["tag"] = std::string(c.tag);
+    (*static_cast<nb::object*>(user))(d);
+  } catch (nb::python_error& e) {
+    e.discard_as_unraisable("pvmm.SleepingAllocator backing callback");
+  } catch (const std::exception&) {
   }
-  return {};
 }
 
-pvmm::status sleeping_allocator::wake(const std::vector<std::string>& tags) {
-  std::lock_guard<std::mutex> guard(lock_);
-  for (auto& [address, e] : entries_) {
-    if (!e.asleep || !selected(e, tags)) continue;
-    if (auto ok = map_new(e); !ok) return ok;
-    e.asleep = false;
-    if (e.copy.valid()) {
-      if (auto ok = stream_.copy_async(e.range.address(), e.copy.data(), e.size); !ok) return ok;
-      if (auto ok = stream_.synchronize(); !ok) return ok;
-      (void)e.copy.release();
-    }
-  }
-  return {};
-}
+}  // namespace
 
-sleeping_allocator::stats sleeping_allocator::statistics(const std::optional<std::string>& tag) const {
-  std::lock_guard<std::mutex> guard(lock_);
-  stats s;
-  for (const auto& [address, e] : entries_) {
-    if (tag && e.tag != *tag) continue;
-    ++s.allocations;
-    s.reserved_bytes += e.size;
-    if (e.asleep) {
-      ++s.asleep;
-      if (e.copy.valid()) s.offloaded_bytes += e.size;
-    } else {
-      s.resident_bytes += e.size;
-    }
-  }
-  return s;
-}
-
-std::optional<std::string> sleeping_allocator::tag_of(void* address) const {
-  std::lock_guard<std::mutex> guard(lock_);
-  auto it = entries_.find(reinterpret_cast<std::uintptr_t>(address));
-  if (it == entries_.end()) return std::nullopt;
-  return it->second.tag;
-}
-
-std::size_t sleeping_allocator::size_of(void* address) const {
-  std::lock_guard<std::mutex> guard(lock_);
-  auto it = entries_.find(reinterpret_cast<std::uintptr_t>(address));
-  return it == entries_.end() ? 0 : it->second.size;
+void bind_sleeping(nb::module_& m) {
+  nb::class_<py_sleeping>(m, "SleepingAllocator",
+                          "Tagged allocations whose physical memory sleep() gives back, keeping their addresses "
+                          "(pvmm::sleeping_allocator).")
+      .def(
+          "__init__",
+          [](py_sleeping* self, int device, unsigned copy_streams, unsigned staging_slots,
+             std::size_t staging_slot_bytes, std::optional<bool> release_address_range, bool keep_host_memory) {
+            pvmm::sleeping_options o;
+            o.device = device;
+            o.copy_streams = copy_streams;
+            o.staging_slots = staging_slots;
+            o.staging_slot_bytes = staging_slot_bytes;
+            o.release_address_range = release_address_range;
+            o.keep_host_memory = keep_host_memory;
+            auto a = std::make_shared<pvmm::sleeping_allocator>(unwrap(pvmm::sleeping_allocator::create(o)));
+            new (self) py_sleeping{};
+            self->h.reset(std::move(a));
+          },
+          "device"_a = 0, "copy_streams"_a = 2, "staging_slots"_a = 4, "staging_slot_bytes"_a = std::size_t{32} << 20,
+          "release_address_range"_a = nb::none(), "keep_host_memory"_a = false,
+          "copy_streams, staging_slots x staging_slot_bytes: the copies' streams and pinned staging ring; "
+          "release_address_range: free and reserve again the exact range while asleep (None: on for hip); "
+          "keep_host_memory: keep the page-locked memory of woken pinned copies for the next sleep.")
+      .def(
+          "allocate",
+          [](const py_sleeping& s, std::size_t size, std::optional<std::string> tag) {
+            auto a = s.h.use("pvmm.SleepingAllocator.allocate");
+            nb::gil_scoped_release release;
+            return reinterpret_cast<std::uintptr_t>(unwrap(tag ? a->allocate(size, *tag) : a->allocate(size)));
+          },
+          "size"_a, "tag"_a = nb::none(),
+          "An address (int) that stays the same across sleep and wake, tagged `tag` (None: the current tag). "
+          "OutOfMemoryError when the size rounded up to the granularity overflows.")
+      .def(
+          "free",
+          [](const py_sleeping& s, std::uintptr_t p) {
+            auto a = use_unviewed(s.h, "pvmm.SleepingAllocator.free");
+            nb::gil_scoped_release release;
+            unwrap(a->deallocate(reinterpret_cast<void*>(p)));
+          },
+          "address"_a, "Frees an allocation (asleep or awake). BusyError while views of the allocator live.")
+      .def(
+          "set_policy",
+          [](const py_sleeping& s, const std::string& tag, const std::string& policy, bool retain_host_copy,
+             const std::string& file_directory) {
+            pvmm::tag_policy p;
+            p.policy = policy_of(policy);
+            p.retain_host_copy = retain_host_copy;
+            p.file_directory = file_directory;
+            unwrap(s.h.use("pvmm.SleepingAllocator.set_policy")->set_policy(tag, p));
+          },
+          "tag"_a, "policy"_a = "pinned", "retain_host_copy"_a = false, "file_directory"_a = "",
+          "What sleep does with the tag's contents: 'discard', 'pinned' (page-locked host copy), 'pageable' "
+          "(swappable host memory) or 'file' (an unlinked file in file_directory). retain_host_copy keeps the host "
+          "copy after wake, so the next sleep of unchanged memory copies nothing.")
+      .def(
+          "policy",
+          [](const py_sleeping& s, const std::string& tag) {
+            auto p = unwrap(s.h.use("pvmm.SleepingAllocator.policy")->policy(tag));
+            nb::dict d;
+            d["policy"] = policy_names[static_cast<int>(p.policy)];
+            d["retain_host_copy"] = p.retain_host_copy;
+            d["file_directory"] = p.file_directory;
+            return d;
+          },
+          "tag"_a)
+      .def(
+          "sleep",
+          [](const py_sleeping& s, const std::vector<std::string>& tags, std::optional<bool> offload,
+             nb::handle stream) {
+            auto a = s.h.begin_reshape("pvmm.SleepingAllocator.sleep");  // views would read unmapped memory
+            std::optional<stream_use> on;
+            if (!stream.is_none()) on = stream_of(stream, a->device(), "stream");
+            nb::gil_scoped_release release;
+            std::vector<std::pair<std::string, pvmm::tag_policy>> saved;  // offload=False: discard, this call only
+            if (offload == false) {
+              if (tags.empty())
+                raise(pvmm::errc::invalid_argument, "pvmm.SleepingAllocator.sleep",
+                      "offload=False needs the tags named", {}, "or set_policy(tag, 'discard')");
+              pvmm::tag_policy discard;
+              discard.policy = pvmm::sleep_policy::discard;
+              for (const auto& t : tags) {
+                saved.emplace_back(t, unwrap(a->policy(t)));
+                unwrap(a->set_policy(t, discard));
+              }
+            }
+            pvmm::status done;
+            if (on) {
+              auto r = a->sleep(tags, *on);
+              if (!r) done = std::move(r).error();
+            } else {
+              done = a->sleep(tags);
+            }
+            for (const auto& [t, p] : saved) (void)a->set_policy(t, p);
+            unwrap(std::move(done));
+          },
+          "tags"_a = std::vector<std::string>{}, "offload"_a = nb::none(), "stream"_a = nb::none(),
+          "Saves the tagged allocations (all when empty) as their tags' policies say (set_policy; offload=False "
+          "discards the named tags this once) and gives their physical memory back. With `stream`, the copies follow "
+          "the work queued there. BusyError while views live, or while another sleep or wake runs.")
+      .def(
+          "wake",
+          [](const py_sleeping& s, const std::vector<std::string>& tags, nb::handle stream) {
+            auto a = s.h.use("pvmm.SleepingAllocator.wake");
+            if (stream.is_none()) {
+              nb::gil_scoped_release release;
+              unwrap(a->wake(tags));
+              return;
+            }
+            const stream_use on = stream_of(stream, a->device(), "stream");
+            nb::gil_scoped_release release;
+            (void)unwrap(a->wake(tags, on));
+          },
+          "tags"_a = std::vector<std::string>{}, "stream"_a = nb::none(),
+          "Maps new memory at the same addresses and restores the saved contents. With `stream`, returns once the "
+          "copies are queued; `stream` waits for them on the device. OutOfMemoryError naming the tag when memory is "
+          "short: nothing is lost and a later wake retries.")
+      .def(
+          "trim_host_memory",
+          [](const py_sleeping& s) {
+            auto a = s.h.use("pvmm.SleepingAllocator.trim_host_memory");
+            nb::gil_scoped_release release;
+            unwrap(a->trim_host_memory());
+          },
+          "Frees the page-locked memory kept for reuse (keep_host_memory).")
+      .def(
+          "drop_host_copies",
+          [](const py_sleeping& s, const std::vector<std::string>& tags) {
+            unwrap(s.h.use("pvmm.SleepingAllocator.drop_host_copies")->drop_host_copies(tags));
+          },
+          "tags"_a = std::vector<std::string>{}, "Forgets the retained host copies of awake allocations.")
+      .def(
+          "read_host_copy",
+          [](const py_sleeping& s, std::uintptr_t address, std::size_t size, std::size_t offset) {
+            auto a = s.h.use("pvmm.SleepingAllocator.read_host_copy");
+            std::string out(size, '\0');
+            {
+              nb::gil_scoped_release release;
+              unwrap(a->read_host_copy(reinterpret_cast<void*>(address), offset, out.data(), size));
+            }
+            return nb::bytes(out.data(), out.size());
+          },
+          "address"_a, "size"_a, "offset"_a = 0,
+          "`size` bytes at `offset` of the host copy of the allocation holding `address` (asleep, or retained).")
+      .def(
+          "tag_of",
+          [](const py_sleeping& s, std::uintptr_t address) -> std::optional<std::string> {
+            auto t = s.h.use("pvmm.SleepingAllocator.tag_of")->tag_of(reinterpret_cast<void*>(address));
+            if (!t) return std::nullopt;
+            return *t;
+          },
+          "address"_a, "The tag of the allocation holding `address` (any byte of it); None when none does.")
+      .def(
+          "generation",
+          [](const py_sleeping& s, std::uintptr_t address) {
+            return unwrap(
+                s.h.use("pvmm.SleepingAllocator.generation")->generation_of(reinterpret_cast<void*>(address)));
+          },
+          "address"_a,
+          "The backing generation of the allocation holding `address`: it changes whenever its physical "
+          "memory does (sleep, wake, free).")
+      .def(
+          "add_backing_callback",
+          [](py_sleeping& s, nb::callable fn) {
+            auto a = s.h.use("pvmm.SleepingAllocator.add_backing_callback");
+            auto keep = std::make_unique<nb::object>(nb::borrow(fn));
+            const std::uint64_t id = unwrap(a->add_backing_callback(run_backing_callback, keep.get()));
+            s.callbacks.emplace_back(id, std::move(keep));
+            return id;
+          },
+          "callback"_a,
+          "callback(change: dict) runs before an allocation's old backing goes (sleep, free) and before its new "
+          "backing is mapped (wake): address, size, old_generation, new_generation, reason, tag. Returns an id.")
+      .def(
+          "remove_backing_callback",
+          [](py_sleeping& s, std::uint64_t id) {
+            unwrap(s.h.use("pvmm.SleepingAllocator.remove_backing_callback")->remove_backing_callback(id));
+            for (auto it = s.callbacks.begin(); it != s.callbacks.end(); ++it)
+              if (it->first == id) {
+                s.callbacks.erase(it);
+                break;
+              }
+          },
+          "id"_a)
+      .def(
+          "statistics",
+          [](const py_sleeping& s, std::optional<std::string> tag) {
+            auto a = s.h.use("pvmm.SleepingAllocator.statistics");
+            return stats_dict(tag ? a->stats(*tag) : a->stats());
+          },
+          "tag"_a = nb::none())
+      .def(
+          "view",
+          [](const py_sleeping& s, std::uintptr_t address, const std::string& dtype,
+             std::optional<std::vector<std::size_t>> shape) {
+            auto a = s.h.use("pvmm.SleepingAllocator.view");
+            void* p = reinterpret_cast<void*>(address);
+            return make_view(s.h.pin("pvmm.SleepingAllocator.view"), p, a->size_of(p), memory_label::device,
+                             a->device(), view_spec{dtype, std::move(shape), 0, false});
+          },
+          "address"_a, "dtype"_a = "uint8", "shape"_a = nb::none())
+      .def(
+          "use_tag",
+          [](const py_sleeping& s, const std::string& tag) {
+            return s.h.use("pvmm.SleepingAllocator.use_tag")->exchange_tag(tag);
+          },
+          "tag"_a,
+          "Sets the tag new allocations get (allocate without a tag, and the C entry points); returns the one it "
+          "replaces (pvmm.allocators.tag restores it: nested tags nest).")
+      .def_prop_ro("current_tag",
+                   [](const py_sleeping& s) { return s.h.use("pvmm.SleepingAllocator.current_tag")->current_tag(); })
+      .def_prop_ro("granularity",
+                   [](const py_sleeping& s) { return s.h.use("pvmm.SleepingAllocator.granularity")->granularity(); })
+      .def(
+          "install_c_allocator",
+          [](const py_sleeping& s) { install_c_source(s.h.use("pvmm.SleepingAllocator.install_c_allocator")); },
+          "Makes the C entry points (pvmm_torch_alloc/free) allocate from this allocator, with the current tag. "
+          "AlreadyReleasedError once closed (the source installed stays).")
+      .def_prop_ro("closed", [](const py_sleeping& s) { return s.h.closed(); })
+      .def("close",
+           [](py_sleeping& s) {
+             auto share = s.h.take();
+             if (share) uninstall_c_source(share);
+             release_without_gil(std::move(share));
+           })
+      .def(
+          "__enter__", [](py_sleeping& self) -> py_sleeping& { return self; }, nb::rv_policy::reference)
+      .def("__exit__",
+           [](py_sleeping& s, nb::args) {
+             auto share = s.h.take();
+             if (share) uninstall_c_source(share);
+             release_without_gil(std::move(share));
+           })
+      .def("__repr__", [](const py_sleeping& s) {
+        auto a = s.h.try_use();
+        if (!a) return std::string("<pvmm.SleepingAllocator closed>");
+        auto st = a->stats();
+        return "<pvmm.SleepingAllocator allocations=" + std::to_string(st.allocations) +
+               " resident_bytes=" + std::to_string(st.resident_bytes) + " asleep=" + std::to_string(st.asleep) + ">";
+      });
 }
 
 }  // namespace pvmm_py

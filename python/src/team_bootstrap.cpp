@@ -18,13 +18,8 @@ using namespace nb::literals;
 namespace {
 
 pvmm::error store_error(const char* what, const std::string& key, nb::python_error& e) {
-  pvmm::error err;
-  err.code = pvmm::errc::timeout;
-  err.operation = what;
-  err.arguments = "key=" + key;
-  err.detail = std::string("the store raised: ") + e.what();
-  err.hint = "a store's get must block until the key exists (bounded by its own timeout)";
-  return err;
+  return make_error(pvmm::errc::timeout, what, std::string("the store raised: ") + e.what(), "key=" + key,
+                    "a store's get must block until the key exists (bounded by its own timeout)");
 }
 
 /// What a callback returns to pvmm once it kept a Python exception (raised as itself when the call returns) or the
@@ -131,35 +126,29 @@ class python_bootstrap final : public pvmm::bootstrap {
   pvmm::status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t, pvmm::deadline) override {
     nb::gil_scoped_acquire gil;
     if (errors_->cancelled()) return callback_raised("pvmm.Team.over_allgather");
-    pvmm::error err;
-    err.operation = "pvmm.Team.over_allgather";
-    err.arguments = "bytes=" + std::to_string(bytes);
+    const char* op = "pvmm.Team.over_allgather";
+    const std::string args = "bytes=" + std::to_string(bytes);
     try {
       nb::object out = (*fn_)(nb::bytes(static_cast<const char*>(mine), bytes));
       auto* dst = static_cast<unsigned char*>(all);
       if (nb::isinstance<nb::bytes>(out)) {
         auto b = nb::cast<nb::bytes>(out);
-        if (b.size() != bytes * static_cast<std::size_t>(size_)) {
-          err.code = pvmm::errc::protocol_error;
-          err.detail = "the allgather returned " + std::to_string(b.size()) + " bytes";
-          return err;
-        }
+        if (b.size() != bytes * static_cast<std::size_t>(size_))
+          return make_error(pvmm::errc::protocol_error, op,
+                            "the allgather returned " + std::to_string(b.size()) + " bytes", args);
         std::memcpy(dst, b.c_str(), b.size());
         return {};
       }
       auto parts = nb::cast<std::vector<nb::bytes>>(out);
-      if (parts.size() != static_cast<std::size_t>(size_)) {
-        err.code = pvmm::errc::protocol_error;
-        err.detail =
-            "the allgather returned " + std::to_string(parts.size()) + " parts for " + std::to_string(size_) + " ranks";
-        return err;
-      }
+      if (parts.size() != static_cast<std::size_t>(size_))
+        return make_error(
+            pvmm::errc::protocol_error, op,
+            "the allgather returned " + std::to_string(parts.size()) + " parts for " + std::to_string(size_) + " ranks",
+            args);
       for (std::size_t r = 0; r < parts.size(); ++r) {
-        if (parts[r].size() != bytes) {
-          err.code = pvmm::errc::protocol_error;
-          err.detail = "rank " + std::to_string(r) + " gave " + std::to_string(parts[r].size()) + " bytes";
-          return err;
-        }
+        if (parts[r].size() != bytes)
+          return make_error(pvmm::errc::protocol_error, op,
+                            "rank " + std::to_string(r) + " gave " + std::to_string(parts[r].size()) + " bytes", args);
         std::memcpy(dst + r * bytes, parts[r].c_str(), bytes);
       }
       return {};
@@ -167,9 +156,8 @@ class python_bootstrap final : public pvmm::bootstrap {
       errors_->keep(std::move(e));  // raised as itself when the call returns
       return callback_raised("pvmm.Team.over_allgather");
     } catch (nb::cast_error&) {
-      err.code = pvmm::errc::protocol_error;
-      err.detail = "the allgather returned neither bytes nor a list of bytes";
-      return err;
+      return make_error(pvmm::errc::protocol_error, op, "the allgather returned neither bytes nor a list of bytes",
+                        args);
     }
   }
   void do_abort() noexcept override {}

@@ -170,6 +170,7 @@ nb::object make_view(std::unique_ptr<export_pin> pin, void* data, std::size_t si
     raise(pvmm::errc::out_of_range, "pvmm.view",
           "the view would end past the memory's " + std::to_string(size) + " bytes",
           "offset=" + std::to_string(offset) + ", bytes=" + std::to_string(bytes));
+  if (spec.check) spec.check(offset, bytes);
   auto* keep = pin.release();
   nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<export_pin*>(p); });
   const auto [type, id] = dlpack_device(label, device);

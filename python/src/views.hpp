@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,9 @@ struct view_spec {
   std::optional<std::vector<std::size_t>> shape;
   std::size_t offset = 0;
   bool read_only = false;
+  /// Called with the view's (offset, bytes) once they are in bounds: raises where part of it cannot be read (a
+  /// reservation's unmapped part). Empty: all of the memory can.
+  std::function<void(std::size_t, std::size_t)> check{};
 };
 
 /// An array (nanobind's, DLPack 1.x and the buffer protocol; read-only when `spec.read_only`) over `spec` of
@@ -82,6 +86,7 @@ int get_buffer(PyObject* self, Py_buffer* view, int flags) noexcept {
     const auto& o = *static_cast<const typename W::object_type*>(pin->keep.get());
     void* data = memory_functions<W>::data(o);
     const std::size_t size = memory_functions<W>::size(o);
+    if (w.check_view) w.check_view(0, size);
     return fill_buffer(self, view, flags, std::move(pin), data, size, w.read_only());
   } catch (const pvmm::exception& e) {
     set_python_error(e.error());
@@ -110,6 +115,8 @@ struct owner {
   /// Whether views are exported read-only (a Reservation with a range set to "read" or "none").
   bool read_only() const noexcept { return restricted; }
   bool restricted = false;
+  /// What every view's range is checked with (view_spec::check); empty where all of the memory is readable.
+  std::function<void(std::size_t, std::size_t)> check_view;
 };
 
 /// The methods every memory owner has: address, size, closed, device, close, context manager, view, __dlpack__,
@@ -141,7 +148,7 @@ void bind_memory(nb::class_<W>& cls, const char* name, Data data, Size size) {
             auto pin = w.h.pin("view");
             const auto& o = *static_cast<const T*>(pin->keep.get());
             return make_view(std::move(pin), data(o), size(o), w.label, w.device,
-                             view_spec{dtype, std::move(shape), offset, w.read_only()});
+                             view_spec{dtype, std::move(shape), offset, w.read_only(), w.check_view});
           },
           "dtype"_a = "uint8", "shape"_a = nb::none(), "offset"_a = 0,
           "An array (DLPack 1.x, array API, buffer protocol) over the memory; it keeps the memory alive and, while "
@@ -153,7 +160,7 @@ void bind_memory(nb::class_<W>& cls, const char* name, Data data, Size size) {
             auto pin = w.h.pin("__dlpack__");
             const auto& o = *static_cast<const T*>(pin->keep.get());
             nb::object arr = make_view(std::move(pin), data(o), size(o), w.label, w.device,
-                                       view_spec{"uint8", std::nullopt, 0, w.read_only()});
+                                       view_spec{"uint8", std::nullopt, 0, w.read_only(), w.check_view});
             return arr.attr("__dlpack__")(**kwargs);
           },
           "The bytes as a 1-D uint8 DLPack tensor (versioned when the consumer asks for max_version >= 1; "

@@ -76,6 +76,7 @@ def test_torch_entry_points_serve_a_growable_arena():
         if view is not None:
             view[:] = 7
             assert view.size == 3 * MIB and int(view[-1]) == 7
+        del view  # a live view pins the arena: free refuses while it lives (BusyError)
         free(a, 1000, 0, None)  # a hole below the top: reused, nothing unmapped
         assert alloc(512, 0, None) == base and arena.statistics()["mapped_bytes"] == 2 * chunk
         assert alloc(20 * MIB, 0, None) is None  # more than the reservation: refused, the arena unchanged
@@ -131,3 +132,95 @@ def test_frees_reach_the_source_that_allocated_after_another_is_installed(stream
     assert sleeper.statistics()["allocations"] == 0
     sleeper.close()
     assert alloc(MIB, 0, None) is None  # nothing installed
+
+
+@pytest.mark.skipif(pvmm.BACKEND != "host", reason="a foreign stream handle on the host backend must be pvmm's own")
+def test_torch_and_cupy_entry_points_serve_the_caching_allocator(stream):
+    """Issue 49: the library's caching allocator as the plug-ins' source, its stats() reachable from Python."""
+    lib, alloc, free = entry_points()
+    with pvmm.CachingAllocator() as cache:
+        cache.install_c_allocator()
+        p = alloc(3 * MIB, 0, stream.handle)
+        assert p and cache.size_of(p) == 3 * MIB
+        st = cache.stats()
+        assert st["live"] == 3 * MIB and st["live_blocks"] == 1 and st["reserved"] >= 3 * MIB
+        free(p, 3 * MIB, 0, stream.handle)
+        q = alloc(MIB, 0, stream.handle)  # from the cache: no new chunk
+        assert cache.stats()["cache_hits"] == 1 and cache.stats()["chunks_created"] == st["chunks_created"]
+        free(q, MIB, 0, stream.handle)
+        cupy_malloc, cupy_free = lib.pvmm_cupy_malloc, lib.pvmm_cupy_free
+        cupy_malloc.restype, cupy_malloc.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        cupy_free.restype, cupy_free.argtypes = None, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+        r = cupy_malloc(stream.handle, 4096, 0)
+        assert cache.size_of(r) == 4096
+        cupy_free(stream.handle, r, 0)
+        assert cache.stats()["live"] == 0
+        direct = cache.allocate(MIB, stream)
+        cache.free(direct, stream)
+        cache.trim()
+        assert cache.stats()["reserved"] == 0
+        cache.reset_peaks()
+        assert cache.stats()["peak_live"] == 0
+        with pytest.raises(TypeError, match="^stream must be"):
+            cache.allocate(MIB, "x")
+    assert alloc(MIB, 0, stream.handle) is None  # closing uninstalled it
+
+
+@pytest.mark.parametrize("make", [lambda: pvmm.MemoryPool.create(), lambda: pvmm.CachingAllocator(),
+                                  lambda: pvmm.GrowableArena(reserve_size=16 * MIB, chunk_size=2 * MIB),
+                                  lambda: pvmm.SleepingAllocator()])
+def test_install_c_allocator_on_a_closed_object_is_refused_and_uninstalls_nothing(make):
+    """Issue 47 item 11: install_c_allocator() on a closed MemoryPool succeeded and uninstalled the current source."""
+    _, alloc, free = entry_points()
+    with pvmm.SleepingAllocator() as current:
+        current.install_c_allocator()
+        closed = make()
+        closed.close()
+        with pytest.raises(pvmm.AlreadyReleasedError):
+            closed.install_c_allocator()
+        p = alloc(MIB, 0, None)  # still the sleeping allocator's
+        assert p and current.tag_of(p) == "default"
+        free(p, MIB, 0, None)
+
+
+def test_arena_close_while_threads_allocate_and_free(child):
+    """Issue 47 item 5: GrowableArena.close() while 4 threads allocate and free crashed (SIGSEGV). Each call now
+    finishes on the arena or raises AlreadyReleasedError. In a child interpreter: a crash fails only this case."""
+    out = child("""
+import threading
+import pvmm
+
+MIB = 1 << 20
+errors, calls = [], [0]
+
+def hammer(arena, stop):
+    mine = []
+    while not stop.is_set():
+        try:
+            mine.append(arena.allocate(64 << 10))
+            if len(mine) > 4:
+                arena.free(mine.pop(0))
+            calls[0] += 1
+        except pvmm.AlreadyReleasedError:
+            return
+        except pvmm.OutOfMemoryError:
+            pass
+        except BaseException as e:
+            errors.append(repr(e))
+            return
+
+for _ in range(20):
+    arena = pvmm.GrowableArena(reserve_size=64 * MIB, chunk_size=2 * MIB)
+    stop = threading.Event()
+    threads = [threading.Thread(target=hammer, args=(arena, stop)) for _ in range(4)]
+    for t in threads:
+        t.start()
+    arena.close()
+    stop.set()
+    for t in threads:
+        t.join(30)
+    assert arena.closed
+print("errors", errors)
+print("calls", calls[0] > 0)
+""", timeout=120)
+    assert out.split("\n")[:2] == ["errors []", "calls True"], out

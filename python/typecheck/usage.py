@@ -56,3 +56,29 @@ def transport(name: str) -> bytes:
             pid: int = server.peer()["pid"]
             print(fds, pid)
             return payload
+
+
+def issue_47(team: pvmm.Team) -> None:
+    """The calls issue 47 added: the timeout rule, memory queries, pool upkeep, host registration, copies, the
+    buffer protocol, the symmetric heap and team.split."""
+    free, total = pvmm.query_memory(0)
+    assert pvmm.WAIT_FOREVER == -1 and free <= total
+    with pvmm.MemoryPool.create() as pool:
+        pool.trim()
+        pool.reset_peak()
+        live: int = pool.usage()["allocations"]
+        print(live)
+    data = bytearray(4096)
+    with pvmm.HostRegistration.create(data) as registration, pvmm.PinnedAllocation.create(4096) as pinned:
+        pinned.copy_from(registration)
+        pinned.copy_to(data, None, 0)
+        print(data[:4], pinned.closed)
+    with team.split(0, key=team.rank, timeout_ms=pvmm.WAIT_FOREVER) as sub:
+        heap = pvmm.SymmetricHeap.create(sub, 1 << 16)
+        offset: int = heap.allocate(256)
+        heap.free(offset)
+        heap.close()
+    try:
+        pvmm.GrowableBuffer.create().resize(1 << 20)
+    except BufferError as e:  # BusyError while a view lives
+        print(e)

@@ -89,6 +89,13 @@ caching_stats caching_allocator::stats() const noexcept {
   return out;
 }
 
+std::size_t caching_allocator::size_of(const void* pointer) const noexcept {
+  if (!state_) return 0;
+  std::lock_guard<std::mutex> hold(state_->lock);
+  auto it = state_->live.find(const_cast<void*>(pointer));
+  return it == state_->live.end() ? 0 : it->second->requested;
+}
+
 void caching_allocator::reset_peaks() noexcept {
   if (!state_) return;
   std::lock_guard<std::mutex> hold(state_->lock);

@@ -33,9 +33,10 @@ tag_policy sleeping_allocator::state::policy_of(const std::string& tag) const {
 void sleeping_allocator::state::reap_pending() {
   for (auto it = pending.begin(); it != pending.end();) {
     auto done = it->done.query();
-    if (done && *done)
+    if (done && *done) {
+      recycle(it->stores);
       it = pending.erase(it);
-    else
+    } else
       ++it;
   }
 }
@@ -281,6 +282,16 @@ status sleeping_allocator::wake(const std::vector<std::string>& tags) {
   auto done = state_->do_wake(*moved, nullptr, op);
   state_->end(*moved);
   if (!done) return std::move(done).error();
+  return {};
+}
+
+status sleeping_allocator::trim_host_memory() {
+  const detail::operation op{"pvmm::sleeping_allocator::trim_host_memory"};
+  if (!state_) return op.fail(errc::already_released, empty_text);
+  std::vector<std::shared_ptr<detail::sleeping::host_store>> gone;  // freed after the lock
+  std::lock_guard<std::mutex> guard(state_->lock);
+  state_->reap_pending();
+  gone.swap(state_->spare_pinned);
   return {};
 }
 

@@ -82,6 +82,7 @@ sleeping_stats count_entries(const sleeping_allocator::state& s, const std::stri
     if (e->copy) out.offloaded_bytes += e->size;
   }
   out.staging_bytes = s.engine.ring.valid() ? s.engine.ring.size() : 0;
+  for (const auto& spare : s.spare_pinned) out.kept_host_bytes += spare->bytes;
   return out;
 }
 }  // namespace

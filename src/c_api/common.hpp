@@ -2,7 +2,7 @@
 // entry point runs in so no C++ exception crosses into C.
 //
 // Handles are registry entries, not pointers: a handle is (type tag, generation, index + 1) in 64 bits, and an entry
-// holds a std::shared_ptr to the C++ owner. Chosen over heap objects with a magic field because telling a freed or
+// (entry<T>) holds the C++ owner and its reference count. Chosen over heap objects with a magic field because telling a freed or
 // double-freed handle from a live one never reads freed memory (a magic check must, which is undefined behaviour and
 // what ASan reports), a foreign value is recognised without dereferencing it, and a lookup hands out a reference, so
 // a release racing another thread's call cannot free the object under it. Teardown runs when the last reference
@@ -67,6 +67,7 @@ pvmm_status report(const R& r) noexcept {
 
 /// A null out-parameter or input pointer.
 pvmm_status null_argument(const char* operation, const char* name) noexcept;
+
 /// A registered owner and its references: the registry's own and one per call in flight. Teardown (the owner's
 /// destructor, or release() by the last holder) runs when the last reference drops, so a release racing a call on
 /// the same handle never changes the object under that call: the call finishes on the object it looked up.

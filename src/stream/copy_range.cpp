@@ -129,7 +129,9 @@ status check_copy_range(const void* address, std::size_t size, copy_end end, int
     return op.fail(errc::out_of_range,
                    fmt::format("the {} [{}, +{:#x}) runs from memory pvmm does not know into the {} at {}", which,
                                address, size, kind_text(overlap->kind), overlap->base));
-  if (!host_pages_mapped(address, size) && std::strcmp(backend::traits.name, "host") == 0)
+  // Asked on the host backend only (its "device" memory is host memory): on a GPU the address may be the
+  // runtime's own device memory, which only its driver knows.
+  if (std::strcmp(backend::traits.name, "host") == 0 && !host_pages_mapped(address, size))
     return op.fail(errc::not_mapped,
                    fmt::format("the {} [{}, +{:#x}) is not memory pvmm made and not mapped in this process", which,
                                address, size));

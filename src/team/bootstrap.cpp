@@ -1,6 +1,7 @@
 // The bootstrap contract (the public calls around the adapters' do_* virtuals) and the helpers the adapters share.
 #include <unistd.h>
 
+#include <cstddef>
 #include <fstream>
 
 #include <pvmm/bootstrap.hpp>
@@ -79,8 +80,11 @@ status bootstrap::allgather(const void* mine, std::size_t bytes, void* all, dead
   const detail::operation op{"pvmm::bootstrap::allgather", args};
   return guard(op, [&]() -> status {
     if (bytes > 0 && (!mine || !all)) return op.fail(errc::invalid_argument, "mine and all must not be null");
-    if (size() > 0 && bytes > SIZE_MAX / static_cast<std::size_t>(size()))
-      return op.fail(errc::invalid_argument, "size() * bytes does not fit in memory");
+    // No memory holds more than PTRDIFF_MAX bytes (a pointer plus more would overflow): out_of_memory, as a
+    // SIZE_MAX byte count is everywhere.
+    if (size() > 0 && bytes > static_cast<std::size_t>(PTRDIFF_MAX) / static_cast<std::size_t>(size()))
+      return op.fail(errc::out_of_memory,
+                     fmt::format("{} ranks of {} bytes is more than any memory holds", size(), bytes));
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (broken_) return *broken_;
@@ -125,6 +129,8 @@ status check_point_to_point(const bootstrap& b, int peer, int tag, const void* d
   if (peer == b.rank()) return op.fail(errc::invalid_argument, "a rank does not send to itself");
   if (tag < 0) return op.fail(errc::invalid_argument, "the tag is negative");
   if (bytes > 0 && !data) return op.fail(errc::invalid_argument, "data must not be null");
+  if (bytes > static_cast<std::size_t>(PTRDIFF_MAX))
+    return op.fail(errc::out_of_memory, fmt::format("{} bytes is more than any memory holds", bytes));
   return {};
 }
 

@@ -80,12 +80,12 @@ static int huge_counts(void) {
   if (pvmm_bootstrap_create_threads(1, b) != pvmm_status_ok) return 77;
   unsigned char mine[8] = {0}, all[8];
   pvmm_status s = pvmm_bootstrap_allgather(b[0], mine, SIZE_MAX, all, INT64_MAX);
-  CHECK(s == pvmm_status_out_of_memory || s == pvmm_status_invalid_size || s == pvmm_status_invalid_argument);
+  CHECK(s == pvmm_status_out_of_memory);
   CHECK(strstr(pvmm_last_error_message(), "reached the C interface") == NULL);
   pvmm_bootstrap_release(b[0]);
   if (pvmm_bootstrap_create_threads(2, b) != pvmm_status_ok) return 77;
   s = pvmm_bootstrap_send(b[0], 1, 0, mine, SIZE_MAX, pvmm_monotonic_ns() + 1000000);
-  CHECK(s == pvmm_status_out_of_memory || s == pvmm_status_invalid_size || s == pvmm_status_invalid_argument);
+  CHECK(s == pvmm_status_out_of_memory);
   CHECK(strstr(pvmm_last_error_message(), "reached the C interface") == NULL);
   pvmm_bootstrap_release(b[0]);
   pvmm_bootstrap_release(b[1]);

@@ -23,6 +23,12 @@ OPTIONAL = {
     ("pvmm_connection_receive", "fds"), ("pvmm_connection_receive", "payload"), ("pvmm_import_buffer", "fds"),
     ("pvmm_import_buffer", "grants"), ("pvmm_growable_export", "bytes"), ("pvmm_growable_export", "fds"),
     ("pvmm_reservation_set_access", "grants"), ("pvmm_pool_set_access", "grants"),
+    # pvmm/c/alloc.h
+    ("pvmm_caching_create", "options"), ("pvmm_arena_create", "options"), ("pvmm_sleeping_create", "options"),
+    ("pvmm_sleeping_allocate", "tag"), ("pvmm_sleeping_set_policy", "policy"), ("pvmm_sleeping_set_tag", "previous"),
+    ("pvmm_sleeping_sleep", "tags"), ("pvmm_sleeping_wake", "tags"), ("pvmm_sleeping_sleep_async", "tags"),
+    ("pvmm_sleeping_wake_async", "tags"), ("pvmm_sleeping_sleep_async", "done"), ("pvmm_sleeping_wake_async", "done"),
+    ("pvmm_sleeping_add_backing_callback", "user_data"), ("pvmm_sleeping_stats_get", "tag"),
 }
 # size_t parameters that are capacities or counts of what the caller gave: SIZE_MAX with a small buffer is the
 # caller's lie pvmm cannot see; the call still must not succeed with a null handle, which every such entry has.

@@ -100,6 +100,12 @@ extern int trace_rounds;
 extern std::string trace_only;  ///< replay only traces whose name holds this
 extern int trace_slack;         ///< the caching allocator's slack_percent; -1: the library's default
 extern int trace_chunk_mib;     ///< the caching allocator's chunk_size in MiB; 0: the library's default
+/// pvmm::sleeping_allocator's sleep and wake against the bus, per policy (sleep.cpp).
+void sleep_bench();
+extern double sleep_gib;             ///< bytes slept and woken (--sleep-gib)
+extern std::size_t sleep_block_mib;  ///< one allocation (--sleep-block-mib)
+extern int sleep_cycles;             ///< sleep/wake cycles, the first reported apart (--sleep-cycles)
+extern std::string sleep_policies;   ///< comma-separated policies (--sleep-policies: pinned,pageable,file,discard)
 /// The child side of the teams sections: one endpoint rank of one job (team_ranks.hpp).
 int teams_rank_main(int argc, char** argv);
 #if PVMM_BENCH_CUDA

@@ -24,6 +24,11 @@
 //             and cold (threshold 0) vs warm (threshold max)
 //   threshold (cuda) the release threshold (0, the working set, UINT64_MAX) on the default pool and a created pool:
 //             us per alloc+free with a synchronize per cycle, reserved bytes after it; pvmm vs the raw pool calls
+//   sleep     pvmm::sleeping_allocator's sleep and wake of --sleep-gib (8) GiB in --sleep-block-mib (128) MiB blocks,
+//             per policy (--sleep-policies=pinned,pinned-kept,pageable; also file, discard; pinned-kept reuses the
+//             page-locked memory of the last wake: keep_host_memory), --sleep-cycles (5) cycles, against
+//             the bus (the same bytes through one pinned buffer, D2H and H2D on one stream): time and GiB/s of the
+//             first cycle and the steady state, device memory given back asleep, every byte checked after each wake
 //   traces    allocation traces (a transformer training step, lognormal sizes; with and without cross-stream frees)
 //             through the raw driver pool, pvmm's pool, pvmm's caching_allocator, and PyTorch's and RMM's allocators
 //             where built with them: us per alloc+free (p50, p99), peak reserved / peak live.
@@ -150,10 +155,28 @@ int main(int argc, char** argv) {
       const long mib = integer_flag(a, 1, 1024);
       if (mib < 0) return 2;
       bench::trace_chunk_mib = static_cast<int>(mib);
+    } else if (a.rfind("--sleep-gib=", 0) == 0) {
+      char* end = nullptr;
+      bench::sleep_gib = std::strtod(a.c_str() + 12, &end);
+      if (end == a.c_str() + 12 || *end != '\0' || !(bench::sleep_gib > 0)) {
+        std::fprintf(stderr, "pvmm-bench: --sleep-gib wants a positive number, got %s\n", a.c_str() + 12);
+        return 2;
+      }
+    } else if (a.rfind("--sleep-block-mib=", 0) == 0) {
+      const long mib = integer_flag(a, 1, 1 << 16);
+      if (mib < 0) return 2;
+      bench::sleep_block_mib = static_cast<std::size_t>(mib);
+    } else if (a.rfind("--sleep-cycles=", 0) == 0) {
+      const long n = integer_flag(a, 1, 100000);
+      if (n < 0) return 2;
+      bench::sleep_cycles = static_cast<int>(n);
+    } else if (a.rfind("--sleep-policies=", 0) == 0) {
+      bench::sleep_policies = a.substr(17);
     } else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr,
                    "pvmm-bench: unknown flag %s (--quick, --compare nccl|torch, --ranks=, --trace-scale=, "
-                   "--trace-rounds=, --trace-only=, --trace-slack=, --trace-chunk=)\n",
+                   "--trace-rounds=, --trace-only=, --trace-slack=, --trace-chunk=, --sleep-gib=, --sleep-block-mib=, "
+                   "--sleep-cycles=, --sleep-policies=)\n",
                    a.c_str());
       return 2;
     } else {
@@ -183,5 +206,6 @@ int main(int argc, char** argv) {
     if (want("teams-allreduce")) bench::team_allreduce(team_flags);
   }
   if (want("traces")) bench::traces();
+  if (want("sleep")) bench::sleep_bench();
   return 0;
 }

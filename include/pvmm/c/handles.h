@@ -7,22 +7,25 @@
 #include <stdint.h>
 
 /* X(name, tag, what): tags are part of the ABI (a handle's value holds its tag): never renumbered, only appended. */
-#define PVMM_C_HANDLE_LIST(X)                                                              \
-  X(allocation, 1, "physical memory (pvmm::physical_allocation)")                          \
-  X(reservation, 2, "a range of virtual addresses (pvmm::address_reservation)")            \
-  X(growable, 3, "pvmm::growable_buffer")                                                  \
-  X(pinned, 4, "page-locked host memory pvmm allocated (pvmm::pinned_allocation)")         \
-  X(managed, 5, "pvmm::managed_allocation")                                                \
-  X(bootstrap, 6, "std::shared_ptr<pvmm::bootstrap>")                                      \
-  X(team, 7, "pvmm::team")                                                                 \
-  X(window, 8, "pvmm::symmetric_window")                                                   \
-  X(stream, 9, "pvmm::stream (one pvmm created)")                                          \
-  X(event, 10, "pvmm::event")                                                              \
-  X(pool, 11, "pvmm::memory_pool")                                                         \
-  X(listener, 12, "pvmm::ipc::listener: a named endpoint of the fd transport")             \
-  X(connection, 13, "pvmm::ipc::connection")                                               \
-  X(imported, 14, "pvmm::imported_buffer: a multi-chunk buffer rebuilt from a descriptor") \
-  X(pool_allocation, 15, "pvmm::pool_allocation: an allocation imported from another process's pool")
+#define PVMM_C_HANDLE_LIST(X)                                                                         \
+  X(allocation, 1, "physical memory (pvmm::physical_allocation)")                                     \
+  X(reservation, 2, "a range of virtual addresses (pvmm::address_reservation)")                       \
+  X(growable, 3, "pvmm::growable_buffer")                                                             \
+  X(pinned, 4, "page-locked host memory pvmm allocated (pvmm::pinned_allocation)")                    \
+  X(managed, 5, "pvmm::managed_allocation")                                                           \
+  X(bootstrap, 6, "std::shared_ptr<pvmm::bootstrap>")                                                 \
+  X(team, 7, "pvmm::team")                                                                            \
+  X(window, 8, "pvmm::symmetric_window")                                                              \
+  X(stream, 9, "pvmm::stream (one pvmm created)")                                                     \
+  X(event, 10, "pvmm::event")                                                                         \
+  X(pool, 11, "pvmm::memory_pool")                                                                    \
+  X(listener, 12, "pvmm::ipc::listener: a named endpoint of the fd transport")                        \
+  X(connection, 13, "pvmm::ipc::connection")                                                          \
+  X(imported, 14, "pvmm::imported_buffer: a multi-chunk buffer rebuilt from a descriptor")            \
+  X(pool_allocation, 15, "pvmm::pool_allocation: an allocation imported from another process's pool") \
+  X(caching, 16, "pvmm::caching_allocator")                                                           \
+  X(arena, 17, "pvmm::growable_arena")                                                                \
+  X(sleeping, 18, "pvmm::sleeping_allocator")
 
 #define PVMM_C_HANDLE_TYPEDEF(name, tag, what) \
   typedef struct pvmm_##name {                 \

@@ -202,3 +202,31 @@ PVMM_CASE("sleeping allocator: freeing the exact range and reserving it again ke
   CHECK(sleep_holds(x, a.size_of(x), 4));
   PVMM_CHECK_OK(a.deallocate(x));
 }
+
+PVMM_CASE("sleeping allocator: keep_host_memory reuses the page-locked memory of the last wake, trim frees it") {
+  PVMM_REQUIRE_SLEEPING();
+  auto o = small_ring();
+  o.keep_host_memory = true;
+  auto a = sleeping_allocator::create(o).value();
+  void* x = a.allocate(2 * a.granularity(), "w").value();
+  void* y = a.allocate(a.granularity(), "w").value();
+  sleep_fill(x, a.size_of(x), 1), sleep_fill(y, a.size_of(y), 2);
+  PVMM_CHECK_OK(a.sleep());
+  PVMM_CHECK_OK(a.wake());
+  CHECK(a.stats().kept_host_bytes == 3 * a.granularity());  // one store for the tag, kept
+  const auto pinned = query_live_objects().pinned;
+  for (unsigned round = 3; round < 6; ++round) {
+    sleep_fill(x, a.size_of(x), round);
+    PVMM_CHECK_OK(a.sleep());
+    CHECK(query_live_objects().pinned == pinned);  // reused, not pinned again
+    CHECK(a.stats().kept_host_bytes == 0);
+    PVMM_CHECK_OK(a.wake());
+    CHECK(sleep_holds(x, a.size_of(x), round));
+    CHECK(sleep_holds(y, a.size_of(y), 2));
+  }
+  PVMM_CHECK_OK(a.trim_host_memory());
+  CHECK(a.stats().kept_host_bytes == 0);
+  CHECK(query_live_objects().pinned == pinned - 1);
+  PVMM_CHECK_OK(a.deallocate(x));
+  PVMM_CHECK_OK(a.deallocate(y));
+}

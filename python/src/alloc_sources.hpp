@@ -1,0 +1,35 @@
+// The source the C entry points (pvmm_torch_alloc/free, pvmm_cupy_malloc/free) serve, and the allocator classes'
+// binding functions (bind_allocators.cpp calls them).
+#pragma once
+
+#include <memory>
+
+#include <pvmm/pvmm.hpp>
+
+#include "common.hpp"
+#include "holder.hpp"
+
+namespace pvmm_py {
+
+/// Makes the C entry points allocate from `source` (the last installed wins). Frees reach the source that made
+/// them for as long as it holds allocations made through them.
+void install_c_source(const std::shared_ptr<pvmm::growable_arena>& source);
+void install_c_source(const std::shared_ptr<pvmm::sleeping_allocator>& source);
+void install_c_source(const std::shared_ptr<pvmm::caching_allocator>& source);
+/// Uninstalls `source` if it is the one installed (its owner is closing); it stays while it holds allocations.
+void uninstall_c_source(const std::shared_ptr<void>& source);
+
+/// A share of the object for a call that may unmap memory a view reaches (free): BusyError while views of the
+/// object live. Unlike holder::begin_reshape, calls of this kind may run at once on several threads.
+template <class T>
+std::shared_ptr<T> use_unviewed(const holder<T>& h, const char* operation) {
+  auto p = h.use(operation);
+  if (const std::size_t n = h.export_count()) throw_exported(operation, n);
+  return p;
+}
+
+void bind_arena(nb::module_& m);     // arena.cpp: pvmm.GrowableArena
+void bind_caching(nb::module_& m);   // arena.cpp: pvmm.CachingAllocator
+void bind_sleeping(nb::module_& m);  // sleeping.cpp: pvmm.SleepingAllocator
+
+}  // namespace pvmm_py
