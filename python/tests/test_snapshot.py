@@ -147,6 +147,10 @@ def test_a_snapshot_holds_every_kind_of_memory_and_matches_the_schema(stream, hi
     awake = sleeper.allocate(GRANULE, tag="kv-cache")
     asleep = sleeper.allocate(GRANULE, tag="weights")
     sleeper.sleep(["weights"])
+    cache = pvmm.CachingAllocator()
+    block = cache.allocate(1000, stream)
+    gone = cache.allocate(3000, stream)
+    cache.free(gone, stream)
     owners += [memory, reservation, imported, imported_range, held, pinned, managed]
 
     snap = pvmm.memory_snapshot()
@@ -154,7 +158,7 @@ def test_a_snapshot_holds_every_kind_of_memory_and_matches_the_schema(stream, hi
     reserved, allocated = segsum_totals(snap)
     assert reserved >= 3 * GRANULE and allocated > 0
     kinds = {s["pvmm_kind"] for s in snap["segments"]}
-    assert {"reservation", "pool", "pinned", "managed"} <= kinds, kinds
+    assert {"reservation", "pool", "pinned", "managed", "sleeping", "caching"} <= kinds, kinds
 
     r = segment_at(snap, reservation.address)
     assert (r["pvmm_kind"], r["total_size"], r["device"]) == ("reservation", 3 * GRANULE, 0)
@@ -171,6 +175,15 @@ def test_a_snapshot_holds_every_kind_of_memory_and_matches_the_schema(stream, hi
     # The sleeping allocator's ranges: the awake one mapped, the asleep one reserved with nothing mapped.
     assert any(b["state"] == "active_allocated" for b in segment_at(snap, awake)["blocks"])
     assert all(b["state"] == "inactive" for b in segment_at(snap, asleep)["blocks"])
+    assert segment_at(snap, asleep)["pvmm_kind"] == "sleeping"
+    assert "tag 'weights': asleep" in segment_at(snap, asleep)["pvmm_label"]
+    assert "tag 'kv-cache': awake" in segment_at(snap, awake)["pvmm_label"]
+
+    region = [s for s in snap["segments"] if s["pvmm_kind"] == "caching" and
+              s["address"] <= block < s["address"] + s["total_size"]]
+    assert len(region) == 1 and region[0]["segment_pool_id"][0] == 2
+    live = [b for b in region[0]["blocks"] if b["address"] == block]
+    assert live and (live[0]["state"], live[0]["size"], live[0]["requested_size"]) == ("active_allocated", 1024, 1000)
 
     trace = [e for device in snap["device_traces"] for e in device]
     seen = {(e["action"], e["addr"]) for e in trace}
@@ -178,6 +191,7 @@ def test_a_snapshot_holds_every_kind_of_memory_and_matches_the_schema(stream, hi
     assert ("segment_map", mapped) in seen
     assert ("alloc", raw) in seen
     assert ("segment_unmap", asleep) in seen  # sleep unmapped it
+    assert ("alloc", block) in seen and ("free_completed", gone) in seen
     assert trace[-1]["action"] == "snapshot"
 
     pool.free_async(raw, stream)
@@ -185,6 +199,8 @@ def test_a_snapshot_holds_every_kind_of_memory_and_matches_the_schema(stream, hi
     after = pvmm.memory_snapshot()
     assert ("free_completed", raw) in {(e["action"], e["addr"]) for d in after["device_traces"] for e in d}
     assert all(s["address"] != raw for s in after["segments"])
+    cache.free(block, stream)
+    cache.close()
     sleeper.close()
     for o in reversed(owners):
         o.close()

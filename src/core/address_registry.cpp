@@ -20,8 +20,7 @@ bool add(reservation_state* r) {
   entry.size = r->size;
   entry.kind = memory_kind::device;
   entry.owner = r;
-  observe::record(observe::action::segment_alloc, r->address, r->size);
-  return range_registry::add(entry);
+  return range_registry::add(entry);  // a tail call: the history's segment_alloc is recorded by reserve
 }
 
 void remove(reservation_state* r) {

@@ -56,11 +56,12 @@ result<pool_id> random_id(const operation& op) {
   PVMM_TRY_ASSIGN(p, op.step("allocate_from_pool", [&] {
     return backend::allocate_from_pool(pool.handle, size, on.native_handle(), on.device());
   }));
+  observe::record(observe::action::alloc, p, size, pool.device, on.native_handle().value);  // here: fewer live values
   if (pool.add_new(p, size, by) == pool_state::recorded::no_memory) {
     (void)backend::free_to_pool(p, on.native_handle(), on.device());  // rollback: never fault-injected
+    observe::record(observe::action::free_completed, p, size, pool.device, on.native_handle().value);
     return op.fail(errc::out_of_memory, "no host memory to record the allocation; it was freed");
   }
-  observe::record(observe::action::alloc, p, size, pool.device, on.native_handle().value);
   return p;
 }
 
@@ -81,6 +82,8 @@ result<pool_id> random_id(const operation& op) {
   if (!size)
     return op.fail(errc::invalid_argument,
                    fmt::format("{} is not a live allocation of this pool (freed already, or another pool's)", pointer));
+  // Recorded as the free goes to the driver (a failed one is rare, and the pointer stays live then).
+  observe::record(observe::action::free_completed, pointer, *size, pool.device, on.native_handle().value);
   auto call = [&] { return backend::free_to_pool(pointer, on.native_handle(), on.device()); };
   auto ok = teardown ? call() : op.step("free_to_pool", call);
   if (!ok) {
@@ -89,7 +92,6 @@ result<pool_id> random_id(const operation& op) {
     if (teardown || pool.add_live(pointer, *size, by) == pool_state::recorded::no_memory) ++unfreed_pool_allocations;
     return teardown ? status(op.wrap(std::move(ok).error())) : ok;
   }
-  observe::record(observe::action::free_completed, pointer, *size, pool.device, on.native_handle().value);
   return {};
 }
 

@@ -132,6 +132,7 @@ result<address_reservation> address_reservation::reserve(std::size_t size, std::
     return op.fail(errc::out_of_memory,
                    "no host memory for pvmm's record of the reservation; the range was given back");
   }
+  detail::observe::record(detail::observe::action::segment_alloc, at, size);
   return address_reservation(std::move(state));
 }
 

@@ -4,6 +4,7 @@
 //   compute-sanitizer --tool memcheck --error-exitcode 9 pvmm_cuda_nvtx_overrun on    -> exit 9, "Invalid __global__
 //                                                                                        write of size 1"
 //   compute-sanitizer --tool memcheck --error-exitcode 9 pvmm_cuda_nvtx_overrun off   -> exit 0
+//   (a second argument "big": the block spans two 4 MiB chunks, the region two mappings)
 // (tools/gpu-nvtx-check.sh runs both). Without a tool it runs anywhere a CUDA driver is, writes the byte and exits
 // 0; where there is none it prints [pvmm-skip] (a CTest case skipped).
 #include <dlfcn.h>
@@ -82,7 +83,8 @@ int main(int argc, char** argv) {
   }
   auto s = pvmm::stream::create(0).value();
   auto cache = pvmm::caching_allocator::create({}).value();
-  constexpr std::size_t asked = 1000;
+  // "big": a block over two chunks (a region of several mappings registered as one heap).
+  const std::size_t asked = argc > 2 && std::string(argv[2]) == "big" ? (std::size_t{5} << 20) + 1000 : 1000;
   void* block = cache.allocate(asked, s).value();
   CUmodule module = nullptr;
   CUfunction poke = nullptr;
