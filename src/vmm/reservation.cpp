@@ -17,6 +17,7 @@
 #include "core/address_registry.hpp"
 #include "core/checked_math.hpp"
 #include "core/device.hpp"
+#include "observe/observe.hpp"
 #include "vmm/reservation_checks.hpp"
 
 namespace pvmm {
