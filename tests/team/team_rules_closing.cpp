@@ -1,6 +1,7 @@
 // Issue 48 item 12, the steps whose data exchange had no later agreement: a bootstrap that hands one rank wrong
-// bytes in a heap request's allgather (allocate, free) or in split's colors makes every rank fail at once with
-// that rank's errc, naming it (docs/design.md invariant 33), rather than leaving the others to succeed or wait.
+// bytes in a heap request's allgather (allocate, free), in split's colors or in create_from's memory records makes
+// every rank fail at once with that rank's errc, naming it (docs/design.md invariant 33), rather than leaving the
+// others to succeed or wait.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -11,7 +12,9 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include <pvmm/allocation.hpp>
 #include <pvmm/bootstrap.hpp>
+#include <pvmm/device.hpp>
 #include <pvmm/symmetric_heap.hpp>
 #include <pvmm/team.hpp>
 
@@ -144,5 +147,26 @@ TEST_CASE("split over a bootstrap that hands one rank wrong colors: every rank f
   f.check_every_rank_fails([&](int r) {
     auto sub = f.teams[r].split(r % 2, r, 20s);
     return sub ? pvmm::status{} : pvmm::status(std::move(sub).error());
+  });
+}
+
+TEST_CASE("create_from over a bootstrap that hands one rank wrong records: every rank fails at once naming it") {
+  if (skip()) return;
+  fixture f;
+  for (auto& t : f.teams) REQUIRE(t.valid());
+  std::vector<pvmm::physical_allocation> memory;
+  for (int r = 0; r < ranks_n; ++r) {
+    pvmm::allocation_properties p;
+    p.location = pvmm::location::device(f.teams[r].device());
+    p.exportable = pvmm::handle_types::posix_fd;
+    auto m = pvmm::physical_allocation::create(pvmm::query_granularity(p).value().minimum, p);
+    REQUIRE_MESSAGE(m.has_value(), m.error().message());
+    memory.push_back(std::move(*m));
+  }
+  f.check_every_rank_fails([&](int r) {
+    pvmm::window_options o;
+    o.timeout = 20s;
+    auto w = pvmm::symmetric_window::create_from(f.teams[r], memory[r], o);
+    return w ? pvmm::status{} : pvmm::status(std::move(w).error());
   });
 }
