@@ -109,8 +109,8 @@ result<symmetric_window> symmetric_window::create_over(const team& members,
     auto gathered =
         detail::all_gather(*t.ranks, t.next_step++, mine, refused, "allgather window memory", until, op, &exchanged);
     if (!gathered && !exchanged) return std::move(gathered).error();  // the bootstrap failed: it tells the peers
-    // From here a failure may be this rank's alone (bytes its bootstrap handed it wrong, a range it could not
-    // reserve): it travels in the first chunk step, which every other rank takes next, so they fail at once naming it.
+    // From here a failure may be this rank's alone (bytes its bootstrap handed it wrong): it travels in the first chunk
+    // step, which every other rank takes next, so they fail at once naming it.
     std::uint64_t steps = 0;
     auto checked = [&]() -> status {
       if (!gathered) return std::move(gathered).error();
@@ -129,7 +129,7 @@ result<symmetric_window> symmetric_window::create_over(const team& members,
       PVMM_TRY_ASSIGN(stride, detail::stride_of(requests, t.slot_unit, op));
       w->max_size = stride;
       w->stride = stride;
-      return detail::reserve_range(*w, until, op);
+      return {};
     }();
     if (!checked) {
       const error e = std::move(checked).error();
@@ -137,6 +137,7 @@ result<symmetric_window> symmetric_window::create_over(const team& members,
       return e;
     }
     const auto& all = *gathered;
+    PVMM_TRY(detail::reserve_range(*w, until, op));  // a failure there is announced in a chunk step of its own
     std::size_t offset = 0;
     for (std::uint64_t i = 0; i < steps; ++i) {
       physical_allocation shared;  // a reference of the window's own: the caller keeps its owner
