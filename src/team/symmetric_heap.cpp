@@ -112,21 +112,33 @@ void carve(detail::heap_state& h, std::size_t start, std::size_t bytes, spare_no
   if (offset + length > start + bytes) h.holes.insert(spare.take(start + bytes, offset + length - start - bytes));
 }
 
-// Every rank's request, checked: the same on every rank, or team_mismatch naming the first that differs.
+// Every rank's request, checked: the same on every rank, or team_mismatch naming the first that differs. A second
+// agreement closes the step: a check that fails on one rank alone (bytes its bootstrap handed it wrong) fails every
+// rank at once naming it, rather than leaving the others to go on (or into a grow) without it.
 status agree_request(detail::heap_state& h, const heap_request& mine, const std::optional<error>& refused,
                      deadline until, const detail::operation& op) {
   detail::window_state& w = *detail::window_access::of(h.window);
   detail::team_state& t = *w.team;
   PVMM_TRY(detail::check_aborted(t, op));
-  PVMM_TRY_ASSIGN(all, detail::all_gather(*t.ranks, t.next_step++, mine, refused, "allgather heap request", until, op));
-  for (int r = 1; r < t.size(); ++r)
-    if (all[r].kind != all[0].kind || all[r].size != all[0].size || all[r].alignment != all[0].alignment)
-      return op.fail(errc::team_mismatch,
-                     fmt::format("rank {} asked to {} {:#x} (alignment {:#x}), rank 0 to {} {:#x} (alignment {:#x})", r,
-                                 kind_name(all[r].kind), all[r].size, all[r].alignment, kind_name(all[0].kind),
-                                 all[0].size, all[0].alignment),
-                     "call the heap's collectives in the same order with the same arguments on every rank");
-  return {};
+  bool exchanged = false;
+  auto all =
+      detail::all_gather(*t.ranks, t.next_step++, mine, refused, "allgather heap request", until, op, &exchanged);
+  if (!all && !exchanged) return std::move(all).error();  // the bootstrap failed: it tells the peers
+  auto checked = [&]() -> status {
+    if (!all) return std::move(all).error();
+    const auto& a = *all;
+    for (int r = 1; r < t.size(); ++r)
+      if (a[r].kind != a[0].kind || a[r].size != a[0].size || a[r].alignment != a[0].alignment)
+        return op.fail(errc::team_mismatch,
+                       fmt::format("rank {} asked to {} {:#x} (alignment {:#x}), rank 0 to {} {:#x} (alignment {:#x})",
+                                   r, kind_name(a[r].kind), a[r].size, a[r].alignment, kind_name(a[0].kind), a[0].size,
+                                   a[0].alignment),
+                       "call the heap's collectives in the same order with the same arguments on every rank");
+    return {};
+  }();
+  std::optional<error> failed;
+  if (!checked) failed = std::move(checked).error();
+  return detail::agree(t, t.next_step++, failed, "heap request checked", until, op);
 }
 
 // Grows the window so a block of `bytes` at `alignment` fits at its end: doubling, at least to fit, at most

@@ -217,7 +217,18 @@ result<team> team::split(int color, int key, std::chrono::milliseconds timeout) 
                         fmt::format("rank {}: sub-teams nest at most {} deep", rank(), detail::split_max_depth));
     PVMM_TRY(detail::check_aborted(t, op));
     const detail::split_record mine{color < 0 ? -1 : color, key, t.ranks->node(), 0};
-    PVMM_TRY_ASSIGN(all, detail::all_gather(*t.ranks, t.next_step++, mine, refused, "allgather colors", until, op));
+    bool exchanged = false;
+    auto all = detail::all_gather(*t.ranks, t.next_step++, mine, refused, "allgather colors", until, op, &exchanged);
+    if (!all && !exchanged) return std::move(all).error();  // the bootstrap failed: it tells the peers
+    // A failure in what this rank received (its bootstrap handed it wrong bytes) may be its alone: it travels in
+    // the agreement below, so every rank fails at once naming it.
+    if (!all) {
+      const std::optional<error> wrong = all.error();
+      ++t.splits;
+      auto closed = detail::agree(t, t.next_step++, wrong, "sub-team bootstraps made", until, op);
+      if (!closed) return std::move(closed).error();  // this rank's own failure (agree answers it first)
+      return *wrong;
+    }
     const std::uint32_t serial = t.splits++;
     // This rank's sub-team bootstrap, made before a second agreement of every parent rank closes the step: a rank
     // that could not make it (memory) fails every rank alike, and none goes on to the sub-team's creation alone.
@@ -226,10 +237,10 @@ result<team> team::split(int color, int key, std::chrono::milliseconds timeout) 
       if (color < 0) return {};
       std::vector<int> members;
       for (int r = 0; r < size(); ++r)
-        if (all[r].color == color) members.push_back(r);
-      std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[a].key < all[b].key; });
+        if ((*all)[r].color == color) members.push_back(r);
+      std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return (*all)[a].key < (*all)[b].key; });
       std::vector<int> nodes;
-      for (int r : members) nodes.push_back(all[r].node);
+      for (int r : members) nodes.push_back((*all)[r].node);
       const int tag = split_tag_first + detail::split_tags_per_depth * depth +
                       static_cast<int>(serial % detail::split_tags_per_depth);
       sub = std::make_shared<detail::split_bootstrap>(t.ranks, std::move(members), std::move(nodes), depth, tag);

@@ -105,24 +105,39 @@ result<symmetric_window> symmetric_window::create_over(const team& members,
     PVMM_TRY(detail::check_aborted(t, op));
     const std::uint64_t channels = refused ? 0 : static_cast<std::uint64_t>(options.signal_channels);
     const from_request mine{refused ? 0 : total, options.max_size, refused ? 0 : memory.size(), channels};
-    PVMM_TRY_ASSIGN(all,
-                    detail::all_gather(*t.ranks, t.next_step++, mine, refused, "allgather window memory", until, op));
+    bool exchanged = false;
+    auto gathered =
+        detail::all_gather(*t.ranks, t.next_step++, mine, refused, "allgather window memory", until, op, &exchanged);
+    if (!gathered && !exchanged) return std::move(gathered).error();  // the bootstrap failed: it tells the peers
+    // From here a failure may be this rank's alone (bytes its bootstrap handed it wrong): it travels in the first chunk
+    // step, which every other rank takes next, so they fail at once naming it.
     std::uint64_t steps = 0;
-    for (int r = 0; r < t.size(); ++r) {
-      // A peer's chunk count is bounded by its size in whole units: nothing a peer sends makes this rank loop long.
-      if (all[r].chunks == 0 || all[r].chunks > all[r].size / t.slot_unit)
-        return op.fail(errc::protocol_error, fmt::format("rank {} announced {} chunk(s) for {:#x} bytes (unit {:#x})",
-                                                         r, all[r].chunks, all[r].size, t.slot_unit));
-      if (all[r].signal_channels != all[0].signal_channels)
-        return op.fail(errc::team_mismatch, fmt::format("rank {} asked for {} signal channel(s), rank 0 for {}", r,
-                                                        all[r].signal_channels, all[0].signal_channels));
-      requests.push_back({all[r].size, all[r].max_size, 0});
-      steps = std::max(steps, all[r].chunks);
+    auto checked = [&]() -> status {
+      if (!gathered) return std::move(gathered).error();
+      const auto& all = *gathered;
+      for (int r = 0; r < t.size(); ++r) {
+        // A peer's chunk count is bounded by its size in whole units: nothing a peer sends makes this rank loop long.
+        if (all[r].chunks == 0 || all[r].chunks > all[r].size / t.slot_unit)
+          return op.fail(errc::protocol_error, fmt::format("rank {} announced {} chunk(s) for {:#x} bytes (unit {:#x})",
+                                                           r, all[r].chunks, all[r].size, t.slot_unit));
+        if (all[r].signal_channels != all[0].signal_channels)
+          return op.fail(errc::team_mismatch, fmt::format("rank {} asked for {} signal channel(s), rank 0 for {}", r,
+                                                          all[r].signal_channels, all[0].signal_channels));
+        requests.push_back({all[r].size, all[r].max_size, 0});
+        steps = std::max(steps, all[r].chunks);
+      }
+      PVMM_TRY_ASSIGN(stride, detail::stride_of(requests, t.slot_unit, op));
+      w->max_size = stride;
+      w->stride = stride;
+      return {};
+    }();
+    if (!checked) {
+      const error e = std::move(checked).error();
+      (void)detail::exchange_chunks(*w, physical_allocation(), 0, 0, &e, until, op);
+      return e;
     }
-    PVMM_TRY_ASSIGN(stride, detail::stride_of(requests, t.slot_unit, op));
-    w->max_size = stride;
-    w->stride = stride;
-    PVMM_TRY(detail::reserve_range(*w, until, op));
+    const auto& all = *gathered;
+    PVMM_TRY(detail::reserve_range(*w, until, op));  // a failure there is announced in a chunk step of its own
     std::size_t offset = 0;
     for (std::uint64_t i = 0; i < steps; ++i) {
       physical_allocation shared;  // a reference of the window's own: the caller keeps its owner

@@ -88,11 +88,9 @@ status attach_signals(const team& members, window_state& w, int channels, deadli
     return prepare_signals(members, w, *s, op);
   });
   if (!prepared) failed = std::move(prepared).error();
-  // The agreement that every pad is zero and every rank's signals are ready; nothing after it can fail.
-  const std::uint64_t mine = static_cast<std::uint64_t>(channels);
-  PVMM_TRY_ASSIGN(all,
-                  all_gather(*w.team->ranks, w.team->next_step++, mine, failed, "agree zeroed signal pads", until, op));
-  (void)all;  // the channels were agreed in the first step
+  // The closing agreement that every pad is zero and every rank's signals are ready (outcomes only: the channels
+  // were agreed in the window's first step); nothing after it can fail.
+  PVMM_TRY(agree(*w.team, w.team->next_step++, failed, "agree zeroed signal pads", until, op));
   s->wall_clock_khz = backend::wall_clock_khz(w.team->options.device);
   // The first two ranks sharing a process and a device, from the records every rank holds: every rank refuses
   // the same waits (a rank that had no such sibling would otherwise wait for one that was refused).

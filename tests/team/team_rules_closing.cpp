@@ -1,0 +1,172 @@
+// Issue 48 item 12, the steps whose data exchange had no later agreement: a bootstrap that hands one rank wrong
+// bytes in a heap request's allgather (allocate, free), in split's colors or in create_from's memory records makes
+// every rank fail at once with that rank's errc, naming it (docs/design.md invariant 33), rather than leaving the
+// others to succeed or wait.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <pvmm/allocation.hpp>
+#include <pvmm/bootstrap.hpp>
+#include <pvmm/device.hpp>
+#include <pvmm/symmetric_heap.hpp>
+#include <pvmm/team.hpp>
+
+#include "case_support.hpp"
+#include "cases.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// Hands rank 1 wrong bytes (the first half of `all` zeroed) in collective `armed_at`, though its allgather succeeded.
+class half_zeroed_at : public pvmm_team_test::forwarding_bootstrap {
+ public:
+  using forwarding_bootstrap::forwarding_bootstrap;
+  std::uint64_t armed_at = ~std::uint64_t{0};
+  std::uint64_t collectives_done() const noexcept { return collectives_completed(); }
+
+ protected:
+  pvmm::status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t collective,
+                            pvmm::deadline until) override {
+    auto done = forwarding_bootstrap::do_allgather(mine, bytes, all, collective, until);
+    if (done && collective == armed_at && rank() == 1)
+      std::memset(all, 0, bytes * static_cast<std::size_t>(size()) / 2);
+    return done;
+  }
+};
+
+constexpr int ranks_n = 4;
+
+struct fixture {
+  std::vector<std::shared_ptr<half_zeroed_at>> wrapped;
+  std::vector<pvmm::team> teams = std::vector<pvmm::team>(ranks_n);
+
+  fixture() {
+    auto g = pvmm::make_thread_bootstraps(ranks_n).value();
+    for (auto& b : g) wrapped.push_back(std::make_shared<half_zeroed_at>(b));
+    on_all([&](int r) {
+      auto t = pvmm::team::create(wrapped[r]);
+      if (!t) return pvmm::status(std::move(t).error());
+      teams[r] = std::move(*t);
+      return pvmm::status{};
+    });
+  }
+
+  // Runs `call(rank)` on every rank at once; each rank's outcome.
+  static std::vector<pvmm::status> on_all(const std::function<pvmm::status(int)>& call) {
+    std::vector<pvmm::status> out(ranks_n);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks_n; ++r) threads.emplace_back([&, r] { out[r] = call(r); });
+    for (auto& t : threads) t.join();
+    return out;
+  }
+
+  // Arms rank 1's next collective, runs `call` on every rank, and checks every rank failed at once, alike, naming
+  // rank 1.
+  void check_every_rank_fails(const std::function<pvmm::status(int)>& call) {
+    wrapped[1]->armed_at = wrapped[1]->collectives_done();
+    std::vector<std::chrono::steady_clock::duration> took(ranks_n);
+    const auto out = on_all([&](int r) {
+      const auto start = std::chrono::steady_clock::now();
+      auto s = call(r);
+      took[r] = std::chrono::steady_clock::now() - start;
+      return s;
+    });
+    for (int r = 0; r < ranks_n; ++r) {
+      CAPTURE(r);
+      REQUIRE_FALSE(out[r].has_value());
+      CHECK(took[r] < 5s);
+      CHECK_MESSAGE(out[r].code() == out[1].code(), out[r].error().message());
+      if (r != 1) CHECK_MESSAGE(out[r].error().message().find("rank 1") != std::string::npos, out[r].error().message());
+    }
+  }
+};
+
+bool skip() {
+  if (const auto why = pvmm_team_test::no_device_reason(); !why.empty()) {
+    std::printf("[pvmm-skip] %s\n", why.c_str());
+    return true;
+  }
+  return false;
+}
+
+std::vector<pvmm::symmetric_heap> make_heaps(fixture& f) {
+  std::vector<pvmm::symmetric_heap> heaps(ranks_n);
+  const auto made = fixture::on_all([&](int r) {
+    pvmm::heap_options o;
+    o.size = 1u << 20;
+    auto h = pvmm::symmetric_heap::create(f.teams[r], o);
+    if (!h) return pvmm::status(std::move(h).error());
+    heaps[r] = std::move(*h);
+    return pvmm::status{};
+  });
+  for (int r = 0; r < ranks_n; ++r) REQUIRE_MESSAGE(made[r].has_value(), made[r].error().message());
+  return heaps;
+}
+
+}  // namespace
+
+TEST_CASE("heap allocate over a bootstrap that hands one rank wrong bytes: every rank fails at once naming it") {
+  if (skip()) return;
+  fixture f;
+  for (auto& t : f.teams) REQUIRE(t.valid());
+  auto heaps = make_heaps(f);
+  f.check_every_rank_fails([&](int r) {
+    auto b = heaps[r].allocate(4096, pvmm::symmetric_heap::min_alignment, 20s);
+    return b ? pvmm::status{} : pvmm::status(std::move(b).error());
+  });
+}
+
+TEST_CASE("heap free over a bootstrap that hands one rank wrong bytes: every rank fails at once naming it") {
+  if (skip()) return;
+  fixture f;
+  for (auto& t : f.teams) REQUIRE(t.valid());
+  auto heaps = make_heaps(f);
+  std::vector<std::size_t> offsets(ranks_n);
+  const auto allocated = fixture::on_all([&](int r) {
+    auto b = heaps[r].allocate(4096);
+    if (!b) return pvmm::status(std::move(b).error());
+    offsets[r] = b->offset();
+    return pvmm::status{};
+  });
+  for (int r = 0; r < ranks_n; ++r) REQUIRE_MESSAGE(allocated[r].has_value(), allocated[r].error().message());
+  f.check_every_rank_fails([&](int r) { return heaps[r].free(offsets[r], 20s); });
+}
+
+TEST_CASE("split over a bootstrap that hands one rank wrong colors: every rank fails at once naming it") {
+  if (skip()) return;
+  fixture f;
+  for (auto& t : f.teams) REQUIRE(t.valid());
+  f.check_every_rank_fails([&](int r) {
+    auto sub = f.teams[r].split(r % 2, r, 20s);
+    return sub ? pvmm::status{} : pvmm::status(std::move(sub).error());
+  });
+}
+
+TEST_CASE("create_from over a bootstrap that hands one rank wrong records: every rank fails at once naming it") {
+  if (skip()) return;
+  fixture f;
+  for (auto& t : f.teams) REQUIRE(t.valid());
+  std::vector<pvmm::physical_allocation> memory;
+  for (int r = 0; r < ranks_n; ++r) {
+    pvmm::allocation_properties p;
+    p.location = pvmm::location::device(f.teams[r].device());
+    p.exportable = pvmm::handle_types::posix_fd;
+    auto m = pvmm::physical_allocation::create(pvmm::query_granularity(p).value().minimum, p);
+    REQUIRE_MESSAGE(m.has_value(), m.error().message());
+    memory.push_back(std::move(*m));
+  }
+  f.check_every_rank_fails([&](int r) {
+    pvmm::window_options o;
+    o.timeout = 20s;
+    auto w = pvmm::symmetric_window::create_from(f.teams[r], memory[r], o);
+    return w ? pvmm::status{} : pvmm::status(std::move(w).error());
+  });
+}
