@@ -2,11 +2,11 @@
 // entry point runs in so no C++ exception crosses into C.
 //
 // Handles are registry entries, not pointers: a handle is (type tag, generation, index + 1) in 64 bits, and an entry
-// (entry<T>) holds the C++ owner and its reference count. Chosen over heap objects with a magic field because telling a freed or
-// double-freed handle from a live one never reads freed memory (a magic check must, which is undefined behaviour and
-// what ASan reports), a foreign value is recognised without dereferencing it, and a lookup hands out a reference, so
-// a release racing another thread's call cannot free the object under it. Teardown runs when the last reference
-// drops (entry_base): a release never changes the object while another call reads it.
+// (entry<T>) holds the C++ owner and its reference count. Chosen over heap objects with a magic field because telling a
+// freed or double-freed handle from a live one never reads freed memory (a magic check must, which is undefined
+// behaviour and what ASan reports), a foreign value is recognised without dereferencing it, and a lookup hands out a
+// reference, so a release racing another thread's call cannot free the object under it. Teardown runs when the last
+// reference drops (entry_base): a release never changes the object while another call reads it.
 #pragma once
 
 #include <atomic>

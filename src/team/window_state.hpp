@@ -86,7 +86,7 @@ struct window_state final : peer_mappings {
   // Set on a window that serves as another's signal pads: abort() leaves its peers mapped (they hold only counters,
   // and stream-ordered work already queued may still add to them; the data window's peers are unmapped).
   std::atomic<bool> keep_peers_on_abort{false};
-  observe::scoped_label label;              // names `range` in memory snapshots (after it: cleared first)
+  observe::scoped_label label;  // names `range` in memory snapshots (after it: cleared first)
 
   int rank() const noexcept { return team->rank(); }
   /// Rank `owner`'s slot unmapped here and its chunks let go, for good: `why` is its unmapped_reason from now on.
