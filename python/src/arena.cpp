@@ -38,17 +38,35 @@ void close_source(Holder& h) {
 nb::dict caching_stats_dict(const pvmm::caching_stats& st) {
   nb::dict d;
 #define PVMM_PY_STAT(field) d[#field] = st.field;
+  // clang-format off
   PVMM_PY_STAT(reserved)
   PVMM_PY_STAT(live)
-  PVMM_PY_STAT(peak_reserved) PVMM_PY_STAT(peak_live) PVMM_PY_STAT(live_blocks) PVMM_PY_STAT(cached_blocks)
-      PVMM_PY_STAT(cache_hits) PVMM_PY_STAT(stitches) PVMM_PY_STAT(chunks_reused) PVMM_PY_STAT(waits)
-          PVMM_PY_STAT(pressure_retries) PVMM_PY_STAT(chunks_created) PVMM_PY_STAT(maps) PVMM_PY_STAT(unmaps)
-              PVMM_PY_STAT(event_records) PVMM_PY_STAT(event_queries) PVMM_PY_STAT(device_waits)
-                  PVMM_PY_STAT(host_syncs) PVMM_PY_STAT(ghost_bytes) PVMM_PY_STAT(stitch_ns) PVMM_PY_STAT(unmap_ns)
-                      PVMM_PY_STAT(create_ns) PVMM_PY_STAT(event_record_ns) PVMM_PY_STAT(event_query_ns)
-                          PVMM_PY_STAT(device_wait_ns)
+  PVMM_PY_STAT(peak_reserved)
+  PVMM_PY_STAT(peak_live)
+  PVMM_PY_STAT(live_blocks)
+  PVMM_PY_STAT(cached_blocks)
+  PVMM_PY_STAT(cache_hits)
+  PVMM_PY_STAT(stitches)
+  PVMM_PY_STAT(chunks_reused)
+  PVMM_PY_STAT(waits)
+  PVMM_PY_STAT(pressure_retries)
+  PVMM_PY_STAT(chunks_created)
+  PVMM_PY_STAT(maps)
+  PVMM_PY_STAT(unmaps)
+  PVMM_PY_STAT(event_records)
+  PVMM_PY_STAT(event_queries)
+  PVMM_PY_STAT(device_waits)
+  PVMM_PY_STAT(host_syncs)
+  PVMM_PY_STAT(ghost_bytes)
+  PVMM_PY_STAT(stitch_ns)
+  PVMM_PY_STAT(unmap_ns)
+  PVMM_PY_STAT(create_ns)
+  PVMM_PY_STAT(event_record_ns)
+  PVMM_PY_STAT(event_query_ns)
+  PVMM_PY_STAT(device_wait_ns)
+  // clang-format on
 #undef PVMM_PY_STAT
-                              return d;
+  return d;
 }
 
 }  // namespace
