@@ -186,8 +186,17 @@ result<team_multicast> team_multicast::create(const symmetric_window& window, co
     std::optional<error> failed;
     const detail::capability_record mine = detail::my_capability(w, devices, failed, op);
     PVMM_TRY(detail::check_aborted(t, op));
-    PVMM_TRY_ASSIGN(all,
-                    detail::all_gather(*t.ranks, step, mine, failed, "allgather multicast capabilities", until, op));
+    bool exchanged = false;
+    auto gathered =
+        detail::all_gather(*t.ranks, step, mine, failed, "allgather multicast capabilities", until, op, &exchanged);
+    if (!gathered && !exchanged) return std::move(gathered).error();  // the bootstrap failed: it tells the peers
+    // A failure here may be this rank's alone (bytes its bootstrap handed it wrong): a closing agreement carries it,
+    // so every rank fails at once naming it. The check after it reads the same records on every rank, so it answers
+    // alike everywhere (the same errc naming the same ranks).
+    std::optional<error> received;
+    if (!gathered) received = std::move(gathered).error();
+    PVMM_TRY(detail::agree(t, step, received, "multicast capabilities received", until, op));
+    const std::vector<detail::capability_record>& all = *gathered;
     PVMM_TRY(detail::check_capabilities(t, all, op));
 
     // 2. Created on the node's lowest rank, imported on the others.

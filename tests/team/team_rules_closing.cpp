@@ -1,7 +1,7 @@
 // Issue 48 item 12, the steps whose data exchange had no later agreement: a bootstrap that hands one rank wrong
 // bytes in a heap request's allgather (allocate, free), in split's colors or in create_from's memory records makes
 // every rank fail at once with that rank's errc, naming it (docs/design.md invariant 33), rather than leaving the
-// others to succeed or wait.
+// others to succeed or wait. The same for team_multicast::create's capability allgather.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +17,7 @@
 #include <pvmm/device.hpp>
 #include <pvmm/symmetric_heap.hpp>
 #include <pvmm/team.hpp>
+#include <pvmm/team_multicast.hpp>
 
 #include "case_support.hpp"
 #include "cases.hpp"
@@ -168,5 +169,29 @@ TEST_CASE("create_from over a bootstrap that hands one rank wrong records: every
     o.timeout = 20s;
     auto w = pvmm::symmetric_window::create_from(f.teams[r], memory[r], o);
     return w ? pvmm::status{} : pvmm::status(std::move(w).error());
+  });
+}
+
+// Multicast's capability allgather: rank 1 receives wrong records while the others read "not supported" (host) or
+// the real capabilities; every rank fails at once with rank 1's errc, naming it, rather than rank 1 alone. No
+// multicast object is created on any rank (the step fails before step 2).
+TEST_CASE("team_multicast over a bootstrap that hands one rank wrong capabilities: every rank fails naming it") {
+  if (skip()) return;
+  fixture f;
+  for (auto& t : f.teams) REQUIRE(t.valid());
+  std::vector<pvmm::symmetric_window> windows(ranks_n);
+  const auto made = fixture::on_all([&](int r) {
+    pvmm::window_options o;
+    o.size = 2u << 20;
+    o.timeout = 20s;
+    auto w = pvmm::symmetric_window::create(f.teams[r], o);
+    if (!w) return pvmm::status(std::move(w).error());
+    windows[r] = std::move(*w);
+    return pvmm::status{};
+  });
+  for (int r = 0; r < ranks_n; ++r) REQUIRE_MESSAGE(made[r].has_value(), made[r].error().message());
+  f.check_every_rank_fails([&](int r) {
+    auto m = pvmm::team_multicast::create(windows[r], {20s});
+    return m ? pvmm::status{} : pvmm::status(std::move(m).error());
   });
 }
