@@ -228,10 +228,6 @@ class symmetric_window : detail::move_only {
   /// from when the stream reaches it, however many peers are silent or dead). The argument order of every
   /// signalling wait: channel, stream, timeout.
   status barrier(int channel, stream_ref on, std::chrono::milliseconds timeout) const;
-  /// The argument order before the convention above, kept only until the C and Python layers call the new one.
-  status barrier(stream_ref on, std::chrono::milliseconds timeout, int channel = 0) const {
-    return barrier(channel, on, timeout);
-  }
   /// errc::timeout naming the rank and channel of the first wait that expired on this rank (stream-ordered or in a
   /// kernel) since the window was made or clear_signal_status() last ran, else success. Reads the error record (in
   /// this rank's owner-only memory: no peer can write it): synchronise the streams that wait first. Blocks (a copy

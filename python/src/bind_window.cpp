@@ -18,22 +18,6 @@ namespace pvmm_py {
 
 using namespace nb::literals;
 
-namespace {
-
-// symmetric_window::barrier's arguments as (channel, stream, timeout), whichever order the C++ signature has.
-template <class W>
-auto call_barrier(W& win, int channel, pvmm::stream_ref on, std::chrono::milliseconds timeout, int)
-    -> decltype(win.barrier(channel, on, timeout)) {
-  return win.barrier(channel, on, timeout);
-}
-template <class W>
-auto call_barrier(W& win, int channel, pvmm::stream_ref on, std::chrono::milliseconds timeout, long)
-    -> decltype(win.barrier(on, timeout, channel)) {
-  return win.barrier(on, timeout, channel);
-}
-
-}  // namespace
-
 void bind_window(nb::module_& m) {
   nb::class_<py_window>(m, "Window", "A symmetric window: every rank's slot mapped in every rank.")
       .def_static(
@@ -125,7 +109,7 @@ void bind_window(nb::module_& m) {
             auto& win = share->window;
             const auto on = pvmm_py::stream_of(stream, share->team->device());
             nb::gil_scoped_release release;
-            unwrap(call_barrier(win, channel, on, timeout, 0));
+            unwrap(win.barrier(channel, on, timeout));
           },
           "channel"_a, "stream"_a, "timeout_ms"_a = 10000,
           "Enqueues a barrier over the signal pads of `channel` (arguments in the order of every signalling wait: "

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "core/operation.hpp"
+#include "core/timeout.hpp"
 
 namespace pvmm::detail {
 
@@ -42,13 +43,11 @@ class broken_state {
   std::optional<error> first_;
 };
 
-/// The one timeout rule of team calls (HELPERS' convention; src/core/timeout.hpp's checked_timeout states the same
-/// rule for the C and Python faces, and the lead unifies them): 0 expires now, ipc::wait_forever (milliseconds::max)
-/// has no deadline, any negative value is errc::invalid_argument naming `parameter` and this call's rank.
+/// The one timeout rule (core/timeout.hpp) for a team call: a negative timeout is errc::invalid_argument, reported
+/// as this call's failure (`op` names the operation and this rank).
 inline status check_timeout(std::chrono::milliseconds timeout, const char* parameter, const operation& op) {
-  if (timeout.count() >= 0) return {};
-  return op.fail(errc::invalid_argument, fmt::format("{} = {} ms is negative", parameter, timeout.count()),
-                 "use 0 to try once without waiting, or pvmm::ipc::wait_forever to wait without limit");
+  if (auto checked = checked_timeout(timeout, parameter); !checked) return op.wrap(std::move(checked).error());
+  return {};
 }
 
 /// The arguments every process adapter takes: rank in [0, size), a timeout >= 0 (errc::invalid_argument).
