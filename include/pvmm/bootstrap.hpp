@@ -23,8 +23,12 @@
 // - after any call failed, the bootstrap is broken: every later call fails at once with the first error
 //   (a collective half done cannot be resumed in step);
 // - abort() may be called from any thread; calls in progress and later calls on every rank the adapter can
-//   reach fail with errc::peer_lost naming the aborting rank. A collective every rank had completed before the
-//   abort was seen stays completed.
+//   reach fail naming the aborting rank, with the errc of that rank's first failure (a rank that failed with
+//   out_of_memory and aborted makes its peers fail with out_of_memory too, so every rank reports one outcome), or
+//   errc::peer_lost where it aborted without one. A collective every rank had completed before the abort was seen
+//   stays completed. The threads, endpoints and store adapters carry the errc; MPI cannot tell its peers (they
+//   reach their deadline), and an adapter written by a user that does not carry it gives peer_lost;
+// - an adapter call that throws (memory running out inside it) breaks the bootstrap and aborts it, as above;
 // - send/receive: messages from one rank to another with the same tag arrive in order; a message with another tag
 //   waits for the receive of its tag (never lost, never delivered to another tag); on the threads, endpoints and
 //   store adapters two ranks may each send the other a message of any size before receiving (no send waits for
@@ -90,8 +94,8 @@ class bootstrap {
   /// to its receive; `bytes` must match the sender's count (errc::team_mismatch otherwise).
   status send(int peer, int tag, const void* data, std::size_t bytes, deadline until);
   status receive(int peer, int tag, void* data, std::size_t bytes, deadline until);
-  /// Gives up: this rank's calls in progress and later ones fail, and the other ranks see errc::peer_lost naming
-  /// this rank.
+  /// Gives up: this rank's calls in progress and later ones fail, and the other ranks fail naming this rank, with
+  /// the errc of this rank's first failure (errc::peer_lost where it had none).
   void abort() noexcept;
 
   /// The first failure, once a call failed or abort() was called (any thread).
@@ -105,6 +109,11 @@ class bootstrap {
   static error gave_bytes(int theirs, std::size_t their_bytes, std::uint64_t collective, int mine,
                           std::size_t my_bytes);
   static error aborted_by(int rank);
+  /// What a peer's abort is on this rank: aborted_by(rank) for errc::peer_lost, else "rank 1 failed with
+  /// out_of_memory and aborted" carrying `code` (an adapter checks a code read off the wire before passing it).
+  static error failed_by(int rank, errc code);
+  /// For do_abort(): the errc this rank's peers are told, its first failure's (errc::peer_lost where it had none).
+  errc abort_code() const noexcept;
   /// How many collectives this rank completed (any thread): the first collective an abort interrupts.
   std::uint64_t collectives_completed() const noexcept { return completed_.load(); }
 
@@ -122,6 +131,9 @@ class bootstrap {
 
   /// Breaks this bootstrap with `e` unless it is broken already; returns the first failure.
   status record(error e);
+  /// An adapter call failed with `e`: recorded; where the adapter threw (it could not tell its peers itself), this
+  /// rank aborts, so they fail now with its errc, not at their deadline.
+  status fail_call(error e, bool threw) noexcept;
   /// send() and receive()'s one body: the arguments checked, a broken bootstrap refused, then do_send or do_receive.
   status point_to_point(bool sending, int peer, int tag, void* data, std::size_t bytes, deadline until);
 

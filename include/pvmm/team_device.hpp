@@ -24,6 +24,13 @@
 // wins), and returns false; it never traps (a trap kills the context: PyTorch's test ends in os._exit). The host
 // reads the record with symmetric_window::signal_status() (errc::timeout naming the rank and channel) and clears it
 // with clear_signal_status().
+// Abort: every wait also looks at the host's abort word (window_view::abort_word, page-locked host memory) with its
+// clock; team::abort() raises it, so a wait in progress ends at its next look, recording peer_lost naming the
+// aborting rank (signal_error::aborted_by), and the context stays usable.
+// Beyond epochs: signal(to, channel, signal_kind::set or add, value) and wait_value(from, channel, compare, value,
+// timeout) read a counter by value (a flag, a step number) without consuming epochs; use them and the epoch waits
+// on different channels. Every call has a form scoped to a warp or a block (thread_scope, warp_scope, block_scope):
+// one thread acts for the group.
 // Progress: a wait needs the waited-for rank's kernel to run. Separate processes sharing a GPU are time-sliced, and
 // separate GPUs run independently; two ranks in one process on one device share a context, whose kernels on
 // different streams are not guaranteed to run at the same time (the host API refuses such waits on GPUs:
@@ -34,70 +41,53 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define PVMM_HOST_DEVICE __host__ __device__
-#else
-#define PVMM_HOST_DEVICE
-#endif
-
-#if defined(__CUDA_ARCH__)
-#define PVMM_DEVICE_CUDA 1
-#elif defined(__HIP_DEVICE_COMPILE__)
-#define PVMM_DEVICE_HIP 1
-#else
-#include <chrono>
-#include <thread>
-#endif
+#include <pvmm/detail/device_primitives.hpp>
 
 namespace pvmm {
 
-/// The first signal wait that timed out on this rank (in its pad; the host reads it with signal_status()).
+/// The first signal wait that failed on this rank (in its owner-only block; the host reads it with
+/// signal_status()).
 struct signal_error {
-  std::uint32_t failed = 0;  ///< 0: no wait timed out
+  std::uint32_t failed = 0;  ///< 0: no wait failed
   std::int32_t rank = -1;    ///< the peer waited for
   std::int32_t channel = -1;
-  std::uint32_t reserved = 0;
-  std::uint64_t seen = 0;      ///< the inbox counter at expiry
-  std::uint64_t expected = 0;  ///< the count the wait needed
+  std::uint32_t aborted_by = 0;  ///< 0: the wait timed out; r + 1: rank r's abort ended it (the abort word)
+  std::uint64_t seen = 0;        ///< the inbox counter when it failed
+  std::uint64_t expected = 0;    ///< the count an epoch wait needed; a value wait's operand
 };
 
+/// How a signal changes the counter it targets: add to it (the epoch waits' counting), or set it (a flag or a
+/// step number, read by value waits).
+enum class signal_kind : std::uint32_t { add = 0, set = 1 };
+/// How a value wait compares the counter with its operand. ge and gt are wrap-safe (the difference's sign, as
+/// NCCL's tests): a counter that wrapped past 2^64 still compares as later.
+enum class compare : std::uint32_t { eq = 0, ne = 1, ge = 2, gt = 3 };
+
+/// Who takes part in a call (NCCL's thread-group scopes): one thread, one warp (every lane, full warps), or one
+/// block (every thread). In a warp- or block-scoped call every thread of the group calls with the same arguments;
+/// one thread signals or waits for the group; a signal comes after the group's earlier writes, and the group's
+/// later reads come after the wait; every thread returns the group's result. On the host the group is the thread.
+struct thread_scope {};
+struct warp_scope {};
+struct block_scope {};
+
 namespace detail {
-// System-scope atomics and clock, one definition per compiler.
-PVMM_HOST_DEVICE inline std::uint64_t signal_load_acquire(const std::uint64_t* p) {
-#if defined(PVMM_DEVICE_CUDA)
-  std::uint64_t v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-#elif defined(PVMM_DEVICE_HIP)
-  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
-#else
-  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-#endif
+/// Whether a counter reading satisfies a value wait.
+PVMM_HOST_DEVICE inline bool compare_holds(std::uint64_t seen, compare c, std::uint64_t value) {
+  const auto ahead = static_cast<std::int64_t>(seen - value);
+  switch (c) {
+    case compare::eq:
+      return seen == value;
+    case compare::ne:
+      return seen != value;
+    case compare::ge:
+      return ahead >= 0;
+    case compare::gt:
+      return ahead > 0;
+  }
+  return false;
 }
-PVMM_HOST_DEVICE inline void signal_add_release(std::uint64_t* p) {
-#if defined(PVMM_DEVICE_CUDA)
-  asm volatile("red.release.sys.global.add.u64 [%0], 1;" ::"l"(p) : "memory");
-#elif defined(PVMM_DEVICE_HIP)
-  __hip_atomic_fetch_add(p, std::uint64_t{1}, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
-#else
-  __atomic_fetch_add(p, std::uint64_t{1}, __ATOMIC_RELEASE);
-#endif
-}
-PVMM_HOST_DEVICE inline std::uint64_t signal_clock_ns(std::uint32_t wall_clock_khz) {
-#if defined(PVMM_DEVICE_CUDA)
-  (void)wall_clock_khz;
-  std::uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-#elif defined(PVMM_DEVICE_HIP)
-  return wall_clock64() * 1000000ull / (wall_clock_khz ? wall_clock_khz : 100000u);
-#else
-  (void)wall_clock_khz;
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-#endif
-}
+
 }  // namespace detail
 
 /// A symmetric window as a kernel sees it. Trivially copyable: pass it by value. Built by symmetric_window::view().
@@ -116,6 +106,10 @@ struct window_view {
   std::int32_t size = 0;             ///< ranks
   std::int32_t channels = 0;         ///< signal channels per rank pair
   std::uint32_t wall_clock_khz = 0;  ///< AMD's wall clock rate (hipDeviceAttributeWallClockRate); unused elsewhere
+  /// The host's abort word (page-locked host memory this device reads; nullptr: none): r + 1 once rank r aborted
+  /// the window or its team, or this rank's host learnt that peer r is lost. Every wait looks at it with its clock
+  /// and ends at once, recording peer_lost naming r (signal_error::aborted_by).
+  const std::uint32_t* abort_word = nullptr;
 
   /// Rank r's data as mapped here (the table's entry where there is one: nullptr for an unmapped peer).
   PVMM_HOST_DEVICE void* peer(int r) const {
@@ -150,11 +144,56 @@ struct window_view {
 
   /// Signals rank `to` on `channel`: the writes this thread made before are visible to `to` once its wait sees it.
   PVMM_HOST_DEVICE void signal(int to, int channel) const { detail::signal_add_release(inbox(to, channel, rank)); }
+  /// Adds `value` to, or sets to `value`, this rank's counter in `to`'s inbox on `channel`, with release order. A set
+  /// counter is for value waits (wait_value); epoch waits on the same (peer, channel) count adds only.
+  PVMM_HOST_DEVICE void signal(int to, int channel, signal_kind kind, std::uint64_t value) const {
+    if (kind == signal_kind::set)
+      detail::signal_store_release(inbox(to, channel, rank), value);
+    else
+      detail::signal_add_release(inbox(to, channel, rank), value);
+  }
+  /// The group's signal (thread_scope, warp_scope, block_scope): after every thread of the group wrote.
+  template <class Scope>
+  PVMM_HOST_DEVICE void signal(Scope, int to, int channel, signal_kind kind = signal_kind::add,
+                               std::uint64_t value = 1) const {
+    detail::group<Scope>::sync();
+    if (detail::group<Scope>::leader()) {
+      fence_for_group();
+      signal(to, channel, kind, value);
+    }
+  }
+
+  /// The counter rank `from` keeps in this rank's inbox on `channel` (an acquire load).
+  PVMM_HOST_DEVICE std::uint64_t read_signal(int from, int channel) const {
+    return detail::signal_load_acquire(inbox(rank, channel, from));
+  }
+
+  /// Waits until rank `from`'s counter on `channel` compares true with `value` (`c`), at most `timeout_ns`; consumes
+  /// no epoch (the counter is read, never counted). False on expiry or abort (recorded in error()).
+  PVMM_HOST_DEVICE bool wait_value(int from, int channel, compare c, std::uint64_t value,
+                                   std::uint64_t timeout_ns) const {
+    return spin(from, channel, c, value, detail::signal_clock_ns(wall_clock_khz), timeout_ns);
+  }
+  template <class Scope>
+  PVMM_HOST_DEVICE bool wait_value(Scope, int from, int channel, compare c, std::uint64_t value,
+                                   std::uint64_t timeout_ns) const {
+    bool ok = true;
+    if (detail::group<Scope>::leader()) ok = wait_value(from, channel, c, value, timeout_ns);
+    return detail::group<Scope>::all(ok);
+  }
 
   /// Waits for the next signal from rank `from` on `channel`, at most `timeout_ns`. False on expiry (recorded in
   /// error(); the epoch is consumed either way).
   PVMM_HOST_DEVICE bool wait(int from, int channel, std::uint64_t timeout_ns) const {
     return wait_since(from, channel, detail::signal_clock_ns(wall_clock_khz), timeout_ns);
+  }
+
+  /// The group's wait: one thread waits, then every thread of the group returns its result.
+  template <class Scope>
+  PVMM_HOST_DEVICE bool wait(Scope, int from, int channel, std::uint64_t timeout_ns) const {
+    bool ok = true;
+    if (detail::group<Scope>::leader()) ok = wait(from, channel, timeout_ns);
+    return detail::group<Scope>::all(ok);
   }
 
   /// Every rank signals every other on `channel`, then waits for each; false when any wait expired. One deadline
@@ -169,34 +208,62 @@ struct window_view {
       if (r != rank && !wait_since(r, channel, start, timeout_ns)) ok = false;
     return ok;
   }
+  /// The group's barrier: after every thread of the group wrote, one thread runs the barrier for it.
+  template <class Scope>
+  PVMM_HOST_DEVICE bool barrier(Scope, int channel, std::uint64_t timeout_ns) const {
+    detail::group<Scope>::sync();
+    bool ok = true;
+    if (detail::group<Scope>::leader()) {
+      fence_for_group();
+      ok = barrier(channel, timeout_ns);
+    }
+    return detail::group<Scope>::all(ok);
+  }
 
  private:
-  // wait(), with its deadline `timeout_ns` after `start` (a signal_clock_ns reading). The clock is read, and host
-  // code yields its core, once every 64 loads: host ranks (the host backend's stream threads) may share few cores.
+  // wait(), with its deadline `timeout_ns` after `start` (a signal_clock_ns reading): the next epoch claimed, then
+  // awaited.
   PVMM_HOST_DEVICE bool wait_since(int from, int channel, std::uint64_t start, std::uint64_t timeout_ns) const {
     std::uint64_t* const consumed = expected(channel, from);
     const std::uint64_t target = *consumed + 1;
     *consumed = target;
+    return spin(from, channel, compare::ge, target, start, timeout_ns);
+  }
+
+  // Spins until the counter compares true. The clock and the abort word are read, and host code yields its core,
+  // once every 64 loads: host ranks (the host backend's stream threads) may share few cores.
+  PVMM_HOST_DEVICE bool spin(int from, int channel, compare c, std::uint64_t value, std::uint64_t start,
+                             std::uint64_t timeout_ns) const {
     const std::uint64_t* const counter = inbox(rank, channel, from);
     for (std::uint32_t loads = 1;; ++loads) {
       const std::uint64_t seen = detail::signal_load_acquire(counter);
-      if (static_cast<std::int64_t>(seen - target) >= 0) return true;  // wrap-safe (NCCL's test)
+      if (detail::compare_holds(seen, c, value)) return true;
       if (loads % 64 != 0) continue;
 #if !defined(PVMM_DEVICE_CUDA) && !defined(PVMM_DEVICE_HIP)
       std::this_thread::yield();
 #endif
-      if (detail::signal_clock_ns(wall_clock_khz) - start >= timeout_ns) {
+      const std::uint32_t aborted = abort_word != nullptr ? detail::abort_word_load(abort_word) : 0;
+      if (aborted != 0 || detail::signal_clock_ns(wall_clock_khz) - start >= timeout_ns) {
         signal_error* e = error();
         if (e->failed == 0) {  // the first failure wins (a benign race between two channels' waiters)
           e->rank = from;
           e->channel = channel;
+          e->aborted_by = aborted;
           e->seen = seen;
-          e->expected = target;
+          e->expected = value;
           e->failed = 1;
         }
         return false;
       }
     }
+  }
+
+  // A group's signal publishes every thread's writes: the leader's system-scope fence after the group's barrier
+  // makes them part of its release (NCCL's pattern: __syncthreads, then thread 0's fence and release store).
+  PVMM_HOST_DEVICE static void fence_for_group() {
+#if defined(PVMM_DEVICE_CUDA) || defined(PVMM_DEVICE_HIP)
+    __threadfence_system();
+#endif
   }
 };
 

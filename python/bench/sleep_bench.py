@@ -14,6 +14,7 @@ tms (torch_memory_saver, pinned CPU backup), bus (one pinned buffer, D2H then H2
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import subprocess
@@ -52,9 +53,10 @@ def side_main(side: str, count: int, mib: int, cycles: int) -> dict:
             sleeper.wake(["bench"])
     elif side == "tms":
         import torch_memory_saver
-
+#Its default hook mode, as SGLang runs it : the parent started this process with LD_PRELOAD set by
+#configure_subprocess().(hook_mode = "torch" frees through its MemPool outside region() and fails : "only
+#support interesting region ".)
         saver = torch_memory_saver.torch_memory_saver
-        saver.hook_mode = "torch"  # its CUDAPluggableAllocator, as pvmm's side (the default needs LD_PRELOAD)
         with saver.region(tag="bench", enable_cpu_backup=True):
             tensors = [torch.empty(numel, dtype=torch.int64, device=dev) for _ in range(count)]
 
@@ -100,8 +102,9 @@ def side_main(side: str, count: int, mib: int, cycles: int) -> dict:
 
     def summary(ts: list[float]) -> dict:
         steady = statistics.median(ts[1:]) if len(ts) > 1 else ts[0]
-        return {"first_s": ts[0], "steady_s": steady, "first_gibs": total / GIB / ts[0],
-                "steady_gibs": total / GIB / steady}
+        return {
+  "first_s" : ts[0], "steady_s" : steady, "first_gibs" : total / GIB / ts[0], "steady_gibs" : total / GIB / steady
+}
 
     return {"side": side, "sleep": summary(sleeps), "wake": summary(wakes), "given_back_gib": given_back,
             "gib": total / GIB, "checked": checked, "free_before_gib": free0 / GIB}
@@ -122,8 +125,18 @@ def main() -> int:
           f"| GiB given back | bytes checked |  ({a.count} x {a.mib} MiB, {a.cycles} cycles)")
     print("|---|---|---|---|---|---|---|")
     for side in a.sides.split(","):
-        r = subprocess.run([sys.executable, __file__, "--side", side, "--count", str(a.count), "--mib", str(a.mib),
-                            "--cycles", str(a.cycles)], capture_output=True, text=True, timeout=1800)
+        preload = contextlib.nullcontext()
+        if side == "tms":
+            try:
+                from torch_memory_saver import configure_subprocess
+
+                preload = configure_subprocess()  # LD_PRELOAD of its hook library, for the child only
+            except ImportError as e:
+                print(f"| {side} | [pvmm-skip] {e} | | | | | |")
+                continue
+        with preload:
+            r = subprocess.run([sys.executable, __file__, "--side", side, "--count", str(a.count), "--mib",
+                                str(a.mib), "--cycles", str(a.cycles)], capture_output=True, text=True, timeout=1800)
         if r.returncode != 0:
             last = (r.stderr.strip().splitlines() or ["?"])[-1]
             print(f"| {side} | [pvmm-skip] {last[:150]} | | | | | |")

@@ -37,6 +37,17 @@ status guard(const detail::operation& op, Call&& call) noexcept {
       []() noexcept -> status { return detail::bare_error(errc::out_of_memory); });
 }
 
+// An adapter's do_* call under guard(): `threw` says whether its failure was an exception it let out.
+template <class Call>
+status adapter_call(const detail::operation& op, bool& threw, Call&& call) noexcept {
+  threw = true;
+  return guard(op, [&]() -> status {
+    auto done = call();
+    threw = false;
+    return done;
+  });
+}
+
 }  // namespace
 
 error bootstrap::did_not_arrive(const std::vector<int>& ranks, std::uint64_t collective) {
@@ -63,6 +74,35 @@ error bootstrap::aborted_by(int r) {
   return e;
 }
 
+error bootstrap::failed_by(int r, errc code) {
+  if (code == errc::peer_lost) return aborted_by(r);
+  error e;
+  e.code = code;
+  e.detail = fmt::format("rank {} failed with {} and aborted", r, to_string(code));
+  return e;
+}
+
+errc bootstrap::abort_code() const noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return broken_ ? broken_->code : errc::peer_lost;
+}
+
+status bootstrap::fail_call(error e, bool threw) noexcept {
+  errc code = e.code;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!broken_) broken_ = std::move(e);
+    code = broken_->code;
+  }
+  if (threw && !aborted_.exchange(true)) do_abort();  // after the record: do_abort tells its errc
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return *broken_;
+  } catch (...) {  // memory ran out for the copy
+    return detail::bare_error(code);
+  }
+}
+
 bool bootstrap::broken() const noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   return broken_.has_value();
@@ -78,7 +118,8 @@ status bootstrap::allgather(const void* mine, std::size_t bytes, void* all, dead
   const std::uint64_t id = started_;
   auto args = [&] { return fmt::format("adapter={}, rank={}, bytes={}, collective={}", adapter(), rank(), bytes, id); };
   const detail::operation op{"pvmm::bootstrap::allgather", args};
-  return guard(op, [&]() -> status {
+  bool threw = false;
+  auto done = adapter_call(op, threw, [&]() -> status {
     if (bytes > 0 && (!mine || !all)) return op.fail(errc::invalid_argument, "mine and all must not be null");
     // No memory holds more than PTRDIFF_MAX bytes (a pointer plus more would overflow): out_of_memory, as a
     // SIZE_MAX byte count is everywhere.
@@ -90,28 +131,31 @@ status bootstrap::allgather(const void* mine, std::size_t bytes, void* all, dead
       if (broken_) return *broken_;
     }
     ++started_;
-    auto done = do_allgather(mine, bytes, all, id, until);
-    if (!done) return record(op.wrap(std::move(done).error()));
+    auto gathered = do_allgather(mine, bytes, all, id, until);
+    if (!gathered) return fail_call(op.wrap(std::move(gathered).error()), false);
     ++completed_;
     return {};
   });
+  return done || !threw ? done : fail_call(std::move(done).error(), true);
 }
 
 status bootstrap::barrier(deadline until) {
   const std::uint64_t id = started_;
   auto args = [&] { return fmt::format("adapter={}, rank={}, collective={}", adapter(), rank(), id); };
   const detail::operation op{"pvmm::bootstrap::barrier", args};
-  return guard(op, [&]() -> status {
+  bool threw = false;
+  auto done = adapter_call(op, threw, [&]() -> status {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (broken_) return *broken_;
     }
     ++started_;
-    auto done = do_barrier(id, until);
-    if (!done) return record(op.wrap(std::move(done).error()));
+    auto met = do_barrier(id, until);
+    if (!met) return fail_call(op.wrap(std::move(met).error()), false);
     ++completed_;
     return {};
   });
+  return done || !threw ? done : fail_call(std::move(done).error(), true);
 }
 
 status bootstrap::do_barrier(std::uint64_t collective, deadline until) {
@@ -149,16 +193,18 @@ status bootstrap::point_to_point(bool sending, int peer, int tag, void* data, st
     return fmt::format("adapter={}, rank={}, peer={}, tag={}, bytes={}", adapter(), rank(), peer, tag, bytes);
   };
   const detail::operation op{sending ? "pvmm::bootstrap::send" : "pvmm::bootstrap::receive", args};
-  return guard(op, [&]() -> status {
+  bool threw = false;
+  auto done = adapter_call(op, threw, [&]() -> status {
     PVMM_TRY(check_point_to_point(*this, peer, tag, data, bytes, op));
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (broken_) return *broken_;
     }
-    auto done = sending ? do_send(peer, tag, data, bytes, until) : do_receive(peer, tag, data, bytes, until);
-    if (!done) return record(op.wrap(std::move(done).error()));
+    auto moved = sending ? do_send(peer, tag, data, bytes, until) : do_receive(peer, tag, data, bytes, until);
+    if (!moved) return fail_call(op.wrap(std::move(moved).error()), false);
     return {};
   });
+  return done || !threw ? done : fail_call(std::move(done).error(), true);
 }
 
 status bootstrap::do_send(int, int, const void*, std::size_t, deadline) {

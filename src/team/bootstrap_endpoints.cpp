@@ -180,8 +180,8 @@ void endpoint_bootstrap::drain(deadline until) const noexcept {
 void endpoint_bootstrap::do_abort() noexcept {
   try {
     aborted_rank_ = rank_;
-    (void)fail(aborted_by(rank_));
-  } catch (...) {  // formatting failed: still end the connections below
+    (void)fail(failed_by(rank_, abort_code()));  // the header carries this rank's errc to the peers
+  } catch (...) {                                // formatting failed: still end the connections below
   }
   for (auto& c : peers_) c.abort();  // wakes this rank's waits; peers see EOF
   p2p_.abort();                      // wakes a receive waiting for a peer's first point-to-point connection

@@ -51,7 +51,7 @@ struct header {
   std::int32_t node = 0;
   std::int32_t pid = 0;
   std::int32_t code = 0;     // abort: the errc the group failed with (0: peer_lost)
-  std::int32_t aborted = 0;  // abort: 1 when `rank` called abort (the text is then only "rank N aborted")
+  std::int32_t aborted = 0;  // abort: 1 when `rank` called abort (with `code`, its first failure's errc)
 };
 
 struct message {

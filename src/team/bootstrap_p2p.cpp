@@ -39,7 +39,7 @@ result<message> endpoint_bootstrap::receive_chunk(const ipc::connection& c, int 
     told_ = true;
     if (m.head.aborted != 0 && m.head.rank >= 0 && m.head.rank < size_) {
       aborted_rank_ = m.head.rank;
-      return op.wrap(aborted_by(m.head.rank));
+      return op.wrap(failed_by(m.head.rank, m.head.code == 0 ? errc::peer_lost : detail::peer_errc(m.head.code)));
     }
     const std::string text(got->payload.begin() + sizeof(header), got->payload.end());
     return op.fail(m.head.code == 0 ? errc::peer_lost : detail::peer_errc(m.head.code),

@@ -17,11 +17,11 @@ namespace {
 
 constexpr auto slice = std::chrono::milliseconds(50);
 
-// The abort key's value: who aborted and the first collective it had not completed (collectives before it stay
-// completed on every rank, as in the other adapters).
+// The abort key's value: who aborted, with which errc (0, as older records hold: peer_lost), and the first
+// collective it had not completed (collectives before it stay completed on every rank, as in the other adapters).
 struct abort_record {
   std::int32_t rank = 0;
-  std::int32_t reserved = 0;
+  std::int32_t code = 0;
   std::uint64_t collective = 0;
 };
 
@@ -55,6 +55,7 @@ class store_bootstrap final : public bootstrap {
       auto value = wait_for_key(key(id, r), until);
       if (!value) {
         if (value.code() != errc::timeout) return std::move(value).error();
+        PVMM_TRY(check_abort());      // an abort told meanwhile (its errc may be timeout too): that rank's failure
         std::vector<int> missing{r};  // name every rank still missing, not only the first
         for (int q = r + 1; q < size_; ++q)
           if (!store_.get(key(id, q), std::chrono::steady_clock::now())) missing.push_back(q);
@@ -80,6 +81,7 @@ class store_bootstrap final : public bootstrap {
     auto value = wait_for_key(p2p_key(peer, rank_, tag, n), until);
     if (!value) {
       if (value.code() != errc::timeout) return std::move(value).error();
+      PVMM_TRY(check_abort());
       return op.fail(errc::timeout, fmt::format("rank {} sent nothing with tag {} before the deadline", peer, tag));
     }
     if (value->size() != bytes)
@@ -94,6 +96,7 @@ class store_bootstrap final : public bootstrap {
     try {
       abort_record a;
       a.rank = rank_;
+      a.code = static_cast<std::int32_t>(abort_code());
       a.collective = collectives_completed();
       const auto* p = reinterpret_cast<const std::uint8_t*>(&a);
       (void)store_.set(abort_key(), std::vector<std::uint8_t>(p, p + sizeof a));
@@ -107,8 +110,8 @@ class store_bootstrap final : public bootstrap {
   }
   std::string abort_key() const { return prefix_ + "/abort"; }
 
-  // peer_lost naming the aborting rank when one aborted before completing collective `before` (every collective
-  // when `before` is the largest number).
+  // The aborting rank's failure (its errc, checked: a value no errc has is protocol_error) when one aborted before
+  // completing collective `before` (every collective when `before` is the largest number).
   status check_abort(std::uint64_t before = UINT64_MAX) {
     auto value = store_.get(abort_key(), std::chrono::steady_clock::now());
     if (!value) return {};
@@ -121,7 +124,7 @@ class store_bootstrap final : public bootstrap {
     if (a.rank < 0 || a.rank >= size_)
       return op.fail(errc::protocol_error, fmt::format("the abort key names rank {} of {}", a.rank, size_));
     if (a.collective > before) return {};
-    return aborted_by(a.rank);
+    return failed_by(a.rank, a.code == 0 ? errc::peer_lost : detail::peer_errc(a.code));
   }
 
   // Waits in slices, so an abort is seen within one slice, not at the deadline.

@@ -128,7 +128,7 @@ class thread_bootstrap final : public bootstrap {
   void do_abort() noexcept override {
     try {
       std::lock_guard<std::mutex> lock(group_->mutex);
-      (void)fail_group(aborted_by(rank_));
+      (void)fail_group(failed_by(rank_, abort_code()));  // the peers fail with this rank's errc
     } catch (...) {  // a failed allocation of the message: the abort must still not throw
       group_->changed.notify_all();
     }

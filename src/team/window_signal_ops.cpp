@@ -37,6 +37,7 @@ window_view make_view(const detail::window_state& w, const detail::window_signal
   v.size = static_cast<int>(w.slots.size());
   v.channels = s.channels;
   v.wall_clock_khz = s.wall_clock_khz;
+  v.abort_word = s.abort_on_device;
   return v;
 }
 
@@ -110,6 +111,13 @@ status read_signal_status(const std::shared_ptr<detail::window_state>& state, bo
     PVMM_TRY(op.step("stream_ref::synchronize", [&] { return st.synchronize(); }));
   }
   if (record.failed == 0) return {};
+  if (record.aborted_by != 0)
+    return op.fail(
+        errc::peer_lost,
+        fmt::format("rank {}'s wait for rank {} on channel {} ended: rank {} aborted (signals seen {}, "
+                    "needed {})",
+                    v.rank, record.rank, record.channel, record.aborted_by - 1, record.seen, record.expected),
+        "the team was aborted (team::abort) while a device wait ran; the context stays usable");
   return op.fail(errc::timeout,
                  fmt::format("rank {} waited for rank {} on channel {} and timed out (signals seen {}, needed {})",
                              v.rank, record.rank, record.channel, record.seen, record.expected),

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <pvmm/device.hpp>
+#include <pvmm/pinned.hpp>
 #include <pvmm/stream.hpp>
 #include <pvmm/team.hpp>
 
@@ -52,10 +53,26 @@ status make_own_block(window_signals& s, int device, std::size_t bytes, const op
   return {};
 }
 
+// The abort word: page-locked host memory the team's device reads while its kernels wait (a device allocation
+// would need a copy, which a stream blocked by those waits never runs). Zero until the team aborts.
+status make_abort_word(window_signals& s, int device, const operation& op) {
+  pinned_options o;
+  o.mapped = true;
+  PVMM_TRY_ASSIGN(memory, op.step("pinned_allocation::create (abort word)",
+                                  [&] { return pinned_allocation::create(sizeof(std::uint32_t), o); }));
+  PVMM_TRY_ASSIGN(on_device, op.step("pinned_allocation::device_pointer (abort word)",
+                                     [&] { return memory.device_pointer(device); }));
+  __atomic_store_n(static_cast<std::uint32_t*>(memory.data()), 0u, __ATOMIC_RELEASE);
+  s.abort_on_device = static_cast<const std::uint32_t*>(on_device);
+  s.abort_memory = std::move(memory);
+  return {};
+}
+
 // Everything of this rank's signals that can fail, before the step's agreement: the owner-only block made, it and
-// this rank's pad zeroed, the pointer table written.
+// this rank's pad zeroed, the pointer table written, the abort word made.
 status prepare_signals(const team& members, window_state& w, window_signals& s, const operation& op) {
   const int n = members.size();
+  PVMM_TRY(make_abort_word(s, w.team->options.device, op));
   const std::size_t own = static_cast<std::size_t>(window_view::own_bytes(s.channels, n));
   const std::size_t table = static_cast<std::size_t>(window_view::table_offset(s.channels, n));
   PVMM_TRY(make_own_block(s, w.team->options.device, own, op));
@@ -69,6 +86,13 @@ status prepare_signals(const team& members, window_state& w, window_signals& s, 
 }
 
 }  // namespace
+
+void window_signals::raise_abort(int rank) noexcept {
+  if (!abort_memory.valid()) return;
+  std::uint32_t none = 0;
+  __atomic_compare_exchange_n(static_cast<std::uint32_t*>(abort_memory.data()), &none,
+                              static_cast<std::uint32_t>(rank) + 1, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
 
 status attach_signals(const team& members, window_state& w, int channels, deadline until, const operation& op) {
   const int n = members.size();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <pvmm/allocation.hpp>
+#include <pvmm/pinned.hpp>
 #include <pvmm/reservation.hpp>
 
 #include "core/operation.hpp"
@@ -61,11 +62,16 @@ struct window_signals {
   symmetric_window pads;           // rank r's inbox at pads.base() + r * pads.stride()
   physical_allocation own_memory;  // the owner-only block's memory (exportable as nothing)
   address_reservation own_range;   // where it is mapped, for this rank's device only (released before the memory)
+  pinned_allocation abort_memory;  // the abort word: page-locked host memory the device reads (team_device.hpp)
+  const std::uint32_t* abort_on_device = nullptr;  // where the team's device reads it
   int channels = 0;
   std::uint32_t wall_clock_khz = 0;
   std::array<int, 2> same_context_ranks{-1, -1};  // the first two ranks in one process on one device (-1: none)
 
   std::uint64_t* own() const noexcept { return static_cast<std::uint64_t*>(own_range.address()); }
+  /// Raises the abort word (r + 1 for rank r): every device wait of this window ends within its next look. The first
+  /// raise wins.
+  void raise_abort(int rank) noexcept;
 };
 
 struct window_state final : peer_mappings {

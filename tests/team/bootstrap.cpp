@@ -157,6 +157,38 @@ TEST_CASE("contract: a rank that aborts inside a collective fails it on every ra
   }
 }
 
+TEST_CASE("contract: a rank that failed and then aborts makes the others fail with its errc, within a slice") {
+  // Rank 1's receive expires (a failure only it sees on the store adapter), then it aborts: ranks 0 and 2, waiting
+  // in a barrier, fail with timeout too, not peer_lost, so every rank reports one outcome. An adapter written by a
+  // user that does not carry the errc gives peer_lost (the base's aborted_by).
+  for (const char* a : adapters) {
+    CAPTURE(a);
+    auto g = make_group(a, 3);
+    std::vector<pvmm::status> got(3);
+    std::vector<std::chrono::steady_clock::duration> took(3);
+    on_every_rank(3, [&](int r) {
+      const auto start = std::chrono::steady_clock::now();
+      if (r == 1) {
+        std::this_thread::sleep_for(200ms);
+        std::uint32_t word = 0;
+        got[r] = g[r]->receive(0, 5, &word, sizeof word, pvmm::deadline_in(0ms));
+        g[r]->abort();
+      } else {
+        got[r] = g[r]->barrier(pvmm::deadline_in(20s));
+      }
+      took[r] = std::chrono::steady_clock::now() - start;
+    });
+    const bool carries = std::string(a) != "user";
+    CHECK_MESSAGE(got[1].code() == errc::timeout, text(got[1]));
+    for (int r : {0, 2}) {
+      CAPTURE(r);
+      CHECK_MESSAGE(got[r].code() == (carries ? errc::timeout : errc::peer_lost), text(got[r]));
+      CHECK(took[r] < 3s);
+    }
+    if (std::string(a) == "store") CHECK_MESSAGE(names(got[0], "rank 1 failed with timeout and aborted"), text(got[0]));
+  }
+}
+
 TEST_CASE("contract: an abort reaches the ranks waiting in receive, within a slice") {
   for (const char* a : adapters) {
     CAPTURE(a);

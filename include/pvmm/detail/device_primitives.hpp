@@ -1,0 +1,150 @@
+// pvmm/detail/device_primitives.hpp - what pvmm/team_device.hpp's calls are made of, one definition per compiler
+// (nvcc, hipcc, a host compiler): system-scope atomics, the wait clock, the abort word's load, and the thread-group
+// scopes' leader, synchronisation and vote. Not a public interface: include pvmm/team_device.hpp.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define PVMM_HOST_DEVICE __host__ __device__
+#else
+#define PVMM_HOST_DEVICE
+#endif
+
+#if defined(__CUDA_ARCH__)
+#define PVMM_DEVICE_CUDA 1
+#elif defined(__HIP_DEVICE_COMPILE__)
+#define PVMM_DEVICE_HIP 1
+#else
+#include <chrono>
+#include <thread>
+#endif
+
+namespace pvmm {
+
+struct thread_scope;
+struct warp_scope;
+struct block_scope;
+
+namespace detail {
+// System-scope atomics and clock, one definition per compiler.
+PVMM_HOST_DEVICE inline std::uint64_t signal_load_acquire(const std::uint64_t* p) {
+#if defined(PVMM_DEVICE_CUDA)
+  std::uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+#elif defined(PVMM_DEVICE_HIP)
+  return __hip_atomic_load(p, __ATOMIC_ACQUIRE, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+PVMM_HOST_DEVICE inline void signal_add_release(std::uint64_t* p, std::uint64_t value = 1) {
+#if defined(PVMM_DEVICE_CUDA)
+  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(value) : "memory");
+#elif defined(PVMM_DEVICE_HIP)
+  __hip_atomic_fetch_add(p, value, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  __atomic_fetch_add(p, value, __ATOMIC_RELEASE);
+#endif
+}
+PVMM_HOST_DEVICE inline void signal_store_release(std::uint64_t* p, std::uint64_t value) {
+#if defined(PVMM_DEVICE_CUDA)
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(value) : "memory");
+#elif defined(PVMM_DEVICE_HIP)
+  __hip_atomic_store(p, value, __ATOMIC_RELEASE, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  __atomic_store_n(p, value, __ATOMIC_RELEASE);
+#endif
+}
+/// The host's abort word, read by a spinning wait: volatile, so each look reaches memory (pinned host memory on
+/// the GPUs, written by the host thread that aborts).
+PVMM_HOST_DEVICE inline std::uint32_t abort_word_load(const std::uint32_t* p) {
+#if defined(PVMM_DEVICE_CUDA) || defined(PVMM_DEVICE_HIP)
+  return *static_cast<const volatile std::uint32_t*>(p);
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+PVMM_HOST_DEVICE inline std::uint64_t signal_clock_ns(std::uint32_t wall_clock_khz) {
+#if defined(PVMM_DEVICE_CUDA)
+  (void)wall_clock_khz;
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#elif defined(PVMM_DEVICE_HIP)
+  return wall_clock64() * 1000000ull / (wall_clock_khz ? wall_clock_khz : 100000u);
+#else
+  (void)wall_clock_khz;
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+#endif
+}
+
+/// A scope's leader, its synchronisation, and the group's result (every thread gets the leader's).
+template <class Scope>
+struct group;
+template <>
+struct group<thread_scope> {
+  PVMM_HOST_DEVICE static bool leader() { return true; }
+  PVMM_HOST_DEVICE static void sync() {}
+  PVMM_HOST_DEVICE static bool all(bool ok) { return ok; }
+};
+template <>
+struct group<warp_scope> {
+  PVMM_HOST_DEVICE static bool leader() {
+#if defined(PVMM_DEVICE_CUDA)
+    unsigned lane;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+    return lane == 0;
+#elif defined(PVMM_DEVICE_HIP)
+    return __lane_id() == 0;
+#else
+    return true;
+#endif
+  }
+  PVMM_HOST_DEVICE static void sync() {
+#if defined(PVMM_DEVICE_CUDA)
+    __syncwarp();
+#elif defined(PVMM_DEVICE_HIP)
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+    __builtin_amdgcn_wave_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+#endif
+  }
+  PVMM_HOST_DEVICE static bool all(bool ok) {
+#if defined(PVMM_DEVICE_CUDA)
+    return __all_sync(0xffffffffu, ok) != 0;
+#elif defined(PVMM_DEVICE_HIP)
+    sync();
+    return __all(ok) != 0;
+#else
+    return ok;
+#endif
+  }
+};
+template <>
+struct group<block_scope> {
+  PVMM_HOST_DEVICE static bool leader() {
+#if defined(PVMM_DEVICE_CUDA) || defined(PVMM_DEVICE_HIP)
+    return threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
+#else
+    return true;
+#endif
+  }
+  PVMM_HOST_DEVICE static void sync() {
+#if defined(PVMM_DEVICE_CUDA) || defined(PVMM_DEVICE_HIP)
+    __syncthreads();
+#endif
+  }
+  PVMM_HOST_DEVICE static bool all(bool ok) {
+#if defined(PVMM_DEVICE_CUDA) || defined(PVMM_DEVICE_HIP)
+    return __syncthreads_and(ok) != 0;
+#else
+    return ok;
+#endif
+  }
+};
+}  // namespace detail
+}  // namespace pvmm
