@@ -53,9 +53,10 @@ def side_main(side: str, count: int, mib: int, cycles: int) -> dict:
             sleeper.wake(["bench"])
     elif side == "tms":
         import torch_memory_saver
-#Its default hook mode, as SGLang runs it : the parent started this process with LD_PRELOAD set by
-#configure_subprocess().(hook_mode = "torch" frees through its MemPool outside region() and fails : "only
-#support interesting region ".)
+
+        # Its default hook mode, as SGLang runs it: the parent started this process with LD_PRELOAD set by
+        # configure_subprocess(). (hook_mode="torch" frees through its MemPool outside region() and fails: "only
+        # support interesting region".)
         saver = torch_memory_saver.torch_memory_saver
         with saver.region(tag="bench", enable_cpu_backup=True):
             tensors = [torch.empty(numel, dtype=torch.int64, device=dev) for _ in range(count)]
@@ -102,9 +103,8 @@ def side_main(side: str, count: int, mib: int, cycles: int) -> dict:
 
     def summary(ts: list[float]) -> dict:
         steady = statistics.median(ts[1:]) if len(ts) > 1 else ts[0]
-        return {
-  "first_s" : ts[0], "steady_s" : steady, "first_gibs" : total / GIB / ts[0], "steady_gibs" : total / GIB / steady
-}
+        return {"first_s": ts[0], "steady_s": steady, "first_gibs": total / GIB / ts[0],
+                "steady_gibs": total / GIB / steady}
 
     return {"side": side, "sleep": summary(sleeps), "wake": summary(wakes), "given_back_gib": given_back,
             "gib": total / GIB, "checked": checked, "free_before_gib": free0 / GIB}
@@ -125,7 +125,7 @@ def main() -> int:
           f"| GiB given back | bytes checked |  ({a.count} x {a.mib} MiB, {a.cycles} cycles)")
     print("|---|---|---|---|---|---|---|")
     for side in a.sides.split(","):
-        preload = contextlib.nullcontext()
+        preload: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
         if side == "tms":
             try:
                 from torch_memory_saver import configure_subprocess
