@@ -58,6 +58,7 @@ using cuMemPrefetchAsync_device_t = CUresult (*)(CUdeviceptr, size_t, CUdevice, 
   X(cuStreamWaitEvent, 3020, required)                                                             \
   X(cuStreamGetCtx, 9020, required)                                                                \
   X(cuLaunchHostFunc, 10000, required)                                                             \
+  X(cuStreamIsCapturing, 10000, optional)                                                          \
   X(cuModuleLoadData, 2000, optional)                                                              \
   X(cuModuleGetFunction, 2000, optional)                                                           \
   X(cuLaunchKernel, 4000, optional)                                                                \

@@ -53,6 +53,15 @@ status launch_host_function(stream_handle s, int, void (*fn)(void*), void* data)
   return {};
 }
 
+result<bool> stream_capturing(stream_handle s, int) {
+  PVMM_REQUIRE_DRIVER();
+  if (api().cuStreamIsCapturing == nullptr) return false;
+  PVMM_TRY_ASSIGN(scope, context_scope::of_stream(native(s)));
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  PVMM_CU(cuStreamIsCapturing, native(s), &capture);
+  return capture != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 status copy_async(void* destination, const void* source, std::size_t size, stream_handle s, int, source_read) {
   PVMM_REQUIRE_DRIVER();
   PVMM_TRY_ASSIGN(scope, context_scope::of_stream(native(s)));

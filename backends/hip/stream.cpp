@@ -44,6 +44,32 @@ status wait_event(stream_handle s, int, event_handle e) {
   return PVMM_HIP_STATUS(hipStreamWaitEvent, native(s), native(e), 0);
 }
 
+namespace {
+#if defined(__HIP_PLATFORM_NVIDIA__)
+// HIP's NVIDIA platform declares hipStreamIsCapturing for nvcc only: the CUDA runtime's call it forwards to.
+hipError_t stream_is_capturing(hipStream_t s, bool* capturing) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  const hipError_t rc = hipCUDAErrorTohipError(cudaStreamIsCapturing(s, &capture));
+  *capturing = capture != cudaStreamCaptureStatusNone;
+  return rc;
+}
+#else
+hipError_t stream_is_capturing(hipStream_t s, bool* capturing) {
+  hipStreamCaptureStatus capture = hipStreamCaptureStatusNone;
+  const hipError_t rc = hipStreamIsCapturing(s, &capture);
+  *capturing = capture != hipStreamCaptureStatusNone;
+  return rc;
+}
+#endif
+}  // namespace
+
+result<bool> stream_capturing(stream_handle s, int) {
+  PVMM_REQUIRE_RUNTIME();
+  bool capturing = false;
+  PVMM_HIP(stream_is_capturing, native(s), &capturing);
+  return capturing;
+}
+
 status launch_host_function(stream_handle s, int, void (*fn)(void*), void* data) {
   PVMM_REQUIRE_RUNTIME();
   // A stream callback runs it: hipLaunchHostFunc is declared for nvcc only on HIP's NVIDIA platform, and ROCm 5.2's

@@ -223,6 +223,8 @@ status wait_event(stream_handle h, int, event_handle e) {
   return {};
 }
 
+result<bool> stream_capturing(stream_handle, int) { return false; }  // host streams have no graphs
+
 status launch_host_function(stream_handle h, int, void (*fn)(void*), void* data) {
   auto s = find_stream(h);
   if (!s) return unknown_stream(h);

@@ -202,3 +202,25 @@ def test_item1_item3_item4_on_the_gpu():
     with pvmm.Stream.create() as s:
         with pytest.raises(pvmm.NotMappedError):
             s.copy(g.address, p, 4096)
+
+
+def test_signal_barrier_captured_in_a_cuda_graph_replays_10000_times(tmp_path):
+    """Issue 51 item 3: a stream-ordered barrier captured in a CUDA graph, the graph replayed 10^4 times. The host
+    function that let go of the window's state after the kernel was captured too, so it ran at every replay (a
+    double free at the second); captured work now holds the window for the process's life."""
+    import torch.distributed as dist
+
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    with pvmm.Team.over_store(store, 0, 1, prefix="graph") as team, \
+            pvmm.Window.create(team, 1 << 20, signal_channels=1) as window:
+        s = torch.cuda.Stream()
+        window.barrier(0, s, timeout_ms=1000)  # warm-up: the signal module is loaded outside the capture
+        s.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            window.barrier(0, s, timeout_ms=1000)
+        for _ in range(10000):
+            g.replay()
+        torch.cuda.synchronize()
+        window.signal_status()  # raises TimeoutError had any wait expired
+        del g

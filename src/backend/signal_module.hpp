@@ -57,7 +57,11 @@ inline void keep_until_run(const signal_work& work, stream_handle s, int device)
   auto* held = new (std::nothrow) std::shared_ptr<const void>(work.keep);
   if (held == nullptr) return;
   const auto let_go = [](void* p) { delete static_cast<std::shared_ptr<const void>*>(p); };
-  if (!launch_host_function(s, device, let_go, held)) {
+  // A capturing stream records the work into a graph that may be launched any number of times, each launch running
+  // a host function again (its second run would free the holder twice): captured work holds what it touches for
+  // the process's life.
+  const auto capturing = stream_capturing(s, device);
+  if ((capturing && *capturing) || !launch_host_function(s, device, let_go, held)) {
     static std::mutex lock;  // kept for good: the kernel may still run
     static std::vector<std::shared_ptr<const void>*> kept;
     const std::lock_guard<std::mutex> hold(lock);

@@ -16,6 +16,9 @@ status synchronize_stream(stream_handle s, int device);
 result<bool> query_stream(stream_handle s, int device);
 status wait_event(stream_handle s, int device, event_handle e);
 status launch_host_function(stream_handle s, int device, void (*fn)(void*), void* data);
+/// Whether `s` is capturing a graph: work enqueued now runs at every launch of that graph, not once. False where
+/// the backend has no graphs (host) or the driver cannot tell.
+result<bool> stream_capturing(stream_handle s, int device);
 /// How the source of a copy is read, decided once in the neutral layer from the range registry.
 enum class source_read : std::uint8_t {
   /// Pageable host memory (memory pvmm did not make), on a backend that stages it (traits.copy_stages_pageable):

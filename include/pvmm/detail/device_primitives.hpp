@@ -87,12 +87,33 @@ template <class Scope>
 struct group;
 template <>
 struct group<thread_scope> {
+  /// This thread's index in the group, and the group's size (for loops a group shares).
+  PVMM_HOST_DEVICE static unsigned index() { return 0; }
+  PVMM_HOST_DEVICE static unsigned count() { return 1; }
   PVMM_HOST_DEVICE static bool leader() { return true; }
   PVMM_HOST_DEVICE static void sync() {}
   PVMM_HOST_DEVICE static bool all(bool ok) { return ok; }
 };
 template <>
 struct group<warp_scope> {
+  PVMM_HOST_DEVICE static unsigned index() {
+#if defined(PVMM_DEVICE_CUDA)
+    unsigned lane;
+    asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+    return lane;
+#elif defined(PVMM_DEVICE_HIP)
+    return __lane_id();
+#else
+    return 0;
+#endif
+  }
+  PVMM_HOST_DEVICE static unsigned count() {
+#if defined(PVMM_DEVICE_CUDA) || defined(PVMM_DEVICE_HIP)
+    return warpSize;
+#else
+    return 1;
+#endif
+  }
   PVMM_HOST_DEVICE static bool leader() {
 #if defined(PVMM_DEVICE_CUDA)
     unsigned lane;
@@ -126,6 +147,20 @@ struct group<warp_scope> {
 };
 template <>
 struct group<block_scope> {
+  PVMM_HOST_DEVICE static unsigned index() {
+#if defined(PVMM_DEVICE_CUDA) || defined(PVMM_DEVICE_HIP)
+    return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+#else
+    return 0;
+#endif
+  }
+  PVMM_HOST_DEVICE static unsigned count() {
+#if defined(PVMM_DEVICE_CUDA) || defined(PVMM_DEVICE_HIP)
+    return blockDim.x * blockDim.y * blockDim.z;
+#else
+    return 1;
+#endif
+  }
   PVMM_HOST_DEVICE static bool leader() {
 #if defined(PVMM_DEVICE_CUDA) || defined(PVMM_DEVICE_HIP)
     return threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
