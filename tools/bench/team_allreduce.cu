@@ -13,6 +13,8 @@
 // device 0; across GPUs the raw side's cuIpcOpenMemHandle enables peer access (the bench only puts ranks on
 // separate GPUs where every pair can access each other), and pvmm's window grants this rank's device.
 //   nccl (--compare nccl, built with NCCL): ncclAllReduce on the same buffers' shapes, its own kernels.
+// PVMM_BENCH_ALLREDUCE=two-shot (or auto: one-shot up to 256 KiB a block) runs pvmm's side through
+// pvmm/team_collectives.hpp instead: block b all-reduces slice b of the input on channel b.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cuda/atomic>
@@ -26,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include <pvmm/team_collectives.hpp>
 #include <pvmm/team_device.hpp>
 
 #if PVMM_BENCH_NCCL
@@ -34,6 +37,12 @@
 
 #include "bench.hpp"
 #include "team_allreduce.hpp"
+
+// float4 sums for pvmm/team_collectives.hpp's templates (argument-dependent lookup: float4 is a global type).
+__device__ inline float4& operator+=(float4& a, const float4& b) {
+  a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w;
+  return a;
+}
 
 namespace bench::allreduce {
 namespace {
@@ -104,6 +113,20 @@ __global__ void one_shot_all_reduce(Team team, float4* out, std::size_t count4, 
   if (threadIdx.x == 0 && !(ok && team.barrier(blockIdx.x, 1))) atomicExch(expired, 1);  // my slot is free again
 }
 
+// pvmm's side through pvmm/team_collectives.hpp (PVMM_BENCH_ALLREDUCE=two-shot or auto): block b all-reduces slice b
+// of the input on channel b; two-shot in place in the slots (then copied to the output), auto choosing one-shot up
+// to 256 KiB a block.
+__global__ void collective_all_reduce(pvmm::window_view view, float4* out, std::size_t count4, std::size_t one_shot,
+                                      int* expired) {
+  const std::size_t per = (count4 + gridDim.x - 1) / gridDim.x;
+  const std::size_t first = blockIdx.x * per;
+  const std::size_t begin = first < count4 ? first : count4;
+  const std::size_t end = count4 - begin < per ? count4 : begin + per;
+  const bool ok = pvmm::all_reduce_sum<float4>(pvmm::block_scope{}, view, begin * sizeof(float4), end - begin,
+                                               out + begin, static_cast<int>(blockIdx.x), barrier_timeout_ns, one_shot);
+  if (threadIdx.x == 0 && !ok) atomicExch(expired, 1);
+}
+
 // What both GPU sides share: the stream, the output and the expiry flag.
 class gpu_reducer : public reducer {
  public:
@@ -141,11 +164,19 @@ class gpu_reducer : public reducer {
   virtual void* input_slot() = 0;
   cudaStream_t stream() const { return stream_; }
   float* out() const { return static_cast<float*>(out_); }
+  int blocks_for(std::size_t count) const {
+    const std::size_t wanted = (count / 4 + threads - 1) / threads;  // one float4 a thread, or grid-stride
+    return static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, max_blocks_)));
+  }
   template <class Team>
   void launch(const Team& team, std::size_t count) {
-    const std::size_t wanted = (count / 4 + threads - 1) / threads;  // one float4 a thread, or grid-stride
-    const int blocks = static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, max_blocks_)));
-    one_shot_all_reduce<<<blocks, threads, 0, stream()>>>(team, reinterpret_cast<float4*>(out()), count / 4, expired_);
+    one_shot_all_reduce<<<blocks_for(count), threads, 0, stream()>>>(team, reinterpret_cast<float4*>(out()), count / 4,
+                                                                     expired_);
+    CUDART(cudaGetLastError());
+  }
+  void launch_collective(const pvmm::window_view& view, std::size_t count, std::size_t one_shot) {
+    collective_all_reduce<<<blocks_for(count), threads, 0, stream()>>>(view, reinterpret_cast<float4*>(out()),
+                                                                       count / 4, one_shot, expired_);
     CUDART(cudaGetLastError());
   }
 
@@ -162,8 +193,30 @@ class pvmm_reducer final : public gpu_reducer {
     auto v = w.view();
     check(v.has_value(), "symmetric_window::view");
     team_.view = *v;
+    const char* algorithm = std::getenv("PVMM_BENCH_ALLREDUCE");  // unset: the bench's own one-shot kernel
+    if (algorithm != nullptr && std::string(algorithm) == "two-shot") one_shot_ = 0;
+    if (algorithm != nullptr && std::string(algorithm) == "auto") one_shot_ = std::size_t{256} << 10;
+    if (one_shot_ != unset) CUDART(cudaMalloc(&pristine_, max_count * sizeof(float)));
   }
-  void enqueue(std::size_t count) override { launch(team_, count); }
+  ~pvmm_reducer() override {
+    if (pristine_ != nullptr) (void)cudaFree(pristine_);
+  }
+  void fill(const std::vector<float>& input) override {
+    gpu_reducer::fill(input);
+    if (pristine_ != nullptr)  // two-shot sums in place: the check refills the slot from here
+      CUDART(cudaMemcpy(pristine_, input.data(), input.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  void poison(std::size_t count) override {
+    gpu_reducer::poison(count);
+    if (pristine_ != nullptr)
+      CUDART(cudaMemcpyAsync(input_slot(), pristine_, count * sizeof(float), cudaMemcpyDeviceToDevice, stream()));
+  }
+  void enqueue(std::size_t count) override {
+    if (one_shot_ == unset)
+      launch(team_, count);
+    else
+      launch_collective(team_.view, count, one_shot_);
+  }
   std::string expired() override {
     std::string e = gpu_reducer::expired();
     if (auto s = window_.signal_status(); !s) e += ": " + s.error().message();
@@ -172,8 +225,11 @@ class pvmm_reducer final : public gpu_reducer {
 
  private:
   void* input_slot() override { return window_.local(); }
+  static constexpr std::size_t unset = ~std::size_t{0};
   const pvmm::symmetric_window& window_;
   pvmm_team team_;
+  std::size_t one_shot_ = unset;  // PVMM_BENCH_ALLREDUCE: team_collectives.hpp's bytes for one-shot
+  void* pristine_ = nullptr;
 };
 
 class raw_reducer final : public gpu_reducer {
