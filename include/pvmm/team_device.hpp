@@ -51,9 +51,13 @@ struct signal_error {
   std::uint32_t failed = 0;  ///< 0: no wait failed
   std::int32_t rank = -1;    ///< the peer waited for
   std::int32_t channel = -1;
-  std::uint32_t aborted_by = 0;  ///< 0: the wait timed out; r + 1: rank r's abort ended it (the abort word)
-  std::uint64_t seen = 0;        ///< the inbox counter when it failed
-  std::uint64_t expected = 0;    ///< the count an epoch wait needed; a value wait's operand
+  /// 0: the wait timed out; else the abort word that ended it: r + 1 when rank r aborted its team, with exited_bit
+  /// when this rank's host saw rank r's process exit.
+  std::uint32_t aborted_by = 0;
+  std::uint64_t seen = 0;      ///< the inbox counter when it failed
+  std::uint64_t expected = 0;  ///< the count an epoch wait needed; a value wait's operand
+
+  static constexpr std::uint32_t exited_bit = 0x80000000u;
 };
 
 /// How a signal changes the counter it targets: add to it (the epoch waits' counting), or set it (a flag or a
@@ -107,8 +111,8 @@ struct window_view {
   std::int32_t channels = 0;         ///< signal channels per rank pair
   std::uint32_t wall_clock_khz = 0;  ///< AMD's wall clock rate (hipDeviceAttributeWallClockRate); unused elsewhere
   /// The host's abort word (page-locked host memory this device reads; nullptr: none): r + 1 once rank r aborted
-  /// the window or its team, or this rank's host learnt that peer r is lost. Every wait looks at it with its clock
-  /// and ends at once, recording peer_lost naming r (signal_error::aborted_by).
+  /// its team, with signal_error::exited_bit once this rank's host saw rank r's process exit (a node-local peer).
+  /// Every wait looks at it with its clock and ends at once, recording it (signal_error::aborted_by).
   const std::uint32_t* abort_word = nullptr;
 
   /// Rank r's data as mapped here (the table's entry where there is one: nullptr for an unmapped peer).

@@ -48,6 +48,32 @@ void team_state::unmap_peers() noexcept {
   for (const auto& m : live) m->unmap_peers(why);
 }
 
+void team_state::watch_peers() noexcept {
+  try {
+    const std::lock_guard<std::mutex> hold(watch_lock);
+    if (watch_tried) return;
+    watch_tried = true;
+    const member_record& me = records[rank()];
+    std::vector<std::pair<int, std::int64_t>> peers;
+    for (const member_record& m : records)
+      if (m.rank != me.rank && m.node == me.node && m.pid != me.pid && m.pid_namespace != 0 &&
+          m.pid_namespace == me.pid_namespace)
+        peers.emplace_back(m.rank, m.pid);
+    // The watch outlives no member it reports into (it is the last member, joined first), so `this` is safe there.
+    watch = peer_watch::start(peers, [this](int r) {
+      std::vector<std::shared_ptr<peer_mappings>> live;
+      {
+        const std::lock_guard<std::mutex> lock(mappings_lock);
+        for (const auto& w : mappings)
+          if (auto m = w.lock()) live.push_back(std::move(m));
+      }
+      for (const auto& m : live) m->peer_exited(r);
+      // Letting go of `live` may end this team (the watch's thread then lets go of itself): nothing after it.
+    });
+  } catch (...) {  // no memory for the list: nothing is watched (the waits keep their deadlines)
+  }
+}
+
 std::vector<int> team_state::node_ranks() const {
   std::vector<int> out;
   for (const auto& m : members)

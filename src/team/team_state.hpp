@@ -14,6 +14,7 @@
 #include <pvmm/team.hpp>
 
 #include "core/operation.hpp"
+#include "team/peer_watch.hpp"
 
 namespace pvmm::detail {
 
@@ -46,6 +47,8 @@ struct peer_mappings {
   virtual ~peer_mappings() = default;
   /// Unmaps and lets go of every peer's memory mapped here; `why` is what the accessors say of it afterwards.
   virtual void unmap_peers(const std::string& why) noexcept = 0;
+  /// Rank `rank`'s process exited (the team's peer watch): device waits on it end now (a window's abort word).
+  virtual void peer_exited(int) noexcept {}
 };
 
 struct team_state {
@@ -63,6 +66,10 @@ struct team_state {
   std::atomic<bool> aborted{false};  // team::abort() from any thread: every wait looks at it between slices
   std::mutex mappings_lock;          // guards `mappings`: abort() reads it on any thread
   std::vector<std::weak_ptr<peer_mappings>> mappings;  // the live windows and multicast objects of this team
+  // Last, so that it goes first: its thread reports into the members above until it is joined.
+  std::mutex watch_lock;              // guards `watch` and `watch_tried`
+  bool watch_tried = false;           // watch_peers() ran (at most once a team)
+  std::unique_ptr<peer_watch> watch;  // the node-local peers' processes, once a window has signal pads
 
   int rank() const noexcept { return ranks->rank(); }
   int size() const noexcept { return ranks->size(); }
@@ -82,6 +89,9 @@ struct team_state {
   void adopt(const std::shared_ptr<peer_mappings>& m);
   /// abort(): unmaps the peers' memory in every live window and multicast object of this team.
   void unmap_peers() noexcept;
+  /// Starts the peer watch (peer_watch.hpp) unless it ran already: each node-local peer process that exits is
+  /// reported to every live window and multicast object (peer_exited). Best effort; never fails the caller.
+  void watch_peers() noexcept;
 };
 
 /// What travels between node-local ranks over the team's endpoints, with at most one fd (fixed layout).

@@ -111,13 +111,17 @@ status read_signal_status(const std::shared_ptr<detail::window_state>& state, bo
     PVMM_TRY(op.step("stream_ref::synchronize", [&] { return st.synchronize(); }));
   }
   if (record.failed == 0) return {};
-  if (record.aborted_by != 0)
+  if (record.aborted_by != 0) {
+    const bool exited = (record.aborted_by & signal_error::exited_bit) != 0;
+    const std::uint32_t lost = (record.aborted_by & ~signal_error::exited_bit) - 1;
     return op.fail(
         errc::peer_lost,
-        fmt::format("rank {}'s wait for rank {} on channel {} ended: rank {} aborted (signals seen {}, "
-                    "needed {})",
-                    v.rank, record.rank, record.channel, record.aborted_by - 1, record.seen, record.expected),
-        "the team was aborted (team::abort) while a device wait ran; the context stays usable");
+        fmt::format("rank {}'s wait for rank {} on channel {} ended: rank {} {} (signals seen {}, needed {})", v.rank,
+                    record.rank, record.channel, lost, exited ? "exited (its process is gone)" : "aborted", record.seen,
+                    record.expected),
+        exited ? "a peer process died while a device wait ran; the context stays usable"
+               : "the team was aborted (team::abort) while a device wait ran; the context stays usable");
+  }
   return op.fail(errc::timeout,
                  fmt::format("rank {} waited for rank {} on channel {} and timed out (signals seen {}, needed {})",
                              v.rank, record.rank, record.channel, record.seen, record.expected),

@@ -87,11 +87,12 @@ status prepare_signals(const team& members, window_state& w, window_signals& s, 
 
 }  // namespace
 
-void window_signals::raise_abort(int rank) noexcept {
+void window_signals::raise_abort(int rank, bool exited) noexcept {
   if (!abort_memory.valid()) return;
   std::uint32_t none = 0;
-  __atomic_compare_exchange_n(static_cast<std::uint32_t*>(abort_memory.data()), &none,
-                              static_cast<std::uint32_t>(rank) + 1, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  const std::uint32_t word = (static_cast<std::uint32_t>(rank) + 1) | (exited ? signal_error::exited_bit : 0u);
+  __atomic_compare_exchange_n(static_cast<std::uint32_t*>(abort_memory.data()), &none, word, false, __ATOMIC_RELEASE,
+                              __ATOMIC_RELAXED);
 }
 
 status attach_signals(const team& members, window_state& w, int channels, deadline until, const operation& op) {
@@ -122,6 +123,7 @@ status attach_signals(const team& members, window_state& w, int channels, deadli
     for (int b = a + 1; b < n && s->same_context_ranks[0] < 0; ++b)
       if (w.team->same_process(a, b) && w.team->same_device(a, b)) s->same_context_ranks = {a, b};
   w.signals = std::move(s);
+  w.team->watch_peers();  // after the agreement, and best effort: it never fails the step
   return {};
 }
 

@@ -69,9 +69,9 @@ struct window_signals {
   std::array<int, 2> same_context_ranks{-1, -1};  // the first two ranks in one process on one device (-1: none)
 
   std::uint64_t* own() const noexcept { return static_cast<std::uint64_t*>(own_range.address()); }
-  /// Raises the abort word (r + 1 for rank r): every device wait of this window ends within its next look. The first
-  /// raise wins.
-  void raise_abort(int rank) noexcept;
+  /// Raises the abort word (team_device.hpp: r + 1 when rank r aborted, with signal_error::exited_bit when its
+  /// process exited): every device wait of this window ends within its next look. The first raise wins.
+  void raise_abort(int rank, bool exited = false) noexcept;
 };
 
 struct window_state final : peer_mappings {
@@ -105,6 +105,10 @@ struct window_state final : peer_mappings {
   void undo_step(const std::vector<std::size_t>& kept) noexcept;
   /// abort(): every peer's slot given up; this rank's own slot stays.
   void unmap_peers(const std::string& why) noexcept override;
+  /// The peer watch saw rank `rank`'s process exit: the abort word ends the device waits at once.
+  void peer_exited(int rank) noexcept override {
+    if (signals) signals->raise_abort(rank, true);
+  }
 };
 
 /// The neutral layer's view of a window's state (the heap's allgathers, its grow unit).

@@ -172,7 +172,8 @@ void silent_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
 }
 
 // "sig-absent": the last rank never comes to the barrier (it returns, as a dead rank would); every other rank's
-// barrier ends within its bound and signal_status names the last rank.
+// barrier ends within its bound and signal_status names the last rank (timeout, or peer_lost once its process
+// exited).
 void absent_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
   signal_setup s;
   if (!set_up(v, b, 1, s)) return;
@@ -181,10 +182,12 @@ void absent_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
   const auto start = std::chrono::steady_clock::now();
   v.check(s.window.barrier(0, s.stream, 500ms).has_value() && s.stream.synchronize(), where(*b) + "barrier enqueued");
   v.check(std::chrono::steady_clock::now() - start < 10s, where(*b) + "the barrier held its stream over 10 s");
+  // A process rank that returned may also have exited before the bound: the peer watch then ends the wait with
+  // peer_lost naming it as exited (sig-killed holds that path).
   auto st = s.window.signal_status();
-  v.check(!st && st.code() == errc::timeout &&
-              st.error().message().find("for rank " + std::to_string(last)) != std::string::npos,
-          where(*b) + "expected timeout naming rank " + std::to_string(last) + ", got " + text(st));
+  const bool named = !st && st.error().message().find("for rank " + std::to_string(last)) != std::string::npos;
+  v.check(named && (st.code() == errc::timeout || st.code() == errc::peer_lost),
+          where(*b) + "expected timeout or peer_lost naming rank " + std::to_string(last) + ", got " + text(st));
 }
 
 long long ms_of(std::chrono::steady_clock::duration d) {
@@ -216,8 +219,9 @@ void deadline_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
 }
 
 // "sig-killed": every rank has the window, then the last rank dies of SIGKILL; every survivor's barrier on a stream
-// ends within its deadline, signal_status names the dead rank, and once the survivor lets go of the window, stream
-// and team it holds no more fds, threads or pvmm objects than before the team was made. Process ranks only.
+// ends within moments of the death (the peer watch raises the abort word), signal_status names the dead rank, and once
+// the survivor lets go of the window, stream and team it holds no more fds, threads or pvmm objects than before the
+// team was made. Process ranks only.
 void killed_at_barrier_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
   const int victim = dying_rank("sig-killed", b->size());
   {  // The driver's first use (its threads and fds; the signal module, loaded once per context) is not the case's
@@ -242,16 +246,18 @@ void killed_at_barrier_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& 
       std::this_thread::sleep_for(200ms);  // the others are past the bootstrap barrier (MPI's may need its peers)
       ::kill(::getpid(), SIGKILL);
     }
+    // The team's peer watch sees the victim's process exit and raises the abort word: the barrier ends within
+    // moments of the death (issue 51 item 2), not at its 20 s deadline, as peer_lost naming the dead rank.
     const auto start = std::chrono::steady_clock::now();
-    v.check(s.window.barrier(0, s.stream, 1500ms).has_value() && s.stream.synchronize(),
+    v.check(s.window.barrier(0, s.stream, 20s).has_value() && s.stream.synchronize(),
             where(*b) + "barrier enqueued and ran");
     const auto took = std::chrono::steady_clock::now() - start;
-    v.check(took < 8s,
-            where(*b) + "a barrier with a 1.5 s deadline held its stream " + std::to_string(ms_of(took)) + " ms");
+    v.check(took < 4s,
+            where(*b) + "a barrier waiting for a dead rank held its stream " + std::to_string(ms_of(took)) + " ms");
     auto st = s.window.signal_status();
-    v.check(!st && st.code() == errc::timeout &&
-                st.error().message().find("for rank " + std::to_string(victim) + " ") != std::string::npos,
-            where(*b) + "expected timeout naming rank " + std::to_string(victim) + ", got " + text(st));
+    v.check(!st && st.code() == errc::peer_lost &&
+                st.error().message().find("rank " + std::to_string(victim) + " exited") != std::string::npos,
+            where(*b) + "expected peer_lost naming rank " + std::to_string(victim) + " as exited, got " + text(st));
   }
   const auto now = pvmm::query_live_objects();
   v.check(now.allocations == live.allocations && now.reservations == live.reservations && now.mappings == live.mappings,
