@@ -204,8 +204,9 @@ class symmetric_window : detail::move_only {
   // when the stream reaches it (host backend: a host function; cuda and hip on HIP's NVIDIA platform: a one-thread
   // kernel of the embedded PTX signal module; hip on AMD: not_supported, which needs a code object per gfx target).
   // A wait that expires on the stream records it and lets the stream go on: signal_status() reports it. Every wait
-  // is bounded by its timeout (a dead peer never holds a stream, or a GPU, forever); bad peers, channels or
-  // timeouts are refused before anything is enqueued. The device functions of pvmm/team_device.hpp use the same
+  // is bounded by its timeout (a dead peer never holds a stream, or a GPU, forever), and ends at once when this
+  // rank's team aborts or a node-local peer's process exits (the abort word, team_device.hpp); bad peers, channels
+  // or timeouts are refused before anything is enqueued. The device functions of pvmm/team_device.hpp use the same
   // counters (view()).
   // Ranks sharing a process and a device (thread ranks on one GPU): on the GPU backends, wait_signal and barrier
   // are not_supported on every rank of such a window, naming two such ranks (checked before the arguments). CUDA
@@ -229,7 +230,8 @@ class symmetric_window : detail::move_only {
   /// signalling wait: channel, stream, timeout.
   status barrier(int channel, stream_ref on, std::chrono::milliseconds timeout) const;
   /// errc::timeout naming the rank and channel of the first wait that expired on this rank (stream-ordered or in a
-  /// kernel) since the window was made or clear_signal_status() last ran, else success. Reads the error record (in
+  /// kernel) since the window was made or clear_signal_status() last ran (errc::peer_lost naming the rank where an
+  /// abort or a peer's exit ended it), else success. Reads the error record (in
   /// this rank's owner-only memory: no peer can write it): synchronise the streams that wait first. Blocks (a copy
   /// on the device).
   status signal_status() const;
