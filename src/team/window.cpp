@@ -217,8 +217,8 @@ void window_state::undo_step(const std::vector<std::size_t>& kept) noexcept {
 }
 
 void window_state::unmap_peers(const std::string& why) noexcept {
-  if (signals) signals->raise_abort(rank());  // first: device waits end before their peers' memory goes
-  if (keep_peers_on_abort.load(std::memory_order_acquire)) return;  // signal pads: see window_state
+  if (signals_ready.load(std::memory_order_acquire)) signals->raise_abort(rank());  // first: waits end, then unmap
+  if (keep_peers_on_abort.load(std::memory_order_acquire)) return;                  // signal pads: see window_state
   // Only map_lock, held around each unmap: a step in progress may be inside the user's bootstrap, and abort()
   // never waits on it (the step sees the abort within a slice, or maps nothing more: map_peer_chunk).
   for (int r = 0; r < static_cast<int>(slots.size()); ++r) {

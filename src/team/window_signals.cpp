@@ -123,6 +123,7 @@ status attach_signals(const team& members, window_state& w, int channels, deadli
     for (int b = a + 1; b < n && s->same_context_ranks[0] < 0; ++b)
       if (w.team->same_process(a, b) && w.team->same_device(a, b)) s->same_context_ranks = {a, b};
   w.signals = std::move(s);
+  w.signals_ready.store(true, std::memory_order_release);
   w.team->watch_peers();  // after the agreement, and best effort: it never fails the step
   return {};
 }

@@ -89,6 +89,7 @@ struct window_state final : peer_mappings {
   std::string fabric_refused;  // why this rank's memory has no fabric handle though the device has them
   std::vector<window_slot> slots;
   std::unique_ptr<window_signals> signals;  // set once at create, before the window is returned
+  std::atomic<bool> signals_ready{false};   // `signals` is set: the peer watch's thread may read it
   // Set on a window that serves as another's signal pads: abort() leaves its peers mapped (they hold only counters,
   // and stream-ordered work already queued may still add to them; the data window's peers are unmapped).
   std::atomic<bool> keep_peers_on_abort{false};
@@ -107,7 +108,7 @@ struct window_state final : peer_mappings {
   void unmap_peers(const std::string& why) noexcept override;
   /// The peer watch saw rank `rank`'s process exit: the abort word ends the device waits at once.
   void peer_exited(int rank) noexcept override {
-    if (signals) signals->raise_abort(rank, true);
+    if (signals_ready.load(std::memory_order_acquire)) signals->raise_abort(rank, true);
   }
 };
 
