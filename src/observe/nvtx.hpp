@@ -5,11 +5,13 @@
 //
 // One heap per mapping, not per range: compute-sanitizer takes a heap over one allocation it tracks (its NVTX guide:
 // "any allocation created with cudaMalloc can be registered as a memory pool"), and a stitched range of several
-// cuMemMap mappings is no such allocation; with one heap per range the GPU run printed "Call to nvtxMemHeapRegister
-// failed: One or more of the parameters is invalid" (docs/verification.md). A block over several chunks is
-// registered as one region per chunk it covers (pieces(), each in its chunk's heap), and a chunk's heap goes before
-// the chunk is unmapped (drop_chunk), so no heap outlives its mapping. No range of size 0 or at a null address is
-// ever registered (nvtx_desc.hpp builds the descriptors; tests/cuda/nvtx_desc.cpp checks them).
+// cuMemMap mappings is no single allocation. (With one heap per range the GPU run printed "Call to
+// nvtxMemHeapRegister failed: One or more of the parameters is invalid"; that run's program had also not initialized
+// the CUDA runtime, the tool's other requirement: tests/cuda/nvtx_overrun.cpp's raw modes tell the two apart.)
+// A block over several chunks is registered as one region per chunk it covers (pieces(), each in its chunk's heap),
+// and a chunk's heap goes before the chunk is unmapped (drop_chunk), so no heap outlives its mapping. No range of
+// size 0 or at a null address is ever registered (nvtx_desc.hpp builds the descriptors; tests/cuda/nvtx_desc.cpp
+// checks them).
 //
 // Off by default (pvmm::register_with_nvtx(true), or PVMM_NVTX_MEMORY=1 in the environment at load). Off, open()
 // costs one relaxed load and returns null, and the block hooks test that null: nothing else. Only the CUDA
