@@ -1,9 +1,9 @@
 // NVTX registration of the caching allocator's blocks (src/observe/nvtx.*) on the CUDA backend without a GPU: the
 // fake driver, and a fake NVTX tool (nvtx_fake_tool.cpp) loaded as compute-sanitizer's is, through
-// NVTX_INJECTION64_PATH. What a tool gets: one heap per mapping (a chunk: compute-sanitizer refuses a heap over a
-// range of several mappings, "Call to nvtxMemHeapRegister failed: One or more of the parameters is invalid"), every
-// block registered as regions of the size asked for, each inside a live heap (a block over two chunks: one region
-// in each), every region and heap unregistered, no heap alive over memory the driver unmaps, no descriptor refused.
+// NVTX_INJECTION64_PATH. What a tool gets: one heap per mapping (a chunk: compute-sanitizer takes a heap over one
+// allocation it tracks, and a range of several mappings is none), every block registered as regions of the size
+// asked for, each inside a live heap (a block over two chunks: one region in each), every region and heap
+// unregistered, no heap alive over memory the driver unmaps, no descriptor refused.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <dlfcn.h>
 
