@@ -97,10 +97,12 @@ status record_memory_history(std::size_t max_entries);
 /// The ring's capacity now (0: off).
 std::size_t memory_history_capacity() noexcept;
 
-/// Tools that check user code: with `on`, the caching allocator registers each region it maps as an NVTX memory
-/// heap and each block it hands out as a region of the size asked for (nvtxMemHeapRegister, nvtxMemRegionsRegister),
-/// so `compute-sanitizer --tool memcheck` reports a kernel that touches a byte outside every live block (past its
-/// end, or after its free), which the mapping alone hides. Applies to regions mapped from then on. Off by default
+/// Tools that check user code: with `on`, the caching allocator registers each chunk it maps as an NVTX memory heap
+/// (one per mapping) and each block it hands out as regions of the size asked for, one per chunk the block covers
+/// (nvtxMemHeapRegister, nvtxMemRegionsRegister), so `compute-sanitizer --tool memcheck` reports a kernel that
+/// touches a byte outside every live block (past its end, or after its free), which the mapping alone hides.
+/// compute-sanitizer takes NVTX calls only once the CUDA runtime is initialized (cudaFree(0) before the first
+/// allocation; pvmm itself uses the driver API only). Applies to regions mapped from then on. Off by default
 /// (PVMM_NVTX_MEMORY=1 in the environment switches it on at load); off, it costs one relaxed load per region
 /// mapped and one predictable branch per block. errc::not_supported for `on` in a build without NVTX (only the CUDA
 /// backend has it).

@@ -172,7 +172,7 @@ status caching_allocator::deallocate(void* pointer, stream_ref on) {
   b.gates[0] = {b.home, ++s.streams[b.home].mark};
   b.gates[1] = cross;
   b.live = false;
-  detail::observe::nvtx::drop_region(b.reg->nvtx.get(), b.ptr);
+  detail::observe::nvtx::drop_region(b.reg->nvtx.get(), b.ptr, b.requested);
   if (detail::observe::recording())  // completed for the caller; its reuse elsewhere still waits for its gates
     for (auto a : {detail::observe::action::free_requested, detail::observe::action::free_completed})
       detail::observe::record_slow(a, b.ptr, b.requested, s.options.device, on.native_handle().value);

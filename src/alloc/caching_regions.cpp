@@ -62,6 +62,7 @@ auto caching_allocator::state::take_chunks(block* b, std::size_t lo, std::size_t
 
 auto caching_allocator::state::unmap_chunk(region& r, std::size_t at) -> status {
   ++st.unmaps;
+  detail::observe::nvtx::drop_chunk(r.nvtx.get(), at / chunk);  // no NVTX heap outlives its mapping
   auto ok = detail::caching::timed(st.unmap_ns, [&] { return r.range.unmap(at, chunk); });
   if (ok) --r.mapped;
   return ok;
@@ -237,7 +238,7 @@ auto caching_allocator::state::stitch_or_fail(std::size_t count, std::uint64_t l
   b->reg = r.get();
   b->home = on;
   b->gates[0] = fresh;
-  r->nvtx.reset(detail::observe::nvtx::heap(r->range.address(), count * chunk));
+  r->nvtx.reset(detail::observe::nvtx::open(r->range.address(), chunk, count));  // a heap per mapping
   regions.push_back(std::move(r));
   return b;
 }

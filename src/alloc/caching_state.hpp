@@ -58,7 +58,7 @@ struct region {
   address_reservation range;
   std::vector<physical_allocation> chunks;
   std::size_t mapped = 0;
-  observe::nvtx::heap_owner nvtx;  // its NVTX heap while registration is on (observe/nvtx.hpp); dropped first
+  observe::nvtx::heap_owner nvtx;  // its NVTX heaps (one per mapping) while registration is on; dropped first
 };
 
 /// Whole chunks [lo, hi) of a region whose owners a stitch took while work queued before `gates` may still touch

@@ -3,6 +3,7 @@
 // into the others without it (no-ops).
 #include "observe/nvtx.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -11,7 +12,9 @@
 #include "core/operation.hpp"
 
 #ifdef PVMM_NVTX
-#include <nvtx3/nvToolsExtMem.h>
+#include <memory>
+
+#include "observe/nvtx_desc.hpp"
 #endif
 
 namespace pvmm {
@@ -32,61 +35,79 @@ std::atomic<bool> enabled{from_environment()};
 
 #ifdef PVMM_NVTX
 namespace {
+/// Null where no tool listens (NVTX's no-op answer): then nothing is registered.
 nvtxDomainHandle_t domain() noexcept {
   static const nvtxDomainHandle_t d = nvtxDomainCreateA("pvmm");
   return d;
 }
+/// What nvtxMemHeapRegister answers where no tool takes the call: null (nvtx3 as in CUDA 13) or the header's
+/// NVTX_MEM_HEAP_HANDLE_NO_TOOL, -1 (spelled here: the macro's static_cast does not compile as C++).
+bool no_heap(nvtxMemHeapHandle_t h) noexcept {
+  return h == nullptr || reinterpret_cast<std::intptr_t>(h) == std::intptr_t{-1};
+}
 }  // namespace
 
-void* register_heap(const void* base, std::size_t size) noexcept {
-  nvtxMemVirtualRangeDesc_t range{};
-  range.ptr = base;
-  range.size = size;
-  nvtxMemHeapDesc_t desc{};
-  desc.extCompatID = NVTX_EXT_COMPATID_MEM;
-  desc.structSize = sizeof(desc);
-  desc.usage = NVTX_MEM_HEAP_USAGE_TYPE_SUB_ALLOCATOR;
-  desc.type = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
-  desc.typeSpecificDescSize = sizeof(range);
-  desc.typeSpecificDesc = &range;
-  // No tool attached: NVTX answers null at next to no cost; the owner then keeps no heap and skips its blocks.
-  return nvtxMemHeapRegister(domain(), &desc);
+heaps* register_heaps(const void* base, std::size_t chunk, std::size_t count) noexcept {
+  const nvtxDomainHandle_t d = domain();
+  if (d == nullptr || base == nullptr || chunk == 0 || count == 0) return nullptr;
+  try {
+    auto h = std::make_unique<heaps>();
+    h->base = static_cast<const char*>(base);
+    h->chunk = chunk;
+    h->heap.assign(count, nullptr);
+    bool any = false;
+    for (std::size_t i = 0; i < count; ++i) {
+      heap_desc desc;
+      if (!make_heap_desc(desc, h->base + i * chunk, chunk)) continue;
+      const nvtxMemHeapHandle_t made = nvtxMemHeapRegister(d, &desc.desc);
+      if (no_heap(made)) continue;
+      h->heap[i] = made;
+      any = true;
+    }
+    return any ? h.release() : nullptr;  // none taken: no tool, nothing to keep
+  } catch (...) {                        // std::bad_alloc: this range goes unregistered
+    return nullptr;
+  }
 }
 
-void unregister_heap(void* heap) noexcept { nvtxMemHeapUnregister(domain(), static_cast<nvtxMemHeapHandle_t>(heap)); }
-
-void register_region(void* heap, const void* address, std::size_t size) noexcept {
-  nvtxMemVirtualRangeDesc_t range{};
-  range.ptr = address;
-  range.size = size;
-  nvtxMemRegionsRegisterBatch_t batch{};
-  batch.extCompatID = NVTX_EXT_COMPATID_MEM;
-  batch.structSize = sizeof(batch);
-  batch.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
-  batch.heap = static_cast<nvtxMemHeapHandle_t>(heap);
-  batch.regionCount = 1;
-  batch.regionDescElementSize = sizeof(range);
-  batch.regionDescElements = &range;
-  nvtxMemRegionsRegister(domain(), &batch);
+void unregister_heap(heaps* h, std::size_t index) noexcept {
+  if (index >= h->heap.size() || h->heap[index] == nullptr) return;
+  nvtxMemHeapUnregister(domain(), static_cast<nvtxMemHeapHandle_t>(h->heap[index]));
+  h->heap[index] = nullptr;
 }
 
-void unregister_region(void*, const void* address) noexcept {
-  nvtxMemRegionRef_t ref{};
-  ref.pointer = address;
-  nvtxMemRegionsUnregisterBatch_t batch{};
-  batch.extCompatID = NVTX_EXT_COMPATID_MEM;
-  batch.structSize = sizeof(batch);
-  batch.refType = NVTX_MEM_REGION_REF_TYPE_POINTER;
-  batch.refCount = 1;
-  batch.refElementSize = sizeof(ref);
-  batch.refElements = &ref;
-  nvtxMemRegionsUnregister(domain(), &batch);
+void unregister_heaps(heaps* h) noexcept {
+  for (std::size_t i = 0; i < h->heap.size(); ++i) unregister_heap(h, i);
+  delete h;
+}
+
+void register_region(heaps* h, const void* address, std::size_t size) noexcept {
+  try {
+    for (const piece& p : pieces(h->base, h->chunk, h->heap.size(), static_cast<const char*>(address), size)) {
+      region_desc desc;
+      if (make_region_desc(desc, static_cast<nvtxMemHeapHandle_t>(h->heap[p.index]), p.address, p.size))
+        nvtxMemRegionsRegister(domain(), &desc.batch);
+    }
+  } catch (...) {  // std::bad_alloc: this block goes unregistered (and so does its unregistration: same pieces)
+  }
+}
+
+void unregister_region(heaps* h, const void* address, std::size_t size) noexcept {
+  try {
+    for (const piece& p : pieces(h->base, h->chunk, h->heap.size(), static_cast<const char*>(address), size)) {
+      unregister_desc desc;
+      if (h->heap[p.index] != nullptr && make_unregister_desc(desc, p.address))
+        nvtxMemRegionsUnregister(domain(), &desc.batch);
+    }
+  } catch (...) {
+  }
 }
 #else
-void* register_heap(const void*, std::size_t) noexcept { return nullptr; }
-void unregister_heap(void*) noexcept {}
-void register_region(void*, const void*, std::size_t) noexcept {}
-void unregister_region(void*, const void*) noexcept {}
+heaps* register_heaps(const void*, std::size_t, std::size_t) noexcept { return nullptr; }
+void unregister_heaps(heaps* h) noexcept { delete h; }
+void unregister_heap(heaps*, std::size_t) noexcept {}
+void register_region(heaps*, const void*, std::size_t) noexcept {}
+void unregister_region(heaps*, const void*, std::size_t) noexcept {}
 #endif
 
 }  // namespace detail::observe::nvtx

@@ -29,9 +29,11 @@
 //             page-locked memory of the last wake: keep_host_memory), --sleep-cycles (5) cycles, against
 //             the bus (the same bytes through one pinned buffer, D2H and H2D on one stream): time and GiB/s of the
 //             first cycle and the steady state, device memory given back asleep, every byte checked after each wake
-//   traces    allocation traces (a transformer training step, lognormal sizes; with and without cross-stream frees)
+//   traces    allocation traces (a transformer training step, lognormal sizes, with and without cross-stream frees;
+//             a mixture-of-experts step, activation recomputation, an inference KV cache growing and shrinking)
 //             through the raw driver pool, pvmm's pool, pvmm's caching_allocator, and PyTorch's and RMM's allocators
-//             where built with them: us per alloc+free (p50, p99), peak reserved / peak live.
+//             where built with them (RMM 26.x from its wheels: -DPVMM_RMM_ROOT, traces.cpp says how): us per
+//             alloc+free (p50, p99), peak reserved / peak live.
 //             --trace-scale=F scales every size, --trace-rounds=N the timed rounds, --trace-only=TEXT picks traces,
 //             --trace-slack=P the caching allocator's slack_percent (default: the library's; 0 cuts cached blocks
 //             on every miss, as before the slack), --trace-chunk=MiB its physical chunk (default: the library's,

@@ -1,7 +1,12 @@
 // pvmm-bench traces: the allocators under test ("sides") that traces_replay.cpp replays its traces through: the raw
 // driver pool (cuda: cuMemAllocFromPoolAsync / cuMemFreeAsync on a pool keeping its memory), pvmm's memory_pool,
 // pvmm's caching_allocator; where found at configure time PyTorch's caching allocator (libc10) and RMM's pool and
-// async resources.
+// async resources. RMM's sides build against RMM 26.x from its PyPI wheels (CCCL's resource concepts:
+// allocate(stream, bytes, alignment)); the wheels are for this bench only, never needed by CI:
+//   pip download --no-deps 'librmm-cu13==26.10.*' 'rapids-logger==0.3.*' -d build/rmm-wheel
+//   (cd build/rmm-wheel && for w in *.whl; do unzip -q -o "$w"; done)
+//   cmake --preset cuda -DPVMM_RMM_ROOT=$PWD/build/rmm-wheel/librmm && cmake --build build/cuda --target pvmm-bench
+// (docs/performance.md, "pvmm-bench traces", says more).
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -21,30 +26,33 @@
 #include "traces_torch.hpp"
 #endif
 #if PVMM_BENCH_RMM
-#include <rmm/mr/device/cuda_async_memory_resource.hpp>
-#include <rmm/mr/device/cuda_memory_resource.hpp>
-#include <rmm/mr/device/pool_memory_resource.hpp>
+#include <cuda/stream_ref>
+#include <rmm/aligned.hpp>
+#include <rmm/mr/cuda_async_memory_resource.hpp>
+#include <rmm/mr/cuda_memory_resource.hpp>
+#include <rmm/mr/pool_memory_resource.hpp>
 #endif
 
 namespace bench {
 namespace {
 
 #if PVMM_BENCH_RMM
-/// An RMM resource as a side (RMM's deallocate needs the size: the side keeps it).
+/// An RMM 26.x resource (CCCL's resource concept: allocate(stream, bytes, alignment)) as a side; RMM's deallocate
+/// needs the size and alignment: the side keeps the size, the alignment is RMM's default.
 template <class Resource, class Peak>
 side rmm_side(const char* name, std::shared_ptr<Resource> mr, Peak peak) {
   auto native = [](const pvmm::stream& s) {
-    return rmm::cuda_stream_view(reinterpret_cast<cudaStream_t>(static_cast<std::uintptr_t>(s.native_handle().value)));
+    return cuda::stream_ref(reinterpret_cast<cudaStream_t>(static_cast<std::uintptr_t>(s.native_handle().value)));
   };
   auto sizes = std::make_shared<std::unordered_map<void*, std::size_t>>();
   return {name,
           [mr, native, sizes](std::size_t n, const pvmm::stream& s) {
-            void* p = mr->allocate(n, native(s));
+            void* p = mr->allocate(native(s), n, rmm::CUDA_ALLOCATION_ALIGNMENT);
             (*sizes)[p] = n;
             return p;
           },
           [mr, native, sizes](void* p, const pvmm::stream& s) {
-            mr->deallocate(p, (*sizes)[p], native(s));
+            mr->deallocate(native(s), p, (*sizes)[p], rmm::CUDA_ALLOCATION_ALIGNMENT);
             sizes->erase(p);
           },
           peak};
@@ -173,11 +181,9 @@ std::vector<side> make_sides(pvmm::stream* streams) {
 #endif
 #if PVMM_BENCH_RMM
   {
-    auto upstream = std::make_shared<rmm::mr::cuda_memory_resource>();
-    // Starts empty and grows as needed, so its peak is what the trace asked of it.
-    auto pool = std::shared_ptr<rmm::mr::pool_memory_resource<rmm::mr::cuda_memory_resource>>(
-        new rmm::mr::pool_memory_resource<rmm::mr::cuda_memory_resource>(upstream.get(), 0),
-        [upstream](auto* p) { delete p; });
+    // Starts empty and grows as needed from cudaMalloc, so its peak is what the trace asked of it. RMM 26's
+    // resources share their state between copies; the side's copy goes with the side.
+    auto pool = std::make_shared<rmm::mr::pool_memory_resource>(rmm::mr::cuda_memory_resource{}, 0);
     sides.push_back(rmm_side("RMM pool_memory_resource", pool, [pool] { return std::uint64_t{pool->pool_size()}; }));
     auto async = std::make_shared<rmm::mr::cuda_async_memory_resource>();
     sides.push_back(rmm_side("RMM cuda_async_memory_resource", async, [async] {

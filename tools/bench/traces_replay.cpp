@@ -1,20 +1,24 @@
-// pvmm-bench traces: the traces (generated here, seeded) and their replay through every side (traces.cpp): only the
-// allocate and free calls are timed; every buffer gets a stamp written at both ends after its allocation and read back
-// before its free, checked at checkpoints (both streams synchronized), outside the timed calls. Families:
+// pvmm-bench traces: the replay of every trace (trace_gen.hpp: generated from seeds) through every side (traces.cpp):
+// only the allocate and free calls are timed; every buffer gets a stamp written at both ends after its allocation and
+// read back before its free, checked at checkpoints (both streams synchronized), outside the timed calls. Families:
 //   transformer  a training step of a decoder stack with a variable token count per step (weights, saved
 //                activations, temporaries, weight gradients); "fsdp" gathers each layer's weights on a second
 //                stream and frees them on the compute stream, and frees gradients on the second stream
 //   lognormal    sizes lognormal in [512 B, 256 MiB], freed in random order; "cross" frees each on a random one
 //                of two streams
+//   moe          a mixture-of-experts step: expert buffers sized by per-layer, per-step token counts; dispatched
+//                tokens allocated on the second stream, freed on the compute stream
+//   recompute    activation recomputation: bursts of large short-lived blocks (recomputed activations, attention
+//                scores) per layer in the backward pass, the batch changing per step
+//   kv cache     inference with continuous batching: KV caches reallocated larger as requests decode, freed as they
+//                finish, arrivals in two waves (the cache grows and shrinks); per-step logits sized by the batch
 // --trace-scale=F scales every size (CI runs 0.004 on the host backend); --trace-only=TEXT replays only the traces
 // whose name holds TEXT.
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -23,6 +27,7 @@
 #include <pvmm/pvmm.hpp>
 
 #include "bench.hpp"
+#include "trace_gen.hpp"
 #include "traces.hpp"
 
 namespace bench {
@@ -36,125 +41,8 @@ int trace_chunk_mib = 0;
 namespace {
 
 constexpr std::size_t stamp_bytes = 16;
-
-struct op {
-  bool alloc = true;
-  int stream = 0;        // 0: compute, 1: the second stream
-  std::uint32_t id = 0;  // the buffer
-  std::size_t size = 0;  // alloc only
-};
-
-struct trace {
-  std::string name;
-  std::vector<op> ops;
-  std::vector<std::size_t> checkpoints;  // op indices after which buffers are checked
-  std::uint32_t ids = 0;
-  std::uint64_t peak_live = 0;
-};
-
-std::size_t scaled(double bytes) {
-  return std::max<std::size_t>(512, static_cast<std::size_t>(bytes * trace_scale) / 512 * 512);
-}
-
-/// Builds a trace, tracking live bytes.
-struct builder {
-  trace t;
-  std::vector<std::size_t> sizes;
-  std::uint64_t live = 0;
-  std::uint32_t alloc(std::size_t size, int stream = 0) {
-    const std::uint32_t id = t.ids++;
-    sizes.push_back(size);
-    t.ops.push_back({true, stream, id, size});
-    live += size;
-    t.peak_live = std::max(t.peak_live, live);
-    return id;
-  }
-  void free(std::uint32_t id, int stream = 0) {
-    t.ops.push_back({false, stream, id, 0});
-    live -= sizes[id];
-  }
-  void checkpoint() { t.checkpoints.push_back(t.ops.size()); }
-};
-
-/// A decoder stack, bf16: per layer qkv (3h^2), out (h^2), fc1 (4h^2), fc2 (4h^2) weights; saved activations
-/// 13 T h; an attention workspace per layer; gradients of the same shapes. 8 steps, T uniform in [T/2, T].
-trace transformer(bool fsdp, std::uint32_t seed) {
-  builder b;
-  b.t.name = fsdp ? "transformer, fsdp cross-stream frees" : "transformer";
-  std::mt19937_64 rng(seed);
-  const double h = 2048, bytes = 2;
-  const int layers = 18, steps = 8, t_max = 4096, shards = 8;
-  const double weight_parts[] = {3, 1, 4, 4};
-  const double act_parts[] = {1, 3, 1, 4, 4};  // ln input, qkv, attention out, fc1 out, gelu out
-  std::vector<std::uint32_t> weights;
-  for (int l = 0; l < layers; ++l)
-    for (double w : weight_parts) weights.push_back(b.alloc(scaled(w * h * h * bytes / (fsdp ? shards : 1))));
-  for (int step = 0; step < steps; ++step) {
-    const double tokens = std::round((0.5 + 0.5 * std::uniform_real_distribution<double>(0, 1)(rng)) * t_max / 64) * 64;
-    std::vector<std::vector<std::uint32_t>> saved(layers);
-    auto gather = [&] {  // fsdp: the layer's full weights on the second stream, freed on compute after use
-      std::vector<std::uint32_t> full;
-      for (double w : weight_parts) full.push_back(b.alloc(scaled(w * h * h * bytes), 1));
-      return full;
-    };
-    for (int l = 0; l < layers; ++l) {
-      std::vector<std::uint32_t> full;
-      if (fsdp) full = gather();
-      for (double a : act_parts) saved[l].push_back(b.alloc(scaled(a * tokens * h * bytes)));
-      b.free(b.alloc(scaled(16 * tokens * 512 * bytes)));  // attention workspace (16 heads x T x 512)
-      for (auto id : full) b.free(id, 0);
-    }
-    std::vector<std::uint32_t> grads;
-    for (int l = layers; l-- > 0;) {
-      std::vector<std::uint32_t> full;
-      if (fsdp) full = gather();
-      auto dx = b.alloc(scaled(tokens * h * bytes));
-      auto dqkv = b.alloc(scaled(3 * tokens * h * bytes));
-      auto dfc = b.alloc(scaled(4 * tokens * h * bytes));
-      for (double w : weight_parts) grads.push_back(b.alloc(scaled(w * h * h * bytes)));
-      b.free(dfc);
-      b.free(dqkv);
-      b.free(dx);
-      for (auto id : saved[l]) b.free(id);
-      for (auto id : full) b.free(id, 0);
-      if (fsdp) {  // reduce-scattered: the full gradient is freed on the second stream
-        for (auto id : grads) b.free(id, 1);
-        grads.clear();
-      }
-    }
-    for (auto id : grads) b.free(id);  // optimizer step, then zero_grad(set_to_none)
-    b.checkpoint();
-  }
-  for (auto id : weights) b.free(id);
-  b.checkpoint();
-  return b.t;
-}
-
-/// Lognormal sizes (median 1 MiB, sigma 2) clipped to [512 B, 256 MiB]; up to 192 live; frees in random order.
-trace lognormal(bool cross, std::uint32_t seed) {
-  builder b;
-  b.t.name = cross ? "lognormal, random cross-stream frees" : "lognormal";
-  std::mt19937_64 rng(seed);
-  std::lognormal_distribution<double> size(std::log(1 << 20), 2.0);
-  std::vector<std::uint32_t> live;
-  const int ops = 6000;
-  for (int i = 0; i < ops; ++i) {
-    const bool grow = live.size() < 8 || (live.size() < 192 && (rng() & 1));
-    if (grow) {
-      const double s = std::clamp(size(rng), 512.0, double(256 << 20));
-      live.push_back(b.alloc(scaled(s), cross ? static_cast<int>(rng() & 1) : 0));
-    } else {
-      const std::size_t k = rng() % live.size();
-      b.free(live[k], cross ? static_cast<int>(rng() & 1) : 0);
-      live[k] = live.back();
-      live.pop_back();
-    }
-    if (i % 500 == 499) b.checkpoint();
-  }
-  for (auto id : live) b.free(id);
-  b.checkpoint();
-  return b.t;
-}
+using tracegen::op;
+using tracegen::trace;
 
 struct replay_result {
   std::vector<double> pair_s;  // alloc + free time per buffer
@@ -235,7 +123,7 @@ void traces() {
       }());
   pvmm::stream streams[2] = {pvmm::stream::create(0).value(), pvmm::stream::create(0).value()};
   auto order = pvmm::event::create(0).value();
-  const trace traces[] = {transformer(false, 1), transformer(true, 2), lognormal(false, 3), lognormal(true, 4)};
+  const std::vector<trace> traces = tracegen::all(trace_scale);
   for (const trace& t : traces) {
     if (t.name.find(trace_only) == std::string::npos) continue;
     // Fresh sides per trace, so each peak belongs to one trace.
