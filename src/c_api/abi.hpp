@@ -22,6 +22,10 @@ template <>
 struct first_published<pvmm_team_options> {
   static constexpr std::size_t size = offsetof(pvmm_team_options, access_devices);  // appended in 0.2
 };
+template <>
+struct first_published<pvmm_bootstrap_ops> {
+  static constexpr std::size_t size = offsetof(pvmm_bootstrap_ops, abort_status);  // appended in 0.2
+};
 
 /// struct_size is one this library can read: from the first published size of T up to its own.
 template <class T>

@@ -67,7 +67,13 @@ class c_bootstrap final : public pvmm::bootstrap {
     if (ops_.receive == nullptr) return fail_with(pvmm::errc::not_supported, "pvmm_bootstrap_ops.receive is NULL");
     return outcome("receive", [&] { return ops_.receive(ops_.context, peer, tag, data, bytes, to_ns(until)); });
   }
-  void do_abort() noexcept override { ops_.abort(ops_.context); }
+  // The first failure's errc travels where the adapter can carry it (abort_status), as the built-in adapters do.
+  void do_abort() noexcept override {
+    if (ops_.abort_status != nullptr)
+      ops_.abort_status(ops_.context, static_cast<int>(abort_code()));
+    else
+      ops_.abort(ops_.context);
+  }
 
   /// Calls a callback; a nonzero return is an error with the callback's detail (or a standard one). A C++
   /// exception from a callback (one written in C++) is an error too, never passed on.
@@ -133,8 +139,9 @@ pvmm_status pvmm_bootstrap_create(const pvmm_bootstrap_ops* ops, pvmm_bootstrap*
                          std::to_string(sizeof(pvmm_bootstrap_ops)));
     }
     const pvmm_bootstrap_ops given = read_prefix(*ops, PVMM_INIT(pvmm_bootstrap_ops));
-    if (given.allgather == nullptr || given.abort == nullptr) {
-      return bad_ops(op, pvmm::errc::invalid_argument, "pvmm_bootstrap_ops.allgather and .abort are required");
+    if (given.allgather == nullptr || (given.abort == nullptr && given.abort_status == nullptr)) {
+      return bad_ops(op, pvmm::errc::invalid_argument,
+                     "pvmm_bootstrap_ops.allgather and .abort (or .abort_status) are required");
     }
     if (given.size < 1 || given.size > pvmm::bootstrap::max_ranks || given.rank < 0 || given.rank >= given.size ||
         given.local_size < 1 || given.local_size > given.size || given.local_rank < 0 ||

@@ -18,6 +18,43 @@ static int gather_once(void* context, const void* mine, size_t bytes, void* all,
 }
 static void abort_nothing(void* context) { (void)context; }
 
+/* abort_status (issue 48): the status a rank failed with first reaches the C adapter's abort, to tell its peers. */
+static int told = -1;
+static void abort_telling(void* context, int status) {
+  (void)context;
+  told = status;
+}
+static int gather_all(void* context, const void* mine, size_t bytes, void* all, uint64_t collective, int64_t deadline) {
+  (void)context, (void)collective, (void)deadline;
+  memcpy(all, mine, bytes);
+  return pvmm_status_ok;
+}
+static void abort_carries_the_status(void) {
+  pvmm_bootstrap_ops ops = PVMM_INIT(pvmm_bootstrap_ops);
+  int calls = 0;
+  ops.context = &calls;
+  ops.size = 1;
+  ops.local_size = 1;
+  ops.allgather = gather_once;
+  ops.abort_status = abort_telling; /* no abort: abort_status stands for it */
+  pvmm_bootstrap b;
+  CHECK_OK(pvmm_bootstrap_create(&ops, &b));
+  pvmm_team_options o = PVMM_INIT(pvmm_team_options);
+  pvmm_team t;
+  CHECK_STATUS(pvmm_team_create(b, &o, &t), pvmm_status_timeout, "the test's allgather gave up");
+  CHECK_OK(pvmm_bootstrap_abort(b));
+  CHECK(told == pvmm_status_timeout); /* the first failure, not peer_lost */
+  CHECK_OK(pvmm_bootstrap_release(b));
+  told = -1;
+  ops.allgather = gather_all;
+  CHECK_OK(pvmm_bootstrap_create(&ops, &b));
+  CHECK_OK(pvmm_bootstrap_abort(b));
+  CHECK(told == pvmm_status_peer_lost); /* an abort with no failure before it */
+  CHECK_OK(pvmm_bootstrap_release(b));
+  ops.abort_status = NULL; /* neither abort form */
+  CHECK_STATUS(pvmm_bootstrap_create(&ops, &b), pvmm_status_invalid_argument, ".abort (or .abort_status)");
+}
+
 int main(void) {
   pvmm_bootstrap_ops ops;
   int calls = 0;
@@ -38,5 +75,6 @@ int main(void) {
   CHECK(strstr(pvmm_last_error_message(), "rank=0, size=1") != NULL);
   CHECK(strstr(pvmm_last_error_message(), "rank=-1") == NULL);
   CHECK_OK(pvmm_bootstrap_release(b));
+  abort_carries_the_status();
   return check_summary("c_api/team_errors");
 }

@@ -33,10 +33,15 @@ typedef struct pvmm_bootstrap_ops {
   /** Optional (NULL: not_supported). */
   int (*send)(void* context, int peer, int tag, const void* data, size_t bytes, int64_t deadline_ns);
   int (*receive)(void* context, int peer, int tag, void* data, size_t bytes, int64_t deadline_ns);
-  /** Required: tell the peers this rank gave up and wake this rank's waits (any thread). */
+  /** Required unless abort_status is set: tell the peers this rank gave up and wake this rank's waits (any
+   * thread). */
   void (*abort)(void* context);
   /** Optional: called once when the last reference to the bootstrap goes (the team may hold one). */
   void (*destroy)(void* context);
+  /** Optional (appended in 0.2): where set, called instead of abort, with the pvmm_status this rank failed with first
+   * (pvmm_status_peer_lost where it aborted without a failure), for the peers to fail with it naming this rank, as
+   * the built-in adapters do (peers whose callback learns it return that status). */
+  void (*abort_status)(void* context, int status);
 } pvmm_bootstrap_ops;
 #define PVMM_C_DEFAULTS_pvmm_bootstrap_ops(F) F(version, PVMM_BOOTSTRAP_OPS_VERSION)
 
