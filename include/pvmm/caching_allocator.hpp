@@ -69,7 +69,8 @@ namespace pvmm {
 struct caching_options {
   int device = 0;  ///< the device whose memory it hands out (and whose streams it accepts)
   /// Physical chunk: 0 = the device's recommended granularity, at least 4 MiB (4 MiB on CUDA and the host backend):
-  /// a stitch grants access once per chunk, and on a GPU each grant costs tens of microseconds.
+  /// a stitch grants access in one call over its whole range, but on a GPU that grant costs tens of microseconds per
+  /// chunk mapped in it.
   std::size_t chunk_size = 0;
   std::size_t max_reserved = 0;  ///< physical bytes it may hold at most; 0: no limit beyond the device's
   /// When no cached block is ready for a request, take one whose earlier use on another stream is still pending

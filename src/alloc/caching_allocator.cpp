@@ -53,10 +53,10 @@ result<caching_allocator> caching_allocator::create(const caching_options& optio
   if (!g) return op.wrap(std::move(g).error());
   auto unit = detail::reservation_unit();
   if (!unit) return op.wrap(std::move(unit).error());
-  // The default: the recommended granularity, at least 4 MiB. A stitch grants access once per chunk it maps (about
-  // 28 us a mapping on an H100, whatever its size up to 4 MiB; pvmm-bench traces --trace-chunk): 4 MiB chunks halve
-  // the grants of 2 MiB ones; 8 MiB took the lognormal cross-stream trace past 1.10 reserved/live
-  // (docs/performance.md, "Allocation traces").
+  // The default: the recommended granularity, at least 4 MiB. A stitch grants access in one call over its range, but
+  // the driver's grant costs per mapping it covers (about 28 us a chunk on an H100, whatever its size up to 4 MiB;
+  // pvmm-bench traces --trace-chunk): 4 MiB chunks halve the mappings of 2 MiB ones; 8 MiB took the lognormal
+  // cross-stream trace past 1.10 reserved/live (docs/performance.md, "Allocation traces").
   constexpr std::size_t default_chunk_floor = std::size_t{4} << 20;
   const std::size_t step = g->recommended ? g->recommended : g->minimum;  // a driver reporting no recommendation
   const std::size_t floor_chunk = step ? (default_chunk_floor + step - 1) / step * step : default_chunk_floor;

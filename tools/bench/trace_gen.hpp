@@ -73,6 +73,19 @@ trace recompute(std::uint32_t seed, double scale);
 /// An inference server's KV caches growing per decoded token and freed per finished request, load rising and falling.
 trace kv_cache(std::uint32_t seed, double scale);
 
+/// Fragmentation as GMLake reports it: the bytes an allocator reserves beyond the live bytes at the peak, and that
+/// gap as a fraction of live (peak reserved / peak live - 1); a side that reserved less than live gives 0.
+struct fragmentation {
+  std::uint64_t bytes = 0;
+  double of_live = 0;
+};
+inline fragmentation fragmentation_at_peak(std::uint64_t peak_reserved, std::uint64_t peak_live) {
+  fragmentation f;
+  f.bytes = peak_reserved > peak_live ? peak_reserved - peak_live : 0;
+  f.of_live = peak_live ? double(f.bytes) / double(peak_live) : 0;
+  return f;
+}
+
 /// Every trace the bench replays, in its order, with its seeds.
 std::vector<trace> all(double scale);
 

@@ -116,3 +116,14 @@ TEST_CASE("the new families stress what their comments say") {
     CHECK(double(t.peak_live) / gib < 16.0);
   }
 }
+
+TEST_CASE("fragmentation at the peak: the bytes reserved beyond live, and that as a fraction of live") {
+  const auto f = tg::fragmentation_at_peak(std::uint64_t{1075} << 20, std::uint64_t{1000} << 20);
+  CHECK(f.bytes == std::uint64_t{75} << 20);
+  CHECK(f.of_live == doctest::Approx(0.075));
+  const auto exact = tg::fragmentation_at_peak(512, 512);  // nothing held beyond live
+  CHECK(exact.bytes == 0);
+  CHECK(exact.of_live == 0);
+  CHECK(tg::fragmentation_at_peak(100, 200).bytes == 0);  // a side that held less than live at the peak: none
+  CHECK(tg::fragmentation_at_peak(100, 0).of_live == 0);  // no live bytes: no fraction
+}

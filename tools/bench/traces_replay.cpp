@@ -131,8 +131,10 @@ void traces() {
     std::size_t frees = 0;
     for (auto& o : t.ops) frees += !o.alloc;
     fmt::print("\n  {}: {} allocations, peak live {:.3f} GiB\n", t.name, frees, double(t.peak_live) / (1 << 30));
-    fmt::print("  {:<44} {:>9} {:>9} {:>9} {:>11} {:>9}  {}\n", "side", "p50 us", "p99 us", "mean us", "peak resv GiB",
-               "resv/live", "caching vs side: ratio [IQR]");
+    // resv-live and frag: fragmentation as GMLake reports it, the bytes held beyond the live ones at the peak (peak
+    // reserved - peak live), and that as a fraction of live.
+    fmt::print("  {:<44} {:>9} {:>9} {:>9} {:>13} {:>9} {:>13} {:>6}  {}\n", "side", "p50 us", "p99 us", "mean us",
+               "peak resv GiB", "resv/live", "resv-live MiB", "frag", "caching vs side: ratio [IQR]");
     std::vector<std::vector<double>> means(sides.size());
     std::vector<std::vector<double>> pairs(sides.size());
     for (int r = 0; r < trace_rounds + 1; ++r)
@@ -150,15 +152,17 @@ void traces() {
       if (sides[i].name == "pvmm caching_allocator") caching = i;
     const double pairs_timed = double(frees) * trace_rounds;
     for (std::size_t i = 0; i < sides.size(); ++i) {
-      const double resv = double(sides[i].peak_reserved());
+      const std::uint64_t peak = sides[i].peak_reserved();
+      const double resv = double(peak);
       std::string vs = "-";
       if (i != caching) {
         auto c = compare(means[caching], means[i]);
         vs = fmt::format("{:.3f}x [{:.3f}-{:.3f}]{}", c.ratio, c.q1, c.q3, c.within_noise() ? " within noise" : "");
       }
-      fmt::print("  {:<44} {:>9.3f} {:>9.3f} {:>9.3f} {:>11.3f} {:>9.3f}  {}\n", sides[i].name,
+      const auto frag = tracegen::fragmentation_at_peak(peak, t.peak_live);
+      fmt::print("  {:<44} {:>9.3f} {:>9.3f} {:>9.3f} {:>13.3f} {:>9.3f} {:>13.1f} {:>5.1f}%  {}\n", sides[i].name,
                  quantile(pairs[i], 0.5) * 1e6, quantile(pairs[i], 0.99) * 1e6, median(means[i]) * 1e6,
-                 resv / (1 << 30), resv / double(t.peak_live), vs);
+                 resv / (1 << 30), resv / double(t.peak_live), double(frag.bytes) / (1 << 20), frag.of_live * 100, vs);
       if (auto calls = sides[i].calls(pairs_timed); !calls.empty()) fmt::print("    {}\n", calls);
     }
   }
