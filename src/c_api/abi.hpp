@@ -55,3 +55,12 @@ void write_prefix(T* out, T full) noexcept {
   static_assert(::pvmm::c_api::first_published<T>::size == sizeof(T), #T " grew: use read/write_prefix"); \
   if (!::pvmm::c_api::size_readable<T>((pointer)->struct_size))                                           \
   return ::pvmm::c_api::wrong_size(op, #T, (pointer)->struct_size, ::pvmm::c_api::first_published<T>::size, sizeof(T))
+/// `name`: a copy of the caller's options struct `pointer` of type T (its struct_size checked), or T's defaults
+/// (PVMM_INIT) where `pointer` is NULL.
+#define PVMM_C_OPTIONS(name, pointer, T, op) \
+  T name = PVMM_INIT(T);                     \
+  if ((pointer) != nullptr) {                \
+    PVMM_C_SIZE(pointer, T, op);             \
+    name = *(pointer);                       \
+  }                                          \
+  (void)0

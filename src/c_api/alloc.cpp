@@ -16,11 +16,7 @@ pvmm_status pvmm_caching_create(const pvmm_caching_options* options, pvmm_cachin
   constexpr const char* op = "pvmm_caching_create";
   return guard(op, [&] {
     PVMM_C_NEED(out, op);
-    pvmm_caching_options o = PVMM_INIT(pvmm_caching_options);
-    if (options != nullptr) {
-      PVMM_C_SIZE(options, pvmm_caching_options, op);
-      o = *options;
-    }
+    PVMM_C_OPTIONS(o, options, pvmm_caching_options, op);
     pvmm::caching_options c;
     c.device = o.device;
     c.chunk_size = o.chunk_size;
@@ -33,42 +29,26 @@ pvmm_status pvmm_caching_create(const pvmm_caching_options* options, pvmm_cachin
 }
 
 pvmm_status pvmm_caching_release(pvmm_caching allocator) noexcept {
-  constexpr const char* op = "pvmm_caching_release";
-  return guard(op, [&]() -> pvmm_status {
-    {
-      PVMM_C_FIND(pvmm::caching_allocator, caching, a, allocator, op);
-      if (const auto live = a->stats().live_blocks)
-        return fail(pvmm::errc::busy, op, std::to_string(live) + " blocks are still allocated (the handle stays)");
-    }
-    return release_entry<pvmm::caching_allocator>(kind::caching, allocator.id, op);
-  });
+  return release_idle<pvmm::caching_allocator>(kind::caching, allocator.id, "pvmm_caching_release",
+                                               "blocks are still allocated",
+                                               [](const pvmm::caching_allocator& a) { return a.stats().live_blocks; });
 }
 
 pvmm_status pvmm_caching_allocate(pvmm_caching allocator, size_t size, pvmm_stream_ref on, void** out) noexcept {
-  constexpr const char* op = "pvmm_caching_allocate";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    PVMM_C_FIND(pvmm::caching_allocator, caching, a, allocator, op);
-    PVMM_C_TRY(p, a->allocate(size, alloc_stream(on)));
-    *out = *p;
-    return pvmm_status_ok;
-  });
+  return value_entry<pvmm::caching_allocator>(
+      kind::caching, allocator.id, "pvmm_caching_allocate", out, "out",
+      [&](pvmm::caching_allocator& a) { return a.allocate(size, alloc_stream(on)); });
 }
 
 pvmm_status pvmm_caching_deallocate(pvmm_caching allocator, void* pointer, pvmm_stream_ref on) noexcept {
-  constexpr const char* op = "pvmm_caching_deallocate";
-  return guard(op, [&] {
-    PVMM_C_FIND(pvmm::caching_allocator, caching, a, allocator, op);
-    return report(a->deallocate(pointer, alloc_stream(on)));
-  });
+  return call_entry<pvmm::caching_allocator>(
+      kind::caching, allocator.id, "pvmm_caching_deallocate",
+      [&](pvmm::caching_allocator& a) { return report(a.deallocate(pointer, alloc_stream(on))); });
 }
 
 pvmm_status pvmm_caching_trim(pvmm_caching allocator) noexcept {
-  constexpr const char* op = "pvmm_caching_trim";
-  return guard(op, [&] {
-    PVMM_C_FIND(pvmm::caching_allocator, caching, a, allocator, op);
-    return report(a->trim());
-  });
+  return call_entry<pvmm::caching_allocator>(kind::caching, allocator.id, "pvmm_caching_trim",
+                                             [](pvmm::caching_allocator& a) { return report(a.trim()); });
 }
 
 pvmm_status pvmm_caching_stats_get(pvmm_caching allocator, pvmm_caching_stats* out) noexcept {
@@ -108,12 +88,11 @@ pvmm_status pvmm_caching_stats_get(pvmm_caching allocator, pvmm_caching_stats* o
 }
 
 pvmm_status pvmm_caching_reset_peaks(pvmm_caching allocator) noexcept {
-  constexpr const char* op = "pvmm_caching_reset_peaks";
-  return guard(op, [&] {
-    PVMM_C_FIND(pvmm::caching_allocator, caching, a, allocator, op);
-    a->reset_peaks();
-    return pvmm_status_ok;
-  });
+  return call_entry<pvmm::caching_allocator>(kind::caching, allocator.id, "pvmm_caching_reset_peaks",
+                                             [](pvmm::caching_allocator& a) {
+                                               a.reset_peaks();
+                                               return pvmm_status_ok;
+                                             });
 }
 
 // ---- the growable arena ----
@@ -122,11 +101,7 @@ pvmm_status pvmm_arena_create(const pvmm_arena_options* options, pvmm_arena* out
   constexpr const char* op = "pvmm_arena_create";
   return guard(op, [&] {
     PVMM_C_NEED(out, op);
-    pvmm_arena_options o = PVMM_INIT(pvmm_arena_options);
-    if (options != nullptr) {
-      PVMM_C_SIZE(options, pvmm_arena_options, op);
-      o = *options;
-    }
+    PVMM_C_OPTIONS(o, options, pvmm_arena_options, op);
     pvmm::arena_options a;
     a.device = o.device;
     a.reserve_size = o.reserve_size;
@@ -136,34 +111,18 @@ pvmm_status pvmm_arena_create(const pvmm_arena_options* options, pvmm_arena* out
 }
 
 pvmm_status pvmm_arena_release(pvmm_arena arena) noexcept {
-  constexpr const char* op = "pvmm_arena_release";
-  return guard(op, [&]() -> pvmm_status {
-    {
-      PVMM_C_FIND(pvmm::growable_arena, arena, a, arena, op);
-      if (const auto live = a->stats().allocations)
-        return fail(pvmm::errc::busy, op, std::to_string(live) + " allocations are still live (the handle stays)");
-    }
-    return release_entry<pvmm::growable_arena>(kind::arena, arena.id, op);
-  });
+  return release_idle<pvmm::growable_arena>(kind::arena, arena.id, "pvmm_arena_release", "allocations are still live",
+                                            [](const pvmm::growable_arena& a) { return a.stats().allocations; });
 }
 
 pvmm_status pvmm_arena_allocate(pvmm_arena arena, size_t size, void** out) noexcept {
-  constexpr const char* op = "pvmm_arena_allocate";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    PVMM_C_FIND(pvmm::growable_arena, arena, a, arena, op);
-    PVMM_C_TRY(p, a->allocate(size));
-    *out = *p;
-    return pvmm_status_ok;
-  });
+  return value_entry<pvmm::growable_arena>(kind::arena, arena.id, "pvmm_arena_allocate", out, "out",
+                                           [&](pvmm::growable_arena& a) { return a.allocate(size); });
 }
 
 pvmm_status pvmm_arena_deallocate(pvmm_arena arena, void* pointer) noexcept {
-  constexpr const char* op = "pvmm_arena_deallocate";
-  return guard(op, [&] {
-    PVMM_C_FIND(pvmm::growable_arena, arena, a, arena, op);
-    return report(a->deallocate(pointer));
-  });
+  return call_entry<pvmm::growable_arena>(kind::arena, arena.id, "pvmm_arena_deallocate",
+                                          [&](pvmm::growable_arena& a) { return report(a.deallocate(pointer)); });
 }
 
 pvmm_status pvmm_arena_stats_get(pvmm_arena arena, pvmm_arena_stats* out) noexcept {

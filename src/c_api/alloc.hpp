@@ -70,5 +70,20 @@ pvmm_status write_stats(Out* out, const Out& full, const char* op, const char* t
   return pvmm_status_ok;
 }
 
+/// The release entry point of an allocator that refuses while it has live blocks: live(allocator) counts them;
+/// busy (the handle stays) names the count and `what` ("blocks are still allocated").
+template <class T, class Live>
+pvmm_status release_idle(kind type, std::uint64_t id, const char* op, const char* what, Live&& live) noexcept {
+  return guard(op, [&]() -> pvmm_status {
+    {
+      auto owner = find<T>(type, id, op);
+      if (!owner) return fail(owner.error());
+      if (const auto n = live(static_cast<const T&>(**owner)))
+        return fail(errc::busy, op, std::to_string(n) + " " + what + " (the handle stays)");
+    }
+    return release_entry<T>(type, id, op);
+  });
+}
+
 }  // namespace alloc_c
 }  // namespace pvmm::c_api
