@@ -114,15 +114,9 @@ void bind_arena(nb::module_& m) {
       .def("statistics",
            [](const py_arena& a) {
              auto st = a.h.use("pvmm.GrowableArena.statistics")->stats();
-             nb::dict d;
-             d["allocations"] = st.allocations;
-             d["allocated_bytes"] = st.allocated_bytes;
-             d["mapped_bytes"] = st.mapped_bytes;
-             d["peak_mapped_bytes"] = st.peak_mapped_bytes;
-             d["reserved_bytes"] = st.reserved_bytes;
-             d["grows"] = st.grows;
-             d["shrinks"] = st.shrinks;
-             return d;
+             return dict_of("allocations", st.allocations, "allocated_bytes", st.allocated_bytes, "mapped_bytes",
+                            st.mapped_bytes, "peak_mapped_bytes", st.peak_mapped_bytes, "reserved_bytes",
+                            st.reserved_bytes, "grows", st.grows, "shrinks", st.shrinks);
            })
       .def_prop_ro(
           "address",

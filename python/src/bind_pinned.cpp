@@ -88,15 +88,9 @@ void bind_pinned(nb::module_& m) {
       .def("stats",
            [](const py_pinned_pool& p) {
              const auto st = p.h.use("stats")->stats();
-             nb::dict d;
-             d["reserved"] = st.reserved;
-             d["live"] = st.live;
-             d["live_blocks"] = st.live_blocks;
-             d["cached_blocks"] = st.cached_blocks;
-             d["cache_hits"] = st.cache_hits;
-             d["new_blocks"] = st.new_blocks;
-             d["passed_over"] = st.passed_over;
-             return d;
+             return dict_of("reserved", st.reserved, "live", st.live, "live_blocks", st.live_blocks, "cached_blocks",
+                            st.cached_blocks, "cache_hits", st.cache_hits, "new_blocks", st.new_blocks, "passed_over",
+                            st.passed_over);
            })
       .def_prop_ro("source",
                    [](const py_pinned_pool& p) {

@@ -134,14 +134,9 @@ void bind_pool(nb::module_& m) {
           "usage",
           [](const py_pool& p) {
             auto u = unwrap(p.h.use("usage")->usage());
-            nb::dict d;
-            d["reserved_current"] = u.reserved_current;
-            d["reserved_high"] = u.reserved_high;
-            d["used_current"] = u.used_current;
-            d["used_high"] = u.used_high;
-            d["allocations"] = p.counts->live.load();
-            d["allocations_made"] = p.counts->made.load();
-            return d;
+            return dict_of("reserved_current", u.reserved_current, "reserved_high", u.reserved_high, "used_current",
+                           u.used_current, "used_high", u.used_high, "allocations", p.counts->live.load(),
+                           "allocations_made", p.counts->made.load());
           },
           "Bytes reserved and used now and at their high marks (the pool's, every user's), and the allocations "
           "made through this MemoryPool object: live now (`allocations`) and ever (`allocations_made`).")

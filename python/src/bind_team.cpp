@@ -130,9 +130,7 @@ void bind_team(nb::module_& m) {
           [](const py_team& t, std::int64_t timeout_ms) {
             const auto timeout = checked_timeout(timeout_ms, "pvmm.Team.barrier");
             auto team = t.h.use("barrier");
-            callback_errors errors;
-            unwrap(run_interruptible([team, timeout] { return team->ranks().barrier(pvmm::deadline_in(timeout)); },
-                                     [team] { team->abort(); }, errors));
+            run_collective(team, [team, timeout] { return team->ranks().barrier(pvmm::deadline_in(timeout)); });
           },
           "timeout_ms"_a = 30000, "Host barrier of every rank. Ctrl-C aborts the team (peers get peer_lost).")
       .def(
@@ -140,14 +138,11 @@ void bind_team(nb::module_& m) {
           [](const py_team& t, int color, int key, std::int64_t timeout_ms) {
             const auto timeout = checked_timeout(timeout_ms, "pvmm.Team.split");
             auto team = t.h.use("split");
-            callback_errors errors;
-            auto sub = unwrap(run_interruptible(
-                [team, color, key, timeout]() -> pvmm::result<std::shared_ptr<pvmm::team>> {
-                  auto s = team->split(color, key, timeout);
-                  if (!s) return std::move(s).error();
-                  return std::make_shared<pvmm::team>(std::move(*s));
-                },
-                [team] { team->abort(); }, errors));
+            auto sub = run_collective(team, [team, color, key, timeout]() -> pvmm::result<std::shared_ptr<pvmm::team>> {
+              auto s = team->split(color, key, timeout);
+              if (!s) return std::move(s).error();
+              return std::make_shared<pvmm::team>(std::move(*s));
+            });
             py_team out;
             out.h.reset(std::move(sub));
             return out;

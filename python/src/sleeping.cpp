@@ -34,15 +34,9 @@ pvmm::sleep_policy policy_of(const std::string& name) {
 }
 
 nb::dict stats_dict(const pvmm::sleeping_stats& st) {
-  nb::dict d;
-  d["allocations"] = st.allocations;
-  d["reserved_bytes"] = st.reserved_bytes;
-  d["resident_bytes"] = st.resident_bytes;
-  d["offloaded_bytes"] = st.offloaded_bytes;
-  d["asleep"] = st.asleep;
-  d["staging_bytes"] = st.staging_bytes;
-  d["kept_host_bytes"] = st.kept_host_bytes;
-  return d;
+  return dict_of("allocations", st.allocations, "reserved_bytes", st.reserved_bytes, "resident_bytes",
+                 st.resident_bytes, "offloaded_bytes", st.offloaded_bytes, "asleep", st.asleep, "staging_bytes",
+                 st.staging_bytes, "kept_host_bytes", st.kept_host_bytes);
 }
 
 /// Runs a Python backing callback: pvmm calls it on the thread that slept, woke or freed, holding none of its locks
@@ -52,14 +46,9 @@ void run_backing_callback(const pvmm::backing_change& c, void* user) {
   nb::gil_scoped_acquire gil;
   try {
     static const char* reasons[] = {"sleep", "wake", "free"};
-    nb::dict d;
-    d["address"] = reinterpret_cast<std::uintptr_t>(c.address);
-    d["size"] = c.size;
-    d["old_generation"] = c.old_generation;
-    d["new_generation"] = c.new_generation;
-    d["reason"] = reasons[static_cast<int>(c.reason)];
-    d["tag"] = std::string(c.tag);
-    (*static_cast<nb::object*>(user))(d);
+    (*static_cast<nb::object*>(user))(dict_of(
+        "address", reinterpret_cast<std::uintptr_t>(c.address), "size", c.size, "old_generation", c.old_generation,
+        "new_generation", c.new_generation, "reason", reasons[static_cast<int>(c.reason)], "tag", std::string(c.tag)));
   } catch (nb::python_error& e) {
     e.discard_as_unraisable("pvmm.SleepingAllocator backing callback");
   } catch (const std::exception&) {
@@ -128,11 +117,8 @@ void bind_sleeping(nb::module_& m) {
           "policy",
           [](const py_sleeping& s, const std::string& tag) {
             auto p = unwrap(s.h.use("pvmm.SleepingAllocator.policy")->policy(tag));
-            nb::dict d;
-            d["policy"] = policy_names[static_cast<int>(p.policy)];
-            d["retain_host_copy"] = p.retain_host_copy;
-            d["file_directory"] = p.file_directory;
-            return d;
+            return dict_of("policy", policy_names[static_cast<int>(p.policy)], "retain_host_copy", p.retain_host_copy,
+                           "file_directory", p.file_directory);
           },
           "tag"_a)
       .def(

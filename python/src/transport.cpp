@@ -96,11 +96,8 @@ void bind_transport(nb::module_& m) {
       .def("peer",
            [](const py_connection& c) {
              auto p = unwrap(c.h.use("peer")->peer());
-             nb::dict d;
-             d["pid"] = static_cast<long>(p.pid);
-             d["uid"] = static_cast<long>(p.uid);
-             d["gid"] = static_cast<long>(p.gid);
-             return d;
+             return dict_of("pid", static_cast<long>(p.pid), "uid", static_cast<long>(p.uid), "gid",
+                            static_cast<long>(p.gid));
            })
       .def("__repr__", [](const py_connection& c) {
         auto conn = c.h.try_use();

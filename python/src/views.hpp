@@ -201,14 +201,10 @@ void bind_memory(nb::class_<W>& cls, const char* name, Data data, Size size) {
   if (!backend_is("host")) {
     cls.def_prop_ro("__cuda_array_interface__", [data, size](const W& w) {
       auto o = w.h.use("__cuda_array_interface__");
-      nb::dict d;
-      d["shape"] = nb::make_tuple(size(*o));
-      d["typestr"] = "|u1";
-      d["data"] = nb::make_tuple(reinterpret_cast<std::uintptr_t>(data(*o)), w.read_only());
-      d["version"] = 3;
-      d["strides"] = nb::none();
-      d["stream"] = nb::none();  // pvmm's calls that fill memory synchronize or name their stream
-      return d;
+      // "stream" is None: pvmm's calls that fill memory synchronize or name their stream
+      return dict_of("shape", nb::make_tuple(size(*o)), "typestr", "|u1", "data",
+                     nb::make_tuple(reinterpret_cast<std::uintptr_t>(data(*o)), w.read_only()), "version", 3, "strides",
+                     nb::none(), "stream", nb::none());
     });
   }
 }
