@@ -9,27 +9,14 @@
 
 #include "alloc/caching_state.hpp"
 #include "core/device.hpp"
+#include "core/pimpl_moves.hpp"
 #include "stream/stream_checks.hpp"
 
 namespace pvmm {
 
-caching_allocator::caching_allocator() noexcept = default;
-caching_allocator::caching_allocator(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
-caching_allocator::caching_allocator(caching_allocator&& other) noexcept : state_(std::move(other.state_)) {}
-caching_allocator& caching_allocator::operator=(caching_allocator&& other) noexcept {
-  if (this != &other) {
-    caching_allocator gone(std::move(*this));
-    state_ = std::move(other.state_);
-  }
-  return *this;
-}
+PVMM_PIMPL_MOVES(caching_allocator)
 caching_allocator::~caching_allocator() {
-  if (!state_) return;
-  std::lock_guard<std::mutex> hold(state_->lock);
-  if (state_->st.live_blocks == 0) return;  // ~state gives everything back
-  (void)state_->give_back_everything(nullptr);
-  // Blocks still allocated keep their memory mapped: never unmapped under the caller (invariant 17).
-  (void)state_.release();
+  detail::shell::drop_state(state_, [](state& st, const detail::operation* op) { return st.give_back_everything(op); });
 }
 
 int caching_allocator::device() const noexcept { return state_ ? state_->options.device : -1; }
@@ -96,24 +83,12 @@ std::size_t caching_allocator::size_of(const void* pointer) const noexcept {
   return it == state_->live.end() ? 0 : it->second->requested;
 }
 
-void caching_allocator::reset_peaks() noexcept {
-  if (!state_) return;
-  std::lock_guard<std::mutex> hold(state_->lock);
-  detail::shell::reset_peaks(state_->st);
-}
+void caching_allocator::reset_peaks() noexcept { detail::shell::reset_peaks_of(state_); }
 
 status caching_allocator::release() noexcept {
-  const detail::operation op{"pvmm::caching_allocator::release"};
-  if (!state_) return detail::shell::empty_owner(op, "caching_allocator");
-  {
-    std::lock_guard<std::mutex> hold(state_->lock);
-    if (state_->st.live_blocks)
-      return op.fail(errc::busy, fmt::format("{} blocks are still allocated", state_->st.live_blocks),
-                     "deallocate them first");
-    if (auto ok = state_->give_back_everything(&op); !ok) return ok;
-  }
-  state_.reset();
-  return {};
+  return detail::shell::release_state(
+      state_, detail::operation{"pvmm::caching_allocator::release"}, "caching_allocator",
+      [](state& st, const detail::operation* op) { return st.give_back_everything(op); });
 }
 
 }  // namespace pvmm

@@ -22,6 +22,7 @@
 #include "core/checked_math.hpp"
 #include "core/device.hpp"
 #include "core/operation.hpp"
+#include "core/pimpl_moves.hpp"
 #include "stream/stream_checks.hpp"
 
 namespace pvmm {
@@ -219,23 +220,9 @@ struct pinned_pool::state {
   }
 };
 
-pinned_pool::pinned_pool() noexcept = default;
-pinned_pool::pinned_pool(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
-pinned_pool::pinned_pool(pinned_pool&& other) noexcept : state_(std::move(other.state_)) {}
-pinned_pool& pinned_pool::operator=(pinned_pool&& other) noexcept {
-  if (this != &other) {
-    pinned_pool gone(std::move(*this));
-    state_ = std::move(other.state_);
-  }
-  return *this;
-}
+PVMM_PIMPL_MOVES(pinned_pool)
 pinned_pool::~pinned_pool() {
-  if (!state_) return;
-  std::lock_guard<std::mutex> hold(state_->lock);
-  if (state_->st.live_blocks == 0) return;  // ~state gives everything back
-  (void)state_->give_back_cached(nullptr);
-  // Blocks still allocated keep their memory (and a driver pool its owner): never freed under the caller.
-  (void)state_.release();
+  detail::shell::drop_state(state_, [](state& st, const detail::operation* op) { return st.give_back_cached(op); });
 }
 
 int pinned_pool::device() const noexcept { return state_ ? state_->options.device : -1; }
@@ -304,24 +291,11 @@ pinned_pool_stats pinned_pool::stats() const noexcept {
   return state_->st;
 }
 
-void pinned_pool::reset_peaks() noexcept {
-  if (!state_) return;
-  std::lock_guard<std::mutex> hold(state_->lock);
-  detail::shell::reset_peaks(state_->st);
-}
+void pinned_pool::reset_peaks() noexcept { detail::shell::reset_peaks_of(state_); }
 
 status pinned_pool::release() noexcept {
-  const detail::operation op{"pvmm::pinned_pool::release"};
-  if (!state_) return detail::shell::empty_owner(op, "pinned_pool");
-  {
-    std::lock_guard<std::mutex> hold(state_->lock);
-    if (state_->st.live_blocks)
-      return op.fail(errc::busy, fmt::format("{} blocks are still allocated", state_->st.live_blocks),
-                     "deallocate them first");
-    if (auto ok = state_->give_back_cached(&op); !ok) return ok;
-  }
-  state_.reset();
-  return {};
+  return detail::shell::release_state(state_, detail::operation{"pvmm::pinned_pool::release"}, "pinned_pool",
+                                      [](state& st, const detail::operation* op) { return st.give_back_cached(op); });
 }
 
 }  // namespace pvmm
