@@ -27,14 +27,6 @@ struct py_caching {
   holder<pvmm::caching_allocator> h;
 };
 
-/// Closes a holder: uninstalls its object from the C entry points and drops the share without the GIL.
-template <class Holder>
-void close_source(Holder& h) {
-  auto share = h.take();
-  if (share) uninstall_c_source(share);
-  release_without_gil(std::move(share));
-}
-
 nb::dict caching_stats_dict(const pvmm::caching_stats& st) {
   nb::dict d;
 #define PVMM_PY_STAT(field) d[#field] = st.field;
@@ -72,9 +64,12 @@ nb::dict caching_stats_dict(const pvmm::caching_stats& st) {
 }  // namespace
 
 void bind_arena(nb::module_& m) {
-  nb::class_<py_arena>(m, "GrowableArena",
-                       "Allocations in one reserved range whose physical memory is mapped as they reach it and "
-                       "unmapped when the highest ones go; addresses never move (pvmm::growable_arena).")
+  closable_source(
+      nb::class_<py_arena>(m, "GrowableArena",
+                           "Allocations in one reserved range whose physical memory is mapped as they reach it and "
+                           "unmapped when the highest ones go; addresses never move (pvmm::growable_arena)."),
+      "Drops this owner's hold (and the C entry points' if installed); a call in flight on another thread "
+      "finishes first, views keep the memory.")
       .def(
           "__init__",
           [](py_arena* self, int device, std::size_t reserve_size, std::size_t chunk_size) {
@@ -139,14 +134,6 @@ void bind_arena(nb::module_& m) {
           [](const py_arena& a) { install_c_source(a.h.use("pvmm.GrowableArena.install_c_allocator")); },
           "Makes the C entry points (pvmm_torch_alloc/free) allocate from this arena. AlreadyReleasedError once "
           "closed (the source installed stays).")
-      .def_prop_ro("closed", [](const py_arena& a) { return a.h.closed(); })
-      .def(
-          "close", [](py_arena& a) { close_source(a.h); },
-          "Drops this owner's hold (and the C entry points' if installed); a call in flight on another thread "
-          "finishes first, views keep the memory.")
-      .def(
-          "__enter__", [](py_arena& self) -> py_arena& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](py_arena& a, nb::args) { close_source(a.h); })
       .def("__repr__", [](const py_arena& a) {
         auto arena = a.h.try_use();
         if (!arena) return std::string("<pvmm.GrowableArena closed>");
@@ -158,9 +145,11 @@ void bind_arena(nb::module_& m) {
 }
 
 void bind_caching(nb::module_& m) {
-  nb::class_<py_caching>(m, "CachingAllocator",
-                         "A caching allocator on VMM (pvmm::caching_allocator): best fit at 512 B, cross-stream reuse "
-                         "gated on events, idle chunks stitched into contiguous ranges.")
+  closable_source(nb::class_<py_caching>(
+                      m, "CachingAllocator",
+                      "A caching allocator on VMM (pvmm::caching_allocator): best fit at 512 B, cross-stream reuse "
+                      "gated on events, idle chunks stitched into contiguous ranges."),
+                  "Drops this owner's hold (and the C entry points'); blocks still allocated stay valid.")
       .def(
           "__init__",
           [](py_caching* self, int device, std::size_t chunk_size, std::size_t max_reserved,
@@ -225,13 +214,6 @@ void bind_caching(nb::module_& m) {
           [](const py_caching& c) { install_c_source(c.h.use("pvmm.CachingAllocator.install_c_allocator")); },
           "Makes the C entry points (pvmm_torch_alloc/free, pvmm_cupy_malloc/free) allocate from this allocator, in "
           "the order of the stream the framework names. AlreadyReleasedError once closed (the source installed stays).")
-      .def_prop_ro("closed", [](const py_caching& c) { return c.h.closed(); })
-      .def(
-          "close", [](py_caching& c) { close_source(c.h); },
-          "Drops this owner's hold (and the C entry points'); blocks still allocated stay valid.")
-      .def(
-          "__enter__", [](py_caching& self) -> py_caching& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](py_caching& c, nb::args) { close_source(c.h); })
       .def("__repr__", [](const py_caching& c) {
         auto a = c.h.try_use();
         if (!a) return std::string("<pvmm.CachingAllocator closed>");

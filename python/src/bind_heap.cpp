@@ -31,10 +31,11 @@ struct py_heap {
 }  // namespace
 
 void bind_heap(nb::module_& m) {
-  nb::class_<py_heap>(m, "SymmetricHeap",
-                      "Symmetric allocations over a team: each block is at the same offset in every rank's slot "
-                      "(pvmm::symmetric_heap). allocate and free are collective: every rank calls them in the same "
-                      "order.")
+  closable(
+      nb::class_<py_heap>(m, "SymmetricHeap",
+                          "Symmetric allocations over a team: each block is at the same offset in every rank's slot "
+                          "(pvmm::symmetric_heap). allocate and free are collective: every rank calls them in the same "
+                          "order."))
       .def_static(
           "create",
           [](nb::handle team_obj, std::size_t size, std::size_t max_size, std::int64_t timeout_ms) {
@@ -52,11 +53,10 @@ void bind_heap(nb::module_& m) {
       .def(
           "allocate",
           [](const py_heap& self, std::size_t size, std::size_t alignment, std::int64_t timeout_ms) {
-            const auto timeout = checked_timeout(timeout_ms, "pvmm.SymmetricHeap.allocate");
-            auto share = self.h.use("allocate");
-            auto block = run_collective(share->team, [share, size, alignment, timeout] {
-              return share->object.allocate(size, alignment, timeout);
-            });
+            auto block = timed_collective(self.h, "pvmm.SymmetricHeap.allocate", "allocate", timeout_ms,
+                                          [size, alignment](pvmm::symmetric_heap& heap, std::chrono::milliseconds t) {
+                                            return heap.allocate(size, alignment, t);
+                                          });
             return block.offset();
           },
           "size"_a, "alignment"_a = pvmm::symmetric_heap::min_alignment, "timeout_ms"_a = 30000,
@@ -64,9 +64,9 @@ void bind_heap(nb::module_& m) {
       .def(
           "free",
           [](const py_heap& self, std::size_t offset, std::int64_t timeout_ms) {
-            const auto timeout = checked_timeout(timeout_ms, "pvmm.SymmetricHeap.free");
-            auto share = self.h.use("free");
-            run_collective(share->team, [share, offset, timeout] { return share->object.free(offset, timeout); });
+            timed_collective(
+                self.h, "pvmm.SymmetricHeap.free", "free", timeout_ms,
+                [offset](pvmm::symmetric_heap& heap, std::chrono::milliseconds t) { return heap.free(offset, t); });
           },
           "offset"_a, "timeout_ms"_a = 30000, "Collective: gives the block at `offset` back.")
       .def(
@@ -89,19 +89,12 @@ void bind_heap(nb::module_& m) {
           },
           "rank"_a, "offset"_a, "size"_a, "dtype"_a = "uint8", "shape"_a = nb::none(),
           "Rank `rank`'s copy of the block at `offset` (`size` bytes) as an array; it keeps the heap alive.")
-      .def("statistics",
-           [](const py_heap& self) {
-             const auto st = self.h.use("statistics")->object.statistics();
-             return dict_of("capacity", st.capacity, "max_size", st.max_size, "bytes_in_use", st.bytes_in_use,
-                            "peak_bytes_in_use", st.peak_bytes_in_use, "bytes_free", st.bytes_free, "allocations",
-                            st.allocation_count, "grow_count", st.grow_count);
-           })
-      .def_prop_ro(
-          "closed", [](const py_heap& self) { return self.h.closed(); }, "Whether close() was called.")
-      .def("close", [](py_heap& self) { release_without_gil(self.h.take()); })
-      .def(
-          "__enter__", [](py_heap& self) -> py_heap& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](py_heap& self, nb::args) { release_without_gil(self.h.take()); });
+      .def("statistics", [](const py_heap& self) {
+        const auto st = self.h.use("statistics")->object.statistics();
+        return dict_of("capacity", st.capacity, "max_size", st.max_size, "bytes_in_use", st.bytes_in_use,
+                       "peak_bytes_in_use", st.peak_bytes_in_use, "bytes_free", st.bytes_free, "allocations",
+                       st.allocation_count, "grow_count", st.grow_count);
+      });
 }
 
 }  // namespace pvmm_py

@@ -49,9 +49,10 @@ void bind_pinned(nb::module_& m) {
       pinned, "PinnedAllocation", [](const pvmm::pinned_allocation& b) { return b.data(); },
       [](const pvmm::pinned_allocation& b) { return b.size(); });
 
-  nb::class_<py_pinned_pool>(m, "PinnedPool",
-                             "Page-locked staging buffers, reused once the copies that read them have completed "
-                             "(pvmm::pinned_pool).")
+  closable(
+      nb::class_<py_pinned_pool>(m, "PinnedPool",
+                                 "Page-locked staging buffers, reused once the copies that read them have completed "
+                                 "(pvmm::pinned_pool)."))
       .def_static(
           "create",
           [](int device, bool driver_pool) {
@@ -92,17 +93,9 @@ void bind_pinned(nb::module_& m) {
                             st.cached_blocks, "cache_hits", st.cache_hits, "new_blocks", st.new_blocks, "passed_over",
                             st.passed_over);
            })
-      .def_prop_ro("source",
-                   [](const py_pinned_pool& p) {
-                     return p.h.use("source")->source() == pvmm::pinned_source::driver_pool ? "driver_pool"
-                                                                                            : "pinned_allocations";
-                   })
-      .def("close", [](py_pinned_pool& p) { release_without_gil(p.h.take()); })
-      .def_prop_ro(
-          "closed", [](const py_pinned_pool& p) { return p.h.closed(); }, "Whether close() was called.")
-      .def(
-          "__enter__", [](py_pinned_pool& self) -> py_pinned_pool& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](py_pinned_pool& p, nb::args) { release_without_gil(p.h.take()); });
+      .def_prop_ro("source", [](const py_pinned_pool& p) {
+        return p.h.use("source")->source() == pvmm::pinned_source::driver_pool ? "driver_pool" : "pinned_allocations";
+      });
 
   auto registered = nb::class_<py_registered>(
       m, "HostRegistration", "Memory the program owns (a NumPy array, a bytearray), page-locked while this lives.",

@@ -72,7 +72,7 @@ void bind_pool(nb::module_& m) {
       pool_allocation, "PoolAllocation", [](const pvmm::pool_allocation& b) { return b.data(); },
       [](const pvmm::pool_allocation& b) { return b.size(); });
 
-  nb::class_<py_pool>(m, "MemoryPool", "A stream-ordered memory pool.")
+  closable(nb::class_<py_pool>(m, "MemoryPool", "A stream-ordered memory pool."))
       .def_static(
           "create",
           [](int device, bool exportable, std::size_t max_size) {
@@ -194,12 +194,6 @@ void bind_pool(nb::module_& m) {
             return adopt(unwrap(pool->import_pointer(e, on)), p.device, stream, p.counts);
           },
           "record"_a, "stream"_a)
-      .def("close", [](py_pool& p) { release_without_gil(p.h.take()); })
-      .def_prop_ro(
-          "closed", [](const py_pool& p) { return p.h.closed(); }, "Whether close() was called.")
-      .def(
-          "__enter__", [](py_pool& self) -> py_pool& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](py_pool& p, nb::args) { release_without_gil(p.h.take()); })
       .def("__repr__",
            [](const py_pool& p) {
              return std::string("<pvmm.MemoryPool device=") + std::to_string(p.device) +

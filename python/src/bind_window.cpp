@@ -19,7 +19,7 @@ namespace pvmm_py {
 using namespace nb::literals;
 
 void bind_window(nb::module_& m) {
-  nb::class_<py_window>(m, "Window", "A symmetric window: every rank's slot mapped in every rank.")
+  closable(nb::class_<py_window>(m, "Window", "A symmetric window: every rank's slot mapped in every rank."))
       .def_static(
           "create",
           [](const py_team& t, std::size_t size, std::size_t max_size, std::int64_t timeout_ms, int signal_channels) {
@@ -66,9 +66,9 @@ void bind_window(nb::module_& m) {
       .def(
           "grow",
           [](const py_window& w, std::size_t new_size, std::int64_t timeout_ms) {
-            const auto timeout = checked_timeout(timeout_ms, "pvmm.Window.grow");
-            auto share = w.h.use("grow");
-            run_collective(share->team, [share, new_size, timeout] { return share->object.grow(new_size, timeout); });
+            timed_collective(
+                w.h, "pvmm.Window.grow", "grow", timeout_ms,
+                [new_size](pvmm::symmetric_window& win, std::chrono::milliseconds t) { return win.grow(new_size, t); });
           },
           "new_size"_a, "timeout_ms"_a = 30000, "Collective. Ctrl-C aborts the team.")
       .def(
@@ -122,12 +122,6 @@ void bind_window(nb::module_& m) {
                 unwrap(w.h.use("device_pointer_table")->object.device_pointer_table()));
           },
           "The address of the peer table in the team device's memory (for kernels).")
-      .def_prop_ro(
-          "closed", [](const py_window& w) { return w.h.closed(); }, "Whether close() was called.")
-      .def("close", [](py_window& w) { release_without_gil(w.h.take()); })
-      .def(
-          "__enter__", [](py_window& self) -> py_window& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](py_window& w, nb::args) { release_without_gil(w.h.take()); })
       .def("__repr__", [](const py_window& w) {
         auto share = w.h.try_use();
         if (!share) return std::string("<pvmm.Window closed>");

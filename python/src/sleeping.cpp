@@ -58,9 +58,10 @@ void run_backing_callback(const pvmm::backing_change& c, void* user) {
 }  // namespace
 
 void bind_sleeping(nb::module_& m) {
-  nb::class_<py_sleeping>(m, "SleepingAllocator",
-                          "Tagged allocations whose physical memory sleep() gives back, keeping their addresses "
-                          "(pvmm::sleeping_allocator).")
+  closable_source(
+      nb::class_<py_sleeping>(m, "SleepingAllocator",
+                              "Tagged allocations whose physical memory sleep() gives back, keeping their addresses "
+                              "(pvmm::sleeping_allocator)."))
       .def(
           "__init__",
           [](py_sleeping* self, int device, unsigned copy_streams, unsigned staging_slots,
@@ -273,21 +274,6 @@ void bind_sleeping(nb::module_& m) {
           [](const py_sleeping& s) { install_c_source(s.h.use("pvmm.SleepingAllocator.install_c_allocator")); },
           "Makes the C entry points (pvmm_torch_alloc/free) allocate from this allocator, with the current tag. "
           "AlreadyReleasedError once closed (the source installed stays).")
-      .def_prop_ro("closed", [](const py_sleeping& s) { return s.h.closed(); })
-      .def("close",
-           [](py_sleeping& s) {
-             auto share = s.h.take();
-             if (share) uninstall_c_source(share);
-             release_without_gil(std::move(share));
-           })
-      .def(
-          "__enter__", [](py_sleeping& self) -> py_sleeping& { return self; }, nb::rv_policy::reference)
-      .def("__exit__",
-           [](py_sleeping& s, nb::args) {
-             auto share = s.h.take();
-             if (share) uninstall_c_source(share);
-             release_without_gil(std::move(share));
-           })
       .def("__repr__", [](const py_sleeping& s) {
         auto a = s.h.try_use();
         if (!a) return std::string("<pvmm.SleepingAllocator closed>");

@@ -48,6 +48,16 @@ struct py_window {
   holder<window_share> h;
 };
 
+/// A timed collective on the team object behind `h` (a call `name`d "pvmm.Window.grow": the timeout is checked
+/// under that name, the use under `use_name`): call(object, timeout), run by run_collective.
+template <class T, class Call>
+auto timed_collective(const holder<team_share<T>>& h, const char* name, const char* use_name, std::int64_t timeout_ms,
+                      Call call) {
+  const auto timeout = checked_timeout(timeout_ms, name);
+  auto share = h.use(use_name);
+  return run_collective(share->team, [share, timeout, call] { return call(share->object, timeout); });
+}
+
 /// A new collective object over `team`, as the Python object Py holding it: make() gives the object (run
 /// collectively, run_collective).
 template <class Py, class T, class Make>
