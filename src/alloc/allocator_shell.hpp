@@ -1,6 +1,6 @@
 // What the stream-ordered allocators (caching_allocator, pinned_pool) repeat, written once: the empty-owner error, the
 // check that a stream is one of the allocator's device, high marks, a cache of events recorded at frees, and the
-// shell around their state: release(), the destructor's half and reset_peaks().
+// shell around their state: release(), trim(), the destructor's half and reset_peaks().
 #pragma once
 
 #include <cstdint>
@@ -65,6 +65,14 @@ status release_state(std::unique_ptr<State>& state, const operation& op, const c
   }
   state.reset();
   return {};
+}
+
+/// trim(): the cache given back (errors reported), the blocks still allocated untouched.
+template <class State, class GiveBack>
+status trim_state(const std::unique_ptr<State>& state, const operation& op, const char* type, GiveBack&& give_back) {
+  if (!state) return empty_owner(op, type);
+  std::lock_guard<std::mutex> hold(state->lock);
+  return give_back(*state, &op);
 }
 
 /// The destructor: with no block allocated the state goes (~state gives everything back); otherwise the cache is

@@ -14,10 +14,13 @@
 
 namespace pvmm {
 
+namespace {
+// How the allocator shell (allocator_shell.hpp) gives this allocator's cache back.
+constexpr auto caching_give_back = [](auto& st, const detail::operation* op) { return st.give_back_everything(op); };
+}  // namespace
+
 PVMM_PIMPL_MOVES(caching_allocator)
-caching_allocator::~caching_allocator() {
-  detail::shell::drop_state(state_, [](state& st, const detail::operation* op) { return st.give_back_everything(op); });
-}
+caching_allocator::~caching_allocator() { detail::shell::drop_state(state_, caching_give_back); }
 
 int caching_allocator::device() const noexcept { return state_ ? state_->options.device : -1; }
 std::size_t caching_allocator::chunk_size() const noexcept { return state_ ? state_->chunk : 0; }
@@ -61,10 +64,8 @@ result<caching_allocator> caching_allocator::create(const caching_options& optio
 }
 
 status caching_allocator::trim() {
-  const detail::operation op{"pvmm::caching_allocator::trim"};
-  if (!state_) return detail::shell::empty_owner(op, "caching_allocator");
-  std::lock_guard<std::mutex> hold(state_->lock);
-  return state_->give_back_everything(&op);
+  return detail::shell::trim_state(state_, detail::operation{"pvmm::caching_allocator::trim"}, "caching_allocator",
+                                   caching_give_back);
 }
 
 caching_stats caching_allocator::stats() const noexcept {
@@ -86,9 +87,8 @@ std::size_t caching_allocator::size_of(const void* pointer) const noexcept {
 void caching_allocator::reset_peaks() noexcept { detail::shell::reset_peaks_of(state_); }
 
 status caching_allocator::release() noexcept {
-  return detail::shell::release_state(
-      state_, detail::operation{"pvmm::caching_allocator::release"}, "caching_allocator",
-      [](state& st, const detail::operation* op) { return st.give_back_everything(op); });
+  return detail::shell::release_state(state_, detail::operation{"pvmm::caching_allocator::release"},
+                                      "caching_allocator", caching_give_back);
 }
 
 }  // namespace pvmm

@@ -220,10 +220,13 @@ struct pinned_pool::state {
   }
 };
 
+namespace {
+// How the allocator shell (allocator_shell.hpp) gives this allocator's cache back.
+constexpr auto pinned_give_back = [](auto& st, const detail::operation* op) { return st.give_back_cached(op); };
+}  // namespace
+
 PVMM_PIMPL_MOVES(pinned_pool)
-pinned_pool::~pinned_pool() {
-  detail::shell::drop_state(state_, [](state& st, const detail::operation* op) { return st.give_back_cached(op); });
-}
+pinned_pool::~pinned_pool() { detail::shell::drop_state(state_, pinned_give_back); }
 
 int pinned_pool::device() const noexcept { return state_ ? state_->options.device : -1; }
 pinned_source pinned_pool::source() const noexcept {
@@ -279,10 +282,8 @@ status pinned_pool::deallocate(void* pointer, stream_ref last_use) {
 }
 
 status pinned_pool::trim() {
-  const detail::operation op{"pvmm::pinned_pool::trim"};
-  if (!state_) return detail::shell::empty_owner(op, "pinned_pool");
-  std::lock_guard<std::mutex> hold(state_->lock);
-  return state_->give_back_cached(&op);
+  return detail::shell::trim_state(state_, detail::operation{"pvmm::pinned_pool::trim"}, "pinned_pool",
+                                   pinned_give_back);
 }
 
 pinned_pool_stats pinned_pool::stats() const noexcept {
@@ -295,7 +296,7 @@ void pinned_pool::reset_peaks() noexcept { detail::shell::reset_peaks_of(state_)
 
 status pinned_pool::release() noexcept {
   return detail::shell::release_state(state_, detail::operation{"pvmm::pinned_pool::release"}, "pinned_pool",
-                                      [](state& st, const detail::operation* op) { return st.give_back_cached(op); });
+                                      pinned_give_back);
 }
 
 }  // namespace pvmm

@@ -163,4 +163,14 @@ bool make_signal_setup(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b, st
   return true;
 }
 
+pvmm::result<pvmm::symmetric_window> timed_window(pvmm::team& t, std::chrono::steady_clock::duration& took) {
+  pvmm::window_options o;
+  o.size = 2u << 20;
+  o.timeout = std::chrono::seconds(20);
+  const auto start = std::chrono::steady_clock::now();
+  auto w = pvmm::symmetric_window::create(t, o);
+  took = std::chrono::steady_clock::now() - start;
+  return w;
+}
+
 }  // namespace pvmm_team_test

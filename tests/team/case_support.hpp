@@ -89,6 +89,9 @@ bool make_signal_setup(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b, st
 /// "success", or the failure's message.
 inline std::string outcome_text(const pvmm::status& s) { return s ? std::string("success") : s.error().message(); }
 
+/// A window of 2 MiB per rank on `t` (20 s deadline), made collectively; `took`: how long the create took.
+pvmm::result<pvmm::symmetric_window> timed_window(pvmm::team& t, std::chrono::steady_clock::duration& took);
+
 /// A row of a case table: the case's name and its body.
 using named_case = std::pair<const char*, std::function<void()>>;
 /// Runs the body of the row of `cases` named `name`; false when no row is.
