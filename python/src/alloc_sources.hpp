@@ -27,9 +27,14 @@ void close_source(Holder& h) {
   release_without_gil(std::move(share));
 }
 
-/// closable_with for an allocator the C entry points may serve from: closing uninstalls it (close_source).
+/// The methods of an allocator the C entry points may serve from: install_c_allocator (documented by `install_doc`,
+/// its use named `install_op`) makes them allocate from it, and closable_with's, where closing uninstalls it
+/// (close_source).
 template <class W, class... Doc>
-nanobind::class_<W> closable_source(nanobind::class_<W> cls, const Doc&... close_doc) {
+nanobind::class_<W> closable_source(nanobind::class_<W> cls, const char* install_op, const char* install_doc,
+                                    const Doc&... close_doc) {
+  cls.def(
+      "install_c_allocator", [install_op](const W& w) { install_c_source(w.h.use(install_op)); }, install_doc);
   return closable_with(
       std::move(cls), [](W& w) { close_source(w.h); }, close_doc...);
 }

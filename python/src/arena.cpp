@@ -68,6 +68,9 @@ void bind_arena(nb::module_& m) {
       nb::class_<py_arena>(m, "GrowableArena",
                            "Allocations in one reserved range whose physical memory is mapped as they reach it and "
                            "unmapped when the highest ones go; addresses never move (pvmm::growable_arena)."),
+      "pvmm.GrowableArena.install_c_allocator",
+      "Makes the C entry points (pvmm_torch_alloc/free) allocate from this arena. AlreadyReleasedError once "
+      "closed (the source installed stays).",
       "Drops this owner's hold (and the C entry points' if installed); a call in flight on another thread "
       "finishes first, views keep the memory.")
       .def(
@@ -129,11 +132,6 @@ void bind_arena(nb::module_& m) {
                              arena->device(), view_spec{dtype, std::move(shape), 0, false});
           },
           "address"_a, "dtype"_a = "uint8", "shape"_a = nb::none(), "An array over one allocation (keeps the arena).")
-      .def(
-          "install_c_allocator",
-          [](const py_arena& a) { install_c_source(a.h.use("pvmm.GrowableArena.install_c_allocator")); },
-          "Makes the C entry points (pvmm_torch_alloc/free) allocate from this arena. AlreadyReleasedError once "
-          "closed (the source installed stays).")
       .def("__repr__", [](const py_arena& a) {
         auto arena = a.h.try_use();
         if (!arena) return std::string("<pvmm.GrowableArena closed>");
@@ -145,11 +143,15 @@ void bind_arena(nb::module_& m) {
 }
 
 void bind_caching(nb::module_& m) {
-  closable_source(nb::class_<py_caching>(
-                      m, "CachingAllocator",
-                      "A caching allocator on VMM (pvmm::caching_allocator): best fit at 512 B, cross-stream reuse "
-                      "gated on events, idle chunks stitched into contiguous ranges."),
-                  "Drops this owner's hold (and the C entry points'); blocks still allocated stay valid.")
+  closable_source(
+      nb::class_<py_caching>(
+          m, "CachingAllocator",
+          "A caching allocator on VMM (pvmm::caching_allocator): best fit at 512 B, cross-stream reuse "
+          "gated on events, idle chunks stitched into contiguous ranges."),
+      "pvmm.CachingAllocator.install_c_allocator",
+      "Makes the C entry points (pvmm_torch_alloc/free, pvmm_cupy_malloc/free) allocate from this allocator, in "
+      "the order of the stream the framework names. AlreadyReleasedError once closed (the source installed stays).",
+      "Drops this owner's hold (and the C entry points'); blocks still allocated stay valid.")
       .def(
           "__init__",
           [](py_caching* self, int device, std::size_t chunk_size, std::size_t max_reserved,
@@ -161,9 +163,7 @@ void bind_caching(nb::module_& m) {
             o.wait_for_pending_frees = wait_for_pending_frees;
             o.slack_percent = slack_percent;
             o.max_ghost_bytes = max_ghost_bytes;
-            auto a = std::make_shared<pvmm::caching_allocator>(unwrap(pvmm::caching_allocator::create(o)));
-            new (self) py_caching{};
-            self->h.reset(std::move(a));
+            init_holding(self, pvmm::caching_allocator::create(o));
           },
           "device"_a = 0, "chunk_size"_a = 0, "max_reserved"_a = 0, "wait_for_pending_frees"_a = true,
           "slack_percent"_a = 8, "max_ghost_bytes"_a = 0, "The options of pvmm::caching_options (0: its defaults).")
@@ -209,11 +209,6 @@ void bind_caching(nb::module_& m) {
       .def_prop_ro("chunk_size",
                    [](const py_caching& c) { return c.h.use("pvmm.CachingAllocator.chunk_size")->chunk_size(); })
       .def_prop_ro("device", [](const py_caching& c) { return c.h.use("pvmm.CachingAllocator.device")->device(); })
-      .def(
-          "install_c_allocator",
-          [](const py_caching& c) { install_c_source(c.h.use("pvmm.CachingAllocator.install_c_allocator")); },
-          "Makes the C entry points (pvmm_torch_alloc/free, pvmm_cupy_malloc/free) allocate from this allocator, in "
-          "the order of the stream the framework names. AlreadyReleasedError once closed (the source installed stays).")
       .def("__repr__", [](const py_caching& c) {
         auto a = c.h.try_use();
         if (!a) return std::string("<pvmm.CachingAllocator closed>");

@@ -162,6 +162,15 @@ void release_without_gil(std::shared_ptr<T> share) noexcept {
   share.reset();
 }
 
+/// An __init__'s body: constructs the Python object W at `self`, holding the object `made` gives (or raising its
+/// error, `self` untouched).
+template <class W, class T>
+void init_holding(W* self, pvmm::result<T>&& made) {
+  auto object = std::make_shared<T>(unwrap(std::move(made)));
+  new (self) W{};
+  self->h.reset(std::move(object));
+}
+
 /// The methods every closable Python object has alike (W holds its object in `h`): closed, close (close(w) does
 /// it; documented by `close_doc` where given: nanobind's doc string) and the context manager, whose exit closes.
 /// Returns the class for more methods.

@@ -61,7 +61,10 @@ void bind_sleeping(nb::module_& m) {
   closable_source(
       nb::class_<py_sleeping>(m, "SleepingAllocator",
                               "Tagged allocations whose physical memory sleep() gives back, keeping their addresses "
-                              "(pvmm::sleeping_allocator)."))
+                              "(pvmm::sleeping_allocator)."),
+      "pvmm.SleepingAllocator.install_c_allocator",
+      "Makes the C entry points (pvmm_torch_alloc/free) allocate from this allocator, with the current tag. "
+      "AlreadyReleasedError once closed (the source installed stays).")
       .def(
           "__init__",
           [](py_sleeping* self, int device, unsigned copy_streams, unsigned staging_slots,
@@ -73,9 +76,7 @@ void bind_sleeping(nb::module_& m) {
             o.staging_slot_bytes = staging_slot_bytes;
             o.release_address_range = release_address_range;
             o.keep_host_memory = keep_host_memory;
-            auto a = std::make_shared<pvmm::sleeping_allocator>(unwrap(pvmm::sleeping_allocator::create(o)));
-            new (self) py_sleeping{};
-            self->h.reset(std::move(a));
+            init_holding(self, pvmm::sleeping_allocator::create(o));
           },
           "device"_a = 0, "copy_streams"_a = 2, "staging_slots"_a = 4, "staging_slot_bytes"_a = std::size_t{32} << 20,
           "release_address_range"_a = nb::none(), "keep_host_memory"_a = false,
@@ -269,11 +270,6 @@ void bind_sleeping(nb::module_& m) {
                    [](const py_sleeping& s) { return s.h.use("pvmm.SleepingAllocator.current_tag")->current_tag(); })
       .def_prop_ro("granularity",
                    [](const py_sleeping& s) { return s.h.use("pvmm.SleepingAllocator.granularity")->granularity(); })
-      .def(
-          "install_c_allocator",
-          [](const py_sleeping& s) { install_c_source(s.h.use("pvmm.SleepingAllocator.install_c_allocator")); },
-          "Makes the C entry points (pvmm_torch_alloc/free) allocate from this allocator, with the current tag. "
-          "AlreadyReleasedError once closed (the source installed stays).")
       .def("__repr__", [](const py_sleeping& s) {
         auto a = s.h.try_use();
         if (!a) return std::string("<pvmm.SleepingAllocator closed>");
