@@ -242,30 +242,36 @@ std::string sleeping_allocator::exchange_tag(std::string tag) {
   return tag;
 }
 
+namespace {
+/// The four public forms of sleep and wake, one body: the empty owner refused, then the state's move_tags.
+template <class State>
+result<event> move_tags_of(const std::unique_ptr<State>& state, const char* name, const std::vector<std::string>& tags,
+                           bool for_sleep, stream_ref* on) {
+  const detail::operation op{name};
+  if (!state) return op.fail(errc::already_released, empty_text);
+  return state->move_tags(tags, for_sleep, on, op);
+}
+/// The synchronous forms' answer: the outcome, without an event.
+status without_event(result<event>&& done) {
+  if (!done) return std::move(done).error();
+  return {};
+}
+}  // namespace
+
 result<event> sleeping_allocator::sleep(const std::vector<std::string>& tags, stream_ref on) {
-  const detail::operation op{"pvmm::sleeping_allocator::sleep"};
-  if (!state_) return op.fail(errc::already_released, empty_text);
-  return state_->move_tags(tags, true, &on, op);
+  return move_tags_of(state_, "pvmm::sleeping_allocator::sleep", tags, true, &on);
 }
 
 status sleeping_allocator::sleep(const std::vector<std::string>& tags) {
-  const detail::operation op{"pvmm::sleeping_allocator::sleep"};
-  if (!state_) return op.fail(errc::already_released, empty_text);
-  if (auto done = state_->move_tags(tags, true, nullptr, op); !done) return std::move(done).error();
-  return {};
+  return without_event(move_tags_of(state_, "pvmm::sleeping_allocator::sleep", tags, true, nullptr));
 }
 
 result<event> sleeping_allocator::wake(const std::vector<std::string>& tags, stream_ref on) {
-  const detail::operation op{"pvmm::sleeping_allocator::wake"};
-  if (!state_) return op.fail(errc::already_released, empty_text);
-  return state_->move_tags(tags, false, &on, op);
+  return move_tags_of(state_, "pvmm::sleeping_allocator::wake", tags, false, &on);
 }
 
 status sleeping_allocator::wake(const std::vector<std::string>& tags) {
-  const detail::operation op{"pvmm::sleeping_allocator::wake"};
-  if (!state_) return op.fail(errc::already_released, empty_text);
-  if (auto done = state_->move_tags(tags, false, nullptr, op); !done) return std::move(done).error();
-  return {};
+  return without_event(move_tags_of(state_, "pvmm::sleeping_allocator::wake", tags, false, nullptr));
 }
 
 status sleeping_allocator::trim_host_memory() {
