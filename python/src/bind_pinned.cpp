@@ -31,23 +31,29 @@ struct registered_buffer {
 };
 struct py_registered : owner<registered_buffer> {};
 
-}  // namespace
-
-void bind_pinned(nb::module_& m) {
-  auto pinned = nb::class_<py_pinned>(m, "PinnedAllocation", "Page-locked host memory.",
-                                      nb::type_slots(buffer_slots<py_pinned>()));
-  pinned.def_static(
+/// A memory owner T made from a size alone (T::create(size)) as the Python class Py `name`: create(size) and the
+/// methods every memory owner has (bind_memory).
+template <class Py, class T>
+void bind_sized(nb::module_& m, const char* name, const char* doc, memory_label label) {
+  auto cls = nb::class_<Py>(m, name, doc, nb::type_slots(buffer_slots<Py>()));
+  cls.def_static(
       "create",
-      [](std::size_t size) {
-        py_pinned p;
-        p.label = memory_label::pinned;
-        p.h.reset(std::make_shared<pvmm::pinned_allocation>(unwrap(pvmm::pinned_allocation::create(size))));
+      [label](std::size_t size) {
+        Py p;
+        p.label = label;
+        p.h.reset(std::make_shared<T>(unwrap(T::create(size))));
         return p;
       },
       "size"_a);
   bind_memory(
-      pinned, "PinnedAllocation", [](const pvmm::pinned_allocation& b) { return b.data(); },
-      [](const pvmm::pinned_allocation& b) { return b.size(); });
+      cls, name, [](const T& b) { return b.data(); }, [](const T& b) { return b.size(); });
+}
+
+}  // namespace
+
+void bind_pinned(nb::module_& m) {
+  bind_sized<py_pinned, pvmm::pinned_allocation>(m, "PinnedAllocation", "Page-locked host memory.",
+                                                 memory_label::pinned);
 
   closable(
       nb::class_<py_pinned_pool>(m, "PinnedPool",
@@ -135,20 +141,8 @@ void bind_pinned(nb::module_& m) {
       registered, "HostRegistration", [](const registered_buffer& b) { return b.registration.data(); },
       [](const registered_buffer& b) { return b.registration.size(); });
 
-  auto managed = nb::class_<py_managed>(m, "ManagedAllocation", "Managed (unified) memory.",
-                                        nb::type_slots(buffer_slots<py_managed>()));
-  managed.def_static(
-      "create",
-      [](std::size_t size) {
-        py_managed p;
-        p.label = memory_label::managed;
-        p.h.reset(std::make_shared<pvmm::managed_allocation>(unwrap(pvmm::managed_allocation::create(size))));
-        return p;
-      },
-      "size"_a);
-  bind_memory(
-      managed, "ManagedAllocation", [](const pvmm::managed_allocation& b) { return b.data(); },
-      [](const pvmm::managed_allocation& b) { return b.size(); });
+  bind_sized<py_managed, pvmm::managed_allocation>(m, "ManagedAllocation", "Managed (unified) memory.",
+                                                   memory_label::managed);
 }
 
 }  // namespace pvmm_py
