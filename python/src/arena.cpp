@@ -190,9 +190,7 @@ void bind_caching(nb::module_& m) {
       .def(
           "trim",
           [](const py_caching& c) {
-            auto a = c.h.use("pvmm.CachingAllocator.trim");
-            nb::gil_scoped_release release;
-            unwrap(a->trim());
+            call_unlocked(c.h, "pvmm.CachingAllocator.trim", [&](auto& o) { return o.trim(); });
           },
           "Gives back every cached block and idle chunk now (waits for their pending frees).")
       .def(

@@ -85,12 +85,7 @@ void bind_pinned(nb::module_& m) {
           "pointer"_a, "stream"_a,
           "Gives the block back in `stream`'s order (a pvmm.Stream or a foreign one): the stream of its last use.")
       .def(
-          "trim",
-          [](const py_pinned_pool& p) {
-            auto pool = p.h.use("trim");
-            nb::gil_scoped_release release;
-            unwrap(pool->trim());
-          },
+          "trim", [](const py_pinned_pool& p) { call_unlocked(p.h, "trim", [&](auto& o) { return o.trim(); }); },
           "Waits for the cached blocks' copies and gives them back.")
       .def("stats",
            [](const py_pinned_pool& p) {

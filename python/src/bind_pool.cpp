@@ -146,9 +146,7 @@ void bind_pool(nb::module_& m) {
       .def(
           "trim",
           [](const py_pool& p, std::size_t keep) {
-            auto pool = p.h.use("trim");
-            nb::gil_scoped_release release;
-            unwrap(pool->trim_to(keep));
+            call_unlocked(p.h, "trim", [&](auto& o) { return o.trim_to(keep); });
           },
           "keep"_a = 0, "Gives unused memory back now, keeping at least `keep` bytes reserved.")
       .def(

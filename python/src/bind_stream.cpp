@@ -142,11 +142,7 @@ void bind_stream(nb::module_& m) {
           },
           "stream"_a)
       .def("synchronize",
-           [](const py_event& e) {
-             auto ev = e.h.use("synchronize");
-             nb::gil_scoped_release release;
-             unwrap(ev->synchronize());
-           })
+           [](const py_event& e) { call_unlocked(e.h, "synchronize", [&](auto& o) { return o.synchronize(); }); })
       .def("query", [](const py_event& e) { return unwrap(e.h.use("query")->query()); })
       .def("__repr__",
            [](const py_event& e) { return std::string(e.h.closed() ? "<pvmm.Event closed>" : "<pvmm.Event>"); });

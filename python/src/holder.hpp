@@ -162,6 +162,15 @@ void release_without_gil(std::shared_ptr<T> share) noexcept {
   share.reset();
 }
 
+/// A call that blocks, on the object behind `h` (a share taken under `operation`), run with the GIL released: the
+/// value of call(object), unwrapped.
+template <class T, class Call>
+auto call_unlocked(const holder<T>& h, const char* operation, Call call) {
+  auto share = h.use(operation);
+  nanobind::gil_scoped_release release;
+  return unwrap(call(*share));
+}
+
 /// An __init__'s body: constructs the Python object W at `self`, holding the object `made` gives (or raising its
 /// error, `self` untouched).
 template <class W, class T>

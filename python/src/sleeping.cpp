@@ -177,9 +177,8 @@ void bind_sleeping(nb::module_& m) {
       .def(
           "trim_host_memory",
           [](const py_sleeping& s) {
-            auto a = s.h.use("pvmm.SleepingAllocator.trim_host_memory");
-            nb::gil_scoped_release release;
-            unwrap(a->trim_host_memory());
+            call_unlocked(s.h, "pvmm.SleepingAllocator.trim_host_memory",
+                          [&](auto& o) { return o.trim_host_memory(); });
           },
           "Frees the page-locked memory kept for reuse (keep_host_memory).")
       .def(
