@@ -14,6 +14,7 @@
 #include <pvmm/stream.hpp>
 
 #include "core/operation.hpp"
+#include "core/pimpl_moves.hpp"
 
 namespace pvmm::detail::shell {
 
@@ -95,3 +96,23 @@ void reset_peaks_of(const std::unique_ptr<State>& state) noexcept {
 }
 
 }  // namespace pvmm::detail::shell
+
+/// The members the stream-ordered allocators T (caching_allocator, pinned_pool) share, defined once: the moves
+/// (core/pimpl_moves.hpp), the destructor, trim(), reset_peaks() and release(), over their state's member
+/// `give_back(const operation*)`, which gives the cache back.
+#define PVMM_ALLOCATOR_SHELL(T, give_back)                                                                             \
+  PVMM_PIMPL_MOVES(T)                                                                                                  \
+  T::~T() {                                                                                                            \
+    ::pvmm::detail::shell::drop_state(state_,                                                                          \
+                                      [](state& st, const detail::operation* op) { return st.give_back(op); });        \
+  }                                                                                                                    \
+  status T::trim() {                                                                                                   \
+    return ::pvmm::detail::shell::trim_state(state_, detail::operation{"pvmm::" #T "::trim"}, #T,                      \
+                                             [](state& st, const detail::operation* op) { return st.give_back(op); }); \
+  }                                                                                                                    \
+  void T::reset_peaks() noexcept { ::pvmm::detail::shell::reset_peaks_of(state_); }                                    \
+  status T::release() noexcept {                                                                                       \
+    return ::pvmm::detail::shell::release_state(                                                                       \
+        state_, detail::operation{"pvmm::" #T "::release"}, #T,                                                        \
+        [](state& st, const detail::operation* op) { return st.give_back(op); });                                      \
+  }

@@ -1,5 +1,6 @@
-// caching_allocator's public members: create, trim, stats, release, moves (include/pvmm/caching_allocator.hpp);
-// allocate and deallocate are with the free lists (caching_free_lists.cpp).
+// caching_allocator's public members: create, stats, size_of (include/pvmm/caching_allocator.hpp); the moves, the
+// destructor, trim, reset_peaks and release are the allocator shell's (allocator_shell.hpp); allocate and deallocate
+// are with the free lists (caching_free_lists.cpp).
 #include <algorithm>
 #include <utility>
 
@@ -7,20 +8,14 @@
 
 #include <pvmm/device.hpp>
 
+#include "alloc/allocator_shell.hpp"
 #include "alloc/caching_state.hpp"
 #include "core/device.hpp"
-#include "core/pimpl_moves.hpp"
 #include "stream/stream_checks.hpp"
 
 namespace pvmm {
 
-namespace {
-// How the allocator shell (allocator_shell.hpp) gives this allocator's cache back.
-constexpr auto caching_give_back = [](auto& st, const detail::operation* op) { return st.give_back_everything(op); };
-}  // namespace
-
-PVMM_PIMPL_MOVES(caching_allocator)
-caching_allocator::~caching_allocator() { detail::shell::drop_state(state_, caching_give_back); }
+PVMM_ALLOCATOR_SHELL(caching_allocator, give_back_everything)
 
 int caching_allocator::device() const noexcept { return state_ ? state_->options.device : -1; }
 std::size_t caching_allocator::chunk_size() const noexcept { return state_ ? state_->chunk : 0; }
@@ -63,11 +58,6 @@ result<caching_allocator> caching_allocator::create(const caching_options& optio
   return caching_allocator(std::move(s));
 }
 
-status caching_allocator::trim() {
-  return detail::shell::trim_state(state_, detail::operation{"pvmm::caching_allocator::trim"}, "caching_allocator",
-                                   caching_give_back);
-}
-
 caching_stats caching_allocator::stats() const noexcept {
   if (!state_) return {};
   std::lock_guard<std::mutex> hold(state_->lock);
@@ -82,13 +72,6 @@ std::size_t caching_allocator::size_of(const void* pointer) const noexcept {
   std::lock_guard<std::mutex> hold(state_->lock);
   auto it = state_->live.find(const_cast<void*>(pointer));
   return it == state_->live.end() ? 0 : it->second->requested;
-}
-
-void caching_allocator::reset_peaks() noexcept { detail::shell::reset_peaks_of(state_); }
-
-status caching_allocator::release() noexcept {
-  return detail::shell::release_state(state_, detail::operation{"pvmm::caching_allocator::release"},
-                                      "caching_allocator", caching_give_back);
 }
 
 }  // namespace pvmm

@@ -22,7 +22,6 @@
 #include "core/checked_math.hpp"
 #include "core/device.hpp"
 #include "core/operation.hpp"
-#include "core/pimpl_moves.hpp"
 #include "stream/stream_checks.hpp"
 
 namespace pvmm {
@@ -220,13 +219,7 @@ struct pinned_pool::state {
   }
 };
 
-namespace {
-// How the allocator shell (allocator_shell.hpp) gives this allocator's cache back.
-constexpr auto pinned_give_back = [](auto& st, const detail::operation* op) { return st.give_back_cached(op); };
-}  // namespace
-
-PVMM_PIMPL_MOVES(pinned_pool)
-pinned_pool::~pinned_pool() { detail::shell::drop_state(state_, pinned_give_back); }
+PVMM_ALLOCATOR_SHELL(pinned_pool, give_back_cached)
 
 int pinned_pool::device() const noexcept { return state_ ? state_->options.device : -1; }
 pinned_source pinned_pool::source() const noexcept {
@@ -281,22 +274,10 @@ status pinned_pool::deallocate(void* pointer, stream_ref last_use) {
   return state_->deallocate(pointer, last_use, op);
 }
 
-status pinned_pool::trim() {
-  return detail::shell::trim_state(state_, detail::operation{"pvmm::pinned_pool::trim"}, "pinned_pool",
-                                   pinned_give_back);
-}
-
 pinned_pool_stats pinned_pool::stats() const noexcept {
   if (!state_) return {};
   std::lock_guard<std::mutex> hold(state_->lock);
   return state_->st;
-}
-
-void pinned_pool::reset_peaks() noexcept { detail::shell::reset_peaks_of(state_); }
-
-status pinned_pool::release() noexcept {
-  return detail::shell::release_state(state_, detail::operation{"pvmm::pinned_pool::release"}, "pinned_pool",
-                                      pinned_give_back);
 }
 
 }  // namespace pvmm
