@@ -61,6 +61,16 @@ nb::dict caching_stats_dict(const pvmm::caching_stats& st) {
   return d;
 }
 
+/// A call on the caching allocator in the order of `stream` (a pvmm.Stream or a foreign one), made with the GIL
+/// released: call(allocator, stream)'s value, unwrapped.
+template <class Call>
+auto in_stream_order(const py_caching& c, const char* operation, nb::handle stream, Call call) {
+  auto a = c.h.use(operation);
+  const stream_use s = stream_of(stream, a->device(), "stream");
+  nb::gil_scoped_release release;
+  return unwrap(call(*a, s));
+}
+
 }  // namespace
 
 void bind_arena(nb::module_& m) {
@@ -170,10 +180,9 @@ void bind_caching(nb::module_& m) {
       .def(
           "allocate",
           [](const py_caching& c, std::size_t size, nb::handle stream) {
-            auto a = c.h.use("pvmm.CachingAllocator.allocate");
-            const stream_use s = stream_of(stream, a->device(), "stream");
-            nb::gil_scoped_release release;
-            return reinterpret_cast<std::uintptr_t>(unwrap(a->allocate(size, s)));
+            return reinterpret_cast<std::uintptr_t>(in_stream_order(
+                c, "pvmm.CachingAllocator.allocate", stream,
+                [size](pvmm::caching_allocator& a, pvmm::stream_ref s) { return a.allocate(size, s); }));
           },
           "size"_a, "stream"_a,
           "An address (int) usable in `stream`'s order (a pvmm.Stream, or a foreign stream: an int handle, "
@@ -181,10 +190,10 @@ void bind_caching(nb::module_& m) {
       .def(
           "free",
           [](const py_caching& c, std::uintptr_t p, nb::handle stream) {
-            auto a = c.h.use("pvmm.CachingAllocator.free");
-            const stream_use s = stream_of(stream, a->device(), "stream");
-            nb::gil_scoped_release release;
-            unwrap(a->deallocate(reinterpret_cast<void*>(p), s));
+            in_stream_order(c, "pvmm.CachingAllocator.free", stream,
+                            [p](pvmm::caching_allocator& a, pvmm::stream_ref s) {
+                              return a.deallocate(reinterpret_cast<void*>(p), s);
+                            });
           },
           "address"_a, "stream"_a, "Gives a block back in `stream`'s order (the stream of its last use).")
       .def(
