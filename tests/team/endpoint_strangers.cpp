@@ -144,10 +144,7 @@ void window_with_squatter() {
   REQUIRE(unbound >= 0);
   REQUIRE(::dup2(unbound, listener_fd) == listener_fd);
   ::close(unbound);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path + 1, name.data(), name.size());
-  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  const abstract_address at(name);
   int report[2];
   REQUIRE(::pipe2(report, O_CLOEXEC) == 0);
   const pid_t squatter = ::fork();
@@ -156,7 +153,7 @@ void window_with_squatter() {
     ::close(report[0]);
     long got = -1;
     const int s = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
-    if (s >= 0 && ::bind(s, reinterpret_cast<const sockaddr*>(&address), length) == 0 && ::listen(s, 8) == 0 &&
+    if (s >= 0 && ::bind(s, at.get(), at.length) == 0 && ::listen(s, 8) == 0 &&
         ::write(report[1], &got, sizeof got) == sizeof got) {
       const int c = ::accept(s, nullptr, nullptr);
       char buffer[4096];
