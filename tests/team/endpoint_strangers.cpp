@@ -299,9 +299,7 @@ TEST_SUITE("team endpoints") {
     auto ranks = pvmm::make_thread_bootstraps(2);
     REQUIRE(ranks);
     std::vector<std::string> failures(2);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 2; ++r) threads.emplace_back([&, r] { failures[r] = team_and_window((*ranks)[r], 10s); });
-    for (auto& t : threads) t.join();
+    pvmm_team_rules::on_thread_ranks(2, [&](int r) { failures[r] = team_and_window((*ranks)[r], 10s); });
     for (const auto& f : failures) CHECK_MESSAGE(f.empty(), f);
   }
   TEST_CASE("processes on one device: every member is same_device and the window forms") {

@@ -28,17 +28,21 @@ inline bool skip() {
   return false;
 }
 
+/// Runs f(rank) on `ranks` threads at once and waits for them.
+inline void on_thread_ranks(int ranks, const std::function<void(int)>& f) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) threads.emplace_back(f, r);
+  for (auto& t : threads) t.join();
+}
+
 /// A team of two thread ranks (both made, or the case stops).
 inline std::vector<pvmm::team> thread_team_of_two() {
   auto ranks = pvmm::make_thread_bootstraps(2);
   REQUIRE(ranks);
   std::vector<pvmm::team> teams(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      if (auto t = pvmm::team::create((*ranks)[r])) teams[r] = std::move(*t);
-    });
-  for (auto& t : threads) t.join();
+  on_thread_ranks(2, [&](int r) {
+    if (auto t = pvmm::team::create((*ranks)[r])) teams[r] = std::move(*t);
+  });
   REQUIRE(teams[0].valid());
   REQUIRE(teams[1].valid());
   return teams;
@@ -50,14 +54,11 @@ inline void every_rank_fails_naming_rank_1(int ranks, const std::function<pvmm::
   using namespace std::chrono_literals;
   std::vector<pvmm::status> out(static_cast<std::size_t>(ranks));
   std::vector<std::chrono::steady_clock::duration> took(static_cast<std::size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      const auto start = std::chrono::steady_clock::now();
-      out[r] = call(r);
-      took[r] = std::chrono::steady_clock::now() - start;
-    });
-  for (auto& t : threads) t.join();
+  on_thread_ranks(ranks, [&](int r) {
+    const auto start = std::chrono::steady_clock::now();
+    out[r] = call(r);
+    took[r] = std::chrono::steady_clock::now() - start;
+  });
   for (int r = 0; r < ranks; ++r) {
     CAPTURE(r);
     REQUIRE_FALSE(out[r].has_value());
