@@ -13,19 +13,17 @@ extern "C" {
 // ---- the caching allocator ----
 
 pvmm_status pvmm_caching_create(const pvmm_caching_options* options, pvmm_caching* out) noexcept {
-  constexpr const char* op = "pvmm_caching_create";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    PVMM_C_OPTIONS(o, options, pvmm_caching_options, op);
-    pvmm::caching_options c;
-    c.device = o.device;
-    c.chunk_size = o.chunk_size;
-    c.max_reserved = o.max_reserved;
-    c.wait_for_pending_frees = o.wait_for_pending_frees != 0;
-    c.slack_percent = o.slack_percent;
-    c.max_ghost_bytes = o.max_ghost_bytes;
-    return adopt_result(kind::caching, pvmm::caching_allocator::create(c), out);
-  });
+  return optional_options_entry("pvmm_caching_create", options, PVMM_INIT(pvmm_caching_options), "pvmm_caching_options",
+                                out, [&](const pvmm_caching_options& o) {
+                                  pvmm::caching_options c;
+                                  c.device = o.device;
+                                  c.chunk_size = o.chunk_size;
+                                  c.max_reserved = o.max_reserved;
+                                  c.wait_for_pending_frees = o.wait_for_pending_frees != 0;
+                                  c.slack_percent = o.slack_percent;
+                                  c.max_ghost_bytes = o.max_ghost_bytes;
+                                  return adopt_result(kind::caching, pvmm::caching_allocator::create(c), out);
+                                });
 }
 
 pvmm_status pvmm_caching_release(pvmm_caching allocator) noexcept {
@@ -52,39 +50,36 @@ pvmm_status pvmm_caching_trim(pvmm_caching allocator) noexcept {
 }
 
 pvmm_status pvmm_caching_stats_get(pvmm_caching allocator, pvmm_caching_stats* out) noexcept {
-  constexpr const char* op = "pvmm_caching_stats_get";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    PVMM_C_FIND(pvmm::caching_allocator, caching, a, allocator, op);
-    const pvmm::caching_stats s = a->stats();
-    const pvmm_caching_stats full{sizeof(pvmm_caching_stats),
-                                  s.reserved,
-                                  s.live,
-                                  s.peak_reserved,
-                                  s.peak_live,
-                                  s.live_blocks,
-                                  s.cached_blocks,
-                                  s.cache_hits,
-                                  s.stitches,
-                                  s.chunks_reused,
-                                  s.waits,
-                                  s.pressure_retries,
-                                  s.chunks_created,
-                                  s.maps,
-                                  s.unmaps,
-                                  s.event_records,
-                                  s.event_queries,
-                                  s.device_waits,
-                                  s.host_syncs,
-                                  s.ghost_bytes,
-                                  s.stitch_ns,
-                                  s.unmap_ns,
-                                  s.create_ns,
-                                  s.event_record_ns,
-                                  s.event_query_ns,
-                                  s.device_wait_ns};
-    return write_stats(out, full, op, "pvmm_caching_stats");
-  });
+  return stats_entry<pvmm::caching_allocator>(kind::caching, allocator.id, "pvmm_caching_stats_get", out,
+                                              "pvmm_caching_stats", [](const pvmm::caching_allocator& a) {
+                                                const pvmm::caching_stats s = a.stats();
+                                                return pvmm_caching_stats{sizeof(pvmm_caching_stats),
+                                                                          s.reserved,
+                                                                          s.live,
+                                                                          s.peak_reserved,
+                                                                          s.peak_live,
+                                                                          s.live_blocks,
+                                                                          s.cached_blocks,
+                                                                          s.cache_hits,
+                                                                          s.stitches,
+                                                                          s.chunks_reused,
+                                                                          s.waits,
+                                                                          s.pressure_retries,
+                                                                          s.chunks_created,
+                                                                          s.maps,
+                                                                          s.unmaps,
+                                                                          s.event_records,
+                                                                          s.event_queries,
+                                                                          s.device_waits,
+                                                                          s.host_syncs,
+                                                                          s.ghost_bytes,
+                                                                          s.stitch_ns,
+                                                                          s.unmap_ns,
+                                                                          s.create_ns,
+                                                                          s.event_record_ns,
+                                                                          s.event_query_ns,
+                                                                          s.device_wait_ns};
+                                              });
 }
 
 pvmm_status pvmm_caching_reset_peaks(pvmm_caching allocator) noexcept {
@@ -98,16 +93,14 @@ pvmm_status pvmm_caching_reset_peaks(pvmm_caching allocator) noexcept {
 // ---- the growable arena ----
 
 pvmm_status pvmm_arena_create(const pvmm_arena_options* options, pvmm_arena* out) noexcept {
-  constexpr const char* op = "pvmm_arena_create";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    PVMM_C_OPTIONS(o, options, pvmm_arena_options, op);
-    pvmm::arena_options a;
-    a.device = o.device;
-    a.reserve_size = o.reserve_size;
-    a.chunk_size = o.chunk_size;
-    return adopt_result(kind::arena, pvmm::growable_arena::create(a), out);
-  });
+  return optional_options_entry("pvmm_arena_create", options, PVMM_INIT(pvmm_arena_options), "pvmm_arena_options", out,
+                                [&](const pvmm_arena_options& o) {
+                                  pvmm::arena_options a;
+                                  a.device = o.device;
+                                  a.reserve_size = o.reserve_size;
+                                  a.chunk_size = o.chunk_size;
+                                  return adopt_result(kind::arena, pvmm::growable_arena::create(a), out);
+                                });
 }
 
 pvmm_status pvmm_arena_release(pvmm_arena arena) noexcept {
@@ -126,15 +119,12 @@ pvmm_status pvmm_arena_deallocate(pvmm_arena arena, void* pointer) noexcept {
 }
 
 pvmm_status pvmm_arena_stats_get(pvmm_arena arena, pvmm_arena_stats* out) noexcept {
-  constexpr const char* op = "pvmm_arena_stats_get";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    PVMM_C_FIND(pvmm::growable_arena, arena, a, arena, op);
-    const pvmm::arena_stats s = a->stats();
-    const pvmm_arena_stats full{sizeof(pvmm_arena_stats), s.allocations,    s.allocated_bytes, s.mapped_bytes,
+  return stats_entry<pvmm::growable_arena>(
+      kind::arena, arena.id, "pvmm_arena_stats_get", out, "pvmm_arena_stats", [](const pvmm::growable_arena& a) {
+        const pvmm::arena_stats s = a.stats();
+        return pvmm_arena_stats{sizeof(pvmm_arena_stats), s.allocations,    s.allocated_bytes, s.mapped_bytes,
                                 s.peak_mapped_bytes,      s.reserved_bytes, s.grows,           s.shrinks};
-    return write_stats(out, full, op, "pvmm_arena_stats");
-  });
+      });
 }
 
 }  // extern "C"

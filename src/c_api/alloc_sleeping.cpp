@@ -37,20 +37,19 @@ pvmm_status adopt_done(pvmm::result<pvmm::event>&& e, pvmm_event* done) {
 extern "C" {
 
 pvmm_status pvmm_sleeping_create(const pvmm_sleeping_options* options, pvmm_sleeping* out) noexcept {
-  constexpr const char* op = "pvmm_sleeping_create";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    PVMM_C_OPTIONS(o, options, pvmm_sleeping_options, op);
-    pvmm::sleeping_options s;
-    s.device = o.device;
-    s.copy_streams = o.copy_streams;
-    s.staging_slots = o.staging_slots;
-    s.staging_slot_bytes = o.staging_slot_bytes;
-    if (o.release_address_range >= 0) s.release_address_range = o.release_address_range != 0;
-    s.keep_host_memory = o.keep_host_memory != 0;
-    PVMM_C_TRY(made, pvmm::sleeping_allocator::create(s));
-    return adopt(kind::sleeping, c_sleeping(std::move(*made)), out);
-  });
+  return optional_options_entry("pvmm_sleeping_create", options, PVMM_INIT(pvmm_sleeping_options),
+                                "pvmm_sleeping_options", out, [&](const pvmm_sleeping_options& o) -> pvmm_status {
+                                  pvmm::sleeping_options s;
+                                  s.device = o.device;
+                                  s.copy_streams = o.copy_streams;
+                                  s.staging_slots = o.staging_slots;
+                                  s.staging_slot_bytes = o.staging_slot_bytes;
+                                  if (o.release_address_range >= 0)
+                                    s.release_address_range = o.release_address_range != 0;
+                                  s.keep_host_memory = o.keep_host_memory != 0;
+                                  PVMM_C_TRY(made, pvmm::sleeping_allocator::create(s));
+                                  return adopt(kind::sleeping, c_sleeping(std::move(*made)), out);
+                                });
 }
 
 pvmm_status pvmm_sleeping_release(pvmm_sleeping allocator) noexcept {
@@ -179,15 +178,12 @@ pvmm_status pvmm_sleeping_trim_host_memory(pvmm_sleeping allocator) noexcept {
 }
 
 pvmm_status pvmm_sleeping_stats_get(pvmm_sleeping allocator, const char* tag, pvmm_sleeping_stats* out) noexcept {
-  constexpr const char* op = "pvmm_sleeping_stats_get";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    PVMM_C_FIND(c_sleeping, sleeping, s, allocator, op);
-    const pvmm::sleeping_stats st = tag ? s->allocator.stats(tag) : s->allocator.stats();
-    const pvmm_sleeping_stats full{sizeof(pvmm_sleeping_stats), st.allocations, st.reserved_bytes, st.resident_bytes,
+  return stats_entry<c_sleeping>(
+      kind::sleeping, allocator.id, "pvmm_sleeping_stats_get", out, "pvmm_sleeping_stats", [&](const c_sleeping& c) {
+        const pvmm::sleeping_stats st = tag ? c.allocator.stats(tag) : c.allocator.stats();
+        return pvmm_sleeping_stats{sizeof(pvmm_sleeping_stats), st.allocations, st.reserved_bytes, st.resident_bytes,
                                    st.offloaded_bytes,          st.asleep,      st.staging_bytes,  st.kept_host_bytes};
-    return write_stats(out, full, op, "pvmm_sleeping_stats");
-  });
+      });
 }
 
 }  // extern "C"

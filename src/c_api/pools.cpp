@@ -133,17 +133,14 @@ pvmm_status pvmm_stream_wait_event(pvmm_stream_ref stream, pvmm_event event) noe
 
 pvmm_status pvmm_pool_create(const pvmm_pool_options* options, pvmm_pool* out) noexcept {
   constexpr const char* op = "pvmm_pool_create";
-  return guard(op, [&] {
-    PVMM_C_NEED(options, op);
-    PVMM_C_NEED(out, op);
-    PVMM_C_SIZE(options, pvmm_pool_options, op);
-    PVMM_C_TRY(where, to_location(options->location, op));
-    if ((options->exportable & ~unsigned{pvmm_handle_posix_fd | pvmm_handle_fabric}) != 0)
+  return options_entry(op, options, "pvmm_pool_options", out, [&](const pvmm_pool_options& given) {
+    PVMM_C_TRY(where, to_location(given.location, op));
+    if ((given.exportable & ~unsigned{pvmm_handle_posix_fd | pvmm_handle_fabric}) != 0)
       return fail(pvmm::errc::invalid_argument, op, "exportable holds bits that are not pvmm_handle_* values");
     pvmm::pool_properties p;
     p.location = *where;
-    p.max_size = options->max_size;
-    p.exportable = static_cast<pvmm::handle_types>(options->exportable);
+    p.max_size = given.max_size;
+    p.exportable = static_cast<pvmm::handle_types>(given.exportable);
     return adopt_result(kind::pool, pvmm::memory_pool::create(p), out);
   });
 }
