@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from multiprocessing import reduction
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from . import _pvmm
 
@@ -23,7 +23,27 @@ def _rebuild_fds(dupfds: list[Any]) -> list[int]:
     return [d.detach() for d in dupfds]
 
 
-class ExportedBuffer:
+_Export = TypeVar("_Export", bound="_ClosesItsFds")
+
+
+class _ClosesItsFds:
+    """What the exports share: close() gives their fds back (twice is fine); a with-block and garbage collection
+    close them."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: _Export) -> _Export:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class ExportedBuffer(_ClosesItsFds):
     """A growable buffer's chunks exported as fds (owned here) with their descriptor; picklable to a child."""
 
     def __init__(self, descriptor: bytes, fds: list[int]) -> None:
@@ -39,15 +59,6 @@ class ExportedBuffer:
             os.close(fd)
         self.fds = []
 
-    def __enter__(self) -> ExportedBuffer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
-
     def __reduce__(self) -> tuple[Callable[..., ExportedBuffer], tuple[Any, ...]]:
         return _rebuild_buffer, (self.descriptor, [reduction.DupFd(fd) for fd in self.fds])
 
@@ -59,7 +70,7 @@ def _rebuild_buffer(descriptor: bytes, dupfds: list[Any]) -> ExportedBuffer:
     return ExportedBuffer(descriptor, _rebuild_fds(dupfds))
 
 
-class ExportedPool:
+class ExportedPool(_ClosesItsFds):
     """A pool exported as an fd (owned here) with its id; picklable. open() imports it; import_pointer maps one of
     its allocations from the record ``MemoryPool.export_pointer`` gave."""
 
@@ -74,15 +85,6 @@ class ExportedPool:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-
-    def __enter__(self) -> ExportedPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        self.close()
 
     def __reduce__(self) -> tuple[Callable[..., ExportedPool], tuple[Any, ...]]:
         return _rebuild_pool, (reduction.DupFd(self.fd), self.pool_id)

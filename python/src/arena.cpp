@@ -27,14 +27,6 @@ struct py_caching {
   holder<pvmm::caching_allocator> h;
 };
 
-/// Closes a holder: uninstalls its object from the C entry points and drops the share without the GIL.
-template <class Holder>
-void close_source(Holder& h) {
-  auto share = h.take();
-  if (share) uninstall_c_source(share);
-  release_without_gil(std::move(share));
-}
-
 nb::dict caching_stats_dict(const pvmm::caching_stats& st) {
   nb::dict d;
 #define PVMM_PY_STAT(field) d[#field] = st.field;
@@ -69,12 +61,28 @@ nb::dict caching_stats_dict(const pvmm::caching_stats& st) {
   return d;
 }
 
+/// A call on the caching allocator in the order of `stream` (a pvmm.Stream or a foreign one), made with the GIL
+/// released: call(allocator, stream)'s value, unwrapped.
+template <class Call>
+auto in_stream_order(const py_caching& c, const char* operation, nb::handle stream, Call call) {
+  auto a = c.h.use(operation);
+  const stream_use s = stream_of(stream, a->device(), "stream");
+  nb::gil_scoped_release release;
+  return unwrap(call(*a, s));
+}
+
 }  // namespace
 
 void bind_arena(nb::module_& m) {
-  nb::class_<py_arena>(m, "GrowableArena",
-                       "Allocations in one reserved range whose physical memory is mapped as they reach it and "
-                       "unmapped when the highest ones go; addresses never move (pvmm::growable_arena).")
+  closable_source(
+      nb::class_<py_arena>(m, "GrowableArena",
+                           "Allocations in one reserved range whose physical memory is mapped as they reach it and "
+                           "unmapped when the highest ones go; addresses never move (pvmm::growable_arena)."),
+      "pvmm.GrowableArena.install_c_allocator",
+      "Makes the C entry points (pvmm_torch_alloc/free) allocate from this arena. AlreadyReleasedError once "
+      "closed (the source installed stays).",
+      "Drops this owner's hold (and the C entry points' if installed); a call in flight on another thread "
+      "finishes first, views keep the memory.")
       .def(
           "__init__",
           [](py_arena* self, int device, std::size_t reserve_size, std::size_t chunk_size) {
@@ -114,15 +122,9 @@ void bind_arena(nb::module_& m) {
       .def("statistics",
            [](const py_arena& a) {
              auto st = a.h.use("pvmm.GrowableArena.statistics")->stats();
-             nb::dict d;
-             d["allocations"] = st.allocations;
-             d["allocated_bytes"] = st.allocated_bytes;
-             d["mapped_bytes"] = st.mapped_bytes;
-             d["peak_mapped_bytes"] = st.peak_mapped_bytes;
-             d["reserved_bytes"] = st.reserved_bytes;
-             d["grows"] = st.grows;
-             d["shrinks"] = st.shrinks;
-             return d;
+             return dict_of("allocations", st.allocations, "allocated_bytes", st.allocated_bytes, "mapped_bytes",
+                            st.mapped_bytes, "peak_mapped_bytes", st.peak_mapped_bytes, "reserved_bytes",
+                            st.reserved_bytes, "grows", st.grows, "shrinks", st.shrinks);
            })
       .def_prop_ro(
           "address",
@@ -140,19 +142,6 @@ void bind_arena(nb::module_& m) {
                              arena->device(), view_spec{dtype, std::move(shape), 0, false});
           },
           "address"_a, "dtype"_a = "uint8", "shape"_a = nb::none(), "An array over one allocation (keeps the arena).")
-      .def(
-          "install_c_allocator",
-          [](const py_arena& a) { install_c_source(a.h.use("pvmm.GrowableArena.install_c_allocator")); },
-          "Makes the C entry points (pvmm_torch_alloc/free) allocate from this arena. AlreadyReleasedError once "
-          "closed (the source installed stays).")
-      .def_prop_ro("closed", [](const py_arena& a) { return a.h.closed(); })
-      .def(
-          "close", [](py_arena& a) { close_source(a.h); },
-          "Drops this owner's hold (and the C entry points' if installed); a call in flight on another thread "
-          "finishes first, views keep the memory.")
-      .def(
-          "__enter__", [](py_arena& self) -> py_arena& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](py_arena& a, nb::args) { close_source(a.h); })
       .def("__repr__", [](const py_arena& a) {
         auto arena = a.h.try_use();
         if (!arena) return std::string("<pvmm.GrowableArena closed>");
@@ -164,9 +153,15 @@ void bind_arena(nb::module_& m) {
 }
 
 void bind_caching(nb::module_& m) {
-  nb::class_<py_caching>(m, "CachingAllocator",
-                         "A caching allocator on VMM (pvmm::caching_allocator): best fit at 512 B, cross-stream reuse "
-                         "gated on events, idle chunks stitched into contiguous ranges.")
+  closable_source(
+      nb::class_<py_caching>(
+          m, "CachingAllocator",
+          "A caching allocator on VMM (pvmm::caching_allocator): best fit at 512 B, cross-stream reuse "
+          "gated on events, idle chunks stitched into contiguous ranges."),
+      "pvmm.CachingAllocator.install_c_allocator",
+      "Makes the C entry points (pvmm_torch_alloc/free, pvmm_cupy_malloc/free) allocate from this allocator, in "
+      "the order of the stream the framework names. AlreadyReleasedError once closed (the source installed stays).",
+      "Drops this owner's hold (and the C entry points'); blocks still allocated stay valid.")
       .def(
           "__init__",
           [](py_caching* self, int device, std::size_t chunk_size, std::size_t max_reserved,
@@ -178,19 +173,16 @@ void bind_caching(nb::module_& m) {
             o.wait_for_pending_frees = wait_for_pending_frees;
             o.slack_percent = slack_percent;
             o.max_ghost_bytes = max_ghost_bytes;
-            auto a = std::make_shared<pvmm::caching_allocator>(unwrap(pvmm::caching_allocator::create(o)));
-            new (self) py_caching{};
-            self->h.reset(std::move(a));
+            init_holding(self, pvmm::caching_allocator::create(o));
           },
           "device"_a = 0, "chunk_size"_a = 0, "max_reserved"_a = 0, "wait_for_pending_frees"_a = true,
           "slack_percent"_a = 8, "max_ghost_bytes"_a = 0, "The options of pvmm::caching_options (0: its defaults).")
       .def(
           "allocate",
           [](const py_caching& c, std::size_t size, nb::handle stream) {
-            auto a = c.h.use("pvmm.CachingAllocator.allocate");
-            const stream_use s = stream_of(stream, a->device(), "stream");
-            nb::gil_scoped_release release;
-            return reinterpret_cast<std::uintptr_t>(unwrap(a->allocate(size, s)));
+            return reinterpret_cast<std::uintptr_t>(in_stream_order(
+                c, "pvmm.CachingAllocator.allocate", stream,
+                [size](pvmm::caching_allocator& a, pvmm::stream_ref s) { return a.allocate(size, s); }));
           },
           "size"_a, "stream"_a,
           "An address (int) usable in `stream`'s order (a pvmm.Stream, or a foreign stream: an int handle, "
@@ -198,18 +190,16 @@ void bind_caching(nb::module_& m) {
       .def(
           "free",
           [](const py_caching& c, std::uintptr_t p, nb::handle stream) {
-            auto a = c.h.use("pvmm.CachingAllocator.free");
-            const stream_use s = stream_of(stream, a->device(), "stream");
-            nb::gil_scoped_release release;
-            unwrap(a->deallocate(reinterpret_cast<void*>(p), s));
+            in_stream_order(c, "pvmm.CachingAllocator.free", stream,
+                            [p](pvmm::caching_allocator& a, pvmm::stream_ref s) {
+                              return a.deallocate(reinterpret_cast<void*>(p), s);
+                            });
           },
           "address"_a, "stream"_a, "Gives a block back in `stream`'s order (the stream of its last use).")
       .def(
           "trim",
           [](const py_caching& c) {
-            auto a = c.h.use("pvmm.CachingAllocator.trim");
-            nb::gil_scoped_release release;
-            unwrap(a->trim());
+            call_unlocked(c.h, "pvmm.CachingAllocator.trim", [&](auto& o) { return o.trim(); });
           },
           "Gives back every cached block and idle chunk now (waits for their pending frees).")
       .def(
@@ -226,18 +216,6 @@ void bind_caching(nb::module_& m) {
       .def_prop_ro("chunk_size",
                    [](const py_caching& c) { return c.h.use("pvmm.CachingAllocator.chunk_size")->chunk_size(); })
       .def_prop_ro("device", [](const py_caching& c) { return c.h.use("pvmm.CachingAllocator.device")->device(); })
-      .def(
-          "install_c_allocator",
-          [](const py_caching& c) { install_c_source(c.h.use("pvmm.CachingAllocator.install_c_allocator")); },
-          "Makes the C entry points (pvmm_torch_alloc/free, pvmm_cupy_malloc/free) allocate from this allocator, in "
-          "the order of the stream the framework names. AlreadyReleasedError once closed (the source installed stays).")
-      .def_prop_ro("closed", [](const py_caching& c) { return c.h.closed(); })
-      .def(
-          "close", [](py_caching& c) { close_source(c.h); },
-          "Drops this owner's hold (and the C entry points'); blocks still allocated stay valid.")
-      .def(
-          "__enter__", [](py_caching& self) -> py_caching& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](py_caching& c, nb::args) { close_source(c.h); })
       .def("__repr__", [](const py_caching& c) {
         auto a = c.h.try_use();
         if (!a) return std::string("<pvmm.CachingAllocator closed>");

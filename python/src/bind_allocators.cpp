@@ -137,24 +137,20 @@ void bind_allocators(nb::module_& m) {
 }  // namespace pvmm_py
 
 // C entry points for PyTorch's CUDAPluggableAllocator and CuPy's CFunctionAllocator (python/pvmm/allocators.py).
+namespace {
+/// What the C entry points answer for an allocation: its address, or null (they raise nothing).
+void* or_null(const pvmm::result<void*>& allocated) { return allocated ? *allocated : nullptr; }
+}  // namespace
+
 extern "C" {
 __attribute__((visibility("default"))) void* pvmm_torch_alloc(std::size_t size, int device, void* stream) {
   const pvmm_py::c_source source = pvmm_py::installed_c_source();
-  if (source.arena) {
-    auto p = source.arena->allocate(size);
-    return p ? *p : nullptr;
-  }
-  if (source.sleeping) {
-    auto p = source.sleeping->allocate(size);  // the allocator's current tag (pvmm.allocators.tag)
-    return p ? *p : nullptr;
-  }
-  if (source.caching) {
-    auto p = source.caching->allocate(size, pvmm_py::foreign_stream(stream, device));
-    return p ? *p : nullptr;
-  }
+  if (source.arena) return or_null(source.arena->allocate(size));
+  if (source.sleeping)
+    return or_null(source.sleeping->allocate(size));  // the allocator's current tag (pvmm.allocators.tag)
+  if (source.caching) return or_null(source.caching->allocate(size, pvmm_py::foreign_stream(stream, device)));
   if (!source.pool) return nullptr;
-  auto p = source.pool->allocate_async(size, pvmm_py::foreign_stream(stream, device));
-  return p ? *p : nullptr;
+  return or_null(source.pool->allocate_async(size, pvmm_py::foreign_stream(stream, device)));
 }
 __attribute__((visibility("default"))) void pvmm_torch_free(void* pointer, std::size_t, int device, void* stream) {
   const pvmm_py::c_retained kept = pvmm_py::retained_c_sources();
@@ -175,13 +171,9 @@ __attribute__((visibility("default"))) void pvmm_torch_free(void* pointer, std::
 // CuPy's CFunctionAllocator: `param` is the stream handle the allocator was made for. Pools and caching allocators.
 __attribute__((visibility("default"))) void* pvmm_cupy_malloc(void* param, std::size_t size, int device) {
   const auto source = pvmm_py::installed_c_source();
-  if (source.caching) {
-    auto p = source.caching->allocate(size, pvmm_py::foreign_stream(param, device));
-    return p ? *p : nullptr;
-  }
+  if (source.caching) return or_null(source.caching->allocate(size, pvmm_py::foreign_stream(param, device)));
   if (!source.pool) return nullptr;
-  auto p = source.pool->allocate_async(size, pvmm_py::foreign_stream(param, device));
-  return p ? *p : nullptr;
+  return or_null(source.pool->allocate_async(size, pvmm_py::foreign_stream(param, device)));
 }
 __attribute__((visibility("default"))) void pvmm_cupy_free(void* param, void* pointer, int device) {
   const pvmm_py::c_retained kept = pvmm_py::retained_c_sources();

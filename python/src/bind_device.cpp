@@ -13,29 +13,16 @@ namespace {
 
 nb::dict to_dict(const pvmm::pointer_attributes& a) {
   static const char* kinds[] = {"none", "device", "pool", "managed", "pinned", "registered"};
-  nb::dict d;
-  d["kind"] = kinds[static_cast<int>(a.kind)];
-  d["base"] = reinterpret_cast<std::uintptr_t>(a.base);
-  d["size"] = a.size;
-  d["device"] = a.device;
-  d["mapped"] = a.mapped;
-  return d;
+  return dict_of("kind", kinds[static_cast<int>(a.kind)], "base", reinterpret_cast<std::uintptr_t>(a.base), "size",
+                 a.size, "device", a.device, "mapped", a.mapped);
 }
 
 nb::dict capabilities_dict(const pvmm::capabilities& c) {
-  nb::dict d;
-  d["vmm"] = c.vmm.supported;
-  d["posix_fd"] = c.sharing.posix_fd;
-  d["fabric"] = c.sharing.fabric;
-  d["multicast"] = c.multicast.supported;
-  d["pools"] = c.pools.supported;
-  d["pool_ipc"] = c.pools.ipc_posix_fd;
-  d["managed"] = c.managed.supported;
-  d["concurrent_managed_access"] = c.managed.concurrent_access;
-  d["pinned"] = c.host_memory.pinned;
-  d["registration"] = c.host_memory.registration;
-  d["mapped_host_memory"] = c.host_memory.mapped;
-  return d;
+  return dict_of("vmm", c.vmm.supported, "posix_fd", c.sharing.posix_fd, "fabric", c.sharing.fabric, "multicast",
+                 c.multicast.supported, "pools", c.pools.supported, "pool_ipc", c.pools.ipc_posix_fd, "managed",
+                 c.managed.supported, "concurrent_managed_access", c.managed.concurrent_access, "pinned",
+                 c.host_memory.pinned, "registration", c.host_memory.registration, "mapped_host_memory",
+                 c.host_memory.mapped);
 }
 
 }  // namespace
@@ -50,26 +37,16 @@ pvmm::allocation_properties device_props(int device, bool exportable) {
 void bind_device(nb::module_& m) {
   m.def("backend", [] {
     auto b = pvmm::query_backend();
-    nb::dict d;
-    d["name"] = b.name;
-    d["available"] = b.available;
-    d["runtime_version"] = b.runtime_version;
-    d["driver_version"] = b.driver_version;
-    d["unavailable_reason"] = b.unavailable_reason;
-    return d;
+    return dict_of("name", b.name, "available", b.available, "runtime_version", b.runtime_version, "driver_version",
+                   b.driver_version, "unavailable_reason", b.unavailable_reason);
   });
   m.def("device_count", [] { return unwrap(pvmm::device_count()); });
   m.def(
       "device",
       [](int ordinal) {
         auto i = unwrap(pvmm::query_device(ordinal));
-        nb::dict d;
-        d["ordinal"] = i.ordinal;
-        d["name"] = i.name;
-        d["identifier"] = i.identifier;
-        d["total_memory"] = i.total_memory;
-        d["capabilities"] = capabilities_dict(i.capabilities);
-        return d;
+        return dict_of("ordinal", i.ordinal, "name", i.name, "identifier", i.identifier, "total_memory", i.total_memory,
+                       "capabilities", capabilities_dict(i.capabilities));
       },
       "ordinal"_a = 0);
   m.def(

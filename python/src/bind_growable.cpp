@@ -51,12 +51,8 @@ void bind_growable(nb::module_& m) {
               nb::gil_scoped_release release;
               out = unwrap(b->resize(size));
             }
-            nb::dict d;
-            d["moved"] = out.moved;
-            d["address"] = reinterpret_cast<std::uintptr_t>(out.address);
-            d["chunks_added"] = out.chunks_added;
-            d["chunks_removed"] = out.chunks_removed;
-            return d;
+            return dict_of("moved", out.moved, "address", reinterpret_cast<std::uintptr_t>(out.address), "chunks_added",
+                           out.chunks_added, "chunks_removed", out.chunks_removed);
           },
           "size"_a,
           "Grows or shrinks to at least `size` bytes; says whether the buffer moved. BusyError (a BufferError) while "

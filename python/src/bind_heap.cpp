@@ -22,22 +22,7 @@ using namespace nb::literals;
 
 namespace {
 
-/// A heap with its team (its window's release talks to the peers): released with the GIL released.
-struct heap_share {
-  std::shared_ptr<pvmm::team> team;
-  pvmm::symmetric_heap heap;
-  heap_share() = default;
-  heap_share(const heap_share&) = delete;
-  heap_share& operator=(const heap_share&) = delete;
-  ~heap_share() {
-    if (PyGILState_Check()) {
-      nb::gil_scoped_release release;
-      (void)heap.release();
-    } else {
-      (void)heap.release();
-    }
-  }
-};
+using heap_share = team_share<pvmm::symmetric_heap>;
 
 struct py_heap {
   holder<heap_share> h;
@@ -46,10 +31,11 @@ struct py_heap {
 }  // namespace
 
 void bind_heap(nb::module_& m) {
-  nb::class_<py_heap>(m, "SymmetricHeap",
-                      "Symmetric allocations over a team: each block is at the same offset in every rank's slot "
-                      "(pvmm::symmetric_heap). allocate and free are collective: every rank calls them in the same "
-                      "order.")
+  closable(
+      nb::class_<py_heap>(m, "SymmetricHeap",
+                          "Symmetric allocations over a team: each block is at the same offset in every rank's slot "
+                          "(pvmm::symmetric_heap). allocate and free are collective: every rank calls them in the same "
+                          "order."))
       .def_static(
           "create",
           [](nb::handle team_obj, std::size_t size, std::size_t max_size, std::int64_t timeout_ms) {
@@ -59,27 +45,18 @@ void bind_heap(nb::module_& m) {
             pvmm::heap_options o;
             o.size = size;
             o.max_size = max_size;
-            callback_errors errors;
-            auto heap = unwrap(run_interruptible([team, o] { return pvmm::symmetric_heap::create(*team, o); },
-                                                 [team] { team->abort(); }, errors));
-            auto share = std::make_shared<heap_share>();
-            share->team = team;
-            share->heap = std::move(heap);
-            py_heap out;
-            out.h.reset(std::move(share));
-            return out;
+            return make_collective<py_heap, pvmm::symmetric_heap>(
+                team, [team, o] { return pvmm::symmetric_heap::create(*team, o); });
           },
           "team"_a, "size"_a, "max_size"_a = 0, "timeout_ms"_a = 30000,
           "Collective: a heap over a new window of `size` bytes per rank, growing up to max_size (0: size).")
       .def(
           "allocate",
           [](const py_heap& self, std::size_t size, std::size_t alignment, std::int64_t timeout_ms) {
-            const auto timeout = checked_timeout(timeout_ms, "pvmm.SymmetricHeap.allocate");
-            auto share = self.h.use("allocate");
-            callback_errors errors;
-            auto block = unwrap(run_interruptible(
-                [share, size, alignment, timeout] { return share->heap.allocate(size, alignment, timeout); },
-                [share] { share->team->abort(); }, errors));
+            auto block = timed_collective(self.h, "pvmm.SymmetricHeap.allocate", "allocate", timeout_ms,
+                                          [size, alignment](pvmm::symmetric_heap& heap, std::chrono::milliseconds t) {
+                                            return heap.allocate(size, alignment, t);
+                                          });
             return block.offset();
           },
           "size"_a, "alignment"_a = pvmm::symmetric_heap::min_alignment, "timeout_ms"_a = 30000,
@@ -87,11 +64,9 @@ void bind_heap(nb::module_& m) {
       .def(
           "free",
           [](const py_heap& self, std::size_t offset, std::int64_t timeout_ms) {
-            const auto timeout = checked_timeout(timeout_ms, "pvmm.SymmetricHeap.free");
-            auto share = self.h.use("free");
-            callback_errors errors;
-            unwrap(run_interruptible([share, offset, timeout] { return share->heap.free(offset, timeout); },
-                                     [share] { share->team->abort(); }, errors));
+            timed_collective(
+                self.h, "pvmm.SymmetricHeap.free", "free", timeout_ms,
+                [offset](pvmm::symmetric_heap& heap, std::chrono::milliseconds t) { return heap.free(offset, t); });
           },
           "offset"_a, "timeout_ms"_a = 30000, "Collective: gives the block at `offset` back.")
       .def(
@@ -100,12 +75,12 @@ void bind_heap(nb::module_& m) {
              std::optional<std::vector<std::size_t>> shape) {
             auto pin = self.h.pin("buffer");
             auto* share = static_cast<heap_share*>(pin->keep.get());
-            const auto& window = share->heap.window();
+            const auto& window = share->object.window();
             void* base = window.peer(rank);
             if (!base)
               raise(pvmm::errc::not_mapped, "pvmm.SymmetricHeap.buffer", "that rank's slot is not mapped here",
                     "rank=" + std::to_string(rank));
-            const std::size_t capacity = share->heap.statistics().capacity;
+            const std::size_t capacity = share->object.statistics().capacity;
             if (offset > capacity || size > capacity - offset)
               raise(pvmm::errc::out_of_range, "pvmm.SymmetricHeap.buffer", "the block lies past the heap's capacity",
                     "offset=" + std::to_string(offset) + ", size=" + std::to_string(size));
@@ -114,25 +89,12 @@ void bind_heap(nb::module_& m) {
           },
           "rank"_a, "offset"_a, "size"_a, "dtype"_a = "uint8", "shape"_a = nb::none(),
           "Rank `rank`'s copy of the block at `offset` (`size` bytes) as an array; it keeps the heap alive.")
-      .def("statistics",
-           [](const py_heap& self) {
-             const auto st = self.h.use("statistics")->heap.statistics();
-             nb::dict d;
-             d["capacity"] = st.capacity;
-             d["max_size"] = st.max_size;
-             d["bytes_in_use"] = st.bytes_in_use;
-             d["peak_bytes_in_use"] = st.peak_bytes_in_use;
-             d["bytes_free"] = st.bytes_free;
-             d["allocations"] = st.allocation_count;
-             d["grow_count"] = st.grow_count;
-             return d;
-           })
-      .def_prop_ro(
-          "closed", [](const py_heap& self) { return self.h.closed(); }, "Whether close() was called.")
-      .def("close", [](py_heap& self) { release_without_gil(self.h.take()); })
-      .def(
-          "__enter__", [](py_heap& self) -> py_heap& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](py_heap& self, nb::args) { release_without_gil(self.h.take()); });
+      .def("statistics", [](const py_heap& self) {
+        const auto st = self.h.use("statistics")->object.statistics();
+        return dict_of("capacity", st.capacity, "max_size", st.max_size, "bytes_in_use", st.bytes_in_use,
+                       "peak_bytes_in_use", st.peak_bytes_in_use, "bytes_free", st.bytes_free, "allocations",
+                       st.allocation_count, "grow_count", st.grow_count);
+      });
 }
 
 }  // namespace pvmm_py

@@ -31,27 +31,34 @@ struct registered_buffer {
 };
 struct py_registered : owner<registered_buffer> {};
 
-}  // namespace
-
-void bind_pinned(nb::module_& m) {
-  auto pinned = nb::class_<py_pinned>(m, "PinnedAllocation", "Page-locked host memory.",
-                                      nb::type_slots(buffer_slots<py_pinned>()));
-  pinned.def_static(
+/// A memory owner T made from a size alone (T::create(size)) as the Python class Py `name`: create(size) and the
+/// methods every memory owner has (bind_memory).
+template <class Py, class T>
+void bind_sized(nb::module_& m, const char* name, const char* doc, memory_label label) {
+  auto cls = nb::class_<Py>(m, name, doc, nb::type_slots(buffer_slots<Py>()));
+  cls.def_static(
       "create",
-      [](std::size_t size) {
-        py_pinned p;
-        p.label = memory_label::pinned;
-        p.h.reset(std::make_shared<pvmm::pinned_allocation>(unwrap(pvmm::pinned_allocation::create(size))));
+      [label](std::size_t size) {
+        Py p;
+        p.label = label;
+        p.h.reset(std::make_shared<T>(unwrap(T::create(size))));
         return p;
       },
       "size"_a);
   bind_memory(
-      pinned, "PinnedAllocation", [](const pvmm::pinned_allocation& b) { return b.data(); },
-      [](const pvmm::pinned_allocation& b) { return b.size(); });
+      cls, name, [](const T& b) { return b.data(); }, [](const T& b) { return b.size(); });
+}
 
-  nb::class_<py_pinned_pool>(m, "PinnedPool",
-                             "Page-locked staging buffers, reused once the copies that read them have completed "
-                             "(pvmm::pinned_pool).")
+}  // namespace
+
+void bind_pinned(nb::module_& m) {
+  bind_sized<py_pinned, pvmm::pinned_allocation>(m, "PinnedAllocation", "Page-locked host memory.",
+                                                 memory_label::pinned);
+
+  closable(
+      nb::class_<py_pinned_pool>(m, "PinnedPool",
+                                 "Page-locked staging buffers, reused once the copies that read them have completed "
+                                 "(pvmm::pinned_pool)."))
       .def_static(
           "create",
           [](int device, bool driver_pool) {
@@ -78,37 +85,18 @@ void bind_pinned(nb::module_& m) {
           "pointer"_a, "stream"_a,
           "Gives the block back in `stream`'s order (a pvmm.Stream or a foreign one): the stream of its last use.")
       .def(
-          "trim",
-          [](const py_pinned_pool& p) {
-            auto pool = p.h.use("trim");
-            nb::gil_scoped_release release;
-            unwrap(pool->trim());
-          },
+          "trim", [](const py_pinned_pool& p) { call_unlocked(p.h, "trim", [&](auto& o) { return o.trim(); }); },
           "Waits for the cached blocks' copies and gives them back.")
       .def("stats",
            [](const py_pinned_pool& p) {
              const auto st = p.h.use("stats")->stats();
-             nb::dict d;
-             d["reserved"] = st.reserved;
-             d["live"] = st.live;
-             d["live_blocks"] = st.live_blocks;
-             d["cached_blocks"] = st.cached_blocks;
-             d["cache_hits"] = st.cache_hits;
-             d["new_blocks"] = st.new_blocks;
-             d["passed_over"] = st.passed_over;
-             return d;
+             return dict_of("reserved", st.reserved, "live", st.live, "live_blocks", st.live_blocks, "cached_blocks",
+                            st.cached_blocks, "cache_hits", st.cache_hits, "new_blocks", st.new_blocks, "passed_over",
+                            st.passed_over);
            })
-      .def_prop_ro("source",
-                   [](const py_pinned_pool& p) {
-                     return p.h.use("source")->source() == pvmm::pinned_source::driver_pool ? "driver_pool"
-                                                                                            : "pinned_allocations";
-                   })
-      .def("close", [](py_pinned_pool& p) { release_without_gil(p.h.take()); })
-      .def_prop_ro(
-          "closed", [](const py_pinned_pool& p) { return p.h.closed(); }, "Whether close() was called.")
-      .def(
-          "__enter__", [](py_pinned_pool& self) -> py_pinned_pool& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](py_pinned_pool& p, nb::args) { release_without_gil(p.h.take()); });
+      .def_prop_ro("source", [](const py_pinned_pool& p) {
+        return p.h.use("source")->source() == pvmm::pinned_source::driver_pool ? "driver_pool" : "pinned_allocations";
+      });
 
   auto registered = nb::class_<py_registered>(
       m, "HostRegistration", "Memory the program owns (a NumPy array, a bytearray), page-locked while this lives.",
@@ -148,20 +136,8 @@ void bind_pinned(nb::module_& m) {
       registered, "HostRegistration", [](const registered_buffer& b) { return b.registration.data(); },
       [](const registered_buffer& b) { return b.registration.size(); });
 
-  auto managed = nb::class_<py_managed>(m, "ManagedAllocation", "Managed (unified) memory.",
-                                        nb::type_slots(buffer_slots<py_managed>()));
-  managed.def_static(
-      "create",
-      [](std::size_t size) {
-        py_managed p;
-        p.label = memory_label::managed;
-        p.h.reset(std::make_shared<pvmm::managed_allocation>(unwrap(pvmm::managed_allocation::create(size))));
-        return p;
-      },
-      "size"_a);
-  bind_memory(
-      managed, "ManagedAllocation", [](const pvmm::managed_allocation& b) { return b.data(); },
-      [](const pvmm::managed_allocation& b) { return b.size(); });
+  bind_sized<py_managed, pvmm::managed_allocation>(m, "ManagedAllocation", "Managed (unified) memory.",
+                                                   memory_label::managed);
 }
 
 }  // namespace pvmm_py

@@ -72,7 +72,7 @@ void bind_pool(nb::module_& m) {
       pool_allocation, "PoolAllocation", [](const pvmm::pool_allocation& b) { return b.data(); },
       [](const pvmm::pool_allocation& b) { return b.size(); });
 
-  nb::class_<py_pool>(m, "MemoryPool", "A stream-ordered memory pool.")
+  closable(nb::class_<py_pool>(m, "MemoryPool", "A stream-ordered memory pool."))
       .def_static(
           "create",
           [](int device, bool exportable, std::size_t max_size) {
@@ -134,14 +134,9 @@ void bind_pool(nb::module_& m) {
           "usage",
           [](const py_pool& p) {
             auto u = unwrap(p.h.use("usage")->usage());
-            nb::dict d;
-            d["reserved_current"] = u.reserved_current;
-            d["reserved_high"] = u.reserved_high;
-            d["used_current"] = u.used_current;
-            d["used_high"] = u.used_high;
-            d["allocations"] = p.counts->live.load();
-            d["allocations_made"] = p.counts->made.load();
-            return d;
+            return dict_of("reserved_current", u.reserved_current, "reserved_high", u.reserved_high, "used_current",
+                           u.used_current, "used_high", u.used_high, "allocations", p.counts->live.load(),
+                           "allocations_made", p.counts->made.load());
           },
           "Bytes reserved and used now and at their high marks (the pool's, every user's), and the allocations "
           "made through this MemoryPool object: live now (`allocations`) and ever (`allocations_made`).")
@@ -151,9 +146,7 @@ void bind_pool(nb::module_& m) {
       .def(
           "trim",
           [](const py_pool& p, std::size_t keep) {
-            auto pool = p.h.use("trim");
-            nb::gil_scoped_release release;
-            unwrap(pool->trim_to(keep));
+            call_unlocked(p.h, "trim", [&](auto& o) { return o.trim_to(keep); });
           },
           "keep"_a = 0, "Gives unused memory back now, keeping at least `keep` bytes reserved.")
       .def(
@@ -199,12 +192,6 @@ void bind_pool(nb::module_& m) {
             return adopt(unwrap(pool->import_pointer(e, on)), p.device, stream, p.counts);
           },
           "record"_a, "stream"_a)
-      .def("close", [](py_pool& p) { release_without_gil(p.h.take()); })
-      .def_prop_ro(
-          "closed", [](const py_pool& p) { return p.h.closed(); }, "Whether close() was called.")
-      .def(
-          "__enter__", [](py_pool& self) -> py_pool& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](py_pool& p, nb::args) { release_without_gil(p.h.take()); })
       .def("__repr__",
            [](const py_pool& p) {
              return std::string("<pvmm.MemoryPool device=") + std::to_string(p.device) +

@@ -30,21 +30,13 @@ void bind_snapshot(nb::module_& m) {
       "Everything pvmm holds now, as torch.cuda.memory._snapshot() returns it: {'segments': [...], "
       "'device_traces': [[...] per device], ...} (pvmm/snapshot.hpp gives the schema).");
   m.def(
-      "dump_snapshot",
-      [](const std::string& path) {
-        nb::gil_scoped_release unlocked;
-        unwrap(pvmm::dump_snapshot(path));
-      },
-      nb::arg("path"),
+      "dump_snapshot", [](const std::string& path) { unwrap(pvmm::dump_snapshot(path)); }, nb::arg("path"),
+      nb::call_guard<nb::gil_scoped_release>(),
       "Writes memory_snapshot() to `path` as the pickle `python -m torch.cuda._memory_viz segment_plot|trace_plot` "
       "and pytorch.org/memory_viz read.");
   m.def(
-      "record_memory_history",
-      [](std::size_t max_entries) {
-        nb::gil_scoped_release unlocked;
-        unwrap(pvmm::record_memory_history(max_entries));
-      },
-      nb::arg("max_entries"),
+      "record_memory_history", [](std::size_t max_entries) { unwrap(pvmm::record_memory_history(max_entries)); },
+      nb::arg("max_entries"), nb::call_guard<nb::gil_scoped_release>(),
       "Keeps the last `max_entries` allocate/free events in snapshots' device_traces from now on (0, the default, "
       "turns recording off; off it costs one relaxed load per event site).");
   m.def(

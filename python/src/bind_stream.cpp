@@ -125,7 +125,7 @@ void bind_stream(nb::module_& m) {
                " handle=" + std::to_string(st->ref.native_handle().value) + ">";
       });
 
-  nb::class_<py_event>(m, "Event", "A point in a stream's work that others can wait for.")
+  closable(nb::class_<py_event>(m, "Event", "A point in a stream's work that others can wait for."))
       .def_static(
           "create",
           [](int device) {
@@ -142,18 +142,8 @@ void bind_stream(nb::module_& m) {
           },
           "stream"_a)
       .def("synchronize",
-           [](const py_event& e) {
-             auto ev = e.h.use("synchronize");
-             nb::gil_scoped_release release;
-             unwrap(ev->synchronize());
-           })
+           [](const py_event& e) { call_unlocked(e.h, "synchronize", [&](auto& o) { return o.synchronize(); }); })
       .def("query", [](const py_event& e) { return unwrap(e.h.use("query")->query()); })
-      .def_prop_ro(
-          "closed", [](const py_event& e) { return e.h.closed(); }, "Whether close() was called.")
-      .def("close", [](py_event& e) { release_without_gil(e.h.take()); })
-      .def(
-          "__enter__", [](py_event& self) -> py_event& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](py_event& e, nb::args) { release_without_gil(e.h.take()); })
       .def("__repr__",
            [](const py_event& e) { return std::string(e.h.closed() ? "<pvmm.Event closed>" : "<pvmm.Event>"); });
   stream_class.def(

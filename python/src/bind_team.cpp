@@ -67,7 +67,7 @@ constexpr const char* minimal_store_cost =
 }  // namespace
 
 void bind_team(nb::module_& m) {
-  nb::class_<py_team>(m, "Team", "N ranks, each mapping every peer's window memory.")
+  closable(nb::class_<py_team>(m, "Team", "N ranks, each mapping every peer's window memory."))
       .def_static(
           "over_store",
           [](nb::object store, int rank, int size, const std::string& prefix, int device, std::int64_t timeout_ms) {
@@ -123,16 +123,12 @@ void bind_team(nb::module_& m) {
       .def_prop_ro("size", [](const py_team& t) { return t.h.use("size")->size(); })
       .def_prop_ro("device", [](const py_team& t) { return t.h.use("device")->device(); })
       .def_prop_ro("node_count", [](const py_team& t) { return t.h.use("node_count")->node_count(); })
-      .def_prop_ro(
-          "closed", [](const py_team& t) { return t.h.closed(); }, "Whether close() was called.")
       .def(
           "barrier",
           [](const py_team& t, std::int64_t timeout_ms) {
             const auto timeout = checked_timeout(timeout_ms, "pvmm.Team.barrier");
             auto team = t.h.use("barrier");
-            callback_errors errors;
-            unwrap(run_interruptible([team, timeout] { return team->ranks().barrier(pvmm::deadline_in(timeout)); },
-                                     [team] { team->abort(); }, errors));
+            run_collective(team, [team, timeout] { return team->ranks().barrier(pvmm::deadline_in(timeout)); });
           },
           "timeout_ms"_a = 30000, "Host barrier of every rank. Ctrl-C aborts the team (peers get peer_lost).")
       .def(
@@ -140,24 +136,17 @@ void bind_team(nb::module_& m) {
           [](const py_team& t, int color, int key, std::int64_t timeout_ms) {
             const auto timeout = checked_timeout(timeout_ms, "pvmm.Team.split");
             auto team = t.h.use("split");
-            callback_errors errors;
-            auto sub = unwrap(run_interruptible(
-                [team, color, key, timeout]() -> pvmm::result<std::shared_ptr<pvmm::team>> {
-                  auto s = team->split(color, key, timeout);
-                  if (!s) return std::move(s).error();
-                  return std::make_shared<pvmm::team>(std::move(*s));
-                },
-                [team] { team->abort(); }, errors));
+            auto sub = run_collective(team, [team, color, key, timeout]() -> pvmm::result<std::shared_ptr<pvmm::team>> {
+              auto s = team->split(color, key, timeout);
+              if (!s) return std::move(s).error();
+              return std::make_shared<pvmm::team>(std::move(*s));
+            });
             py_team out;
             out.h.reset(std::move(sub));
             return out;
           },
           "color"_a, "key"_a = 0, "timeout_ms"_a = 30000,
           "Collective: the sub-team of the ranks that gave the same `color`, ranked by `key` (then by rank).")
-      .def("close", [](py_team& t) { release_without_gil(t.h.take()); })
-      .def(
-          "__enter__", [](py_team& self) -> py_team& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](py_team& t, nb::args) { release_without_gil(t.h.take()); })
       .def("__repr__", [](const py_team& t) {
         auto team = t.h.try_use();
         if (!team) return std::string("<pvmm.Team closed>");

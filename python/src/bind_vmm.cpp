@@ -58,7 +58,8 @@ pvmm::access parse_access(const std::string& mode) {
 }  // namespace
 
 void bind_vmm(nb::module_& m) {
-  nb::class_<py_physical>(m, "PhysicalAllocation", "Physical memory (no address until mapped in a Reservation).")
+  closable(
+      nb::class_<py_physical>(m, "PhysicalAllocation", "Physical memory (no address until mapped in a Reservation)."))
       .def_static(
           "create",
           [](std::size_t size, int device, bool exportable) {
@@ -70,8 +71,6 @@ void bind_vmm(nb::module_& m) {
           },
           "size"_a, "device"_a = 0, "exportable"_a = false)
       .def_prop_ro("size", [](const py_physical& p) { return p.h.use("size")->size(); })
-      .def_prop_ro(
-          "closed", [](const py_physical& p) { return p.h.closed(); }, "Whether close() was called.")
       .def(
           "export_fd", [](const py_physical& p) { return unwrap(p.h.use("export_fd")->export_posix_fd()).detach(); },
           "A POSIX fd for another process (created with exportable=True); the caller owns it.")
@@ -85,10 +84,6 @@ void bind_vmm(nb::module_& m) {
             return p;
           },
           "fd"_a, "size"_a, "device"_a = 0, "Imports an exported allocation (the fd stays the caller's).")
-      .def("close", [](py_physical& p) { release_without_gil(p.h.take()); })
-      .def(
-          "__enter__", [](py_physical& self) -> py_physical& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](py_physical& p, nb::args) { release_without_gil(p.h.take()); })
       .def("__repr__", [](const py_physical& p) {
         auto o = p.h.try_use();
         return o ? "<pvmm.PhysicalAllocation size=" + std::to_string(o->size()) + ">"

@@ -19,7 +19,7 @@ namespace pvmm_py {
 using namespace nb::literals;
 
 void bind_window(nb::module_& m) {
-  nb::class_<py_window>(m, "Window", "A symmetric window: every rank's slot mapped in every rank.")
+  closable(nb::class_<py_window>(m, "Window", "A symmetric window: every rank's slot mapped in every rank."))
       .def_static(
           "create",
           [](const py_team& t, std::size_t size, std::size_t max_size, std::int64_t timeout_ms, int signal_channels) {
@@ -29,27 +29,21 @@ void bind_window(nb::module_& m) {
             o.signal_channels = signal_channels;
             o.timeout = checked_timeout(timeout_ms, "pvmm.Window.create");
             auto team = t.h.use("Window.create");
-            auto share = std::make_shared<window_share>();
-            share->team = team;
-            callback_errors errors;
-            share->window = unwrap(run_interruptible([team, o] { return pvmm::symmetric_window::create(*team, o); },
-                                                     [team] { team->abort(); }, errors));
-            py_window out;
-            out.h.reset(std::move(share));
-            return out;
+            return make_collective<py_window, pvmm::symmetric_window>(
+                team, [team, o] { return pvmm::symmetric_window::create(*team, o); });
           },
           "team"_a, "size"_a, "max_size"_a = 0, "timeout_ms"_a = 30000, "signal_channels"_a = 0,
           "Collective: every rank calls it. signal_channels > 0 gives signal pads (put_signal, wait_signal, barrier). "
           "Ctrl-C aborts the team (peers get peer_lost naming this rank).")
-      .def_prop_ro("rank", [](const py_window& w) { return w.h.use("rank")->window.rank(); })
-      .def_prop_ro("size", [](const py_window& w) { return w.h.use("size")->window.size(); })
-      .def_prop_ro("stride", [](const py_window& w) { return w.h.use("stride")->window.stride(); })
+      .def_prop_ro("rank", [](const py_window& w) { return w.h.use("rank")->object.rank(); })
+      .def_prop_ro("size", [](const py_window& w) { return w.h.use("size")->object.size(); })
+      .def_prop_ro("stride", [](const py_window& w) { return w.h.use("stride")->object.stride(); })
       .def(
-          "size_of", [](const py_window& w, int rank) { return w.h.use("size_of")->window.size_of(rank); }, "rank"_a)
+          "size_of", [](const py_window& w, int rank) { return w.h.use("size_of")->object.size_of(rank); }, "rank"_a)
       .def(
           "address",
           [](const py_window& w, int rank) {
-            return reinterpret_cast<std::uintptr_t>(w.h.use("address")->window.peer(rank));
+            return reinterpret_cast<std::uintptr_t>(w.h.use("address")->object.peer(rank));
           },
           "rank"_a)
       .def(
@@ -57,7 +51,7 @@ void bind_window(nb::module_& m) {
           [](const py_window& w, int rank, const std::string& dtype, std::optional<std::vector<std::size_t>> shape,
              std::size_t offset) {
             auto share = w.h.use("get_buffer");
-            auto& win = share->window;
+            auto& win = share->object;
             void* p = win.peer(rank);
             if (!p)
               raise(pvmm::errc::not_mapped, "pvmm.Window.get_buffer",
@@ -72,18 +66,16 @@ void bind_window(nb::module_& m) {
       .def(
           "grow",
           [](const py_window& w, std::size_t new_size, std::int64_t timeout_ms) {
-            const auto timeout = checked_timeout(timeout_ms, "pvmm.Window.grow");
-            auto share = w.h.use("grow");
-            callback_errors errors;
-            unwrap(run_interruptible([share, new_size, timeout] { return share->window.grow(new_size, timeout); },
-                                     [share] { share->team->abort(); }, errors));
+            timed_collective(
+                w.h, "pvmm.Window.grow", "grow", timeout_ms,
+                [new_size](pvmm::symmetric_window& win, std::chrono::milliseconds t) { return win.grow(new_size, t); });
           },
           "new_size"_a, "timeout_ms"_a = 30000, "Collective. Ctrl-C aborts the team.")
       .def(
           "put_signal",
           [](const py_window& w, int peer, int channel, nb::handle stream) {
             auto share = w.h.use("put_signal");
-            auto& win = share->window;
+            auto& win = share->object;
             const auto on = pvmm_py::stream_of(stream, share->team->device());
             nb::gil_scoped_release release;
             unwrap(win.put_signal(peer, channel, on));
@@ -94,7 +86,7 @@ void bind_window(nb::module_& m) {
           [](const py_window& w, int peer, int channel, nb::handle stream, std::int64_t timeout_ms) {
             const auto timeout = checked_timeout(timeout_ms, "pvmm.Window.wait_signal");
             auto share = w.h.use("wait_signal");
-            auto& win = share->window;
+            auto& win = share->object;
             const auto on = pvmm_py::stream_of(stream, share->team->device());
             nb::gil_scoped_release release;
             unwrap(win.wait_signal(peer, channel, on, timeout));
@@ -106,7 +98,7 @@ void bind_window(nb::module_& m) {
           [](const py_window& w, int channel, nb::handle stream, std::int64_t timeout_ms) {
             const auto timeout = checked_timeout(timeout_ms, "pvmm.Window.barrier");
             auto share = w.h.use("barrier");
-            auto& win = share->window;
+            auto& win = share->object;
             const auto on = pvmm_py::stream_of(stream, share->team->device());
             nb::gil_scoped_release release;
             unwrap(win.barrier(channel, on, timeout));
@@ -118,7 +110,7 @@ void bind_window(nb::module_& m) {
           "signal_status",
           [](const py_window& w) {
             auto share = w.h.use("signal_status");
-            auto& win = share->window;
+            auto& win = share->object;
             nb::gil_scoped_release release;  // blocks: a copy from the device
             unwrap(win.signal_status());
           },
@@ -127,20 +119,14 @@ void bind_window(nb::module_& m) {
           "device_pointer_table",
           [](const py_window& w) {
             return reinterpret_cast<std::uintptr_t>(
-                unwrap(w.h.use("device_pointer_table")->window.device_pointer_table()));
+                unwrap(w.h.use("device_pointer_table")->object.device_pointer_table()));
           },
           "The address of the peer table in the team device's memory (for kernels).")
-      .def_prop_ro(
-          "closed", [](const py_window& w) { return w.h.closed(); }, "Whether close() was called.")
-      .def("close", [](py_window& w) { release_without_gil(w.h.take()); })
-      .def(
-          "__enter__", [](py_window& self) -> py_window& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](py_window& w, nb::args) { release_without_gil(w.h.take()); })
       .def("__repr__", [](const py_window& w) {
         auto share = w.h.try_use();
         if (!share) return std::string("<pvmm.Window closed>");
-        return "<pvmm.Window rank=" + std::to_string(share->window.rank()) +
-               " ranks=" + std::to_string(share->window.size()) + ">";
+        return "<pvmm.Window rank=" + std::to_string(share->object.rank()) +
+               " ranks=" + std::to_string(share->object.size()) + ">";
       });
 }
 

@@ -26,6 +26,22 @@ namespace nb = nanobind;
 
 constexpr bool backend_is(const char* name) { return std::string_view(PVMM_PY_BACKEND) == name; }
 
+inline void put_items(nb::dict&) {}
+template <class V, class... Rest>
+void put_items(nb::dict& d, const char* key, const V& value, const Rest&... rest) {
+  d[key] = value;
+  put_items(d, rest...);
+}
+/// A dict of the (key, value) pairs given in turn: dict_of("name", b.name, "available", b.available). The one body
+/// of every record the bindings hand Python as a dict (statistics, queries).
+template <class... Items>
+nb::dict dict_of(const Items&... items) {
+  static_assert(sizeof...(Items) % 2 == 0, "dict_of takes (key, value) pairs");
+  nb::dict d;
+  put_items(d, items...);
+  return d;
+}
+
 /// The value of `r`, or a pvmm::exception (translated to the Python class of its errc) with the whole record.
 template <class T>
 T unwrap(pvmm::result<T>&& r) {

@@ -162,4 +162,44 @@ void release_without_gil(std::shared_ptr<T> share) noexcept {
   share.reset();
 }
 
+/// A call that blocks, on the object behind `h` (a share taken under `operation`), run with the GIL released: the
+/// value of call(object), unwrapped.
+template <class T, class Call>
+auto call_unlocked(const holder<T>& h, const char* operation, Call call) {
+  auto share = h.use(operation);
+  nanobind::gil_scoped_release release;
+  return unwrap(call(*share));
+}
+
+/// An __init__'s body: constructs the Python object W at `self`, holding the object `made` gives (or raising its
+/// error, `self` untouched).
+template <class W, class T>
+void init_holding(W* self, pvmm::result<T>&& made) {
+  auto object = std::make_shared<T>(unwrap(std::move(made)));
+  new (self) W{};
+  self->h.reset(std::move(object));
+}
+
+/// The methods every closable Python object has alike (W holds its object in `h`): closed, close (close(w) does
+/// it; documented by `close_doc` where given: nanobind's doc string) and the context manager, whose exit closes.
+/// Returns the class for more methods.
+template <class W, class Close, class... Doc>
+nanobind::class_<W> closable_with(nanobind::class_<W> cls, Close close, const Doc&... close_doc) {
+  cls.def_prop_ro(
+         "closed", [](const W& w) { return w.h.closed(); }, "Whether close() was called.")
+      .def(
+          "close", [close](W& w) { close(w); }, close_doc...)
+      .def(
+          "__enter__", [](W& self) -> W& { return self; }, nanobind::rv_policy::reference)
+      .def("__exit__", [close](W& w, nanobind::args) { close(w); });
+  return cls;
+}
+
+/// closable_with, where closing drops the holder's share with the GIL released.
+template <class W, class... Doc>
+nanobind::class_<W> closable(nanobind::class_<W> cls, const Doc&... close_doc) {
+  return closable_with(
+      std::move(cls), [](W& w) { release_without_gil(w.h.take()); }, close_doc...);
+}
+
 }  // namespace pvmm_py

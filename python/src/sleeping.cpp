@@ -34,15 +34,9 @@ pvmm::sleep_policy policy_of(const std::string& name) {
 }
 
 nb::dict stats_dict(const pvmm::sleeping_stats& st) {
-  nb::dict d;
-  d["allocations"] = st.allocations;
-  d["reserved_bytes"] = st.reserved_bytes;
-  d["resident_bytes"] = st.resident_bytes;
-  d["offloaded_bytes"] = st.offloaded_bytes;
-  d["asleep"] = st.asleep;
-  d["staging_bytes"] = st.staging_bytes;
-  d["kept_host_bytes"] = st.kept_host_bytes;
-  return d;
+  return dict_of("allocations", st.allocations, "reserved_bytes", st.reserved_bytes, "resident_bytes",
+                 st.resident_bytes, "offloaded_bytes", st.offloaded_bytes, "asleep", st.asleep, "staging_bytes",
+                 st.staging_bytes, "kept_host_bytes", st.kept_host_bytes);
 }
 
 /// Runs a Python backing callback: pvmm calls it on the thread that slept, woke or freed, holding none of its locks
@@ -52,14 +46,9 @@ void run_backing_callback(const pvmm::backing_change& c, void* user) {
   nb::gil_scoped_acquire gil;
   try {
     static const char* reasons[] = {"sleep", "wake", "free"};
-    nb::dict d;
-    d["address"] = reinterpret_cast<std::uintptr_t>(c.address);
-    d["size"] = c.size;
-    d["old_generation"] = c.old_generation;
-    d["new_generation"] = c.new_generation;
-    d["reason"] = reasons[static_cast<int>(c.reason)];
-    d["tag"] = std::string(c.tag);
-    (*static_cast<nb::object*>(user))(d);
+    (*static_cast<nb::object*>(user))(dict_of(
+        "address", reinterpret_cast<std::uintptr_t>(c.address), "size", c.size, "old_generation", c.old_generation,
+        "new_generation", c.new_generation, "reason", reasons[static_cast<int>(c.reason)], "tag", std::string(c.tag)));
   } catch (nb::python_error& e) {
     e.discard_as_unraisable("pvmm.SleepingAllocator backing callback");
   } catch (const std::exception&) {
@@ -69,9 +58,13 @@ void run_backing_callback(const pvmm::backing_change& c, void* user) {
 }  // namespace
 
 void bind_sleeping(nb::module_& m) {
-  nb::class_<py_sleeping>(m, "SleepingAllocator",
-                          "Tagged allocations whose physical memory sleep() gives back, keeping their addresses "
-                          "(pvmm::sleeping_allocator).")
+  closable_source(
+      nb::class_<py_sleeping>(m, "SleepingAllocator",
+                              "Tagged allocations whose physical memory sleep() gives back, keeping their addresses "
+                              "(pvmm::sleeping_allocator)."),
+      "pvmm.SleepingAllocator.install_c_allocator",
+      "Makes the C entry points (pvmm_torch_alloc/free) allocate from this allocator, with the current tag. "
+      "AlreadyReleasedError once closed (the source installed stays).")
       .def(
           "__init__",
           [](py_sleeping* self, int device, unsigned copy_streams, unsigned staging_slots,
@@ -83,9 +76,7 @@ void bind_sleeping(nb::module_& m) {
             o.staging_slot_bytes = staging_slot_bytes;
             o.release_address_range = release_address_range;
             o.keep_host_memory = keep_host_memory;
-            auto a = std::make_shared<pvmm::sleeping_allocator>(unwrap(pvmm::sleeping_allocator::create(o)));
-            new (self) py_sleeping{};
-            self->h.reset(std::move(a));
+            init_holding(self, pvmm::sleeping_allocator::create(o));
           },
           "device"_a = 0, "copy_streams"_a = 2, "staging_slots"_a = 4, "staging_slot_bytes"_a = std::size_t{32} << 20,
           "release_address_range"_a = nb::none(), "keep_host_memory"_a = false,
@@ -128,11 +119,8 @@ void bind_sleeping(nb::module_& m) {
           "policy",
           [](const py_sleeping& s, const std::string& tag) {
             auto p = unwrap(s.h.use("pvmm.SleepingAllocator.policy")->policy(tag));
-            nb::dict d;
-            d["policy"] = policy_names[static_cast<int>(p.policy)];
-            d["retain_host_copy"] = p.retain_host_copy;
-            d["file_directory"] = p.file_directory;
-            return d;
+            return dict_of("policy", policy_names[static_cast<int>(p.policy)], "retain_host_copy", p.retain_host_copy,
+                           "file_directory", p.file_directory);
           },
           "tag"_a)
       .def(
@@ -189,9 +177,8 @@ void bind_sleeping(nb::module_& m) {
       .def(
           "trim_host_memory",
           [](const py_sleeping& s) {
-            auto a = s.h.use("pvmm.SleepingAllocator.trim_host_memory");
-            nb::gil_scoped_release release;
-            unwrap(a->trim_host_memory());
+            call_unlocked(s.h, "pvmm.SleepingAllocator.trim_host_memory",
+                          [&](auto& o) { return o.trim_host_memory(); });
           },
           "Frees the page-locked memory kept for reuse (keep_host_memory).")
       .def(
@@ -282,26 +269,6 @@ void bind_sleeping(nb::module_& m) {
                    [](const py_sleeping& s) { return s.h.use("pvmm.SleepingAllocator.current_tag")->current_tag(); })
       .def_prop_ro("granularity",
                    [](const py_sleeping& s) { return s.h.use("pvmm.SleepingAllocator.granularity")->granularity(); })
-      .def(
-          "install_c_allocator",
-          [](const py_sleeping& s) { install_c_source(s.h.use("pvmm.SleepingAllocator.install_c_allocator")); },
-          "Makes the C entry points (pvmm_torch_alloc/free) allocate from this allocator, with the current tag. "
-          "AlreadyReleasedError once closed (the source installed stays).")
-      .def_prop_ro("closed", [](const py_sleeping& s) { return s.h.closed(); })
-      .def("close",
-           [](py_sleeping& s) {
-             auto share = s.h.take();
-             if (share) uninstall_c_source(share);
-             release_without_gil(std::move(share));
-           })
-      .def(
-          "__enter__", [](py_sleeping& self) -> py_sleeping& { return self; }, nb::rv_policy::reference)
-      .def("__exit__",
-           [](py_sleeping& s, nb::args) {
-             auto share = s.h.take();
-             if (share) uninstall_c_source(share);
-             release_without_gil(std::move(share));
-           })
       .def("__repr__", [](const py_sleeping& s) {
         auto a = s.h.try_use();
         if (!a) return std::string("<pvmm.SleepingAllocator closed>");

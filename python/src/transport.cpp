@@ -26,6 +26,7 @@ using namespace nb::literals;
 namespace {
 
 using pvmm_py::checked_timeout;
+using pvmm_py::closable;
 using pvmm_py::holder;
 using pvmm_py::release_without_gil;
 using pvmm_py::wait_in_slices;
@@ -46,17 +47,10 @@ py_connection adopt(pvmm::ipc::connection&& c) {
 
 template <class W>
 void bind_closing(nb::class_<W>& cls) {
-  cls.def(
-         "close", [](W& w) { release_without_gil(w.h.take()); },
-         "Closes the socket (closing twice is fine; a call in another thread finishes first).")
-      .def_prop_ro(
-          "closed", [](const W& w) { return w.h.closed(); }, "Whether close() was called.")
+  closable(cls, "Closes the socket (closing twice is fine; a call in another thread finishes first).")
       .def(
           "abort", [](const W& w) { w.h.use("abort")->abort(); },
-          "From any thread: a call waiting on it returns peer_lost at once, and every later one too.")
-      .def(
-          "__enter__", [](W& self) -> W& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](W& w, nb::args) { release_without_gil(w.h.take()); });
+          "From any thread: a call waiting on it returns peer_lost at once, and every later one too.");
 }
 
 }  // namespace
@@ -96,11 +90,8 @@ void bind_transport(nb::module_& m) {
       .def("peer",
            [](const py_connection& c) {
              auto p = unwrap(c.h.use("peer")->peer());
-             nb::dict d;
-             d["pid"] = static_cast<long>(p.pid);
-             d["uid"] = static_cast<long>(p.uid);
-             d["gid"] = static_cast<long>(p.gid);
-             return d;
+             return dict_of("pid", static_cast<long>(p.pid), "uid", static_cast<long>(p.uid), "gid",
+                            static_cast<long>(p.gid));
            })
       .def("__repr__", [](const py_connection& c) {
         auto conn = c.h.try_use();

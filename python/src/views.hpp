@@ -127,20 +127,22 @@ void bind_memory(nb::class_<W>& cls, const char* name, Data data, Size size) {
   using T = typename W::object_type;
   memory_functions<W>::data = +data;  // captureless: the buffer protocol's slot has no closure to call
   memory_functions<W>::size = +size;
-  cls.def_prop_ro(
-         "address", [data](const W& w) { return reinterpret_cast<std::uintptr_t>(data(*w.h.use("address"))); },
-         "The address as an int.")
-      .def_prop_ro("size", [size](const W& w) { return size(*w.h.use("size")); })
+  // copy_from (into: into this memory) and copy_to, one body.
+  const auto copy_method = [data, size](bool into, const char* method) {
+    return [data, size, into, method](const W& w, nb::handle other, nb::handle stream, std::size_t offset) {
+      auto pin = w.h.pin(method);
+      const auto& o = *static_cast<const T*>(pin->keep.get());
+      copy_with(data(o), size(o), w.device, w.read_only(), offset, other, stream, into, method);
+    };
+  };
+  closable(cls,
+           "Drops this owner's hold: the memory goes when no view and no call in another thread remains. Closing "
+           "twice is fine.")
       .def_prop_ro(
-          "closed", [](const W& w) { return w.h.closed(); }, "Whether close() was called.")
+          "address", [data](const W& w) { return reinterpret_cast<std::uintptr_t>(data(*w.h.use("address"))); },
+          "The address as an int.")
+      .def_prop_ro("size", [size](const W& w) { return size(*w.h.use("size")); })
       .def_prop_ro("device", [](const W& w) { return w.device; })
-      .def(
-          "close", [](W& w) { release_without_gil(w.h.take()); },
-          "Drops this owner's hold: the memory goes when no view and no call in another thread remains. Closing "
-          "twice is fine.")
-      .def(
-          "__enter__", [](W& self) -> W& { return self; }, nb::rv_policy::reference)
-      .def("__exit__", [](W& w, nb::args) { release_without_gil(w.h.take()); })
       .def(
           "view",
           [data, size](const W& w, const std::string& dtype, std::optional<std::vector<std::size_t>> shape,
@@ -165,26 +167,12 @@ void bind_memory(nb::class_<W>& cls, const char* name, Data data, Size size) {
           },
           "The bytes as a 1-D uint8 DLPack tensor (versioned when the consumer asks for max_version >= 1; "
           "read-only where the memory is). It pins the memory as view() does.")
-      .def(
-          "copy_from",
-          [data, size](const W& w, nb::handle source, nb::handle stream, std::size_t offset) {
-            auto pin = w.h.pin("copy_from");
-            const auto& o = *static_cast<const T*>(pin->keep.get());
-            copy_with(data(o), size(o), w.device, w.read_only(), offset, source, stream, true, "copy_from");
-          },
-          "source"_a, "stream"_a = nb::none(), "offset"_a = 0,
-          "Copies all of `source` (a pvmm owner, or a C-contiguous bytes-like object: bytes, a NumPy array) to "
-          "offset `offset` here, ordered on `stream` (None: a new stream of this device) and waited for.")
-      .def(
-          "copy_to",
-          [data, size](const W& w, nb::handle destination, nb::handle stream, std::size_t offset) {
-            auto pin = w.h.pin("copy_to");
-            const auto& o = *static_cast<const T*>(pin->keep.get());
-            copy_with(data(o), size(o), w.device, w.read_only(), offset, destination, stream, false, "copy_to");
-          },
-          "destination"_a, "stream"_a = nb::none(), "offset"_a = 0,
-          "Fills all of `destination` (a pvmm owner, or a writable C-contiguous bytes-like object) from offset "
-          "`offset` here, ordered on `stream` (None: a new stream of this device) and waited for.")
+      .def("copy_from", copy_method(true, "copy_from"), "source"_a, "stream"_a = nb::none(), "offset"_a = 0,
+           "Copies all of `source` (a pvmm owner, or a C-contiguous bytes-like object: bytes, a NumPy array) to "
+           "offset `offset` here, ordered on `stream` (None: a new stream of this device) and waited for.")
+      .def("copy_to", copy_method(false, "copy_to"), "destination"_a, "stream"_a = nb::none(), "offset"_a = 0,
+           "Fills all of `destination` (a pvmm owner, or a writable C-contiguous bytes-like object) from offset "
+           "`offset` here, ordered on `stream` (None: a new stream of this device) and waited for.")
       .def("__dlpack_device__",
            [](const W& w) {
              auto d = dlpack_device(w.label, w.device);
@@ -201,14 +189,10 @@ void bind_memory(nb::class_<W>& cls, const char* name, Data data, Size size) {
   if (!backend_is("host")) {
     cls.def_prop_ro("__cuda_array_interface__", [data, size](const W& w) {
       auto o = w.h.use("__cuda_array_interface__");
-      nb::dict d;
-      d["shape"] = nb::make_tuple(size(*o));
-      d["typestr"] = "|u1";
-      d["data"] = nb::make_tuple(reinterpret_cast<std::uintptr_t>(data(*o)), w.read_only());
-      d["version"] = 3;
-      d["strides"] = nb::none();
-      d["stream"] = nb::none();  // pvmm's calls that fill memory synchronize or name their stream
-      return d;
+      // "stream" is None: pvmm's calls that fill memory synchronize or name their stream
+      return dict_of("shape", nb::make_tuple(size(*o)), "typestr", "|u1", "data",
+                     nb::make_tuple(reinterpret_cast<std::uintptr_t>(data(*o)), w.read_only()), "version", 3, "strides",
+                     nb::none(), "stream", nb::none());
     });
   }
 }

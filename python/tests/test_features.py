@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import pvmm
+from ranks import SharedStore
 
 MIB = 1 << 20
 host_only = pytest.mark.skipif(pvmm.BACKEND != "host", reason="reads the memory through NumPy (host backend)")
@@ -125,23 +126,6 @@ def test_owners_pickle_through_multiprocessing():
         import pickle
 
         pickle.dumps(pvmm.MemoryPool.create())
-
-
-class SharedStore:
-    def __init__(self):
-        self.values, self.lock = {}, threading.Lock()
-
-    def set(self, key, value):
-        with self.lock:
-            self.values[key] = value
-
-    def check(self, keys):
-        with self.lock:
-            return all(k in self.values for k in keys)
-
-    def get(self, key):
-        with self.lock:
-            return self.values[key]
 
 
 @host_only

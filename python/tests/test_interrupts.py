@@ -8,6 +8,7 @@ import time
 import pytest
 
 import pvmm
+from ranks import SharedStore
 
 pytestmark = pytest.mark.skipif(pvmm.BACKEND != "host", reason="thread ranks share one device (host backend)")
 
@@ -91,22 +92,6 @@ def test_8_an_allgather_exception_propagates_as_itself():
 
 
 def test_8_a_rank_whose_store_callback_raises_aborts_and_its_peer_gets_peer_lost_naming_it():
-    class SharedStore:
-        def __init__(self):
-            self.values, self.lock = {}, threading.Lock()
-
-        def set(self, key, value):
-            with self.lock:
-                self.values[key] = value
-
-        def check(self, keys):
-            with self.lock:
-                return all(k in self.values for k in keys)
-
-        def get(self, key):
-            with self.lock:
-                return self.values[key]
-
     class FailingAfterFirst:
         """Rank 0's view: its get raises KeyboardInterrupt once team creation is past the first collective."""
 

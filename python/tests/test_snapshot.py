@@ -12,6 +12,7 @@ import threading
 import pytest
 
 import pvmm
+from ranks import run_ranks_as_threads
 
 GRANULE = pvmm.granularity()[0]
 SEGMENT_KEYS = {
@@ -90,15 +91,6 @@ def segment_at(snap, address):
     found = [s for s in snap["segments"] if s["address"] == address]
     assert len(found) == 1, hex(address)
     return found[0]
-
-
-def run_ranks_as_threads(run, size, timeout=60):
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout)
-    assert not any(t.is_alive() for t in threads), "a rank did not finish in time"
 
 
 class DictStore:

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import pvmm
+from ranks import run_ranks_as_threads
 
 pytestmark = pytest.mark.skipif(pvmm.BACKEND != "host", reason="reads window memory through NumPy (host backend)")
 RANKS = 4
@@ -38,18 +39,6 @@ class FileStore:
             time.sleep(0.002)
         with open(name, "rb") as f:
             return f.read()
-
-
-def run_ranks_as_threads(run, size, timeout):
-    """Runs run(rank) for every rank, each in a thread, and waits for them (bounded)."""
-    import threading
-
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(size)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout)
-    assert not any(t.is_alive() for t in threads), "a rank did not finish in time"
 
 
 def rank_main(rank, path, q):

@@ -1,5 +1,6 @@
-// caching_allocator's public members: create, trim, stats, release, moves (include/pvmm/caching_allocator.hpp);
-// allocate and deallocate are with the free lists (caching_free_lists.cpp).
+// caching_allocator's public members: create, stats, size_of (include/pvmm/caching_allocator.hpp); the moves, the
+// destructor, trim, reset_peaks and release are the allocator shell's (allocator_shell.hpp); allocate and deallocate
+// are with the free lists (caching_free_lists.cpp).
 #include <algorithm>
 #include <utility>
 
@@ -7,30 +8,14 @@
 
 #include <pvmm/device.hpp>
 
+#include "alloc/allocator_shell.hpp"
 #include "alloc/caching_state.hpp"
 #include "core/device.hpp"
 #include "stream/stream_checks.hpp"
 
 namespace pvmm {
 
-caching_allocator::caching_allocator() noexcept = default;
-caching_allocator::caching_allocator(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
-caching_allocator::caching_allocator(caching_allocator&& other) noexcept : state_(std::move(other.state_)) {}
-caching_allocator& caching_allocator::operator=(caching_allocator&& other) noexcept {
-  if (this != &other) {
-    caching_allocator gone(std::move(*this));
-    state_ = std::move(other.state_);
-  }
-  return *this;
-}
-caching_allocator::~caching_allocator() {
-  if (!state_) return;
-  std::lock_guard<std::mutex> hold(state_->lock);
-  if (state_->st.live_blocks == 0) return;  // ~state gives everything back
-  (void)state_->give_back_everything(nullptr);
-  // Blocks still allocated keep their memory mapped: never unmapped under the caller (invariant 17).
-  (void)state_.release();
-}
+PVMM_ALLOCATOR_SHELL(caching_allocator, give_back_everything)
 
 int caching_allocator::device() const noexcept { return state_ ? state_->options.device : -1; }
 std::size_t caching_allocator::chunk_size() const noexcept { return state_ ? state_->chunk : 0; }
@@ -73,13 +58,6 @@ result<caching_allocator> caching_allocator::create(const caching_options& optio
   return caching_allocator(std::move(s));
 }
 
-status caching_allocator::trim() {
-  const detail::operation op{"pvmm::caching_allocator::trim"};
-  if (!state_) return detail::shell::empty_owner(op, "caching_allocator");
-  std::lock_guard<std::mutex> hold(state_->lock);
-  return state_->give_back_everything(&op);
-}
-
 caching_stats caching_allocator::stats() const noexcept {
   if (!state_) return {};
   std::lock_guard<std::mutex> hold(state_->lock);
@@ -94,26 +72,6 @@ std::size_t caching_allocator::size_of(const void* pointer) const noexcept {
   std::lock_guard<std::mutex> hold(state_->lock);
   auto it = state_->live.find(const_cast<void*>(pointer));
   return it == state_->live.end() ? 0 : it->second->requested;
-}
-
-void caching_allocator::reset_peaks() noexcept {
-  if (!state_) return;
-  std::lock_guard<std::mutex> hold(state_->lock);
-  detail::shell::reset_peaks(state_->st);
-}
-
-status caching_allocator::release() noexcept {
-  const detail::operation op{"pvmm::caching_allocator::release"};
-  if (!state_) return detail::shell::empty_owner(op, "caching_allocator");
-  {
-    std::lock_guard<std::mutex> hold(state_->lock);
-    if (state_->st.live_blocks)
-      return op.fail(errc::busy, fmt::format("{} blocks are still allocated", state_->st.live_blocks),
-                     "deallocate them first");
-    if (auto ok = state_->give_back_everything(&op); !ok) return ok;
-  }
-  state_.reset();
-  return {};
 }
 
 }  // namespace pvmm

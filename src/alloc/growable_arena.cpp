@@ -12,6 +12,7 @@
 #include <pvmm/growable_buffer.hpp>
 
 #include "core/operation.hpp"
+#include "core/pimpl_moves.hpp"
 
 namespace pvmm {
 
@@ -43,16 +44,7 @@ struct growable_arena::state {
   }
 };
 
-growable_arena::growable_arena() noexcept = default;
-growable_arena::growable_arena(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
-growable_arena::growable_arena(growable_arena&& other) noexcept : state_(std::move(other.state_)) {}
-growable_arena& growable_arena::operator=(growable_arena&& other) noexcept {
-  if (this != &other) {
-    growable_arena gone(std::move(*this));
-    state_ = std::move(other.state_);
-  }
-  return *this;
-}
+PVMM_PIMPL_MOVES(growable_arena)
 growable_arena::~growable_arena() {
   if (state_ && !state_->live.empty()) (void)state_.release();  // live memory stays mapped (invariant 17)
 }

@@ -9,6 +9,7 @@
 
 #include "alloc/sleeping_state.hpp"
 #include "core/checked_math.hpp"
+#include "core/pimpl_moves.hpp"
 
 namespace pvmm {
 
@@ -124,16 +125,7 @@ status sleeping_allocator::state::unmap_release(entry& e, const detail::operatio
   return {};
 }
 
-sleeping_allocator::sleeping_allocator() noexcept = default;
-sleeping_allocator::sleeping_allocator(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
-sleeping_allocator::sleeping_allocator(sleeping_allocator&& other) noexcept : state_(std::move(other.state_)) {}
-sleeping_allocator& sleeping_allocator::operator=(sleeping_allocator&& other) noexcept {
-  if (this != &other) {
-    sleeping_allocator gone(std::move(*this));
-    state_ = std::move(other.state_);
-  }
-  return *this;
-}
+PVMM_PIMPL_MOVES(sleeping_allocator)
 sleeping_allocator::~sleeping_allocator() { (void)release(); }
 
 result<sleeping_allocator> sleeping_allocator::create(const sleeping_options& options) {
@@ -250,46 +242,36 @@ std::string sleeping_allocator::exchange_tag(std::string tag) {
   return tag;
 }
 
+namespace {
+/// The four public forms of sleep and wake, one body: the empty owner refused, then the state's move_tags.
+template <class State>
+result<event> move_tags_of(const std::unique_ptr<State>& state, const char* name, const std::vector<std::string>& tags,
+                           bool for_sleep, stream_ref* on) {
+  const detail::operation op{name};
+  if (!state) return op.fail(errc::already_released, empty_text);
+  return state->move_tags(tags, for_sleep, on, op);
+}
+/// The synchronous forms' answer: the outcome, without an event.
+status without_event(result<event>&& done) {
+  if (!done) return std::move(done).error();
+  return {};
+}
+}  // namespace
+
 result<event> sleeping_allocator::sleep(const std::vector<std::string>& tags, stream_ref on) {
-  const detail::operation op{"pvmm::sleeping_allocator::sleep"};
-  if (!state_) return op.fail(errc::already_released, empty_text);
-  auto moved = state_->begin(tags, true, op);
-  if (!moved) return std::move(moved).error();
-  auto done = state_->do_sleep(*moved, &on, op);
-  state_->end(*moved);
-  return done;
+  return move_tags_of(state_, "pvmm::sleeping_allocator::sleep", tags, true, &on);
 }
 
 status sleeping_allocator::sleep(const std::vector<std::string>& tags) {
-  const detail::operation op{"pvmm::sleeping_allocator::sleep"};
-  if (!state_) return op.fail(errc::already_released, empty_text);
-  auto moved = state_->begin(tags, true, op);
-  if (!moved) return std::move(moved).error();
-  auto done = state_->do_sleep(*moved, nullptr, op);
-  state_->end(*moved);
-  if (!done) return std::move(done).error();
-  return {};
+  return without_event(move_tags_of(state_, "pvmm::sleeping_allocator::sleep", tags, true, nullptr));
 }
 
 result<event> sleeping_allocator::wake(const std::vector<std::string>& tags, stream_ref on) {
-  const detail::operation op{"pvmm::sleeping_allocator::wake"};
-  if (!state_) return op.fail(errc::already_released, empty_text);
-  auto moved = state_->begin(tags, false, op);
-  if (!moved) return std::move(moved).error();
-  auto done = state_->do_wake(*moved, &on, op);
-  state_->end(*moved);
-  return done;
+  return move_tags_of(state_, "pvmm::sleeping_allocator::wake", tags, false, &on);
 }
 
 status sleeping_allocator::wake(const std::vector<std::string>& tags) {
-  const detail::operation op{"pvmm::sleeping_allocator::wake"};
-  if (!state_) return op.fail(errc::already_released, empty_text);
-  auto moved = state_->begin(tags, false, op);
-  if (!moved) return std::move(moved).error();
-  auto done = state_->do_wake(*moved, nullptr, op);
-  state_->end(*moved);
-  if (!done) return std::move(done).error();
-  return {};
+  return without_event(move_tags_of(state_, "pvmm::sleeping_allocator::wake", tags, false, nullptr));
 }
 
 status sleeping_allocator::trim_host_memory() {

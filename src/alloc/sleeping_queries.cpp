@@ -12,13 +12,25 @@ using detail::sleeping::entry;
 
 using detail::sleeping::empty_text;
 
-result<std::string> sleeping_allocator::tag_of(const void* pointer) const {
-  const detail::operation op{"pvmm::sleeping_allocator::tag_of"};
-  if (!state_) return op.fail(errc::already_released, empty_text);
-  std::lock_guard<std::mutex> guard(state_->lock);
-  const entry* e = state_->find_containing(pointer);
+namespace {
+
+/// A query of the allocation holding `pointer`: read(its entry), or the failure (an empty owner, a pointer in no
+/// allocation of this allocator).
+template <class State, class Read>
+auto read_containing(const std::unique_ptr<State>& state, const char* name, const void* pointer, Read read)
+    -> result<decltype(read(std::declval<const entry&>()))> {
+  const detail::operation op{name};
+  if (!state) return op.fail(errc::already_released, empty_text);
+  std::lock_guard<std::mutex> guard(state->lock);
+  const entry* e = state->find_containing(pointer);
   if (!e) return op.fail(errc::invalid_argument, "the pointer is in no allocation of this allocator");
-  return e->tag;
+  return read(*e);
+}
+
+}  // namespace
+
+result<std::string> sleeping_allocator::tag_of(const void* pointer) const {
+  return read_containing(state_, "pvmm::sleeping_allocator::tag_of", pointer, [](const entry& e) { return e.tag; });
 }
 
 std::size_t sleeping_allocator::size_of(const void* pointer) const noexcept {
@@ -29,21 +41,12 @@ std::size_t sleeping_allocator::size_of(const void* pointer) const noexcept {
 }
 
 result<std::uint64_t> sleeping_allocator::generation_of(const void* pointer) const {
-  const detail::operation op{"pvmm::sleeping_allocator::generation_of"};
-  if (!state_) return op.fail(errc::already_released, empty_text);
-  std::lock_guard<std::mutex> guard(state_->lock);
-  const entry* e = state_->find_containing(pointer);
-  if (!e) return op.fail(errc::invalid_argument, "the pointer is in no allocation of this allocator");
-  return e->generation;
+  return read_containing(state_, "pvmm::sleeping_allocator::generation_of", pointer,
+                         [](const entry& e) { return e.generation; });
 }
 
 result<bool> sleeping_allocator::asleep(const void* pointer) const {
-  const detail::operation op{"pvmm::sleeping_allocator::asleep"};
-  if (!state_) return op.fail(errc::already_released, empty_text);
-  std::lock_guard<std::mutex> guard(state_->lock);
-  const entry* e = state_->find_containing(pointer);
-  if (!e) return op.fail(errc::invalid_argument, "the pointer is in no allocation of this allocator");
-  return e->asleep;
+  return read_containing(state_, "pvmm::sleeping_allocator::asleep", pointer, [](const entry& e) { return e.asleep; });
 }
 
 result<std::uint64_t> sleeping_allocator::add_backing_callback(backing_callback callback, void* user_data) {

@@ -141,6 +141,16 @@ struct sleeping_allocator::state {
   status unmap_release(entry& e, const detail::operation& op);
   result<event> do_sleep(const std::vector<entry*>& moved, stream_ref* on, const detail::operation& op);
   result<event> do_wake(const std::vector<entry*>& moved, stream_ref* on, const detail::operation& op);
+  /// sleep (for_sleep) or wake, the one body of the four public forms: begin, the copies (ordered on *on, or
+  /// synchronous when `on` is null), end.
+  result<event> move_tags(const std::vector<std::string>& tags, bool for_sleep, stream_ref* on,
+                          const detail::operation& op) {
+    auto moved = begin(tags, for_sleep, op);
+    if (!moved) return std::move(moved).error();
+    auto done = for_sleep ? do_sleep(*moved, on, op) : do_wake(*moved, on, op);
+    end(*moved);
+    return done;
+  }
   void reap_pending();  // lock held
 };
 

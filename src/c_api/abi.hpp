@@ -51,6 +51,35 @@ void write_prefix(T* out, T full) noexcept {
   std::memcpy(static_cast<void*>(out), &full, n);
 }
 
+/// A creating entry point over the caller's options struct C (one that never grew; `c_name` names its type):
+/// options and `out` required, in that order, then its struct_size checked; make(options) registers the new owner
+/// under `out` (adopt_result) or records why not.
+template <class C, class Handle, class Make>
+pvmm_status options_entry(const char* operation, const C* options, const char* c_name, Handle* out,
+                          Make&& make) noexcept {
+  static_assert(first_published<C>::size == sizeof(C), "the struct grew: read it with read_prefix");
+  return guard(operation, [&]() -> pvmm_status {
+    if (options == nullptr) return null_argument(operation, "options");
+    if (out == nullptr) return null_argument(operation, "out");
+    if (!size_readable<C>(options->struct_size))
+      return wrong_size(operation, c_name, options->struct_size, first_published<C>::size, sizeof(C));
+    return make(*options);
+  });
+}
+
+/// options_entry over an optional options struct: `out` required; NULL options read as `defaults` (PVMM_INIT's).
+template <class C, class Handle, class Make>
+pvmm_status optional_options_entry(const char* operation, const C* options, C defaults, const char* c_name, Handle* out,
+                                   Make&& make) noexcept {
+  static_assert(first_published<C>::size == sizeof(C), "the struct grew: read it with read_prefix");
+  return guard(operation, [&]() -> pvmm_status {
+    if (out == nullptr) return null_argument(operation, "out");
+    if (options != nullptr && !size_readable<C>(options->struct_size))
+      return wrong_size(operation, c_name, options->struct_size, first_published<C>::size, sizeof(C));
+    return make(options != nullptr ? *options : defaults);
+  });
+}
+
 }  // namespace pvmm::c_api
 
 /// The caller's struct `pointer` of type T has a readable struct_size, or the entry point fails. For a struct that
@@ -59,3 +88,12 @@ void write_prefix(T* out, T full) noexcept {
   static_assert(::pvmm::c_api::first_published<T>::size == sizeof(T), #T " grew: use read/write_prefix"); \
   if (!::pvmm::c_api::size_readable<T>((pointer)->struct_size))                                           \
   return ::pvmm::c_api::wrong_size(op, #T, (pointer)->struct_size, ::pvmm::c_api::first_published<T>::size, sizeof(T))
+/// `name`: a copy of the caller's options struct `pointer` of type T (its struct_size checked), or T's defaults
+/// (PVMM_INIT) where `pointer` is NULL.
+#define PVMM_C_OPTIONS(name, pointer, T, op) \
+  T name = PVMM_INIT(T);                     \
+  if ((pointer) != nullptr) {                \
+    PVMM_C_SIZE(pointer, T, op);             \
+    name = *(pointer);                       \
+  }                                          \
+  (void)0

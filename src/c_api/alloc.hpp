@@ -70,5 +70,33 @@ pvmm_status write_stats(Out* out, const Out& full, const char* op, const char* t
   return pvmm_status_ok;
 }
 
+/// An entry point that writes an allocator's statistics: `out` required; to_c(allocator) gives the whole C struct,
+/// written as far as out's struct_size holds (write_stats; `out_type` names the struct).
+template <class T, class Out, class ToC>
+pvmm_status stats_entry(kind type, std::uint64_t id, const char* op, Out* out, const char* out_type,
+                        ToC&& to_c) noexcept {
+  return guard(op, [&]() -> pvmm_status {
+    if (out == nullptr) return null_argument(op, "out");
+    auto owner = find<T>(type, id, op);
+    if (!owner) return fail(owner.error());
+    return write_stats(out, to_c(static_cast<const T&>(**owner)), op, out_type);
+  });
+}
+
+/// The release entry point of an allocator that refuses while it has live blocks: live(allocator) counts them;
+/// busy (the handle stays) names the count and `what` ("blocks are still allocated").
+template <class T, class Live>
+pvmm_status release_idle(kind type, std::uint64_t id, const char* op, const char* what, Live&& live) noexcept {
+  return guard(op, [&]() -> pvmm_status {
+    {
+      auto owner = find<T>(type, id, op);
+      if (!owner) return fail(owner.error());
+      if (const auto n = live(static_cast<const T&>(**owner)))
+        return fail(errc::busy, op, std::to_string(n) + " " + what + " (the handle stays)");
+    }
+    return release_entry<T>(type, id, op);
+  });
+}
+
 }  // namespace alloc_c
 }  // namespace pvmm::c_api

@@ -7,27 +7,49 @@
 using namespace pvmm::c_api;
 using namespace pvmm::c_api::alloc_c;
 
+namespace {
+
+/// An entry point on the sleeping allocator behind a handle: act(allocator) gives the pvmm_status.
+template <class Act>
+pvmm_status on_sleeping(pvmm_sleeping allocator, const char* op, Act&& act) noexcept {
+  return call_entry<c_sleeping>(kind::sleeping, allocator.id, op, [&](c_sleeping& s) { return act(s.allocator); });
+}
+
+/// An entry point that names tags: act(allocator, the tags) gives the pvmm_status; the tags are checked first.
+template <class Act>
+pvmm_status on_tags(pvmm_sleeping allocator, const char* const* tags, size_t tag_count, const char* op,
+                    Act&& act) noexcept {
+  return guard(op, [&]() -> pvmm_status {
+    PVMM_C_TRY(names, to_tags(tags, tag_count, op));
+    PVMM_C_FIND(c_sleeping, sleeping, s, allocator, op);
+    return act(s->allocator, *names);
+  });
+}
+
+/// The event an asynchronous sleep or wake gave, registered where `done` asks for it.
+pvmm_status adopt_done(pvmm::result<pvmm::event>&& e, pvmm_event* done) {
+  if (!e) return fail(e.error());
+  return done ? adopt(kind::event, std::move(*e), done) : pvmm_status_ok;
+}
+
+}  // namespace
+
 extern "C" {
 
 pvmm_status pvmm_sleeping_create(const pvmm_sleeping_options* options, pvmm_sleeping* out) noexcept {
-  constexpr const char* op = "pvmm_sleeping_create";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    pvmm_sleeping_options o = PVMM_INIT(pvmm_sleeping_options);
-    if (options != nullptr) {
-      PVMM_C_SIZE(options, pvmm_sleeping_options, op);
-      o = *options;
-    }
-    pvmm::sleeping_options s;
-    s.device = o.device;
-    s.copy_streams = o.copy_streams;
-    s.staging_slots = o.staging_slots;
-    s.staging_slot_bytes = o.staging_slot_bytes;
-    if (o.release_address_range >= 0) s.release_address_range = o.release_address_range != 0;
-    s.keep_host_memory = o.keep_host_memory != 0;
-    PVMM_C_TRY(made, pvmm::sleeping_allocator::create(s));
-    return adopt(kind::sleeping, c_sleeping(std::move(*made)), out);
-  });
+  return optional_options_entry("pvmm_sleeping_create", options, PVMM_INIT(pvmm_sleeping_options),
+                                "pvmm_sleeping_options", out, [&](const pvmm_sleeping_options& o) -> pvmm_status {
+                                  pvmm::sleeping_options s;
+                                  s.device = o.device;
+                                  s.copy_streams = o.copy_streams;
+                                  s.staging_slots = o.staging_slots;
+                                  s.staging_slot_bytes = o.staging_slot_bytes;
+                                  if (o.release_address_range >= 0)
+                                    s.release_address_range = o.release_address_range != 0;
+                                  s.keep_host_memory = o.keep_host_memory != 0;
+                                  PVMM_C_TRY(made, pvmm::sleeping_allocator::create(s));
+                                  return adopt(kind::sleeping, c_sleeping(std::move(*made)), out);
+                                });
 }
 
 pvmm_status pvmm_sleeping_release(pvmm_sleeping allocator) noexcept {
@@ -35,33 +57,21 @@ pvmm_status pvmm_sleeping_release(pvmm_sleeping allocator) noexcept {
 }
 
 pvmm_status pvmm_sleeping_allocate(pvmm_sleeping allocator, size_t size, const char* tag, void** out) noexcept {
-  constexpr const char* op = "pvmm_sleeping_allocate";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    PVMM_C_FIND(c_sleeping, sleeping, s, allocator, op);
-    PVMM_C_TRY(p, tag ? s->allocator.allocate(size, tag) : s->allocator.allocate(size));
-    *out = *p;
-    return pvmm_status_ok;
-  });
+  return value_entry<c_sleeping>(
+      kind::sleeping, allocator.id, "pvmm_sleeping_allocate", out, "out",
+      [&](c_sleeping& s) { return tag ? s.allocator.allocate(size, tag) : s.allocator.allocate(size); });
 }
 
 pvmm_status pvmm_sleeping_deallocate(pvmm_sleeping allocator, void* pointer) noexcept {
-  constexpr const char* op = "pvmm_sleeping_deallocate";
-  return guard(op, [&] {
-    PVMM_C_FIND(c_sleeping, sleeping, s, allocator, op);
-    return report(s->allocator.deallocate(pointer));
-  });
+  return on_sleeping(allocator, "pvmm_sleeping_deallocate",
+                     [&](pvmm::sleeping_allocator& a) { return report(a.deallocate(pointer)); });
 }
 
 pvmm_status pvmm_sleeping_set_policy(pvmm_sleeping allocator, const char* tag, const pvmm_tag_policy* policy) noexcept {
   constexpr const char* op = "pvmm_sleeping_set_policy";
   return guard(op, [&] {
     PVMM_C_NEED(tag, op);
-    pvmm_tag_policy p = PVMM_INIT(pvmm_tag_policy);
-    if (policy != nullptr) {
-      PVMM_C_SIZE(policy, pvmm_tag_policy, op);
-      p = *policy;
-    }
+    PVMM_C_OPTIONS(p, policy, pvmm_tag_policy, op);
     PVMM_C_FIND(c_sleeping, sleeping, s, allocator, op);
     pvmm::tag_policy t;
     t.policy = static_cast<pvmm::sleep_policy>(p.policy);
@@ -82,53 +92,38 @@ pvmm_status pvmm_sleeping_set_tag(pvmm_sleeping allocator, const char* tag, char
   });
 }
 
+using tag_list = std::vector<std::string>;
+
 pvmm_status pvmm_sleeping_sleep(pvmm_sleeping allocator, const char* const* tags, size_t tag_count) noexcept {
-  constexpr const char* op = "pvmm_sleeping_sleep";
-  return guard(op, [&] {
-    PVMM_C_TRY(names, to_tags(tags, tag_count, op));
-    PVMM_C_FIND(c_sleeping, sleeping, s, allocator, op);
-    return report(s->allocator.sleep(*names));
-  });
+  return on_tags(allocator, tags, tag_count, "pvmm_sleeping_sleep",
+                 [](pvmm::sleeping_allocator& a, const tag_list& names) { return report(a.sleep(names)); });
 }
 
 pvmm_status pvmm_sleeping_wake(pvmm_sleeping allocator, const char* const* tags, size_t tag_count) noexcept {
-  constexpr const char* op = "pvmm_sleeping_wake";
-  return guard(op, [&] {
-    PVMM_C_TRY(names, to_tags(tags, tag_count, op));
-    PVMM_C_FIND(c_sleeping, sleeping, s, allocator, op);
-    return report(s->allocator.wake(*names));
-  });
+  return on_tags(allocator, tags, tag_count, "pvmm_sleeping_wake",
+                 [](pvmm::sleeping_allocator& a, const tag_list& names) { return report(a.wake(names)); });
 }
 
 pvmm_status pvmm_sleeping_sleep_async(pvmm_sleeping allocator, const char* const* tags, size_t tag_count,
                                       pvmm_stream_ref on, pvmm_event* done) noexcept {
-  constexpr const char* op = "pvmm_sleeping_sleep_async";
-  return guard(op, [&] {
-    PVMM_C_TRY(names, to_tags(tags, tag_count, op));
-    PVMM_C_FIND(c_sleeping, sleeping, s, allocator, op);
-    PVMM_C_TRY(e, s->allocator.sleep(*names, alloc_stream(on)));
-    return done ? adopt(kind::event, std::move(*e), done) : pvmm_status_ok;
-  });
+  return on_tags(allocator, tags, tag_count, "pvmm_sleeping_sleep_async",
+                 [&](pvmm::sleeping_allocator& a, const tag_list& names) {
+                   return adopt_done(a.sleep(names, alloc_stream(on)), done);
+                 });
 }
 
 pvmm_status pvmm_sleeping_wake_async(pvmm_sleeping allocator, const char* const* tags, size_t tag_count,
                                      pvmm_stream_ref on, pvmm_event* done) noexcept {
-  constexpr const char* op = "pvmm_sleeping_wake_async";
-  return guard(op, [&] {
-    PVMM_C_TRY(names, to_tags(tags, tag_count, op));
-    PVMM_C_FIND(c_sleeping, sleeping, s, allocator, op);
-    PVMM_C_TRY(e, s->allocator.wake(*names, alloc_stream(on)));
-    return done ? adopt(kind::event, std::move(*e), done) : pvmm_status_ok;
-  });
+  return on_tags(allocator, tags, tag_count, "pvmm_sleeping_wake_async",
+                 [&](pvmm::sleeping_allocator& a, const tag_list& names) {
+                   return adopt_done(a.wake(names, alloc_stream(on)), done);
+                 });
 }
 
 pvmm_status pvmm_sleeping_read_host_copy(pvmm_sleeping allocator, const void* pointer, size_t offset, void* out,
                                          size_t size) noexcept {
-  constexpr const char* op = "pvmm_sleeping_read_host_copy";
-  return guard(op, [&] {
-    PVMM_C_FIND(c_sleeping, sleeping, s, allocator, op);
-    return report(s->allocator.read_host_copy(pointer, offset, out, size));
-  });
+  return on_sleeping(allocator, "pvmm_sleeping_read_host_copy",
+                     [&](pvmm::sleeping_allocator& a) { return report(a.read_host_copy(pointer, offset, out, size)); });
 }
 
 pvmm_status pvmm_sleeping_tag_of(pvmm_sleeping allocator, const void* pointer, char* tag, size_t capacity) noexcept {
@@ -146,14 +141,8 @@ pvmm_status pvmm_sleeping_tag_of(pvmm_sleeping allocator, const void* pointer, c
 }
 
 pvmm_status pvmm_sleeping_generation(pvmm_sleeping allocator, const void* pointer, uint64_t* out) noexcept {
-  constexpr const char* op = "pvmm_sleeping_generation";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    PVMM_C_FIND(c_sleeping, sleeping, s, allocator, op);
-    PVMM_C_TRY(g, s->allocator.generation_of(pointer));
-    *out = *g;
-    return pvmm_status_ok;
-  });
+  return value_entry<c_sleeping>(kind::sleeping, allocator.id, "pvmm_sleeping_generation", out, "out",
+                                 [&](c_sleeping& s) { return s.allocator.generation_of(pointer); });
 }
 
 pvmm_status pvmm_sleeping_add_backing_callback(pvmm_sleeping allocator, pvmm_backing_callback callback, void* user_data,
@@ -184,23 +173,17 @@ pvmm_status pvmm_sleeping_remove_backing_callback(pvmm_sleeping allocator, uint6
 }
 
 pvmm_status pvmm_sleeping_trim_host_memory(pvmm_sleeping allocator) noexcept {
-  constexpr const char* op = "pvmm_sleeping_trim_host_memory";
-  return guard(op, [&] {
-    PVMM_C_FIND(c_sleeping, sleeping, s, allocator, op);
-    return report(s->allocator.trim_host_memory());
-  });
+  return on_sleeping(allocator, "pvmm_sleeping_trim_host_memory",
+                     [](pvmm::sleeping_allocator& a) { return report(a.trim_host_memory()); });
 }
 
 pvmm_status pvmm_sleeping_stats_get(pvmm_sleeping allocator, const char* tag, pvmm_sleeping_stats* out) noexcept {
-  constexpr const char* op = "pvmm_sleeping_stats_get";
-  return guard(op, [&] {
-    PVMM_C_NEED(out, op);
-    PVMM_C_FIND(c_sleeping, sleeping, s, allocator, op);
-    const pvmm::sleeping_stats st = tag ? s->allocator.stats(tag) : s->allocator.stats();
-    const pvmm_sleeping_stats full{sizeof(pvmm_sleeping_stats), st.allocations, st.reserved_bytes, st.resident_bytes,
+  return stats_entry<c_sleeping>(
+      kind::sleeping, allocator.id, "pvmm_sleeping_stats_get", out, "pvmm_sleeping_stats", [&](const c_sleeping& c) {
+        const pvmm::sleeping_stats st = tag ? c.allocator.stats(tag) : c.allocator.stats();
+        return pvmm_sleeping_stats{sizeof(pvmm_sleeping_stats), st.allocations, st.reserved_bytes, st.resident_bytes,
                                    st.offloaded_bytes,          st.asleep,      st.staging_bytes,  st.kept_host_bytes};
-    return write_stats(out, full, op, "pvmm_sleeping_stats");
-  });
+      });
 }
 
 }  // extern "C"

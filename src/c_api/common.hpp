@@ -232,6 +232,32 @@ pvmm_status read_entry(kind type, std::uint64_t id, const char* operation, Out* 
   });
 }
 
+/// An entry point that acts on a handle's owner: act(owner) gives the pvmm_status (report(...) of a C++ call).
+template <class T, class Act>
+pvmm_status call_entry(kind type, std::uint64_t id, const char* operation, Act&& act) noexcept {
+  return guard(operation, [&]() -> pvmm_status {
+    auto owner = find<T>(type, id, operation);
+    if (!owner) return fail(owner.error());
+    return act(**owner);
+  });
+}
+
+/// An entry point that writes the value of a C++ call on a handle's owner to `*out` (required; `out_name` names it
+/// in the error): make(owner) gives the result, whose failure is recorded with `*out` untouched.
+template <class T, class Out, class Make>
+pvmm_status value_entry(kind type, std::uint64_t id, const char* operation, Out* out, const char* out_name,
+                        Make&& make) noexcept {
+  return guard(operation, [&]() -> pvmm_status {
+    if (out == nullptr) return null_argument(operation, out_name);
+    auto owner = find<T>(type, id, operation);
+    if (!owner) return fail(owner.error());
+    auto made = make(**owner);
+    if (!made) return fail(made.error());
+    *out = *made;
+    return pvmm_status_ok;
+  });
+}
+
 /// The (data, size) entry point of a memory owner: `data` required, `size` optional.
 template <class T>
 pvmm_status data_entry(kind type, std::uint64_t id, const char* operation, void** data, std::size_t* size) noexcept {

@@ -42,17 +42,14 @@ extern "C" {
 
 pvmm_status pvmm_growable_create(const pvmm_growable_options* options, pvmm_growable* out) noexcept {
   constexpr const char* op = "pvmm_growable_create";
-  return guard(op, [&] {
-    PVMM_C_NEED(options, op);
-    PVMM_C_NEED(out, op);
-    PVMM_C_SIZE(options, pvmm_growable_options, op);
-    PVMM_C_TRY(properties, to_properties(&options->properties, op));
-    PVMM_C_TRY(grants, to_grants(options->access, options->access_count, op));
+  return options_entry(op, options, "pvmm_growable_options", out, [&](const pvmm_growable_options& given) {
+    PVMM_C_TRY(properties, to_properties(&given.properties, op));
+    PVMM_C_TRY(grants, to_grants(given.access, given.access_count, op));
     pvmm::growable_options o;
     o.properties = *properties;
     o.access = std::move(*grants);
-    o.chunk_size = options->chunk_size;
-    o.reserve_size = options->reserve_size;
+    o.chunk_size = given.chunk_size;
+    o.reserve_size = given.reserve_size;
     return adopt_result(kind::growable, pvmm::growable_buffer::create(o), out);
   });
 }

@@ -11,6 +11,7 @@
 #include "c_api/abi.hpp"
 #include "c_api/common.hpp"
 #include "c_api/convert.hpp"
+#include "core/propagate.hpp"
 
 using namespace pvmm::c_api;
 
@@ -31,6 +32,12 @@ pvmm_status answer(const pvmm::result<bool>& r, int* out) {
   if (!r) return fail(r.error());
   *out = *r ? 1 : 0;
   return pvmm_status_ok;
+}
+
+/// An entry point on the pool behind a handle: act(pool) gives the pvmm_status.
+template <class Act>
+pvmm_status on_pool(pvmm_pool pool, const char* op, Act&& act) noexcept {
+  return call_entry<pvmm::memory_pool>(kind::pool, pool.id, op, std::forward<Act>(act));
 }
 
 }  // namespace
@@ -126,17 +133,14 @@ pvmm_status pvmm_stream_wait_event(pvmm_stream_ref stream, pvmm_event event) noe
 
 pvmm_status pvmm_pool_create(const pvmm_pool_options* options, pvmm_pool* out) noexcept {
   constexpr const char* op = "pvmm_pool_create";
-  return guard(op, [&] {
-    PVMM_C_NEED(options, op);
-    PVMM_C_NEED(out, op);
-    PVMM_C_SIZE(options, pvmm_pool_options, op);
-    PVMM_C_TRY(where, to_location(options->location, op));
-    if ((options->exportable & ~unsigned{pvmm_handle_posix_fd | pvmm_handle_fabric}) != 0)
+  return options_entry(op, options, "pvmm_pool_options", out, [&](const pvmm_pool_options& given) {
+    PVMM_C_TRY(where, to_location(given.location, op));
+    if ((given.exportable & ~unsigned{pvmm_handle_posix_fd | pvmm_handle_fabric}) != 0)
       return fail(pvmm::errc::invalid_argument, op, "exportable holds bits that are not pvmm_handle_* values");
     pvmm::pool_properties p;
     p.location = *where;
-    p.max_size = options->max_size;
-    p.exportable = static_cast<pvmm::handle_types>(options->exportable);
+    p.max_size = given.max_size;
+    p.exportable = static_cast<pvmm::handle_types>(given.exportable);
     return adopt_result(kind::pool, pvmm::memory_pool::create(p), out);
   });
 }
@@ -146,30 +150,17 @@ pvmm_status pvmm_pool_release(pvmm_pool pool) noexcept {
 }
 
 pvmm_status pvmm_pool_allocate_async(pvmm_pool pool, size_t size, pvmm_stream_ref on, void** pointer) noexcept {
-  constexpr const char* op = "pvmm_pool_allocate_async";
-  return guard(op, [&] {
-    PVMM_C_NEED(pointer, op);
-    PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
-    PVMM_C_TRY(allocated, p->allocate_async(size, to_stream(on)));
-    *pointer = *allocated;
-    return pvmm_status_ok;
-  });
+  return value_entry<pvmm::memory_pool>(kind::pool, pool.id, "pvmm_pool_allocate_async", pointer, "pointer",
+                                        [&](pvmm::memory_pool& p) { return p.allocate_async(size, to_stream(on)); });
 }
 
 pvmm_status pvmm_pool_free_async(pvmm_pool pool, void* pointer, pvmm_stream_ref on) noexcept {
-  constexpr const char* op = "pvmm_pool_free_async";
-  return guard(op, [&] {
-    PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
-    return report(p->free_async(pointer, to_stream(on)));
-  });
+  return on_pool(pool, "pvmm_pool_free_async",
+                 [&](pvmm::memory_pool& p) { return report(p.free_async(pointer, to_stream(on))); });
 }
 
 pvmm_status pvmm_pool_trim_to(pvmm_pool pool, size_t keep) noexcept {
-  constexpr const char* op = "pvmm_pool_trim_to";
-  return guard(op, [&] {
-    PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
-    return report(p->trim_to(keep));
-  });
+  return on_pool(pool, "pvmm_pool_trim_to", [&](pvmm::memory_pool& p) { return report(p.trim_to(keep)); });
 }
 
 pvmm_status pvmm_pool_usage(pvmm_pool pool, uint64_t* reserved, uint64_t* used) noexcept {
@@ -186,22 +177,16 @@ pvmm_status pvmm_pool_usage(pvmm_pool pool, uint64_t* reserved, uint64_t* used) 
 }
 
 pvmm_status pvmm_pool_set_release_threshold(pvmm_pool pool, uint64_t bytes) noexcept {
-  constexpr const char* op = "pvmm_pool_set_release_threshold";
-  return guard(op, [&] {
-    PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
-    return report(p->set_release_threshold(bytes));
-  });
+  return on_pool(pool, "pvmm_pool_set_release_threshold",
+                 [&](pvmm::memory_pool& p) { return report(p.set_release_threshold(bytes)); });
 }
 
 pvmm_status pvmm_pool_release_threshold(pvmm_pool pool, uint64_t* bytes) noexcept {
-  constexpr const char* op = "pvmm_pool_release_threshold";
-  return guard(op, [&] {
-    PVMM_C_NEED(bytes, op);
-    PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
-    PVMM_C_TRY(a, p->attributes());
-    *bytes = a->release_threshold;
-    return pvmm_status_ok;
-  });
+  return value_entry<pvmm::memory_pool>(kind::pool, pool.id, "pvmm_pool_release_threshold", bytes, "bytes",
+                                        [](pvmm::memory_pool& p) -> pvmm::result<std::uint64_t> {
+                                          PVMM_TRY_ASSIGN(a, p.attributes());
+                                          return a.release_threshold;
+                                        });
 }
 
 pvmm_status pvmm_pool_set_access(pvmm_pool pool, const pvmm_access_descriptor* grants, size_t count) noexcept {

@@ -9,6 +9,7 @@
 
 #include "c_api/common.hpp"
 #include "c_api/convert.hpp"
+#include "core/propagate.hpp"
 
 using namespace pvmm::c_api;
 using pvmm::address_reservation;
@@ -41,14 +42,11 @@ pvmm_status pvmm_allocation_size(pvmm_allocation allocation, size_t* size) noexc
 }
 
 pvmm_status pvmm_allocation_export_posix_fd(pvmm_allocation allocation, int* fd) noexcept {
-  constexpr const char* op = "pvmm_allocation_export_posix_fd";
-  return guard(op, [&] {
-    PVMM_C_NEED(fd, op);
-    PVMM_C_FIND(physical_allocation, allocation, a, allocation, op);
-    PVMM_C_TRY(exported, a->export_posix_fd());
-    *fd = exported->detach();
-    return pvmm_status_ok;
-  });
+  return value_entry<physical_allocation>(kind::allocation, allocation.id, "pvmm_allocation_export_posix_fd", fd, "fd",
+                                          [](physical_allocation& a) -> pvmm::result<int> {
+                                            PVMM_TRY_ASSIGN(exported, a.export_posix_fd());
+                                            return exported.detach();
+                                          });
 }
 
 pvmm_status pvmm_allocation_import_posix_fd(int fd, size_t size, pvmm_allocation* out) noexcept {
@@ -57,15 +55,15 @@ pvmm_status pvmm_allocation_import_posix_fd(int fd, size_t size, pvmm_allocation
 }
 
 pvmm_status pvmm_allocation_export_fabric(pvmm_allocation allocation, pvmm_fabric_handle* handle) noexcept {
-  constexpr const char* op = "pvmm_allocation_export_fabric";
-  return guard(op, [&] {
-    PVMM_C_NEED(handle, op);
-    PVMM_C_FIND(physical_allocation, allocation, a, allocation, op);
-    PVMM_C_TRY(exported, a->export_fabric());
-    static_assert(sizeof handle->bytes == sizeof exported->bytes, "pvmm_fabric_handle is pvmm::fabric_handle");
-    std::memcpy(handle->bytes, exported->bytes.data(), sizeof handle->bytes);
-    return pvmm_status_ok;
-  });
+  return value_entry<physical_allocation>(kind::allocation, allocation.id, "pvmm_allocation_export_fabric", handle,
+                                          "handle", [](physical_allocation& a) -> pvmm::result<pvmm_fabric_handle> {
+                                            PVMM_TRY_ASSIGN(exported, a.export_fabric());
+                                            pvmm_fabric_handle out;
+                                            static_assert(sizeof out.bytes == sizeof exported.bytes,
+                                                          "pvmm_fabric_handle is pvmm::fabric_handle");
+                                            std::memcpy(out.bytes, exported.bytes.data(), sizeof out.bytes);
+                                            return out;
+                                          });
 }
 
 pvmm_status pvmm_allocation_import_fabric(const pvmm_fabric_handle* handle, size_t size,

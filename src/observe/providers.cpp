@@ -28,14 +28,27 @@ int device_of(const allocation_properties& p) noexcept {
   return p.location.type == location::kind::device ? p.location.id : -1;
 }
 
-/// A reservation: one block per mapping (active_allocated), the unmapped rest inactive.
-void reservation_segment(const range_registry::range& entry, void* context) {
+/// The one body of the range_registry callbacks below: adds the segment of range `entry` (its address and size set)
+/// that fill(seg) completes, with the owner fill returns (or null); memory running out stops the gathering.
+template <class Fill>
+void gather_range(const range_registry::range& entry, void* context, Fill fill) {
   auto& out = *static_cast<gathered*>(context);
   if (out.out_of_memory) return;
   try {
     snapshot_segment seg;
     seg.address = address_of(entry.base);
     seg.total_size = entry.size;
+    const void* owner = fill(seg);
+    out.segments.push_back(std::move(seg));
+    out.owners.push_back(owner);
+  } catch (const std::bad_alloc&) {
+    out.out_of_memory = true;
+  }
+}
+
+/// A reservation: one block per mapping (active_allocated), the unmapped rest inactive.
+void reservation_segment(const range_registry::range& entry, void* context) {
+  gather_range(entry, context, [&](snapshot_segment& seg) -> const void* {
     seg.kind = "reservation";
     seg.is_expandable = true;
     seg.device = -2;  // decided by the first mapping
@@ -57,21 +70,13 @@ void reservation_segment(const range_registry::range& entry, void* context) {
       seg.blocks.push_back(std::move(b));
     }
     if (seg.device == -2) seg.device = entry.device >= 0 ? entry.device : 0;
-    out.segments.push_back(std::move(seg));
-    out.owners.push_back(nullptr);
-  } catch (const std::bad_alloc&) {
-    out.out_of_memory = true;
-  }
+    return nullptr;
+  });
 }
 
 /// Any other range: one segment, one block.
 void whole_range(const range_registry::range& entry, void* context) {
-  auto& out = *static_cast<gathered*>(context);
-  if (out.out_of_memory) return;
-  try {
-    snapshot_segment seg;
-    seg.address = address_of(entry.base);
-    seg.total_size = entry.size;
+  gather_range(entry, context, [&](snapshot_segment& seg) {
     seg.device = entry.device;
     snapshot_block b{seg.address, entry.size, entry.size, block_state::active_allocated, {}};
     const void* owner = nullptr;
@@ -103,11 +108,8 @@ void whole_range(const range_registry::range& entry, void* context) {
         break;
     }
     seg.blocks.push_back(std::move(b));
-    out.segments.push_back(std::move(seg));
-    out.owners.push_back(owner);
-  } catch (const std::bad_alloc&) {
-    out.out_of_memory = true;
-  }
+    return owner;
+  });
 }
 
 void add_gathered(collector& c, gathered& g) {

@@ -219,24 +219,7 @@ struct pinned_pool::state {
   }
 };
 
-pinned_pool::pinned_pool() noexcept = default;
-pinned_pool::pinned_pool(std::unique_ptr<state> s) noexcept : state_(std::move(s)) {}
-pinned_pool::pinned_pool(pinned_pool&& other) noexcept : state_(std::move(other.state_)) {}
-pinned_pool& pinned_pool::operator=(pinned_pool&& other) noexcept {
-  if (this != &other) {
-    pinned_pool gone(std::move(*this));
-    state_ = std::move(other.state_);
-  }
-  return *this;
-}
-pinned_pool::~pinned_pool() {
-  if (!state_) return;
-  std::lock_guard<std::mutex> hold(state_->lock);
-  if (state_->st.live_blocks == 0) return;  // ~state gives everything back
-  (void)state_->give_back_cached(nullptr);
-  // Blocks still allocated keep their memory (and a driver pool its owner): never freed under the caller.
-  (void)state_.release();
-}
+PVMM_ALLOCATOR_SHELL(pinned_pool, give_back_cached)
 
 int pinned_pool::device() const noexcept { return state_ ? state_->options.device : -1; }
 pinned_source pinned_pool::source() const noexcept {
@@ -291,37 +274,10 @@ status pinned_pool::deallocate(void* pointer, stream_ref last_use) {
   return state_->deallocate(pointer, last_use, op);
 }
 
-status pinned_pool::trim() {
-  const detail::operation op{"pvmm::pinned_pool::trim"};
-  if (!state_) return detail::shell::empty_owner(op, "pinned_pool");
-  std::lock_guard<std::mutex> hold(state_->lock);
-  return state_->give_back_cached(&op);
-}
-
 pinned_pool_stats pinned_pool::stats() const noexcept {
   if (!state_) return {};
   std::lock_guard<std::mutex> hold(state_->lock);
   return state_->st;
-}
-
-void pinned_pool::reset_peaks() noexcept {
-  if (!state_) return;
-  std::lock_guard<std::mutex> hold(state_->lock);
-  detail::shell::reset_peaks(state_->st);
-}
-
-status pinned_pool::release() noexcept {
-  const detail::operation op{"pvmm::pinned_pool::release"};
-  if (!state_) return detail::shell::empty_owner(op, "pinned_pool");
-  {
-    std::lock_guard<std::mutex> hold(state_->lock);
-    if (state_->st.live_blocks)
-      return op.fail(errc::busy, fmt::format("{} blocks are still allocated", state_->st.live_blocks),
-                     "deallocate them first");
-    if (auto ok = state_->give_back_cached(&op); !ok) return ok;
-  }
-  state_.reset();
-  return {};
 }
 
 }  // namespace pvmm

@@ -28,165 +28,114 @@ typedef struct race {
   pvmm_status (*release)(uint64_t id);
 } race;
 
-static pvmm_allocation_properties device0(void) {
-  pvmm_allocation_properties p = PVMM_INIT(pvmm_allocation_properties);
-  p.location.kind = pvmm_location_device;
-  return p;
+/* What every kind shares, given one body: a make's answer (0 made with its id in *id; 2 when may_lack and the
+ * backend lacks the kind; 1 otherwise), a read's verdict (*torn = 1 for an ok answer with a wrong value), the
+ * release of the handle {id}, the make of a kind that pvmm_<kind>_create makes alone, and the reader of a kind that
+ * answers a (pointer, size) pair. */
+static int made(pvmm_status s, int may_lack, const uint64_t* handle, uint64_t* id) {
+  if (may_lack && s == pvmm_status_not_supported) return 2;
+  if (s != pvmm_status_ok) return 1;
+  *id = *handle;
+  return 0;
 }
+static pvmm_status judged(pvmm_status s, int wrong, int* torn) {
+  *torn = s == pvmm_status_ok && wrong;
+  return s;
+}
+#define RELEASE_OF(kind)                           \
+  static pvmm_status release_##kind(uint64_t id) { \
+    pvmm_##kind handle = {id};                     \
+    return pvmm_##kind##_release(handle);          \
+  }
+#define MAKE_OF(kind, may_lack, ...)                                                   \
+  static int make_##kind(uint64_t* id) {                                               \
+    pvmm_##kind handle;                                                                \
+    return made(pvmm_##kind##_create(__VA_ARGS__, &handle), may_lack, &handle.id, id); \
+  }
+#define READ_SPAN_OF(kind, call, wrong)                                             \
+  static pvmm_status read_##kind(uint64_t id, int* torn) {                          \
+    pvmm_##kind handle = {id};                                                      \
+    void* data = NULL;                                                              \
+    size_t size = 0;                                                                \
+    pvmm_status s = call(handle, &data, &size); /* before the verdict reads them */ \
+    return judged(s, (wrong), torn);                                                \
+  }
 
 static int make_allocation(uint64_t* id) {
-  pvmm_allocation_properties p = device0();
+  pvmm_allocation_properties p = PVMM_INIT(pvmm_allocation_properties);
+  p.location.kind = pvmm_location_device;
   pvmm_allocation a;
-  if (pvmm_allocation_create(chunk, &p, &a) != pvmm_status_ok) return 1;
-  *id = a.id;
-  return 0;
+  return made(pvmm_allocation_create(chunk, &p, &a), 0, &a.id, id);
 }
 static pvmm_status read_allocation(uint64_t id, int* torn) {
   pvmm_allocation a = {id};
   size_t size = 0;
   pvmm_status s = pvmm_allocation_size(a, &size);
-  *torn = s == pvmm_status_ok && size != chunk;
-  return s;
+  return judged(s, size != chunk, torn);
 }
-static pvmm_status release_allocation(uint64_t id) {
-  pvmm_allocation a = {id};
-  return pvmm_allocation_release(a);
-}
+RELEASE_OF(allocation)
 
-static int make_reservation(uint64_t* id) {
-  pvmm_reservation r;
-  if (pvmm_reservation_create(chunk, 0, NULL, &r) != pvmm_status_ok) return 1;
-  *id = r.id;
-  return 0;
-}
+MAKE_OF(reservation, 0, chunk, 0, NULL)
 static pvmm_status read_reservation(uint64_t id, int* torn) {
   pvmm_reservation r = {id};
   size_t size = 0;
   void* address = NULL;
   pvmm_status s = pvmm_reservation_size(r, &size);
   if (s == pvmm_status_ok) s = pvmm_reservation_address(r, &address);
-  *torn = s == pvmm_status_ok && (size != chunk || address == NULL);
-  return s;
+  return judged(s, size != chunk || address == NULL, torn);
 }
-static pvmm_status release_reservation(uint64_t id) {
-  pvmm_reservation r = {id};
-  return pvmm_reservation_release(r);
-}
+RELEASE_OF(reservation)
 
-static int make_pinned(uint64_t* id) {
-  pvmm_pinned p;
-  if (pvmm_pinned_create(4096, NULL, &p) != pvmm_status_ok) return 1;
-  *id = p.id;
-  return 0;
-}
-static pvmm_status read_pinned(uint64_t id, int* torn) {
-  pvmm_pinned p = {id};
-  void* data = NULL;
-  size_t size = 0;
-  pvmm_status s = pvmm_pinned_data(p, &data, &size);
-  *torn = s == pvmm_status_ok && (data == NULL || size != 4096);
-  return s;
-}
-static pvmm_status release_pinned(uint64_t id) {
-  pvmm_pinned p = {id};
-  return pvmm_pinned_release(p);
-}
+MAKE_OF(pinned, 0, 4096, NULL)
+READ_SPAN_OF(pinned, pvmm_pinned_data, data == NULL || size != 4096)
+RELEASE_OF(pinned)
 
-static int make_managed(uint64_t* id) {
-  pvmm_managed m;
-  pvmm_status s = pvmm_managed_create(4096, pvmm_attach_global, &m);
-  if (s == pvmm_status_not_supported) return 2;
-  if (s != pvmm_status_ok) return 1;
-  *id = m.id;
-  return 0;
-}
-static pvmm_status read_managed(uint64_t id, int* torn) {
-  pvmm_managed m = {id};
-  void* data = NULL;
-  size_t size = 0;
-  pvmm_status s = pvmm_managed_data(m, &data, &size);
-  *torn = s == pvmm_status_ok && (data == NULL || size < 4096);
-  return s;
-}
-static pvmm_status release_managed(uint64_t id) {
-  pvmm_managed m = {id};
-  return pvmm_managed_release(m);
-}
+MAKE_OF(managed, 1, 4096, pvmm_attach_global)
+READ_SPAN_OF(managed, pvmm_managed_data, data == NULL || size < 4096)
+RELEASE_OF(managed)
 
 static int make_pool(uint64_t* id) {
   pvmm_pool_options o = PVMM_INIT(pvmm_pool_options);
   pvmm_pool p;
-  pvmm_status s = pvmm_pool_create(&o, &p);
-  if (s == pvmm_status_not_supported) return 2;
-  if (s != pvmm_status_ok) return 1;
-  *id = p.id;
-  return 0;
+  return made(pvmm_pool_create(&o, &p), 1, &p.id, id);
 }
 static pvmm_status read_pool(uint64_t id, int* torn) {
   pvmm_pool p = {id};
   uint64_t reserved = 1, used = 1;
   pvmm_status s = pvmm_pool_usage(p, &reserved, &used);
-  *torn = s == pvmm_status_ok && used != 0;
-  return s;
+  return judged(s, used != 0, torn);
 }
-static pvmm_status release_pool(uint64_t id) {
-  pvmm_pool p = {id};
-  return pvmm_pool_release(p);
-}
+RELEASE_OF(pool)
 
-static int make_stream(uint64_t* id) {
-  pvmm_stream s;
-  if (pvmm_stream_create(0, &s) != pvmm_status_ok) return 1;
-  *id = s.id;
-  return 0;
-}
+MAKE_OF(stream, 0, 0)
 static pvmm_status read_stream(uint64_t id, int* torn) {
   pvmm_stream st = {id};
   pvmm_stream_ref ref = {0, -1};
   pvmm_status s = pvmm_stream_native(st, &ref);
-  *torn = s == pvmm_status_ok && ref.native == 0;
-  return s;
+  return judged(s, ref.native == 0, torn);
 }
-static pvmm_status release_stream(uint64_t id) {
-  pvmm_stream s = {id};
-  return pvmm_stream_release(s);
-}
+RELEASE_OF(stream)
 
-static int make_event(uint64_t* id) {
-  pvmm_event e;
-  if (pvmm_event_create(0, &e) != pvmm_status_ok) return 1;
-  *id = e.id;
-  return 0;
-}
+MAKE_OF(event, 0, 0)
 static pvmm_status read_event(uint64_t id, int* torn) {
   pvmm_event e = {id};
   int done = -1;
   pvmm_status s = pvmm_event_query(e, &done);
-  *torn = s == pvmm_status_ok && done != 1;
-  return s;
+  return judged(s, done != 1, torn);
 }
-static pvmm_status release_event(uint64_t id) {
-  pvmm_event e = {id};
-  return pvmm_event_release(e);
-}
+RELEASE_OF(event)
 
 static int make_bootstrap(uint64_t* id) {
   pvmm_bootstrap b;
-  if (pvmm_bootstrap_create_threads(1, &b) != pvmm_status_ok) return 1;
-  *id = b.id;
-  return 0;
+  return made(pvmm_bootstrap_create_threads(1, &b), 0, &b.id, id);
 }
 static pvmm_status read_bootstrap(uint64_t id, int* torn) {
   pvmm_bootstrap b = {id};
   int rank = -1, size = -1;
   pvmm_status s = pvmm_bootstrap_rank(b, &rank, &size);
-  *torn = s == pvmm_status_ok && (rank != 0 || size != 1);
-  return s;
+  return judged(s, rank != 0 || size != 1, torn);
 }
-static pvmm_status release_bootstrap(uint64_t id) {
-  pvmm_bootstrap b = {id};
-  return pvmm_bootstrap_release(b);
-}
+RELEASE_OF(bootstrap)
 
 static int make_team(uint64_t* id) {
   pvmm_bootstrap b;
@@ -195,30 +144,22 @@ static int make_team(uint64_t* id) {
   pvmm_team t;
   pvmm_status s = pvmm_team_create(b, &o, &t);
   pvmm_bootstrap_release(b);
-  if (s != pvmm_status_ok) return 1;
-  *id = t.id;
-  return 0;
+  return made(s, 0, &t.id, id);
 }
 static pvmm_status read_team(uint64_t id, int* torn) {
   pvmm_team t = {id};
   int rank = -1, size = -1, device = -1, nodes = -1;
   pvmm_status s = pvmm_team_info(t, &rank, &size, &device, &nodes);
-  *torn = s == pvmm_status_ok && (rank != 0 || size != 1 || nodes != 1);
-  return s;
+  return judged(s, rank != 0 || size != 1 || nodes != 1, torn);
 }
-static pvmm_status release_team(uint64_t id) {
-  pvmm_team t = {id};
-  return pvmm_team_release(t);
-}
+RELEASE_OF(team)
 
 static int make_listener(uint64_t* id) {
   char name[64];
   static int serial = 0;
   snprintf(name, sizeof name, "pvmm-c-race-%d-%d", (int)getpid(), serial++);
   pvmm_listener l;
-  if (pvmm_listen(name, &l) != pvmm_status_ok) return 1;
-  *id = l.id;
-  return 0;
+  return made(pvmm_listen(name, &l), 0, &l.id, id);
 }
 static pvmm_status read_listener(uint64_t id, int* torn) {
   pvmm_listener l = {id};
@@ -227,10 +168,7 @@ static pvmm_status read_listener(uint64_t id, int* torn) {
   *torn = s == pvmm_status_ok;
   return s == pvmm_status_timeout ? pvmm_status_ok : s;
 }
-static pvmm_status release_listener(uint64_t id) {
-  pvmm_listener l = {id};
-  return pvmm_listener_release(l);
-}
+RELEASE_OF(listener)
 
 static int make_growable(uint64_t* id) {
   pvmm_growable_options o = PVMM_INIT(pvmm_growable_options);
@@ -245,18 +183,8 @@ static int make_growable(uint64_t* id) {
   *id = g.id;
   return 0;
 }
-static pvmm_status read_growable(uint64_t id, int* torn) {
-  pvmm_growable g = {id};
-  void* data = NULL;
-  size_t size = 0;
-  pvmm_status s = pvmm_growable_data(g, &data, &size);
-  *torn = s == pvmm_status_ok && (data == NULL || size == 0);
-  return s;
-}
-static pvmm_status release_growable(uint64_t id) {
-  pvmm_growable g = {id};
-  return pvmm_growable_release(g);
-}
+READ_SPAN_OF(growable, pvmm_growable_data, data == NULL || size == 0)
+RELEASE_OF(growable)
 
 static int make_window(uint64_t* id) {
   uint64_t team_id;
@@ -267,36 +195,17 @@ static int make_window(uint64_t* id) {
   pvmm_window w;
   pvmm_status s = pvmm_window_create(t, &o, &w);
   pvmm_team_release(t); /* the window keeps its team */
-  if (s != pvmm_status_ok) return 1;
-  *id = w.id;
-  return 0;
+  return made(s, 0, &w.id, id);
 }
-static pvmm_status read_window(uint64_t id, int* torn) {
-  pvmm_window w = {id};
-  void* base = NULL;
-  size_t stride = 0;
-  pvmm_status s = pvmm_window_base(w, &base, &stride);
-  *torn = s == pvmm_status_ok && (base == NULL || stride == 0);
-  return s;
-}
-static pvmm_status release_window(uint64_t id) {
-  pvmm_window w = {id};
-  return pvmm_window_release(w);
-}
+READ_SPAN_OF(window, pvmm_window_base, data == NULL || size == 0) /* the base and the stride */
+RELEASE_OF(window)
 
+/* A kind's row: its name and its make_, read_ and release_ functions. */
+#define RACE(kind) \
+  { #kind, make_##kind, read_##kind, release_##kind }
 static const race races[] = {
-    {"allocation", make_allocation, read_allocation, release_allocation},
-    {"reservation", make_reservation, read_reservation, release_reservation},
-    {"pinned", make_pinned, read_pinned, release_pinned},
-    {"managed", make_managed, read_managed, release_managed},
-    {"pool", make_pool, read_pool, release_pool},
-    {"stream", make_stream, read_stream, release_stream},
-    {"event", make_event, read_event, release_event},
-    {"bootstrap", make_bootstrap, read_bootstrap, release_bootstrap},
-    {"team", make_team, read_team, release_team},
-    {"listener", make_listener, read_listener, release_listener},
-    {"growable", make_growable, read_growable, release_growable},
-    {"window", make_window, read_window, release_window},
+    RACE(allocation), RACE(reservation), RACE(pinned), RACE(managed),  RACE(pool),     RACE(stream),
+    RACE(event),      RACE(bootstrap),   RACE(team),   RACE(listener), RACE(growable), RACE(window),
 };
 
 typedef struct reader_state {

@@ -38,9 +38,7 @@ using pvmm::errc;
 using namespace bootstrap_test;
 
 TEST_CASE("contract: allgather delivers in rank order, for odd sizes") {
-  for (const char* a : adapters) {
-    CAPTURE(a);
-    auto g = make_group(a, 3);
+  for_each_adapter(3, [&](const char*, group& g) {
     for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{7}, std::size_t{40001}}) {
       CAPTURE(bytes);
       std::vector<std::string> bad(3);
@@ -56,33 +54,26 @@ TEST_CASE("contract: allgather delivers in rank order, for odd sizes") {
       });
       for (auto& b : bad) CHECK_MESSAGE(b.empty(), b);
     }
-  }
+  });
 }
 
 TEST_CASE("contract: barrier returns only once every rank arrived") {
-  for (const char* a : adapters) {
-    CAPTURE(a);
-    auto g = make_group(a, 3);
-    std::vector<std::chrono::steady_clock::duration> took(3);
+  for_each_adapter(3, [&](const char*, group& g) {
     std::vector<std::string> bad(3);
-    on_every_rank(3, [&](int r) {
-      const auto start = std::chrono::steady_clock::now();
+    const auto took = on_every_rank_timed(3, [&](int r) {
       if (r == 2) std::this_thread::sleep_for(300ms);
       auto ok = g[r]->barrier(pvmm::deadline_in(10s));
-      took[r] = std::chrono::steady_clock::now() - start;
       if (!ok) bad[r] = text(ok);
     });
     for (int r = 0; r < 3; ++r) {
       CHECK_MESSAGE(bad[r].empty(), bad[r]);
       CHECK(took[r] >= 280ms);
     }
-  }
+  });
 }
 
 TEST_CASE("contract: mismatched sizes are team_mismatch naming the rank, and the bootstrap stays broken") {
-  for (const char* a : adapters) {
-    CAPTURE(a);
-    auto g = make_group(a, 3);
+  for_each_adapter(3, [&](const char*, group& g) {
     std::vector<pvmm::status> first(3), later(3);
     on_every_rank(3, [&](int r) {
       const std::size_t bytes = r == 1 ? 5 : 4;
@@ -96,32 +87,21 @@ TEST_CASE("contract: mismatched sizes are team_mismatch naming the rank, and the
       CHECK_MESSAGE(names(first[r], "rank 1 gave 5"), text(first[r]));
       CHECK_MESSAGE(later[r].code() == first[r].code(), text(later[r]));
     }
-  }
+  });
 }
 
 TEST_CASE("contract: a missing rank is timeout naming it, within the deadline") {
-  for (const char* a : adapters) {
-    CAPTURE(a);
-    auto g = make_group(a, 3);
+  for_each_adapter(3, [&](const char*, group& g) {
     std::vector<pvmm::status> got(3);
-    std::vector<std::chrono::steady_clock::duration> took(3);
-    on_every_rank(2, [&](int r) {
-      const auto start = std::chrono::steady_clock::now();
-      got[r] = g[r]->barrier(pvmm::deadline_in(500ms));
-      took[r] = std::chrono::steady_clock::now() - start;
-    });
+    const auto took = on_every_rank_timed(2, [&](int r) { got[r] = g[r]->barrier(pvmm::deadline_in(500ms)); });
     expect_failed(got, 2, errc::timeout, "rank 2", took);
-  }
+  });
 }
 
 TEST_CASE("contract: an abort is peer_lost naming the aborting rank on every waiting rank, within a slice") {
-  for (const char* a : adapters) {
-    CAPTURE(a);
-    auto g = make_group(a, 3);
+  for_each_adapter(3, [&](const char*, group& g) {
     std::vector<pvmm::status> got(3);
-    std::vector<std::chrono::steady_clock::duration> took(3);
-    on_every_rank(3, [&](int r) {
-      const auto start = std::chrono::steady_clock::now();
+    const auto took = on_every_rank_timed(3, [&](int r) {
       if (r == 1) {
         std::this_thread::sleep_for(200ms);
         g[r]->abort();
@@ -129,16 +109,13 @@ TEST_CASE("contract: an abort is peer_lost naming the aborting rank on every wai
       } else {
         got[r] = g[r]->barrier(pvmm::deadline_in(20s));
       }
-      took[r] = std::chrono::steady_clock::now() - start;
     });
     expect_failed(got, 3, errc::peer_lost, "rank 1 aborted", took);
-  }
+  });
 }
 
 TEST_CASE("contract: a rank that aborts inside a collective fails it on every rank") {
-  for (const char* a : adapters) {
-    CAPTURE(a);
-    auto g = make_group(a, 2);
+  for_each_adapter(2, [&](const char*, group& g) {
     std::vector<pvmm::status> got(2);
     on_every_rank(2, [&](int r) {
       if (r == 1) {
@@ -154,20 +131,16 @@ TEST_CASE("contract: a rank that aborts inside a collective fails it on every ra
       }
     });
     expect_failed(got, 2, errc::peer_lost, "rank 1 aborted");
-  }
+  });
 }
 
 TEST_CASE("contract: a rank that failed and then aborts makes the others fail with its errc, within a slice") {
   // Rank 1's receive expires (a failure only it sees on the store adapter), then it aborts: ranks 0 and 2, waiting
   // in a barrier, fail with timeout too, not peer_lost, so every rank reports one outcome. An adapter written by a
   // user that does not carry the errc gives peer_lost (the base's aborted_by).
-  for (const char* a : adapters) {
-    CAPTURE(a);
-    auto g = make_group(a, 3);
+  for_each_adapter(3, [&](const char* a, group& g) {
     std::vector<pvmm::status> got(3);
-    std::vector<std::chrono::steady_clock::duration> took(3);
-    on_every_rank(3, [&](int r) {
-      const auto start = std::chrono::steady_clock::now();
+    const auto took = on_every_rank_timed(3, [&](int r) {
       if (r == 1) {
         std::this_thread::sleep_for(200ms);
         std::uint32_t word = 0;
@@ -176,7 +149,6 @@ TEST_CASE("contract: a rank that failed and then aborts makes the others fail wi
       } else {
         got[r] = g[r]->barrier(pvmm::deadline_in(20s));
       }
-      took[r] = std::chrono::steady_clock::now() - start;
     });
     const bool carries = std::string(a) != "user";
     CHECK_MESSAGE(got[1].code() == errc::timeout, text(got[1]));
@@ -186,17 +158,13 @@ TEST_CASE("contract: a rank that failed and then aborts makes the others fail wi
       CHECK(took[r] < 3s);
     }
     if (std::string(a) == "store") CHECK_MESSAGE(names(got[0], "rank 1 failed with timeout and aborted"), text(got[0]));
-  }
+  });
 }
 
 TEST_CASE("contract: an abort reaches the ranks waiting in receive, within a slice") {
-  for (const char* a : adapters) {
-    CAPTURE(a);
-    auto g = make_group(a, 3);
+  for_each_adapter(3, [&](const char*, group& g) {
     std::vector<pvmm::status> got(3);
-    std::vector<std::chrono::steady_clock::duration> took(3);
-    on_every_rank(3, [&](int r) {
-      const auto start = std::chrono::steady_clock::now();
+    const auto took = on_every_rank_timed(3, [&](int r) {
       char x = 0;
       if (r == 2) {
         std::this_thread::sleep_for(300ms);
@@ -204,18 +172,15 @@ TEST_CASE("contract: an abort reaches the ranks waiting in receive, within a sli
       } else {
         got[r] = g[r]->receive(1 - r, 0, &x, 1, pvmm::deadline_in(20s));  // 0 and 1 wait for each other
       }
-      took[r] = std::chrono::steady_clock::now() - start;
     });
     expect_failed(got, 2, errc::peer_lost, "rank 2 aborted", took);
-  }
+  });
 }
 
 TEST_CASE("contract: an abort from another thread ends this rank's receive at once, before any message came") {
   // Rank 0 waits for a message rank 1 never sends; another thread of rank 0 aborts. On endpoints the receive waited
   // for rank 1's first point-to-point connection on a listener abort() did not wake: the whole deadline.
-  for (const char* a : adapters) {
-    CAPTURE(a);
-    auto g = make_group(a, 2);
+  for_each_adapter(2, [&](const char*, group& g) {
     std::uint32_t value = 0;
     const auto start = std::chrono::steady_clock::now();
     std::thread aborter([&] {
@@ -228,7 +193,7 @@ TEST_CASE("contract: an abort from another thread ends this rank's receive at on
     CHECK_MESSAGE(names(got, "rank 0 aborted"), text(got));
     CHECK(std::chrono::steady_clock::now() - start < 5s);
     g[1]->abort();
-  }
+  });
 }
 
 TEST_CASE("contract: a group can be made again, and runs many rounds") {
@@ -258,9 +223,7 @@ TEST_CASE("contract: two ranks each send 8 MiB to the other, then receive: no de
   // On endpoints a send larger than the socket buffer waited for the peer to read, and the peer was sending too:
   // both waited out the deadline.
   constexpr std::size_t words = (8u << 20) / sizeof(std::uint32_t);
-  for (const char* a : adapters) {
-    CAPTURE(a);
-    auto g = make_group(a, 2);
+  for_each_adapter(2, [&](const char*, group& g) {
     std::vector<std::string> bad(2);
     const auto start = std::chrono::steady_clock::now();
     on_every_rank(2, [&](int r) {
@@ -276,13 +239,11 @@ TEST_CASE("contract: two ranks each send 8 MiB to the other, then receive: no de
     });
     for (auto& b : bad) CHECK_MESSAGE(b.empty(), b);
     CHECK(std::chrono::steady_clock::now() - start < 10s);
-  }
+  });
 }
 
 TEST_CASE("contract: send and receive match tags, keep other tags for later, and check sizes") {
-  for (const char* a : adapters) {
-    CAPTURE(a);
-    auto g = make_group(a, 3);
+  for_each_adapter(3, [&](const char*, group& g) {
     std::vector<std::string> bad(3);
     const std::vector<std::uint8_t> big(100000, 0x5a);
     on_every_rank(3, [&](int r) {
@@ -327,7 +288,7 @@ TEST_CASE("contract: send and receive match tags, keep other tags for later, and
     CHECK(g[1]->send(1, 0, &x, 1, pvmm::deadline_in(1s)).code() != errc{});
     CHECK(g[2]->send(0, -1, &x, 1, pvmm::deadline_in(1s)).code() == errc::invalid_argument);
     CHECK(g[2]->send(7, 0, &x, 1, pvmm::deadline_in(1s)).code() == errc::invalid_argument);
-  }
+  });
 }
 
 TEST_CASE("deadline_in saturates: wait_forever, 300 years and milliseconds::max never wait out") {

@@ -118,6 +118,19 @@ inline void on_every_rank(int n, const std::function<void(int)>& f) {
   for (auto& t : threads) t.join();
 }
 
+using duration = std::chrono::steady_clock::duration;
+
+// on_every_rank, timing each rank: element r is how long f(r) ran.
+inline std::vector<duration> on_every_rank_timed(int n, const std::function<void(int)>& f) {
+  std::vector<duration> took(static_cast<std::size_t>(n));
+  on_every_rank(n, [&](int r) {
+    const auto start = std::chrono::steady_clock::now();
+    f(r);
+    took[static_cast<std::size_t>(r)] = std::chrono::steady_clock::now() - start;
+  });
+  return took;
+}
+
 // A group of `n` ranks; endpoints meet at `name` (a fresh one when empty); the stores are fresh (keys are never
 // reused).
 inline group make_group(const std::string& adapter, int n, std::string name = {}) {
@@ -137,6 +150,15 @@ inline group make_group(const std::string& adapter, int n, std::string name = {}
   return g;
 }
 
+// Runs body(adapter, a group of `n` ranks) once per adapter, the adapter named in the failures' messages.
+inline void for_each_adapter(int n, const std::function<void(const char* adapter, group& g)>& body) {
+  for (const char* a : adapters) {
+    CAPTURE(a);
+    auto g = make_group(a, n);
+    body(a, g);
+  }
+}
+
 inline std::string text(const pvmm::status& s) { return s ? "success" : s.error().message(); }
 inline bool names(const pvmm::status& s, const std::string& what) {
   return !s && s.error().message().find(what) != std::string::npos;
@@ -144,7 +166,7 @@ inline bool names(const pvmm::status& s, const std::string& what) {
 
 // Ranks 0 .. count - 1 failed with `code`, naming `named`; each within 3 s where `took` is given.
 inline void expect_failed(const std::vector<pvmm::status>& got, int count, errc code, const std::string& named,
-                          const std::vector<std::chrono::steady_clock::duration>& took = {}) {
+                          const std::vector<duration>& took = {}) {
   for (int r = 0; r < count; ++r) {
     CAPTURE(r);
     CHECK_MESSAGE(got[r].code() == code, text(got[r]));

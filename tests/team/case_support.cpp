@@ -147,4 +147,30 @@ void use_every_device_once() {
   (void)used;
 }
 
+bool make_signal_setup(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b, std::size_t bytes, int channels,
+                       signal_setup& out) {
+  auto t = pvmm::team::create(b, team_options_for(*b));
+  if (!t) return v.check(false, where(*b) + "team::create: " + t.error().message()), false;
+  pvmm::window_options o;
+  o.size = bytes;
+  o.signal_channels = channels;
+  o.timeout = std::chrono::seconds(20);
+  auto w = pvmm::symmetric_window::create(*t, o);
+  if (!w) return v.check(false, where(*b) + "window create: " + w.error().message()), false;
+  auto s = pvmm::stream::create(t->device());
+  if (!s) return v.check(false, where(*b) + "stream::create: " + s.error().message()), false;
+  out = {std::move(*t), std::move(*w), std::move(*s)};
+  return true;
+}
+
+pvmm::result<pvmm::symmetric_window> timed_window(pvmm::team& t, std::chrono::steady_clock::duration& took) {
+  pvmm::window_options o;
+  o.size = 2u << 20;
+  o.timeout = std::chrono::seconds(20);
+  const auto start = std::chrono::steady_clock::now();
+  auto w = pvmm::symmetric_window::create(t, o);
+  took = std::chrono::steady_clock::now() - start;
+  return w;
+}
+
 }  // namespace pvmm_team_test

@@ -4,11 +4,16 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <pvmm/bootstrap.hpp>
+#include <pvmm/stream.hpp>
 #include <pvmm/team.hpp>
 #include <pvmm/testing.hpp>
 
@@ -50,6 +55,54 @@ class forwarding_bootstrap : public pvmm::bootstrap {
  private:
   std::shared_ptr<pvmm::bootstrap> inner_;
 };
+
+/// Hands rank 1 wrong bytes (the first half of `all` zeroed) in collective `armed_at`, though its allgather
+/// succeeded (team_rules.cpp, team_rules_closing.cpp).
+class half_zeroed_at : public forwarding_bootstrap {
+ public:
+  explicit half_zeroed_at(std::shared_ptr<pvmm::bootstrap> inner, std::uint64_t armed = ~std::uint64_t{0})
+      : forwarding_bootstrap(std::move(inner)), armed_at(armed) {}
+  std::uint64_t armed_at;
+  std::uint64_t collectives_done() const noexcept { return collectives_completed(); }
+
+ protected:
+  pvmm::status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t collective,
+                            pvmm::deadline until) override {
+    auto done = forwarding_bootstrap::do_allgather(mine, bytes, all, collective, until);
+    if (done && collective == armed_at && rank() == 1)
+      std::memset(all, 0, bytes * static_cast<std::size_t>(size()) / 2);
+    return done;
+  }
+};
+
+/// What the signal cases run on (signal_cases.cpp, signal_guard_cases.cpp): a team, a window with signal channels,
+/// and a stream of the team's device.
+struct signal_setup {
+  pvmm::team team;
+  pvmm::symmetric_window window;
+  pvmm::stream stream;
+};
+/// Makes a signal_setup with a window of `bytes` per rank and `channels` signal channels; false (reported in `v`)
+/// on failure.
+bool make_signal_setup(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b, std::size_t bytes, int channels,
+                       signal_setup& out);
+/// "success", or the failure's message.
+inline std::string outcome_text(const pvmm::status& s) { return s ? std::string("success") : s.error().message(); }
+
+/// A window of 2 MiB per rank on `t` (20 s deadline), made collectively; `took`: how long the create took.
+pvmm::result<pvmm::symmetric_window> timed_window(pvmm::team& t, std::chrono::steady_clock::duration& took);
+
+/// A row of a case table: the case's name and its body.
+using named_case = std::pair<const char*, std::function<void()>>;
+/// Runs the body of the row of `cases` named `name`; false when no row is.
+inline bool run_named(const std::string& name, std::initializer_list<named_case> cases) {
+  for (const auto& c : cases)
+    if (name == c.first) {
+      c.second();
+      return true;
+    }
+  return false;
+}
 
 /// The split cases (split_cases.cpp: "mem-split", "mem-split-lost", "mem-split-dead"): false when `p.name` is none.
 bool run_split_body(verdict& v, const case_params& p, const std::shared_ptr<pvmm::bootstrap>& ranks);

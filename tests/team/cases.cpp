@@ -272,32 +272,23 @@ verdict run_case(const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
     if (!run_mem_case(v, p, std::move(ranks))) v.check(false, "no case named " + p.name);
     return v;
   }
-  if (p.name == "window" || p.name == "nodes")
-    window_case(v, ranks, false, false);
-  else if (p.name == "sizes")
-    window_case(v, ranks, true, false);
-  else if (p.name == "grow")
-    window_case(v, ranks, true, true);
-  else if (p.name == "late")
-    late_case(v, ranks);
-  else if (p.name == "mismatch")
-    mismatch_case(v, ranks);
-  else if (p.name == "version")
-    version_case(v, ranks);
-  else if (p.name.rfind("killed-", 0) == 0)
+  if (p.name.rfind("killed-", 0) == 0) {
     killed_case(v, std::move(ranks), std::stoi(p.name.substr(7)), p.adapter_names_missing_rank);
-  else if (p.name == "multicast")
-    multicast_case(v, ranks, p.one_rank_per_process);
-  else if (p.name == "fd-short")
-    fd_short_case(v, ranks);
-  else if (p.name == "aborted")
-    aborted_case(v, ranks, p.one_rank_per_process);
-  else if (p.name == "ring-aborted")
-    ring_aborted_case(v, ranks);
-  else if (p.name == "cycles")
-    cycles_case(v, ranks, p.cycles, p.one_rank_per_process);
-  else
-    v.check(false, "no case named " + p.name);
+    return v;
+  }
+  const bool known = run_named(p.name, {{"window", [&] { window_case(v, ranks, false, false); }},
+                                        {"nodes", [&] { window_case(v, ranks, false, false); }},
+                                        {"sizes", [&] { window_case(v, ranks, true, false); }},
+                                        {"grow", [&] { window_case(v, ranks, true, true); }},
+                                        {"late", [&] { late_case(v, ranks); }},
+                                        {"mismatch", [&] { mismatch_case(v, ranks); }},
+                                        {"version", [&] { version_case(v, ranks); }},
+                                        {"multicast", [&] { multicast_case(v, ranks, p.one_rank_per_process); }},
+                                        {"fd-short", [&] { fd_short_case(v, ranks); }},
+                                        {"aborted", [&] { aborted_case(v, ranks, p.one_rank_per_process); }},
+                                        {"ring-aborted", [&] { ring_aborted_case(v, ranks); }},
+                                        {"cycles", [&] { cycles_case(v, ranks, p.cycles, p.one_rank_per_process); }}});
+  if (!known) v.check(false, "no case named " + p.name);
   return v;
 }
 

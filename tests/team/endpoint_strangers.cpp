@@ -33,6 +33,7 @@
 #include "cases.hpp"
 #include "open_fds.hpp"
 #include "strangers.hpp"
+#include "thread_ranks.hpp"
 
 extern char** environ;
 
@@ -88,33 +89,14 @@ struct leak_check {
   }
 };
 
-bool skipped() {
-  const auto why = pvmm_team_test::no_device_reason();
-  if (why.empty()) return false;
-  std::printf("[pvmm-skip] %s\n", why.c_str());
-  return true;
-}
+using pvmm_team_rules::skip;
 
 std::string unique_name(const std::string& what) {
   static int serial = 0;
   return "pvmm-test-" + what + "-" + std::to_string(::getpid()) + "-" + std::to_string(serial++);
 }
 
-// A team of two thread ranks (both made, or the case stops).
-std::vector<pvmm::team> thread_team_of_two() {
-  auto ranks = pvmm::make_thread_bootstraps(2);
-  REQUIRE(ranks);
-  std::vector<pvmm::team> teams(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      if (auto t = pvmm::team::create((*ranks)[r])) teams[r] = std::move(*t);
-    });
-  for (auto& t : threads) t.join();
-  REQUIRE(teams[0].valid());
-  REQUIRE(teams[1].valid());
-  return teams;
-}
+using pvmm_team_rules::thread_team_of_two;
 
 // Two thread ranks make a team; a stranger of `kind` connects to each rank's endpoint first; then the window.
 void window_with_strangers(stranger kind) {
@@ -162,10 +144,7 @@ void window_with_squatter() {
   REQUIRE(unbound >= 0);
   REQUIRE(::dup2(unbound, listener_fd) == listener_fd);
   ::close(unbound);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path + 1, name.data(), name.size());
-  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  const abstract_address at(name);
   int report[2];
   REQUIRE(::pipe2(report, O_CLOEXEC) == 0);
   const pid_t squatter = ::fork();
@@ -174,7 +153,7 @@ void window_with_squatter() {
     ::close(report[0]);
     long got = -1;
     const int s = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
-    if (s >= 0 && ::bind(s, reinterpret_cast<const sockaddr*>(&address), length) == 0 && ::listen(s, 8) == 0 &&
+    if (s >= 0 && ::bind(s, at.get(), at.length) == 0 && ::listen(s, 8) == 0 &&
         ::write(report[1], &got, sizeof got) == sizeof got) {
       const int c = ::accept(s, nullptr, nullptr);
       char buffer[4096];
@@ -295,7 +274,7 @@ pid_t spawn_rank_in_pid_namespace(const std::string& meeting, int rank, int size
 
 TEST_SUITE("team endpoints") {
   TEST_CASE("another user's connection to a team endpoint is dropped: the window forms at once") {
-    if (skipped()) return;
+    if (skip()) return;
     if (::geteuid() != 0) {
       std::printf("[pvmm-skip] only root can make a process of another user (uid 65534) here\n");
       return;
@@ -303,35 +282,33 @@ TEST_SUITE("team endpoints") {
     window_with_strangers(stranger::other_user);
   }
   TEST_CASE("a silent same-user connection from no rank's process is dropped: the window forms at once") {
-    if (skipped()) return;
+    if (skip()) return;
     window_with_strangers(stranger::silent);
   }
   TEST_CASE("a same-user process that is no rank sending bytes to a team endpoint is dropped") {
-    if (skipped()) return;
+    if (skip()) return;
     window_with_strangers(stranger::garbage);
   }
   TEST_CASE("a same-user process on a rank's endpoint name is sent nothing: the sender fails naming that rank") {
-    if (skipped()) return;
+    if (skip()) return;
     window_with_squatter();
   }
   TEST_CASE("threads of one process: every member is same_device and the window forms") {
-    if (skipped()) return;
+    if (skip()) return;
     leak_check leaks;
     auto ranks = pvmm::make_thread_bootstraps(2);
     REQUIRE(ranks);
     std::vector<std::string> failures(2);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 2; ++r) threads.emplace_back([&, r] { failures[r] = team_and_window((*ranks)[r], 10s); });
-    for (auto& t : threads) t.join();
+    pvmm_team_rules::on_thread_ranks(2, [&](int r) { failures[r] = team_and_window((*ranks)[r], 10s); });
     for (const auto& f : failures) CHECK_MESSAGE(f.empty(), f);
   }
   TEST_CASE("processes on one device: every member is same_device and the window forms") {
-    if (skipped()) return;
+    if (skip()) return;
     const auto meeting = unique_name("same-device");
     expect_ranks_pass({spawn_rank(meeting, 0, 2), spawn_rank(meeting, 1, 2)});
   }
   TEST_CASE("a rank in another pid namespace (one network namespace) makes a window with this one") {
-    if (skipped()) return;
+    if (skip()) return;
     const auto meeting = unique_name("pid-namespace");
     std::string why;
     const pid_t apart = spawn_rank_in_pid_namespace(meeting, 1, 2, {}, why);
@@ -343,7 +320,7 @@ TEST_SUITE("team endpoints") {
   }
   TEST_CASE(
       "with a rank in another pid namespace, strangers at a team endpoint are dropped (the rank's secret tells)") {
-    if (skipped()) return;
+    if (skip()) return;
     const auto meeting = unique_name("pid-namespace-strangers");
     std::string why;
     const auto pause = 2000ms;  // between the team and the window: the strangers connect meanwhile

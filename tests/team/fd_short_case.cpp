@@ -42,12 +42,8 @@ void fd_short_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
       filler.pop_back();
     }
   }
-  pvmm::window_options o;
-  o.size = 2u << 20;
-  o.timeout = 20s;
-  const auto start = std::chrono::steady_clock::now();
-  auto w = pvmm::symmetric_window::create(*t, o);
-  const auto took = std::chrono::steady_clock::now() - start;
+  std::chrono::steady_clock::duration took{};
+  auto w = timed_window(*t, took);
   for (int fd : filler) ::close(fd);
   ::setrlimit(RLIMIT_NOFILE, &before);
   const std::string text = w ? "a window" : w.error().message();

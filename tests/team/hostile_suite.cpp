@@ -19,6 +19,7 @@
 #include "open_fds.hpp"
 #include "team/team_exchange.hpp"
 #include "team/window_state.hpp"
+#include "thread_ranks.hpp"
 
 namespace {
 
@@ -42,11 +43,7 @@ struct leak_check {
   }
 };
 
-bool skipped() {
-  const auto why = pvmm_team_test::no_device_reason();
-  if (!why.empty()) std::printf("[pvmm-skip] %s\n", why.c_str());
-  return !why.empty();
-}
+bool skipped() { return pvmm_team_rules::skip(); }
 
 // Rank 1's allgathers of records of type T pass through `forge` (what it sends; what it gathers, when `both`).
 template <class T>
@@ -193,24 +190,21 @@ TEST_SUITE("team") {
     auto made = pvmm::make_thread_bootstraps(4);
     REQUIRE(made);
     std::vector<std::string> failures(4);
-    std::vector<std::thread> threads;
-    for (int rank = 0; rank < 4; ++rank)
-      threads.emplace_back([&, rank] {
-        try {
-          // README.md, "Teams" (the bootstrap is the threads adapter's; sizes differ per rank, as it says they may).
-          auto ranks = (*made)[rank];
-          auto team = pvmm::team::create(ranks).value();  // device 0; one allgather, checked on every rank
-          pvmm::window_options slot;
-          slot.size = static_cast<std::size_t>(rank + 1) << 20;              // per rank; may differ between ranks
-          auto window = pvmm::symmetric_window::create(team, slot).value();  // collective
-          void* peer3 = window.peer(3);  // == base() + 3 * stride(), or nullptr with unmapped_reason(3)
-          if (peer3 != static_cast<char*>(window.base()) + 3 * window.stride() || window.size_of(3) < (4u << 20))
-            failures[rank] = "peer 3 is not at base + 3 * stride or holds less than its size";
-        } catch (const std::exception& e) {
-          failures[rank] = e.what();
-        }
-      });
-    for (auto& t : threads) t.join();
+    pvmm_team_rules::on_thread_ranks(4, [&](int rank) {
+      try {
+        // README.md, "Teams" (the bootstrap is the threads adapter's; sizes differ per rank, as it says they may).
+        auto ranks = (*made)[rank];
+        auto team = pvmm::team::create(ranks).value();  // device 0; one allgather, checked on every rank
+        pvmm::window_options slot;
+        slot.size = static_cast<std::size_t>(rank + 1) << 20;              // per rank; may differ between ranks
+        auto window = pvmm::symmetric_window::create(team, slot).value();  // collective
+        void* peer3 = window.peer(3);  // == base() + 3 * stride(), or nullptr with unmapped_reason(3)
+        if (peer3 != static_cast<char*>(window.base()) + 3 * window.stride() || window.size_of(3) < (4u << 20))
+          failures[rank] = "peer 3 is not at base + 3 * stride or holds less than its size";
+      } catch (const std::exception& e) {
+        failures[rank] = e.what();
+      }
+    });
     for (const auto& f : failures) CHECK_MESSAGE(f.empty(), f);
   }
 

@@ -265,19 +265,11 @@ void reserve_refused_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
 
 // One run of memory case `p.name` on this rank; false when it is none of them.
 bool run_mem_body(verdict& v, const case_params& p, const std::shared_ptr<pvmm::bootstrap>& ranks) {
-  if (p.name == "mem-from")
-    from_case(v, ranks);
-  else if (p.name == "mem-from-refused")
-    from_refused_case(v, ranks);
-  else if (p.name == "mem-heap")
-    heap_case(v, ranks);
-  else if (run_split_body(v, p, ranks))
-    return true;
-  else if (p.name == "mem-reserve-refused")
-    reserve_refused_case(v, ranks);
-  else
-    return false;
-  return true;
+  return run_named(p.name, {{"mem-from", [&] { from_case(v, ranks); }},
+                            {"mem-from-refused", [&] { from_refused_case(v, ranks); }},
+                            {"mem-heap", [&] { heap_case(v, ranks); }},
+                            {"mem-reserve-refused", [&] { reserve_refused_case(v, ranks); }}}) ||
+         run_split_body(v, p, ranks);
 }
 
 }  // namespace

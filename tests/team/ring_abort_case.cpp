@@ -54,12 +54,8 @@ void ring_aborted_case(verdict& v, std::shared_ptr<pvmm::bootstrap> b) {
     wrapper->team = &*t;
     wrapper->allgathers_left = 2;
   }
-  pvmm::window_options o;
-  o.size = 2u << 20;
-  o.timeout = 20s;
-  const auto start = std::chrono::steady_clock::now();
-  auto w = pvmm::symmetric_window::create(*t, o);
-  const auto took = std::chrono::steady_clock::now() - start;
+  std::chrono::steady_clock::duration took{};
+  auto w = timed_window(*t, took);
   v.check(!w && w.code() == errc::peer_lost && w.error().message().find("rank 0") != std::string::npos,
           where(*b) + "expected peer_lost naming rank 0, got " + (w ? "success" : w.error().message()));
   if (b->rank() == 0) return;

@@ -31,43 +31,25 @@ namespace {
 
 constexpr std::size_t words = 1024;  // written into each slot and read back by the next rank
 
-std::string text(const pvmm::status& s) { return s ? std::string("success") : s.error().message(); }
-
-struct signal_setup {
-  pvmm::team team;
-  pvmm::symmetric_window window;
-  pvmm::stream stream;
-};
-
-// A team, a window with `channels` signal channels and a stream of the team's device; false (reported) on failure.
+// A signal_setup with `channels` channels; false (reported or skipped) when it cannot run here.
 bool set_up(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b, int channels, signal_setup& out) {
-  auto t = pvmm::team::create(b, team_options_for(*b));
-  if (!t) return v.check(false, where(*b) + "team::create: " + t.error().message()), false;
-  pvmm::window_options o;
-  o.size = words * sizeof(std::uint32_t);
-  o.signal_channels = channels;
-  o.timeout = 20s;
-  auto w = pvmm::symmetric_window::create(*t, o);
-  if (!w) return v.check(false, where(*b) + "window create: " + w.error().message()), false;
-  auto s = pvmm::stream::create(t->device());
-  if (!s) return v.check(false, where(*b) + "stream::create: " + s.error().message()), false;
+  if (!make_signal_setup(v, b, words * sizeof(std::uint32_t), channels, out)) return false;
   // A backend without signal kernels says so before looking at the arguments (the capability first).
-  if (auto probe = w->put_signal(-1, 0, *s); probe.code() == errc::not_supported) {
+  if (auto probe = out.window.put_signal(-1, 0, out.stream); probe.code() == errc::not_supported) {
     std::printf("[pvmm-skip] %s%s\n", where(*b).c_str(), probe.error().message().c_str());
     return false;
   }
   // Waits between ranks sharing a process and a GPU are refused on every rank, naming two of them (one context's
   // kernels are not sure to run at once); the host backend's stream threads always progress, so it never refuses.
-  if (auto probe = w->barrier(-1, *s, 0ms); probe.code() == errc::not_supported) {
+  if (auto probe = out.window.barrier(-1, out.stream, 0ms); probe.code() == errc::not_supported) {
     const std::string why = probe.error().message();
     v.check(pvmm::query_backend().name != "host" && why.find("in one process on one device") != std::string::npos,
             where(*b) + "barrier refused: " + why);
     std::printf("[pvmm-skip] %s%s\n", where(*b).c_str(), why.c_str());
     return false;
   } else if (probe.code() != errc::invalid_argument) {
-    return v.check(false, where(*b) + "barrier on channel -1: " + text(probe)), false;
+    return v.check(false, where(*b) + "barrier on channel -1: " + outcome_text(probe)), false;
   }
-  out = {std::move(*t), std::move(*w), std::move(*s)};
   return true;
 }
 
@@ -97,12 +79,13 @@ void data_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
     v.check(on.copy_async(s.window.local(), mine, words * 4).has_value(), where(*b) + "copy into own slot");
     auto put = s.window.put_signal(next, 0, on);
     auto wait = s.window.wait_signal(prev, 0, on, 10s);
-    v.check(put && wait, where(*b) + "put/wait: " + text(put) + " / " + text(wait));
+    v.check(put && wait, where(*b) + "put/wait: " + outcome_text(put) + " / " + outcome_text(wait));
     v.check(on.copy_async(theirs, s.window.peer(prev), words * 4).has_value(), where(*b) + "copy from peer");
     // The previous rank overwrites its slot next round only after this rank's signal says it has read it.
     auto back = s.window.put_signal(prev, 1, on);
     auto ack = s.window.wait_signal(next, 1, on, 10s);
-    v.check(back && ack && on.synchronize().has_value(), where(*b) + "acknowledge: " + text(back) + " / " + text(ack));
+    v.check(back && ack && on.synchronize().has_value(),
+            where(*b) + "acknowledge: " + outcome_text(back) + " / " + outcome_text(ack));
     for (std::size_t i = 0; i < words; ++i)
       if (theirs[i] != static_cast<std::uint32_t>(prev * 1000003 + round * 7919 + i)) {
         v.check(false, where(*b) + "round " + std::to_string(round) + ": rank " + std::to_string(prev) + "'s word " +
@@ -118,7 +101,7 @@ void data_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
     }
   v.check(s.stream.synchronize().has_value(), where(*b) + "synchronize");
   auto st = s.window.signal_status();
-  v.check(st.has_value(), where(*b) + "signal_status after matched waits: " + text(st));
+  v.check(st.has_value(), where(*b) + "signal_status after matched waits: " + outcome_text(st));
   v.check(std::chrono::steady_clock::now() - start < 10s, where(*b) + "50 barriers took over 10 s");
   v.check(b->barrier(pvmm::deadline_in(20s)).has_value(), where(*b) + "bootstrap barrier before release");
 }
@@ -136,12 +119,12 @@ void silent_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
   if (me != 0) {
     const auto start = std::chrono::steady_clock::now();
     auto wait = s.window.wait_signal(0, 0, s.stream, 300ms);
-    v.check(wait && s.stream.synchronize(), where(*b) + "wait enqueued and ran: " + text(wait));
+    v.check(wait && s.stream.synchronize(), where(*b) + "wait enqueued and ran: " + outcome_text(wait));
     v.check(std::chrono::steady_clock::now() - start < 5s, where(*b) + "a 300 ms wait held its stream over 5 s");
     auto st = s.window.signal_status();
     v.check(
         !st && st.code() == errc::timeout && st.error().message().find("for rank 0 on channel 0") != std::string::npos,
-        where(*b) + "expected timeout naming rank 0 and channel 0, got " + text(st));
+        where(*b) + "expected timeout naming rank 0 and channel 0, got " + outcome_text(st));
   }
   sync_all("after the silent step");
   if (me == 0)
@@ -190,8 +173,8 @@ void absent_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
       st.code() == errc::timeout && message.find("for rank " + std::to_string(last)) != std::string::npos;
   const bool exited =
       st.code() == errc::peer_lost && message.find("rank " + std::to_string(last) + " exited") != std::string::npos;
-  v.check(timed_out || exited,
-          where(*b) + "expected timeout or peer_lost naming rank " + std::to_string(last) + ", got " + text(st));
+  v.check(timed_out || exited, where(*b) + "expected timeout or peer_lost naming rank " + std::to_string(last) +
+                                   ", got " + outcome_text(st));
 }
 
 long long ms_of(std::chrono::steady_clock::duration d) {
@@ -217,7 +200,7 @@ void deadline_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
     auto st = s.window.signal_status();
     v.check(
         !st && st.code() == errc::timeout && st.error().message().find("for rank 1 on channel 0") != std::string::npos,
-        where(*b) + "expected timeout naming rank 1 and channel 0, got " + text(st));
+        where(*b) + "expected timeout naming rank 1 and channel 0, got " + outcome_text(st));
   }
   v.check(b->barrier(pvmm::deadline_in(20s)).has_value(), where(*b) + "bootstrap barrier before release");
 }
@@ -259,9 +242,10 @@ void killed_at_barrier_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& 
     v.check(took < 4s,
             where(*b) + "a barrier waiting for a dead rank held its stream " + std::to_string(ms_of(took)) + " ms");
     auto st = s.window.signal_status();
-    v.check(!st && st.code() == errc::peer_lost &&
-                st.error().message().find("rank " + std::to_string(victim) + " exited") != std::string::npos,
-            where(*b) + "expected peer_lost naming rank " + std::to_string(victim) + " as exited, got " + text(st));
+    v.check(
+        !st && st.code() == errc::peer_lost &&
+            st.error().message().find("rank " + std::to_string(victim) + " exited") != std::string::npos,
+        where(*b) + "expected peer_lost naming rank " + std::to_string(victim) + " as exited, got " + outcome_text(st));
   }
   const auto now = pvmm::query_live_objects();
   v.check(now.allocations == live.allocations && now.reservations == live.reservations && now.mappings == live.mappings,
@@ -279,7 +263,7 @@ void bad_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
   if (!set_up(v, b, 2, s)) return;
   const int me = b->rank(), other = (me + 1) % b->size();
   const auto refused = [&](const pvmm::status& st, errc code, const char* what) {
-    v.check(!st && st.code() == code, where(*b) + what + ": " + text(st));
+    v.check(!st && st.code() == code, where(*b) + what + ": " + outcome_text(st));
   };
   refused(s.window.put_signal(me, 0, s.stream), errc::invalid_argument, "signal itself");
   refused(s.window.put_signal(b->size(), 0, s.stream), errc::invalid_argument, "peer out of range");
@@ -311,21 +295,13 @@ void bad_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
 }  // namespace
 
 bool run_signal_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
-  if (p.name == "sig-data")
-    data_case(v, ranks);
-  else if (p.name == "sig-silent")
-    silent_case(v, ranks);
-  else if (p.name == "sig-absent")
-    absent_case(v, ranks);
-  else if (p.name == "sig-bad")
-    bad_case(v, ranks);
-  else if (p.name == "sig-deadline")
-    deadline_case(v, ranks);
-  else if (p.name == "sig-killed")
-    killed_at_barrier_case(v, ranks);
-  else
-    return run_signal_guard_case(v, p, std::move(ranks));
-  return true;
+  return run_named(p.name, {{"sig-data", [&] { data_case(v, ranks); }},
+                            {"sig-silent", [&] { silent_case(v, ranks); }},
+                            {"sig-absent", [&] { absent_case(v, ranks); }},
+                            {"sig-bad", [&] { bad_case(v, ranks); }},
+                            {"sig-deadline", [&] { deadline_case(v, ranks); }},
+                            {"sig-killed", [&] { killed_at_barrier_case(v, ranks); }}}) ||
+         run_signal_guard_case(v, p, std::move(ranks));
 }
 
 }  // namespace pvmm_team_test

@@ -25,31 +25,15 @@ using pvmm::errc;
 
 namespace {
 
-std::string outcome_text(const pvmm::status& s) { return s ? std::string("success") : s.error().message(); }
+using guarded = signal_setup;
 
-struct guarded {
-  pvmm::team team;
-  pvmm::symmetric_window window;
-  pvmm::stream stream;
-};
-
-// A team, a window with `channels` signal channels and a stream; false (reported or skipped) when it cannot run.
+// A signal_setup with `channels` channels; false (reported or skipped) when it cannot run here.
 bool make(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b, int channels, guarded& out) {
-  auto t = pvmm::team::create(b, team_options_for(*b));
-  if (!t) return v.check(false, where(*b) + "team::create: " + t.error().message()), false;
-  pvmm::window_options o;
-  o.size = 4096;
-  o.signal_channels = channels;
-  o.timeout = 20s;
-  auto w = pvmm::symmetric_window::create(*t, o);
-  if (!w) return v.check(false, where(*b) + "window create: " + w.error().message()), false;
-  auto s = pvmm::stream::create(t->device());
-  if (!s) return v.check(false, where(*b) + "stream::create: " + s.error().message()), false;
-  if (auto probe = w->barrier(-1, *s, 0ms); probe.code() == errc::not_supported) {
+  if (!make_signal_setup(v, b, 4096, channels, out)) return false;
+  if (auto probe = out.window.barrier(-1, out.stream, 0ms); probe.code() == errc::not_supported) {
     std::printf("[pvmm-skip] %s%s\n", where(*b).c_str(), probe.error().message().c_str());
     return false;
   }
-  out = {std::move(*t), std::move(*w), std::move(*s)};
   return true;
 }
 
@@ -160,15 +144,9 @@ void abort_queued_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b, bo
 }  // namespace
 
 bool run_signal_guard_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
-  if (p.name == "sig-forger")
-    forger_case(v, ranks);
-  else if (p.name == "sig-clear")
-    clear_case(v, ranks);
-  else if (p.name == "sig-abort-queued")
-    abort_queued_case(v, ranks, p.one_rank_per_process);
-  else
-    return false;
-  return true;
+  return run_named(p.name, {{"sig-forger", [&] { forger_case(v, ranks); }},
+                            {"sig-clear", [&] { clear_case(v, ranks); }},
+                            {"sig-abort-queued", [&] { abort_queued_case(v, ranks, p.one_rank_per_process); }}});
 }
 
 }  // namespace pvmm_team_test

@@ -54,10 +54,7 @@ std::map<std::string, int> team_endpoints_of(const std::string& pid) {
 // A process that connects to abstract endpoint `name` as `kind` says and stays until killed; its pid, once it
 // is connected (-1 when it could not connect).
 pid_t start_stranger(const std::string& name, stranger kind) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path + 1, name.data(), name.size());
-  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  const abstract_address at(name);
   int ready[2];
   REQUIRE(::pipe2(ready, O_CLOEXEC) == 0);
   const pid_t pid = ::fork();
@@ -68,7 +65,7 @@ pid_t start_stranger(const std::string& name, stranger kind) {
                                          ::setresuid(65534, 65534, 65534) != 0))
       ::_exit(3);
     const int s = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
-    if (s < 0 || ::connect(s, reinterpret_cast<const sockaddr*>(&address), length) != 0) ::_exit(4);
+    if (s < 0 || ::connect(s, at.get(), at.length) != 0) ::_exit(4);
     const char junk[24] = "no team message at all";
     if (kind == stranger::garbage && ::send(s, junk, sizeof junk, MSG_NOSIGNAL) != sizeof junk) ::_exit(5);
     const char one = 1;

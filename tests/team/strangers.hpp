@@ -2,7 +2,12 @@
 // finds them, and processes that connect to one as another user, silently, or sending garbage.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
+
+#include <cstddef>
+#include <cstring>
 
 #include <map>
 #include <string>
@@ -18,6 +23,18 @@ enum class stranger { other_user, silent, garbage };
 /// A process that connects to abstract endpoint `name` as `kind` says and stays until killed; its pid, once it is
 /// connected (-1 when it could not connect).
 pid_t start_stranger(const std::string& name, stranger kind);
+
+/// The address of abstract endpoint `name` (a NUL, then the name; no terminator) and its length.
+struct abstract_address {
+  sockaddr_un address{};
+  socklen_t length = 0;
+  explicit abstract_address(const std::string& name) {
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path + 1, name.data(), name.size());
+    length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  }
+  const sockaddr* get() const noexcept { return reinterpret_cast<const sockaddr*>(&address); }
+};
 
 /// Kills and reaps a stranger.
 void stop(pid_t pid);

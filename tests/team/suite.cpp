@@ -17,6 +17,7 @@
 
 #include "cases.hpp"
 #include "open_fds.hpp"
+#include "thread_ranks.hpp"
 
 extern char** environ;
 
@@ -180,77 +181,55 @@ void killed_at_each_step(const std::string& adapter, void (*run)(const case_para
 
 }  // namespace
 
-#define PVMM_TEAM_CASES(adapter, body)                                                                     \
-  TEST_CASE(adapter ": every rank maps every peer's slot, data read back two ways") {                      \
-    for_each_size(adapter, "window", 0, body);                                                             \
-  }                                                                                                        \
-  TEST_CASE(adapter ": per-rank sizes") { for_each_size(adapter, "sizes", 0, body); }                      \
-  TEST_CASE(adapter ": a window grows collectively") { for_each_size(adapter, "grow", 0, body); }          \
-  TEST_CASE(adapter ": a rank that never arrives is named by every other within the deadline") {           \
-    for_each_size(adapter, "late", 0, body);                                                               \
-  }                                                                                                        \
-  TEST_CASE(adapter ": mismatched window options are team_mismatch on every rank") {                       \
-    for_each_size(adapter, "mismatch", 0, body);                                                           \
-  }                                                                                                        \
-  TEST_CASE(adapter ": a rank speaking another team protocol is team_mismatch on every rank") {            \
-    for_each_size(adapter, "version", 0, body);                                                            \
-  }                                                                                                        \
-  TEST_CASE(adapter ": create/destroy cycles leave fds and live objects unchanged") {                      \
-    for_each_size(adapter, "cycles", 0, body);                                                             \
-  }                                                                                                        \
-  TEST_CASE(adapter ": simulated nodes: cross-node peers take the fabric path or are reported per peer") { \
-    for_each_size(adapter, "nodes", 2, body);                                                              \
-  }                                                                                                        \
-  TEST_CASE(adapter ": multicast over a team, or not_supported on every rank naming who lacks it") {       \
-    for_each_size(adapter, "multicast", 0, body);                                                          \
-  }                                                                                                        \
-  TEST_CASE(adapter ": team::abort unmaps the peers' slots at once, and every peer hears peer_lost") {     \
-    for_each_size(adapter, "aborted", 0, body);                                                            \
-  }
+// One case of the lists below: the case `name` on every size for_each_size runs, under `adapter` (threads,
+// stores, endpoints) run by `body`.
+#define PVMM_TEAM_CASE(adapter, title, name, extra, body) \
+  TEST_CASE(adapter ": " title) { for_each_size(adapter, name, extra, body); }
+
+#define PVMM_TEAM_CASES(adapter, body)                                                                                 \
+  PVMM_TEAM_CASE(adapter, "every rank maps every peer's slot, data read back two ways", "window", 0, body)             \
+  PVMM_TEAM_CASE(adapter, "per-rank sizes", "sizes", 0, body)                                                          \
+  PVMM_TEAM_CASE(adapter, "a window grows collectively", "grow", 0, body)                                              \
+  PVMM_TEAM_CASE(adapter, "a rank that never arrives is named by every other within the deadline", "late", 0, body)    \
+  PVMM_TEAM_CASE(adapter, "mismatched window options are team_mismatch on every rank", "mismatch", 0, body)            \
+  PVMM_TEAM_CASE(adapter, "a rank speaking another team protocol is team_mismatch on every rank", "version", 0, body)  \
+  PVMM_TEAM_CASE(adapter, "create/destroy cycles leave fds and live objects unchanged", "cycles", 0, body)             \
+  PVMM_TEAM_CASE(adapter, "simulated nodes: cross-node peers take the fabric path or are reported per peer", "nodes",  \
+                 2, body)                                                                                              \
+  PVMM_TEAM_CASE(adapter, "multicast over a team, or not_supported on every rank naming who lacks it", "multicast", 0, \
+                 body)                                                                                                 \
+  PVMM_TEAM_CASE(adapter, "team::abort unmaps the peers' slots at once, and every peer hears peer_lost", "aborted", 0, \
+                 body)
 
 // Issue 35's memory cases (mem_cases.cpp).
-#define PVMM_TEAM_MEM_CASES(adapter, body)                                                                        \
-  TEST_CASE(adapter ": create_from maps the caller's memory (an allocation, a growable buffer) for every peer") { \
-    for_each_size(adapter, "mem-from", 0, body);                                                                  \
-  }                                                                                                               \
-  TEST_CASE(adapter ": create_from with memory one rank cannot share fails on every rank naming it") {            \
-    for_each_size(adapter, "mem-from-refused", 0, body);                                                          \
-  }                                                                                                               \
-  TEST_CASE(adapter ": a symmetric heap: same offsets, reuse, growth, mismatch on every rank") {                  \
-    for_each_size(adapter, "mem-heap", 0, body);                                                                  \
-  }                                                                                                               \
-  TEST_CASE(adapter ": team::split into odd and even ranks, windows and a heap on the sub-teams") {               \
-    for_each_size(adapter, "mem-split", 0, body);                                                                 \
-  }                                                                                                               \
-  TEST_CASE(adapter ": a sub-team whose rank 0 gives up: its members return within their deadline") {             \
-    for_each_size(adapter, "mem-split-lost", 0, body);                                                            \
-  }                                                                                                               \
-  TEST_CASE(adapter ": a rank gone before a split: every other returns within its deadline naming it") {          \
-    for_each_size(adapter, "mem-split-dead", 0, body);                                                            \
-  }
+#define PVMM_TEAM_MEM_CASES(adapter, body)                                                                            \
+  PVMM_TEAM_CASE(adapter, "create_from maps the caller's memory (an allocation, a growable buffer) for every peer",   \
+                 "mem-from", 0, body)                                                                                 \
+  PVMM_TEAM_CASE(adapter, "create_from with memory one rank cannot share fails on every rank naming it",              \
+                 "mem-from-refused", 0, body)                                                                         \
+  PVMM_TEAM_CASE(adapter, "a symmetric heap: same offsets, reuse, growth, mismatch on every rank", "mem-heap", 0,     \
+                 body)                                                                                                \
+  PVMM_TEAM_CASE(adapter, "team::split into odd and even ranks, windows and a heap on the sub-teams", "mem-split", 0, \
+                 body)                                                                                                \
+  PVMM_TEAM_CASE(adapter, "a sub-team whose rank 0 gives up: its members return within their deadline",               \
+                 "mem-split-lost", 0, body)                                                                           \
+  PVMM_TEAM_CASE(adapter, "a rank gone before a split: every other returns within its deadline naming it",            \
+                 "mem-split-dead", 0, body)
 
-#define PVMM_TEAM_SIGNAL_CASES(adapter, body)                                                                      \
-  TEST_CASE(adapter ": put/wait-signal order data across ranks, and barriers, on a stream") {                      \
-    for_each_size(adapter, "sig-data", 0, body);                                                                   \
-  }                                                                                                                \
-  TEST_CASE(adapter ": a silent rank's waiters time out naming it, and a late signal never ends a later wait") {   \
-    for_each_size(adapter, "sig-silent", 0, body);                                                                 \
-  }                                                                                                                \
-  TEST_CASE(adapter ": a rank absent from a barrier: every other returns within its bound naming it") {            \
-    for_each_size(adapter, "sig-absent", 0, body);                                                                 \
-  }                                                                                                                \
-  TEST_CASE(adapter ": signal calls refuse bad peers, channels, timeouts and streams, and channels must agree") {  \
-    for_each_size(adapter, "sig-bad", 0, body);                                                                    \
-  }                                                                                                                \
-  TEST_CASE(adapter ": a barrier no other rank joins ends at its one deadline, not one per silent peer") {         \
-    for_each_size(adapter, "sig-deadline", 0, body);                                                               \
-  }                                                                                                                \
-  TEST_CASE(adapter ": a peer forging every word of a rank's pad changes no pointer, count or error it reads") {   \
-    for_each_size(adapter, "sig-forger", 0, body);                                                                 \
-  }                                                                                                                \
-  TEST_CASE(adapter ": clear_signal_status reads and clears the error record, and later barriers report afresh") { \
-    for_each_size(adapter, "sig-clear", 0, body);                                                                  \
-  }
+#define PVMM_TEAM_SIGNAL_CASES(adapter, body)                                                                        \
+  PVMM_TEAM_CASE(adapter, "put/wait-signal order data across ranks, and barriers, on a stream", "sig-data", 0, body) \
+  PVMM_TEAM_CASE(adapter, "a silent rank's waiters time out naming it, and a late signal never ends a later wait",   \
+                 "sig-silent", 0, body)                                                                              \
+  PVMM_TEAM_CASE(adapter, "a rank absent from a barrier: every other returns within its bound naming it",            \
+                 "sig-absent", 0, body)                                                                              \
+  PVMM_TEAM_CASE(adapter, "signal calls refuse bad peers, channels, timeouts and streams, and channels must agree",  \
+                 "sig-bad", 0, body)                                                                                 \
+  PVMM_TEAM_CASE(adapter, "a barrier no other rank joins ends at its one deadline, not one per silent peer",         \
+                 "sig-deadline", 0, body)                                                                            \
+  PVMM_TEAM_CASE(adapter, "a peer forging every word of a rank's pad changes no pointer, count or error it reads",   \
+                 "sig-forger", 0, body)                                                                              \
+  PVMM_TEAM_CASE(adapter, "clear_signal_status reads and clears the error record, and later barriers report afresh", \
+                 "sig-clear", 0, body)
 
 TEST_SUITE("team") {
   PVMM_TEAM_SIGNAL_CASES("threads", [](const case_params& p, int n) { threads_adapter(p, n, false); })
@@ -295,24 +274,9 @@ TEST_SUITE("team") {
 }
 
 TEST_CASE("team::abort from another thread ends the step in progress with peer_lost, and the peers' steps too") {
-  if (const auto why = pvmm_team_test::no_device_reason(); !why.empty()) {
-    std::printf("[pvmm-skip] %s\n", why.c_str());
-    return;
-  }
+  if (pvmm_team_rules::skip()) return;
   team_leak_check leaks;
-  auto ranks = pvmm::make_thread_bootstraps(2);
-  REQUIRE(ranks);
-  std::vector<pvmm::team> teams(2);
-  {
-    std::vector<std::thread> makers;
-    for (int r = 0; r < 2; ++r)
-      makers.emplace_back([&, r] {
-        if (auto t = pvmm::team::create((*ranks)[r])) teams[r] = std::move(*t);
-      });
-    for (auto& t : makers) t.join();
-  }
-  REQUIRE(teams[0].valid());
-  REQUIRE(teams[1].valid());
+  auto teams = pvmm_team_rules::thread_team_of_two();
   pvmm::window_options o;
   o.size = 2u << 20;
   o.timeout = 10s;

@@ -20,21 +20,15 @@
 
 #include "case_support.hpp"
 #include "cases.hpp"
+#include "thread_ranks.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using pvmm::errc;
+using pvmm_team_rules::skip;
 
-// Two thread ranks' teams, made together.
-std::vector<pvmm::team> two_teams() {
-  auto g = pvmm::make_thread_bootstraps(2).value();
-  std::vector<pvmm::team> t(2);
-  std::thread other([&] { t[1] = pvmm::team::create(g[1]).value(); });
-  t[0] = pvmm::team::create(g[0]).value();
-  other.join();
-  return t;
-}
+using pvmm_team_rules::thread_team_of_two;
 
 // Runs `call(rank)` on both ranks, the rank `late` starting 100 ms after the other.
 std::vector<pvmm::status> on_both(const std::function<pvmm::status(int)>& call, int late) {
@@ -49,12 +43,25 @@ std::vector<pvmm::status> on_both(const std::function<pvmm::status(int)>& call, 
   return out;
 }
 
-bool skip() {
-  if (const auto why = pvmm_team_test::no_device_reason(); !why.empty()) {
-    std::printf("[pvmm-skip] %s\n", why.c_str());
-    return true;
-  }
-  return false;
+// The status of a result (its value dropped).
+template <class T>
+pvmm::status status_of(pvmm::result<T>&& r) {
+  return r ? pvmm::status{} : pvmm::status(std::move(r).error());
+}
+
+// A T (symmetric_heap, symmetric_window) made with `o` on both teams together.
+template <class T, class Options>
+std::vector<T> made_on_both(std::vector<pvmm::team>& teams, const Options& o) {
+  std::vector<T> made(2);
+  on_both(
+      [&](int r) {
+        auto m = T::create(teams[r], o);
+        if (!m) return pvmm::status(std::move(m).error());
+        made[r] = std::move(*m);
+        return pvmm::status{};
+      },
+      -1);
+  return made;
 }
 
 }  // namespace
@@ -63,33 +70,18 @@ TEST_CASE("team calls: a negative timeout on rank 0 is invalid_argument naming r
   if (skip()) return;
   for (int late = 0; late < 2; ++late) {
     CAPTURE(late);
-    auto teams = two_teams();
-    std::vector<pvmm::symmetric_heap> heaps(2);
+    auto teams = thread_team_of_two();
     pvmm::heap_options o;
     o.size = 1u << 20;
     o.max_size = 4u << 20;
     o.timeout = 10s;
-    on_both(
-        [&](int r) {
-          auto h = pvmm::symmetric_heap::create(teams[r], o);
-          if (!h) return pvmm::status(std::move(h).error());
-          heaps[r] = std::move(*h);
-          return pvmm::status{};
-        },
-        -1);
+    auto heaps = made_on_both<pvmm::symmetric_heap>(teams, o);
     const auto timeout_of = [](int r) { return r == 0 ? -1ms : 2000ms; };
     const std::vector<std::pair<const char*, std::function<pvmm::status(int)>>> calls{
         {"heap allocate",
-         [&](int r) {
-           auto b = heaps[r].allocate(1024, pvmm::symmetric_heap::min_alignment, timeout_of(r));
-           return b ? pvmm::status{} : pvmm::status(std::move(b).error());
-         }},
+         [&](int r) { return status_of(heaps[r].allocate(1024, pvmm::symmetric_heap::min_alignment, timeout_of(r))); }},
         {"heap free", [&](int r) { return heaps[r].free(0, timeout_of(r)); }},
-        {"split",
-         [&](int r) {
-           auto s = teams[r].split(0, r, timeout_of(r));
-           return s ? pvmm::status{} : pvmm::status(std::move(s).error());
-         }},
+        {"split", [&](int r) { return status_of(teams[r].split(0, r, timeout_of(r))); }},
     };
     for (const auto& entry : calls) {  // no structured binding: C++17 lambdas (CAPTURE) cannot capture one
       const char* name = entry.first;
@@ -106,15 +98,7 @@ TEST_CASE("team calls: a negative timeout on rank 0 is invalid_argument naming r
     wo.size = 1u << 20;
     wo.max_size = 4u << 20;
     wo.timeout = 10s;
-    std::vector<pvmm::symmetric_window> windows(2);
-    on_both(
-        [&](int r) {
-          auto w = pvmm::symmetric_window::create(teams[r], wo);
-          if (!w) return pvmm::status(std::move(w).error());
-          windows[r] = std::move(*w);
-          return pvmm::status{};
-        },
-        -1);
+    auto windows = made_on_both<pvmm::symmetric_window>(teams, wo);
     const auto grown = on_both([&](int r) { return windows[r].grow(2u << 20, timeout_of(r)); }, late);
     for (int r = 0; r < 2; ++r) {
       REQUIRE_FALSE(grown[r].has_value());
@@ -127,25 +111,13 @@ TEST_CASE("team calls: a negative timeout on rank 0 is invalid_argument naming r
 TEST_CASE(
     "heap allocate past max_size is out_of_memory on every rank, and create_from makes the signal pads asked for") {
   if (skip()) return;
-  auto teams = two_teams();
-  std::vector<pvmm::symmetric_heap> heaps(2);
+  auto teams = thread_team_of_two();
   pvmm::heap_options o;
   o.size = 1u << 20;
   o.timeout = 10s;
-  on_both(
-      [&](int r) {
-        auto h = pvmm::symmetric_heap::create(teams[r], o);
-        if (!h) return pvmm::status(std::move(h).error());
-        heaps[r] = std::move(*h);
-        return pvmm::status{};
-      },
-      -1);
-  const auto past = on_both(
-      [&](int r) {
-        auto b = heaps[r].allocate(heaps[r].statistics().max_size + 1);
-        return b ? pvmm::status{} : pvmm::status(std::move(b).error());
-      },
-      -1);
+  auto heaps = made_on_both<pvmm::symmetric_heap>(teams, o);
+  const auto past =
+      on_both([&](int r) { return status_of(heaps[r].allocate(heaps[r].statistics().max_size + 1)); }, -1);
   for (int r = 0; r < 2; ++r) CHECK_MESSAGE(past[r].code() == errc::out_of_memory, pvmm::to_string(past[r].code()));
   std::vector<pvmm::symmetric_window> windows(2);
   const auto made = on_both(
@@ -172,60 +144,27 @@ TEST_CASE(
   }
 }
 
-namespace {
-// Hands rank 1 wrong bytes in the first allgather (half of `all` zeroed) though the allgather succeeded.
-class half_zeroed : public pvmm_team_test::forwarding_bootstrap {
- public:
-  using forwarding_bootstrap::forwarding_bootstrap;
-
- protected:
-  pvmm::status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t collective,
-                            pvmm::deadline until) override {
-    auto done = forwarding_bootstrap::do_allgather(mine, bytes, all, collective, until);
-    if (done && collective == armed_at && rank() == 1)
-      std::memset(all, 0, bytes * static_cast<std::size_t>(size()) / 2);
-    return done;
-  }
-
- public:
-  std::uint64_t armed_at = 0;  // the collective whose bytes rank 1 gets wrong
-  std::uint64_t collectives_done() const noexcept { return collectives_completed(); }
-};
-}  // namespace
+using pvmm_team_test::half_zeroed_at;
 
 TEST_CASE("team::create over a bootstrap that hands one rank wrong bytes: every rank fails at once naming it") {
   if (skip()) return;
   auto g = pvmm::make_thread_bootstraps(4).value();
-  std::vector<pvmm::status> out(4);
-  std::vector<std::chrono::steady_clock::duration> took(4);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 4; ++r)
-    ranks.emplace_back([&, r] {
-      const auto start = std::chrono::steady_clock::now();
-      pvmm::team_options o;
-      o.timeout = 20s;
-      auto t = pvmm::team::create(std::make_shared<half_zeroed>(g[r]), o);
-      out[r] = t ? pvmm::status{} : pvmm::status(std::move(t).error());
-      took[r] = std::chrono::steady_clock::now() - start;
-    });
-  for (auto& t : ranks) t.join();
-  for (int r = 0; r < 4; ++r) {
-    CAPTURE(r);
-    REQUIRE_FALSE(out[r].has_value());
-    CHECK(took[r] < 5s);
-    if (r != 1) CHECK_MESSAGE(out[r].error().message().find("rank 1") != std::string::npos, out[r].error().message());
-  }
+  pvmm_team_rules::every_rank_fails_naming_rank_1(
+      4,
+      [&](int r) {
+        pvmm::team_options o;
+        o.timeout = 20s;
+        return status_of(pvmm::team::create(std::make_shared<half_zeroed_at>(g[r], 0), o));  // the first collective
+      },
+      false);
 }
 
 TEST_CASE("window create over a bootstrap that hands one rank wrong sizes: every rank fails at once naming it") {
   if (skip()) return;
   auto g = pvmm::make_thread_bootstraps(4).value();
-  std::vector<std::shared_ptr<half_zeroed>> wrapped;
-  for (auto& b : g) wrapped.push_back(std::make_shared<half_zeroed>(b));
-  for (auto& w : wrapped) w->armed_at = ~std::uint64_t{0};
+  std::vector<std::shared_ptr<half_zeroed_at>> wrapped;
+  for (auto& b : g) wrapped.push_back(std::make_shared<half_zeroed_at>(b));
   std::vector<pvmm::team> teams(4);
-  std::vector<pvmm::status> out(4);
-  std::vector<std::chrono::steady_clock::duration> took(4);
   {
     std::vector<std::thread> ranks;
     for (int r = 0; r < 4; ++r)
@@ -237,24 +176,15 @@ TEST_CASE("window create over a bootstrap that hands one rank wrong sizes: every
   }
   for (int r = 0; r < 4; ++r) REQUIRE(teams[r].valid());
   wrapped[1]->armed_at = wrapped[1]->collectives_done();  // the window's first allgather
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 4; ++r)
-    ranks.emplace_back([&, r] {
-      const auto start = std::chrono::steady_clock::now();
-      pvmm::window_options o;
-      o.size = 1u << 20;
-      o.timeout = 20s;
-      auto w = pvmm::symmetric_window::create(teams[r], o);
-      out[r] = w ? pvmm::status{} : pvmm::status(std::move(w).error());
-      took[r] = std::chrono::steady_clock::now() - start;
-    });
-  for (auto& t : ranks) t.join();
-  for (int r = 0; r < 4; ++r) {
-    CAPTURE(r);
-    REQUIRE_FALSE(out[r].has_value());
-    CHECK(took[r] < 5s);
-    if (r != 1) CHECK_MESSAGE(out[r].error().message().find("rank 1") != std::string::npos, out[r].error().message());
-  }
+  pvmm_team_rules::every_rank_fails_naming_rank_1(
+      4,
+      [&](int r) {
+        pvmm::window_options o;
+        o.size = 1u << 20;
+        o.timeout = 20s;
+        return status_of(pvmm::symmetric_window::create(teams[r], o));
+      },
+      false);
 }
 
 namespace {

@@ -21,27 +21,13 @@
 
 #include "case_support.hpp"
 #include "cases.hpp"
+#include "thread_ranks.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 
-// Hands rank 1 wrong bytes (the first half of `all` zeroed) in collective `armed_at`, though its allgather succeeded.
-class half_zeroed_at : public pvmm_team_test::forwarding_bootstrap {
- public:
-  using forwarding_bootstrap::forwarding_bootstrap;
-  std::uint64_t armed_at = ~std::uint64_t{0};
-  std::uint64_t collectives_done() const noexcept { return collectives_completed(); }
-
- protected:
-  pvmm::status do_allgather(const void* mine, std::size_t bytes, void* all, std::uint64_t collective,
-                            pvmm::deadline until) override {
-    auto done = forwarding_bootstrap::do_allgather(mine, bytes, all, collective, until);
-    if (done && collective == armed_at && rank() == 1)
-      std::memset(all, 0, bytes * static_cast<std::size_t>(size()) / 2);
-    return done;
-  }
-};
+using pvmm_team_test::half_zeroed_at;
 
 constexpr int ranks_n = 4;
 
@@ -73,30 +59,11 @@ struct fixture {
   // rank 1.
   void check_every_rank_fails(const std::function<pvmm::status(int)>& call) {
     wrapped[1]->armed_at = wrapped[1]->collectives_done();
-    std::vector<std::chrono::steady_clock::duration> took(ranks_n);
-    const auto out = on_all([&](int r) {
-      const auto start = std::chrono::steady_clock::now();
-      auto s = call(r);
-      took[r] = std::chrono::steady_clock::now() - start;
-      return s;
-    });
-    for (int r = 0; r < ranks_n; ++r) {
-      CAPTURE(r);
-      REQUIRE_FALSE(out[r].has_value());
-      CHECK(took[r] < 5s);
-      CHECK_MESSAGE(out[r].code() == out[1].code(), out[r].error().message());
-      if (r != 1) CHECK_MESSAGE(out[r].error().message().find("rank 1") != std::string::npos, out[r].error().message());
-    }
+    pvmm_team_rules::every_rank_fails_naming_rank_1(ranks_n, call, true);
   }
 };
 
-bool skip() {
-  if (const auto why = pvmm_team_test::no_device_reason(); !why.empty()) {
-    std::printf("[pvmm-skip] %s\n", why.c_str());
-    return true;
-  }
-  return false;
-}
+using pvmm_team_rules::skip;
 
 std::vector<pvmm::symmetric_heap> make_heaps(fixture& f) {
   std::vector<pvmm::symmetric_heap> heaps(ranks_n);
