@@ -35,8 +35,10 @@ void forget_pinned(const void* data) noexcept {
 /// Teardown of an owner (destructor, move-assignment): never fault-injected (an injected failure here would only
 /// simulate the leak teardown exists to prevent); the owner is gone whatever the driver says.
 void free_pinned_owner(void* data, std::size_t size) noexcept {
-  (void)backend::free_pinned(data, size);  // teardown: never fault-injected
+  // Forgotten before it is freed: once freed, another thread's allocation may get the same address at once, and
+  // must not find this range still recorded (its record refused, or its copies checked against this one).
   forget_pinned(data);
+  (void)backend::free_pinned(data, size);  // teardown: never fault-injected
 }
 
 /// [pointer, pointer + size) overlaps no memory pvmm made (under registration_lock). A pinned allocation is
@@ -188,9 +190,14 @@ status pinned_allocation::release() noexcept {
   auto args = [&] { return fmt::format("pointer={}", data_); };
   const detail::operation op{"pvmm::pinned_allocation::release", args};
   if (!valid()) return op.fail(errc::already_released, "this pinned_allocation is empty (released or moved from)");
-  // A failed free leaves the owner as it was, so the caller can retry or let the destructor free it.
-  PVMM_TRY(op.step("free_pinned", [&] { return detail::backend::free_pinned(data_, size_); }));
+  // Forgotten before it is freed (free_pinned_owner says why); a failed free records it again and leaves the owner as
+  // it was, so the caller can retry or let the destructor free it.
+  const auto recorded = detail::range_registry::find_start(data_, memory_kind::pinned);
   detail::forget_pinned(data_);
+  if (auto freed = op.step("free_pinned", [&] { return detail::backend::free_pinned(data_, size_); }); !freed) {
+    if (recorded && detail::range_registry::add(*recorded)) ++detail::live_pinned;
+    return freed;
+  }
   forget();
   return {};
 }
