@@ -121,30 +121,55 @@ def test_cupy_array_on_pvmm_allocator():
         del allocator
 
 
-def _rank(rank, path, q):
+def _rank(rank, path, q, log):
+    import faulthandler
+
     import torch as t
     import torch.distributed as dist
 
-    store = dist.FileStore(path, 4)  # any torch.distributed Store: set/get/check
-    with pvmm.Team.over_store(store, rank, 4, prefix="gpu") as team, pvmm.Window.create(team, 1 << 20) as window:
-        mine = t.from_dlpack(window.get_buffer(rank, "float32", (256,)))
-        mine.fill_(rank + 1)
-        t.cuda.synchronize()
-        team.barrier()
-        sums = [float(t.from_dlpack(window.get_buffer(r, "float32", (256,))).sum()) for r in range(4)]
-        team.barrier()
-        q.put((rank, sums))
+    # Where a rank hangs, every thread's stack goes to its log (issue 47: this test waited out its queue read under
+    # pytest on cuda while the same body as a script passed): the parent prints the logs when a rank is missing.
+    with open(log, "w", buffering=1) as out:
+        faulthandler.dump_traceback_later(75, exit=True, file=out)
+        store = dist.FileStore(path, 4)  # any torch.distributed Store: set/get/check
+        with pvmm.Team.over_store(store, rank, 4, prefix="gpu") as team, pvmm.Window.create(team, 1 << 20) as window:
+            print("team and window", file=out)
+            mine = t.from_dlpack(window.get_buffer(rank, "float32", (256,)))
+            mine.fill_(rank + 1)
+            t.cuda.synchronize()
+            team.barrier()
+            print("barrier 1", file=out)
+            sums = [float(t.from_dlpack(window.get_buffer(r, "float32", (256,))).sum()) for r in range(4)]
+            team.barrier()
+            print("barrier 2", file=out)
+            q.put((rank, sums))
+            print("put", file=out)
+        print("closed", file=out)
+        faulthandler.cancel_dump_traceback_later()
 
 
 def test_four_process_team_exchanges_torch_tensors(tmp_path):
+    import queue
+
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_rank, args=(r, str(tmp_path / "store"), q)) for r in range(4)]
+    logs = [tmp_path / f"rank{r}.log" for r in range(4)]
+    procs = [ctx.Process(target=_rank, args=(r, str(tmp_path / "store"), q, str(logs[r]))) for r in range(4)]
     for p in procs:
         p.start()
-    results = sorted(q.get(timeout=120) for _ in procs)
+    results = []
+    try:
+        for _ in procs:
+            results.append(q.get(timeout=90))
+    except queue.Empty:
+        for p in procs:
+            p.join(30)
+        told = "\n".join(f"--- rank {r} (exit {procs[r].exitcode}) ---\n{logs[r].read_text() if logs[r].exists() else ''}"
+                         for r in range(4))
+        pytest.fail(f"{len(results)} of 4 ranks answered within 90 s\n{told}")
     for p in procs:
         p.join(60)
+    results.sort()
     assert [r for r, _ in results] == [0, 1, 2, 3]
     for _, sums in results:
         assert sums == [256.0 * (r + 1) for r in range(4)]
