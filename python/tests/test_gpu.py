@@ -164,8 +164,9 @@ def test_four_process_team_exchanges_torch_tensors(tmp_path):
     except queue.Empty:
         for p in procs:
             p.join(30)
-        told = "\n".join(f"--- rank {r} (exit {procs[r].exitcode}) ---\n{logs[r].read_text() if logs[r].exists() else ''}"
-                         for r in range(4))
+        told = "\n".join(
+            f"--- rank {r} (exit {procs[r].exitcode}) ---\n" + (logs[r].read_text() if logs[r].exists() else "")
+            for r in range(4))
         pytest.fail(f"{len(results)} of 4 ranks answered within 90 s\n{told}")
     for p in procs:
         p.join(60)
