@@ -77,17 +77,7 @@ int rank_process(const std::string& meeting, int rank, int size, std::chrono::mi
   return failures.empty() ? 0 : 1;
 }
 
-// Nothing a case leaves behind: fds and live pvmm objects as before.
-struct leak_check {
-  std::size_t fds = pvmm_test::open_fd_count();
-  pvmm::live_objects live = pvmm::query_live_objects();
-  ~leak_check() {
-    const auto now = pvmm::query_live_objects();
-    CHECK_MESSAGE(pvmm_test::open_fd_count() == fds, "file descriptors leaked");
-    CHECK_MESSAGE(now.allocations == live.allocations, "allocations leaked");
-    CHECK_MESSAGE(now.mappings == live.mappings, "mappings leaked");
-  }
-};
+using pvmm_team_rules::leak_check;
 
 using pvmm_team_rules::skip;
 
@@ -296,11 +286,8 @@ TEST_SUITE("team endpoints") {
   TEST_CASE("threads of one process: every member is same_device and the window forms") {
     if (skip()) return;
     leak_check leaks;
-    auto ranks = pvmm::make_thread_bootstraps(2);
-    REQUIRE(ranks);
-    std::vector<std::string> failures(2);
-    pvmm_team_rules::on_thread_ranks(2, [&](int r) { failures[r] = team_and_window((*ranks)[r], 10s); });
-    for (const auto& f : failures) CHECK_MESSAGE(f.empty(), f);
+    pvmm_team_rules::every_thread_rank_passes(
+        2, [](const std::shared_ptr<pvmm::bootstrap>& b, int) { return team_and_window(b, 10s); });
   }
   TEST_CASE("processes on one device: every member is same_device and the window forms") {
     if (skip()) return;
