@@ -243,23 +243,35 @@ pvmm_status call_entry(kind type, std::uint64_t id, const char* operation, Act&&
   });
 }
 
-/// An entry point that writes the value of a C++ call on a handle's owner through its outputs: each of `required`
-/// (pointer, name) checked in order (NULL: the failure names it), then make(owner) gives the result, whose failure is
-/// recorded with the outputs untouched; write(value) fills them.
-template <class T, class Make, class Write>
-pvmm_status outputs_entry(kind type, std::uint64_t id, const char* operation,
-                          std::initializer_list<std::pair<const void*, const char*>> required, Make&& make,
-                          Write&& write) noexcept {
+/// An entry point that writes the value of a C++ call through its outputs: each of `required` (pointer, name)
+/// checked in order (NULL: the failure names it), then make() gives the result, whose failure is recorded with the
+/// outputs untouched; write(value) fills them.
+template <class Make, class Write>
+pvmm_status outputs_call(const char* operation, std::initializer_list<std::pair<const void*, const char*>> required,
+                         Make&& make, Write&& write) noexcept {
   return guard(operation, [&]() -> pvmm_status {
     for (const auto& out : required)
       if (out.first == nullptr) return null_argument(operation, out.second);
-    auto owner = find<T>(type, id, operation);
-    if (!owner) return fail(owner.error());
-    auto made = make(**owner);
+    auto made = make();
     if (!made) return fail(made.error());
     write(*made);
     return pvmm_status_ok;
   });
+}
+
+/// outputs_call on a handle's owner (found after the outputs are checked): make(owner) gives the result.
+template <class T, class Make, class Write>
+pvmm_status outputs_entry(kind type, std::uint64_t id, const char* operation,
+                          std::initializer_list<std::pair<const void*, const char*>> required, Make&& make,
+                          Write&& write) noexcept {
+  return outputs_call(
+      operation, required,
+      [&]() -> decltype(make(std::declval<T&>())) {
+        auto owner = find<T>(type, id, operation);
+        if (!owner) return std::move(owner).error();
+        return make(**owner);
+      },
+      std::forward<Write>(write));
 }
 
 /// outputs_entry into one `*out` (required; `out_name` names it in the error).
