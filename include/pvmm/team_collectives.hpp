@@ -48,6 +48,18 @@ PVMM_HOST_DEVICE inline void sum_range(const window_view& v, std::size_t offset,
     into[i] = sum;
   }
 }
+// Every peer's chunk of its slot copied into the same chunk of `mine` (this rank's slot). The group's threads take
+// elements in turn.
+template <class T, class Scope>
+PVMM_HOST_DEVICE inline void gather_chunks(const window_view& v, std::size_t offset, std::size_t count, T* mine) {
+  for (int q = 0; q < v.size; ++q) {
+    if (q == v.rank) continue;
+    const T* const theirs = slot_at<T>(v, q, offset);
+    const std::size_t end = chunk_begin(count, q + 1, v.size);
+    for (std::size_t i = chunk_begin(count, q, v.size) + group<Scope>::index(); i < end; i += group<Scope>::count())
+      mine[i] = theirs[i];
+  }
+}
 }  // namespace detail
 
 /// Sum of every rank's operand into `out` (this rank's memory, not a slot of the window), every rank reading every
@@ -77,14 +89,7 @@ PVMM_HOST_DEVICE bool all_gather(Scope s, const window_view& v, std::size_t offs
                                  std::uint64_t timeout_ns) {
   if (!v.barrier(s, channel, timeout_ns)) return false;
   T* const mine = detail::slot_at<T>(v, v.rank, offset);
-  for (int q = 0; q < v.size; ++q) {
-    if (q == v.rank) continue;
-    const T* const theirs = detail::slot_at<T>(v, q, offset);
-    const std::size_t end = chunk_begin(count, q + 1, v.size);
-    for (std::size_t i = chunk_begin(count, q, v.size) + detail::group<Scope>::index(); i < end;
-         i += detail::group<Scope>::count())
-      mine[i] = theirs[i];
-  }
+  detail::gather_chunks<T, Scope>(v, offset, count, mine);
   return v.barrier(s, channel, timeout_ns);
 }
 
@@ -98,14 +103,7 @@ PVMM_HOST_DEVICE bool two_shot_all_reduce_sum(Scope s, const window_view& v, std
   detail::sum_range<T, Scope>(v, offset, chunk_begin(count, v.rank, v.size), chunk_begin(count, v.rank + 1, v.size),
                               mine);
   if (!v.barrier(s, channel, timeout_ns)) return false;
-  for (int q = 0; q < v.size; ++q) {
-    if (q == v.rank) continue;
-    const T* const theirs = detail::slot_at<T>(v, q, offset);
-    const std::size_t end = chunk_begin(count, q + 1, v.size);
-    for (std::size_t i = chunk_begin(count, q, v.size) + detail::group<Scope>::index(); i < end;
-         i += detail::group<Scope>::count())
-      mine[i] = theirs[i];
-  }
+  detail::gather_chunks<T, Scope>(v, offset, count, mine);
   return v.barrier(s, channel, timeout_ns);
 }
 

@@ -20,17 +20,9 @@ NB_MODULE(_pvmm, m) {
       "read-only is exported read-only.";
   m.attr("BACKEND") = PVMM_PY_BACKEND;
   m.attr("WAIT_FOREVER") = -1;
-  pvmm_py::bind_errors(m);
-  pvmm_py::bind_device(m);
-  pvmm_py::bind_stream(m);
-  pvmm_py::bind_vmm(m);
-  pvmm_py::bind_growable(m);
-  pvmm_py::bind_pinned(m);
-  pvmm_py::bind_pool(m);
-  pvmm_py::bind_allocators(m);
-  pvmm_py::bind_team(m);
-  pvmm_py::bind_window(m);
-  pvmm_py::bind_heap(m);
-  pvmm_py::bind_transport(m);
-  pvmm_py::bind_snapshot(m);
+  // Each part of the module (common.hpp), bound in this order.
+  using namespace pvmm_py;
+  for (auto bind : {bind_errors, bind_device, bind_stream, bind_vmm, bind_growable, bind_pinned, bind_pool,
+                    bind_allocators, bind_team, bind_window, bind_heap, bind_transport, bind_snapshot})
+    bind(m);
 }

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -242,20 +243,43 @@ pvmm_status call_entry(kind type, std::uint64_t id, const char* operation, Act&&
   });
 }
 
-/// An entry point that writes the value of a C++ call on a handle's owner to `*out` (required; `out_name` names it
-/// in the error): make(owner) gives the result, whose failure is recorded with `*out` untouched.
+/// An entry point that writes the value of a C++ call through its outputs: each of `required` (pointer, name)
+/// checked in order (NULL: the failure names it), then make() gives the result, whose failure is recorded with the
+/// outputs untouched; write(value) fills them.
+template <class Make, class Write>
+pvmm_status outputs_call(const char* operation, std::initializer_list<std::pair<const void*, const char*>> required,
+                         Make&& make, Write&& write) noexcept {
+  return guard(operation, [&]() -> pvmm_status {
+    for (const auto& out : required)
+      if (out.first == nullptr) return null_argument(operation, out.second);
+    auto made = make();
+    if (!made) return fail(made.error());
+    write(*made);
+    return pvmm_status_ok;
+  });
+}
+
+/// outputs_call on a handle's owner (found after the outputs are checked): make(owner) gives the result.
+template <class T, class Make, class Write>
+pvmm_status outputs_entry(kind type, std::uint64_t id, const char* operation,
+                          std::initializer_list<std::pair<const void*, const char*>> required, Make&& make,
+                          Write&& write) noexcept {
+  return outputs_call(
+      operation, required,
+      [&]() -> decltype(make(std::declval<T&>())) {
+        auto owner = find<T>(type, id, operation);
+        if (!owner) return std::move(owner).error();
+        return make(**owner);
+      },
+      std::forward<Write>(write));
+}
+
+/// outputs_entry into one `*out` (required; `out_name` names it in the error).
 template <class T, class Out, class Make>
 pvmm_status value_entry(kind type, std::uint64_t id, const char* operation, Out* out, const char* out_name,
                         Make&& make) noexcept {
-  return guard(operation, [&]() -> pvmm_status {
-    if (out == nullptr) return null_argument(operation, out_name);
-    auto owner = find<T>(type, id, operation);
-    if (!owner) return fail(owner.error());
-    auto made = make(**owner);
-    if (!made) return fail(made.error());
-    *out = *made;
-    return pvmm_status_ok;
-  });
+  return outputs_entry<T>(type, id, operation, {{out, out_name}}, std::forward<Make>(make),
+                          [out](auto& value) { *out = value; });
 }
 
 /// The (data, size) entry point of a memory owner: `data` required, `size` optional.

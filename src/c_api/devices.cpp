@@ -113,13 +113,8 @@ pvmm_status pvmm_query_backend(pvmm_backend_info* info) noexcept {
 }
 
 pvmm_status pvmm_device_count(int* count) noexcept {
-  constexpr const char* op = "pvmm_device_count";
-  return guard(op, [&] {
-    PVMM_C_NEED(count, op);
-    PVMM_C_TRY(n, pvmm::device_count());
-    *count = *n;
-    return pvmm_status_ok;
-  });
+  return outputs_call(
+      "pvmm_device_count", {{count, "count"}}, [] { return pvmm::device_count(); }, [&](int n) { *count = n; });
 }
 
 pvmm_status pvmm_query_device(int ordinal, pvmm_device_info* info) noexcept {
@@ -178,36 +173,26 @@ pvmm_status pvmm_query_granularity(const pvmm_allocation_properties* properties,
 }
 
 pvmm_status pvmm_reservation_granularity(size_t* granularity) noexcept {
-  constexpr const char* op = "pvmm_reservation_granularity";
-  return guard(op, [&] {
-    PVMM_C_NEED(granularity, op);
-    PVMM_C_TRY(g, pvmm::reservation_granularity());
-    *granularity = *g;
-    return pvmm_status_ok;
-  });
+  return outputs_call(
+      "pvmm_reservation_granularity", {{granularity, "granularity"}}, [] { return pvmm::reservation_granularity(); },
+      [&](std::size_t g) { *granularity = g; });
 }
 
 pvmm_status pvmm_can_access_peer(int device, int peer, int* can_access) noexcept {
-  constexpr const char* op = "pvmm_can_access_peer";
-  return guard(op, [&] {
-    PVMM_C_NEED(can_access, op);
-    PVMM_C_TRY(r, pvmm::can_access_peer(device, peer));
-    *can_access = *r ? 1 : 0;
-    return pvmm_status_ok;
-  });
+  return outputs_call(
+      "pvmm_can_access_peer", {{can_access, "can_access"}}, [&] { return pvmm::can_access_peer(device, peer); },
+      [&](bool r) { *can_access = r ? 1 : 0; });
 }
 
 pvmm_status pvmm_query_memory(int ordinal, size_t* free_bytes, size_t* total_bytes, int* shared_with_system) noexcept {
-  constexpr const char* op = "pvmm_query_memory";
-  return guard(op, [&] {
-    PVMM_C_NEED(free_bytes, op);
-    PVMM_C_NEED(total_bytes, op);
-    PVMM_C_TRY(m, pvmm::query_memory(ordinal));
-    *free_bytes = m->free;
-    *total_bytes = m->total;
-    if (shared_with_system != nullptr) *shared_with_system = m->shared_with_system ? 1 : 0;
-    return pvmm_status_ok;
-  });
+  return outputs_call(
+      "pvmm_query_memory", {{free_bytes, "free_bytes"}, {total_bytes, "total_bytes"}},
+      [&] { return pvmm::query_memory(ordinal); },
+      [&](const auto& m) {
+        *free_bytes = m.free;
+        *total_bytes = m.total;
+        if (shared_with_system != nullptr) *shared_with_system = m.shared_with_system ? 1 : 0;
+      });
 }
 
 }  // extern "C"

@@ -164,16 +164,13 @@ pvmm_status pvmm_pool_trim_to(pvmm_pool pool, size_t keep) noexcept {
 }
 
 pvmm_status pvmm_pool_usage(pvmm_pool pool, uint64_t* reserved, uint64_t* used) noexcept {
-  constexpr const char* op = "pvmm_pool_usage";
-  return guard(op, [&] {
-    PVMM_C_NEED(reserved, op);
-    PVMM_C_NEED(used, op);
-    PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
-    PVMM_C_TRY(u, p->usage());
-    *reserved = u->reserved_current;
-    *used = u->used_current;
-    return pvmm_status_ok;
-  });
+  return outputs_entry<pvmm::memory_pool>(
+      kind::pool, pool.id, "pvmm_pool_usage", {{reserved, "reserved"}, {used, "used"}},
+      [](pvmm::memory_pool& p) { return p.usage(); },
+      [&](const auto& u) {
+        *reserved = u.reserved_current;
+        *used = u.used_current;
+      });
 }
 
 pvmm_status pvmm_pool_set_release_threshold(pvmm_pool pool, uint64_t bytes) noexcept {
@@ -199,16 +196,13 @@ pvmm_status pvmm_pool_set_access(pvmm_pool pool, const pvmm_access_descriptor* g
 }
 
 pvmm_status pvmm_pool_export_posix_fd(pvmm_pool pool, int* fd, pvmm_pool_id* id) noexcept {
-  constexpr const char* op = "pvmm_pool_export_posix_fd";
-  return guard(op, [&] {
-    PVMM_C_NEED(fd, op);
-    PVMM_C_NEED(id, op);
-    PVMM_C_FIND(pvmm::memory_pool, pool, p, pool, op);
-    PVMM_C_TRY(exported, p->export_posix_fd());
-    std::memcpy(id->bytes, exported->id.bytes.data(), sizeof id->bytes);
-    *fd = exported->fd.detach();
-    return pvmm_status_ok;
-  });
+  return outputs_entry<pvmm::memory_pool>(
+      kind::pool, pool.id, "pvmm_pool_export_posix_fd", {{fd, "fd"}, {id, "id"}},
+      [](pvmm::memory_pool& p) { return p.export_posix_fd(); },
+      [&](auto& exported) {
+        std::memcpy(id->bytes, exported.id.bytes.data(), sizeof id->bytes);
+        *fd = exported.fd.detach();
+      });
 }
 
 pvmm_status pvmm_pool_import_posix_fd(int fd, const pvmm_pool_id* id, int device, pvmm_pool* out) noexcept {

@@ -40,6 +40,18 @@ pvmm_status options_failure(const Options* options, const Handle* out, const cha
   if (out == nullptr) return null_argument(op, "out");
   return wrong_size(op, type, options->struct_size, first_published<Options>::size, sizeof(Options));
 }
+/// Team and window creation: the options read (read_options, `type` names their struct), their timeout_ms under the
+/// one rule (`timeout_name` names the field), then make(options, timeout); each failure recorded with its text.
+template <class Options, class Handle, class Make>
+pvmm_status timed_options_entry(const char* op, const Options* options, Handle* out, Options defaults, const char* type,
+                                const char* timeout_name, Make&& make) noexcept {
+  return guard(op, [&]() -> pvmm_status {
+    auto given = read_options(options, out, defaults);
+    if (!given) return options_failure(options, out, type, op);
+    PVMM_C_TIMEOUT(timeout, given->timeout_ms, timeout_name);
+    return make(*given, *timeout);
+  });
+}
 
 }  // namespace
 
@@ -47,19 +59,18 @@ extern "C" {
 
 pvmm_status pvmm_team_create(pvmm_bootstrap ranks, const pvmm_team_options* options, pvmm_team* out) noexcept {
   constexpr const char* op = "pvmm_team_create";
-  return guard(op, [&] {
-    auto given = read_options(options, out, PVMM_INIT(pvmm_team_options));
-    if (!given) return options_failure(options, out, "pvmm_team_options", op);
-    PVMM_C_TIMEOUT(timeout, given->timeout_ms, "pvmm_team_options.timeout_ms");
-    if (given->access_devices == nullptr && given->access_device_count != 0)
-      return null_argument(op, "pvmm_team_options.access_devices");
-    PVMM_C_FIND(bootstrap_entry, bootstrap, b, ranks, op);
-    pvmm::team_options o;
-    o.device = given->device;
-    o.timeout = *timeout;
-    o.access_devices.assign(given->access_devices, given->access_devices + given->access_device_count);
-    return adopt_result(kind::team, pvmm::team::create(b->ranks, o), out);
-  });
+  return timed_options_entry(
+      op, options, out, PVMM_INIT(pvmm_team_options), "pvmm_team_options", "pvmm_team_options.timeout_ms",
+      [&](const pvmm_team_options& given, std::chrono::milliseconds timeout) -> pvmm_status {
+        if (given.access_devices == nullptr && given.access_device_count != 0)
+          return null_argument(op, "pvmm_team_options.access_devices");
+        PVMM_C_FIND(bootstrap_entry, bootstrap, b, ranks, op);
+        pvmm::team_options o;
+        o.device = given.device;
+        o.timeout = timeout;
+        o.access_devices.assign(given.access_devices, given.access_devices + given.access_device_count);
+        return adopt_result(kind::team, pvmm::team::create(b->ranks, o), out);
+      });
 }
 
 pvmm_status pvmm_team_release(pvmm_team team) noexcept {
@@ -90,19 +101,18 @@ pvmm_status pvmm_team_info(pvmm_team team, int* rank, int* size, int* device, in
 
 pvmm_status pvmm_window_create(pvmm_team team, const pvmm_window_options* options, pvmm_window* out) noexcept {
   constexpr const char* op = "pvmm_window_create";
-  return guard(op, [&] {
-    auto given = read_options(options, out, PVMM_INIT(pvmm_window_options));
-    if (!given) return options_failure(options, out, "pvmm_window_options", op);
-    PVMM_C_TIMEOUT(timeout, given->timeout_ms, "pvmm_window_options.timeout_ms");
-    PVMM_C_FIND(pvmm::team, team, t, team, op);
-    pvmm::window_options o;
-    o.size = given->size;
-    o.max_size = given->max_size;
-    o.timeout = *timeout;
-    o.signal_channels = given->signal_channels;
-    PVMM_C_TRY(w, pvmm::symmetric_window::create(*t, o));
-    return adopt(kind::window, window_entry{t, std::move(*w)}, out);
-  });
+  return timed_options_entry(op, options, out, PVMM_INIT(pvmm_window_options), "pvmm_window_options",
+                             "pvmm_window_options.timeout_ms",
+                             [&](const pvmm_window_options& given, std::chrono::milliseconds timeout) -> pvmm_status {
+                               PVMM_C_FIND(pvmm::team, team, t, team, op);
+                               pvmm::window_options o;
+                               o.size = given.size;
+                               o.max_size = given.max_size;
+                               o.timeout = timeout;
+                               o.signal_channels = given.signal_channels;
+                               PVMM_C_TRY(w, pvmm::symmetric_window::create(*t, o));
+                               return adopt(kind::window, window_entry{t, std::move(*w)}, out);
+                             });
 }
 
 pvmm_status pvmm_window_release(pvmm_window window) noexcept {

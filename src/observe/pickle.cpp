@@ -4,10 +4,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <new>
 
 #include <fmt/format.h>
 
+#include "core/enum_text.hpp"
 #include "core/operation.hpp"
 #include "observe/observe.hpp"
 
@@ -61,15 +63,8 @@ void pickle_writer::string(std::string_view s) {
 
 namespace {
 const char* state_name(block_state s) noexcept {
-  switch (s) {
-    case block_state::active_allocated:
-      return "active_allocated";
-    case block_state::active_awaiting_free:
-      return "active_awaiting_free";
-    case block_state::inactive:
-      return "inactive";
-  }
-  return "inactive";
+  static constexpr const char* texts[] = {"active_allocated", "active_awaiting_free", "inactive"};
+  return enum_text(s, texts, "inactive");
 }
 
 void empty_list(pickle_writer& w) {
@@ -77,11 +72,19 @@ void empty_list(pickle_writer& w) {
   w.end_list();
 }
 
+struct unsigned_field {
+  const char* key;
+  std::uint64_t value;
+};
+
+/// key, value for each of `fields`, in their order.
+void unsigned_fields(pickle_writer& w, std::initializer_list<unsigned_field> fields) {
+  for (const auto& f : fields) w.key(f.key), w.unsigned_integer(f.value);
+}
+
 void write_block(pickle_writer& w, const snapshot_block& b) {
   w.begin_dict();
-  w.key("address"), w.unsigned_integer(b.address);
-  w.key("size"), w.unsigned_integer(b.size);
-  w.key("requested_size"), w.unsigned_integer(b.requested_size);
+  unsigned_fields(w, {{"address", b.address}, {"size", b.size}, {"requested_size", b.requested_size}});
   w.key("state"), w.string(state_name(b.state));
   w.key("frames"), empty_list(w);
   w.key("pvmm_label"), w.string(b.label);
@@ -91,12 +94,12 @@ void write_block(pickle_writer& w, const snapshot_block& b) {
 void write_segment(pickle_writer& w, const snapshot_segment& s) {
   w.begin_dict();
   w.key("device"), w.integer(s.device);
-  w.key("address"), w.unsigned_integer(s.address);
-  w.key("total_size"), w.unsigned_integer(s.total_size);
-  w.key("allocated_size"), w.unsigned_integer(s.allocated_size());
-  w.key("active_size"), w.unsigned_integer(s.active_size());
-  w.key("requested_size"), w.unsigned_integer(s.requested_size());
-  w.key("stream"), w.unsigned_integer(s.stream);
+  unsigned_fields(w, {{"address", s.address},
+                      {"total_size", s.total_size},
+                      {"allocated_size", s.allocated_size()},
+                      {"active_size", s.active_size()},
+                      {"requested_size", s.requested_size()},
+                      {"stream", s.stream}});
   w.key("segment_type"), w.string("large");
   w.key("segment_pool_id"), w.integer(s.pool_id[0]), w.integer(s.pool_id[1]), w.tuple2_end();
   w.key("is_expandable"), w.boolean(s.is_expandable);
@@ -113,9 +116,7 @@ void write_segment(pickle_writer& w, const snapshot_segment& s) {
 void write_entry(pickle_writer& w, const trace_entry& e) {
   w.begin_dict();
   w.key("action"), w.string(e.action);
-  w.key("addr"), w.unsigned_integer(e.address);
-  w.key("size"), w.unsigned_integer(e.size);
-  w.key("stream"), w.unsigned_integer(e.stream);
+  unsigned_fields(w, {{"addr", e.address}, {"size", e.size}, {"stream", e.stream}});
   w.key("time_us"), w.integer(e.time_us);
   w.key("frames"), empty_list(w);
   w.key("device_free"), w.integer(0);

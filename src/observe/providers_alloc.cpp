@@ -10,6 +10,7 @@
 
 #include "alloc/caching_state.hpp"
 #include "alloc/sleeping_state.hpp"
+#include "core/enum_text.hpp"
 #include "observe/observe.hpp"
 
 namespace pvmm {
@@ -18,17 +19,8 @@ namespace {
 std::uintptr_t at(const void* p) noexcept { return reinterpret_cast<std::uintptr_t>(p); }
 
 const char* kept_in(sleep_policy p) noexcept {
-  switch (p) {
-    case sleep_policy::discard:
-      return "discarded";
-    case sleep_policy::offload_pinned:
-      return "in pinned host memory";
-    case sleep_policy::offload_pageable:
-      return "in pageable host memory";
-    case sleep_policy::offload_file:
-      return "in a file";
-  }
-  return "";
+  static constexpr const char* texts[] = {"discarded", "in pinned host memory", "in pageable host memory", "in a file"};
+  return enum_text(p, texts, "");
 }
 }  // namespace
 }  // namespace detail::observe

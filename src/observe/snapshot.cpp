@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/enum_text.hpp"
 #include "core/operation.hpp"
 #include "core/spin_lock.hpp"
 #include "observe/observe.hpp"
@@ -127,25 +128,9 @@ std::string label_of(const void* base) {
 std::atomic<std::size_t> history_capacity{0};
 
 const char* action_name(action a) noexcept {
-  switch (a) {
-    case action::alloc:
-      return "alloc";
-    case action::free_requested:
-      return "free_requested";
-    case action::free_completed:
-      return "free_completed";
-    case action::segment_alloc:
-      return "segment_alloc";
-    case action::segment_free:
-      return "segment_free";
-    case action::segment_map:
-      return "segment_map";
-    case action::segment_unmap:
-      return "segment_unmap";
-    case action::snapshot:
-      return "snapshot";
-  }
-  return "unknown";
+  static constexpr const char* texts[] = {"alloc",        "free_requested", "free_completed", "segment_alloc",
+                                          "segment_free", "segment_map",    "segment_unmap",  "snapshot"};
+  return enum_text(a, texts, "unknown");
 }
 
 namespace {

@@ -12,6 +12,7 @@
 
 #include "backend/device.hpp"
 #include "backend/vmm.hpp"
+#include "core/enum_text.hpp"
 #include "core/ownership.hpp"
 #include "core/range_registry.hpp"
 
@@ -21,20 +22,9 @@ namespace {
 const char* end_name(copy_end end) noexcept { return end == copy_end::source ? "source" : "destination"; }
 
 const char* kind_text(memory_kind k) noexcept {
-  switch (k) {
-    case memory_kind::device:
-      return "reservation";
-    case memory_kind::pool:
-      return "pool allocation";
-    case memory_kind::managed:
-      return "managed allocation";
-    case memory_kind::pinned:
-      return "pinned allocation";
-    case memory_kind::registered:
-      return "registered host range";
-    default:
-      return "range";
-  }
+  static constexpr const char* texts[] = {
+      "range", "reservation", "pool allocation", "managed allocation", "pinned allocation", "registered host range"};
+  return enum_text(k, texts, "range");
 }
 
 /// What a reservation's mappings say about [offset, offset + size): the first byte not mapped (end when every

@@ -90,4 +90,26 @@ struct node_position {
 /// Every rank's position, in one pass (a rank-by-rank scan is O(n^2) for n ranks).
 std::vector<node_position> positions_in_nodes(const std::vector<int>& node_of_rank);
 
+/// The process adapters' places (endpoints, store, MPI): this rank, the group's size and every rank's node, with
+/// pvmm::bootstrap's five accessors over them. An adapter sets rank_, size_ and nodes_, then place_ranks().
+class placed_bootstrap : public bootstrap {
+ public:
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  int node() const noexcept override { return nodes_[static_cast<std::size_t>(rank_)]; }
+  int local_rank() const noexcept override { return positions_[static_cast<std::size_t>(rank_)].local_rank; }
+  int local_size() const noexcept override { return positions_[static_cast<std::size_t>(rank_)].local_size; }
+
+ protected:
+  placed_bootstrap() = default;
+  placed_bootstrap(int rank, int size) : rank_(rank), size_(size) {}
+  /// Every rank's local rank and size from nodes_.
+  void place_ranks() { positions_ = positions_in_nodes(nodes_); }
+
+  int rank_ = 0;
+  int size_ = 0;
+  std::vector<int> nodes_;
+  std::vector<node_position> positions_;
+};
+
 }  // namespace pvmm::detail

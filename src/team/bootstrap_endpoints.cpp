@@ -310,7 +310,7 @@ result<std::shared_ptr<bootstrap>> endpoint_bootstrap::start(std::string_view na
     if (auto ok = self->accept_ranks(listening, name, until, op); !ok) return self->fail(std::move(ok).error());
     if (auto ok = self->welcome_ranks(until, op); !ok) return self->fail(std::move(ok).error());
   }
-  self->positions_ = detail::positions_in_nodes(self->nodes_);
+  self->place_ranks();
   return std::shared_ptr<bootstrap>(std::move(self));
 }
 

@@ -62,13 +62,8 @@ struct message {
 // What a step may receive, checked on a message's first chunk before anything is allocated for it.
 using expectation = std::function<status(const header&)>;
 
-class endpoint_bootstrap final : public bootstrap {
+class endpoint_bootstrap final : public detail::placed_bootstrap {
  public:
-  int rank() const noexcept override { return rank_; }
-  int size() const noexcept override { return size_; }
-  int node() const noexcept override { return nodes_[rank_]; }
-  int local_rank() const noexcept override { return positions_[rank_].local_rank; }
-  int local_size() const noexcept override { return positions_[rank_].local_size; }
   const char* adapter() const noexcept override { return "endpoints"; }
 
   static result<std::shared_ptr<bootstrap>> start(std::string_view name, int rank, int size, deadline until, int node,
@@ -136,11 +131,7 @@ class endpoint_bootstrap final : public bootstrap {
                                                                          : fmt::format("rank {}", r);
   }
 
-  int rank_ = 0;
-  int size_ = 0;
   std::string name_;
-  std::vector<int> nodes_;
-  std::vector<detail::node_position> positions_;
   std::vector<std::int32_t> pids_;
   std::vector<ipc::connection> peers_;         // root: one per rank (its own empty); others: [0] is the root
   mutable std::atomic<int> aborted_rank_{-1};  // the rank whose abort this rank heard of (-1: none)

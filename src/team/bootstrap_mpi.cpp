@@ -70,7 +70,7 @@ void keep_for_process_life(std::unique_ptr<in_flight> f) noexcept {
   }
 }
 
-class mpi_bootstrap final : public bootstrap {
+class mpi_bootstrap final : public detail::placed_bootstrap {
  public:
   ~mpi_bootstrap() override {
     int finalized = 0;
@@ -79,11 +79,6 @@ class mpi_bootstrap final : public bootstrap {
     if (!finalized && !left_pending_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
 
-  int rank() const noexcept override { return rank_; }
-  int size() const noexcept override { return size_; }
-  int node() const noexcept override { return nodes_[rank_]; }
-  int local_rank() const noexcept override { return positions_[static_cast<std::size_t>(rank_)].local_rank; }
-  int local_size() const noexcept override { return positions_[static_cast<std::size_t>(rank_)].local_size; }
   const char* adapter() const noexcept override { return "mpi"; }
 
  private:
@@ -120,7 +115,7 @@ class mpi_bootstrap final : public bootstrap {
     const std::uint64_t mine = detail::node_key(options.node);
     if (auto found = gather_all(&mine, sizeof mine, keys.data(), until); !found) return op.wrap(found.error());
     nodes_ = detail::number_nodes(keys);
-    positions_ = detail::positions_in_nodes(nodes_);
+    place_ranks();
     return {};
   }
 
@@ -261,9 +256,6 @@ class mpi_bootstrap final : public bootstrap {
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
-  int rank_ = 0, size_ = 0;
-  std::vector<int> nodes_;
-  std::vector<detail::node_position> positions_;
   std::uint64_t calls_ = 0;    // calls posted, so ranks can compare where each stopped
   bool left_pending_ = false;  // a call missed its deadline or was aborted: MPI may still use comm_
 };

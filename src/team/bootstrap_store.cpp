@@ -25,16 +25,11 @@ struct abort_record {
   std::uint64_t collective = 0;
 };
 
-class store_bootstrap final : public bootstrap {
+class store_bootstrap final : public detail::placed_bootstrap {
  public:
   store_bootstrap(key_value_store store, std::string prefix, int rank, int size)
-      : store_(std::move(store)), prefix_(std::move(prefix)), rank_(rank), size_(size) {}
+      : placed_bootstrap(rank, size), store_(std::move(store)), prefix_(std::move(prefix)) {}
 
-  int rank() const noexcept override { return rank_; }
-  int size() const noexcept override { return size_; }
-  int node() const noexcept override { return nodes_[rank_]; }
-  int local_rank() const noexcept override { return positions_[rank_].local_rank; }
-  int local_size() const noexcept override { return positions_[rank_].local_size; }
   const char* adapter() const noexcept override { return "store"; }
 
   status find_nodes(int node, deadline until) {
@@ -42,7 +37,7 @@ class store_bootstrap final : public bootstrap {
     const std::uint64_t mine = detail::node_key(node);
     PVMM_TRY(allgather(&mine, sizeof mine, keys.data(), until));
     nodes_ = detail::number_nodes(keys);
-    positions_ = detail::positions_in_nodes(nodes_);
+    place_ranks();
     return {};
   }
 
@@ -141,10 +136,6 @@ class store_bootstrap final : public bootstrap {
 
   key_value_store store_;
   std::string prefix_;
-  int rank_;
-  int size_;
-  std::vector<int> nodes_;
-  std::vector<detail::node_position> positions_;
   std::map<std::pair<int, int>, std::uint64_t> sent_, received_;  // (peer, tag) -> messages so far
 };
 

@@ -77,17 +77,7 @@ int rank_process(const std::string& meeting, int rank, int size, std::chrono::mi
   return failures.empty() ? 0 : 1;
 }
 
-// Nothing a case leaves behind: fds and live pvmm objects as before.
-struct leak_check {
-  std::size_t fds = pvmm_test::open_fd_count();
-  pvmm::live_objects live = pvmm::query_live_objects();
-  ~leak_check() {
-    const auto now = pvmm::query_live_objects();
-    CHECK_MESSAGE(pvmm_test::open_fd_count() == fds, "file descriptors leaked");
-    CHECK_MESSAGE(now.allocations == live.allocations, "allocations leaked");
-    CHECK_MESSAGE(now.mappings == live.mappings, "mappings leaked");
-  }
-};
+using pvmm_team_rules::leak_check;
 
 using pvmm_team_rules::skip;
 
@@ -235,33 +225,28 @@ pid_t spawn_rank_in_pid_namespace(const std::string& meeting, int rank, int size
                                   std::string& why) {
   auto args = rank_arguments(meeting, rank, size, pause);
   auto argv = argv_of(args);
-  int report[2];
-  REQUIRE(::pipe2(report, O_CLOEXEC) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(report[0]);
-    // A mount namespace too, with its own /proc, as a container has: in a pid namespace that still sees the
-    // parent's /proc, CUDA's cuInit fails (CUDA_ERROR_OPERATING_SYSTEM, measured on an H100, driver 580).
-    int err = ::unshare(CLONE_NEWPID | CLONE_NEWNS) == 0 ? 0 : errno;
-    const pid_t child = err == 0 ? ::fork() : -1;
-    if (child == 0) {
-      (void)::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr);  // nothing leaks to the parent's mounts
-      (void)::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
-      ::execv(argv[0], argv.data());
-    }
-    if (child == 0) ::_exit(127);
-    if (err == 0 && child < 0) err = errno;
-    if (::write(report[1], &err, sizeof err) != sizeof err) ::_exit(126);
-    ::close(report[1]);
-    int status = 0;
-    if (child < 0 || ::waitpid(child, &status, 0) != child) ::_exit(125);
-    ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 124);
-  }
-  ::close(report[1]);
   int err = 0;
-  const bool told = ::read(report[0], &err, sizeof err) == sizeof err;
-  ::close(report[0]);
+  bool told = false;
+  const pid_t pid = stranger_test::fork_reporting(
+      [&](int report) {
+        // A mount namespace too, with its own /proc, as a container has: in a pid namespace that still sees the
+        // parent's /proc, CUDA's cuInit fails (CUDA_ERROR_OPERATING_SYSTEM, measured on an H100, driver 580).
+        int failed = ::unshare(CLONE_NEWPID | CLONE_NEWNS) == 0 ? 0 : errno;
+        const pid_t child = failed == 0 ? ::fork() : -1;
+        if (child == 0) {
+          (void)::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr);  // nothing leaks to the parent's mounts
+          (void)::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+          ::execv(argv[0], argv.data());
+        }
+        if (child == 0) ::_exit(127);
+        if (failed == 0 && child < 0) failed = errno;
+        if (::write(report, &failed, sizeof failed) != sizeof failed) ::_exit(126);
+        ::close(report);
+        int status = 0;
+        if (child < 0 || ::waitpid(child, &status, 0) != child) ::_exit(125);
+        ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 124);
+      },
+      &err, sizeof err, told);
   if (told && err == 0) return pid;
   why = std::string("unshare(CLONE_NEWPID | CLONE_NEWNS) or the fork after it failed: ") +
         (told ? std::strerror(err) : "no word");
@@ -296,11 +281,8 @@ TEST_SUITE("team endpoints") {
   TEST_CASE("threads of one process: every member is same_device and the window forms") {
     if (skip()) return;
     leak_check leaks;
-    auto ranks = pvmm::make_thread_bootstraps(2);
-    REQUIRE(ranks);
-    std::vector<std::string> failures(2);
-    pvmm_team_rules::on_thread_ranks(2, [&](int r) { failures[r] = team_and_window((*ranks)[r], 10s); });
-    for (const auto& f : failures) CHECK_MESSAGE(f.empty(), f);
+    pvmm_team_rules::every_thread_rank_passes(
+        2, [](const std::shared_ptr<pvmm::bootstrap>& b, int) { return team_and_window(b, 10s); });
   }
   TEST_CASE("processes on one device: every member is same_device and the window forms") {
     if (skip()) return;

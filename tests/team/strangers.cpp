@@ -55,31 +55,42 @@ std::map<std::string, int> team_endpoints_of(const std::string& pid) {
 // is connected (-1 when it could not connect).
 pid_t start_stranger(const std::string& name, stranger kind) {
   const abstract_address at(name);
-  int ready[2];
-  REQUIRE(::pipe2(ready, O_CLOEXEC) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(ready[0]);
-    if (kind == stranger::other_user && (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
-                                         ::setresuid(65534, 65534, 65534) != 0))
-      ::_exit(3);
-    const int s = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
-    if (s < 0 || ::connect(s, at.get(), at.length) != 0) ::_exit(4);
-    const char junk[24] = "no team message at all";
-    if (kind == stranger::garbage && ::send(s, junk, sizeof junk, MSG_NOSIGNAL) != sizeof junk) ::_exit(5);
-    const char one = 1;
-    if (::write(ready[1], &one, 1) != 1) ::_exit(6);
-    for (;;) ::pause();
-  }
-  ::close(ready[1]);
   char one = 0;
-  const bool connected = ::read(ready[0], &one, 1) == 1;
-  ::close(ready[0]);
+  bool connected = false;
+  const pid_t pid = fork_reporting(
+      [&](int ready) {
+        if (kind == stranger::other_user && (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
+                                             ::setresuid(65534, 65534, 65534) != 0))
+          ::_exit(3);
+        const int s = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+        if (s < 0 || ::connect(s, at.get(), at.length) != 0) ::_exit(4);
+        const char junk[24] = "no team message at all";
+        if (kind == stranger::garbage && ::send(s, junk, sizeof junk, MSG_NOSIGNAL) != sizeof junk) ::_exit(5);
+        const char connected_word = 1;
+        if (::write(ready, &connected_word, 1) != 1) ::_exit(6);
+        for (;;) ::pause();
+      },
+      &one, 1, connected);
   if (connected) return pid;
   int status = 0;
   ::waitpid(pid, &status, 0);
   return -1;
+}
+
+pid_t fork_reporting(const std::function<void(int)>& child, void* word, std::size_t size, bool& told) {
+  int report[2];
+  REQUIRE(::pipe2(report, O_CLOEXEC) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(report[0]);
+    child(report[1]);
+    ::_exit(127);
+  }
+  ::close(report[1]);
+  told = ::read(report[0], word, size) == static_cast<ssize_t>(size);
+  ::close(report[0]);
+  return pid;
 }
 
 void stop(pid_t pid) {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -35,6 +36,10 @@ struct abstract_address {
   }
   const sockaddr* get() const noexcept { return reinterpret_cast<const sockaddr*>(&address); }
 };
+
+/// Forks a child that runs child(fd) and never returns from it, `fd` the write end of a pipe on which it reports
+/// `size` bytes; the parent reads them into `word`. The child's pid; `told`: whether its bytes came.
+pid_t fork_reporting(const std::function<void(int)>& child, void* word, std::size_t size, bool& told);
 
 /// Kills and reaps a stranger.
 void stop(pid_t pid);

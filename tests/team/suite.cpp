@@ -41,18 +41,10 @@ bool warm_up_once() {
   return done;
 }
 
-// Nothing a case leaves behind: fds and live pvmm objects as before.
+// Nothing a case leaves behind (pvmm_team_rules::leak_check), counted after the warm-up.
 struct team_leak_check {
   bool warmed_up = warm_up_once();
-  std::size_t fds = pvmm_test::open_fd_count();
-  pvmm::live_objects live = pvmm::query_live_objects();
-  ~team_leak_check() {
-    const auto now = pvmm::query_live_objects();
-    CHECK_MESSAGE(pvmm_test::open_fd_count() == fds, "file descriptors leaked");
-    CHECK_MESSAGE(now.allocations == live.allocations, "allocations leaked");
-    CHECK_MESSAGE(now.reservations == live.reservations, "reservations leaked");
-    CHECK_MESSAGE(now.mappings == live.mappings, "mappings leaked");
-  }
+  pvmm_team_rules::leak_check leaks;
 };
 
 bool applies(const std::string& name, int n) {

@@ -6,18 +6,35 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
 #include <pvmm/bootstrap.hpp>
+#include <pvmm/diagnostics.hpp>
 #include <pvmm/error.hpp>
 #include <pvmm/team.hpp>
 
 #include "cases.hpp"
+#include "open_fds.hpp"
 
 namespace pvmm_team_rules {
+
+/// Nothing a case leaves behind: fds and live allocations, reservations and mappings as at construction (declared
+/// after any warm-up that opens files for the process's life).
+struct leak_check {
+  std::size_t fds = pvmm_test::open_fd_count();
+  pvmm::live_objects live = pvmm::query_live_objects();
+  ~leak_check() {
+    const auto now = pvmm::query_live_objects();
+    CHECK_MESSAGE(pvmm_test::open_fd_count() == fds, "file descriptors leaked");
+    CHECK_MESSAGE(now.allocations == live.allocations, "allocations leaked");
+    CHECK_MESSAGE(now.reservations == live.reservations, "reservations leaked");
+    CHECK_MESSAGE(now.mappings == live.mappings, "mappings leaked");
+  }
+};
 
 /// Prints "[pvmm-skip] why" and says so where there is no device to make teams on.
 inline bool skip() {
@@ -33,6 +50,17 @@ inline void on_thread_ranks(int ranks, const std::function<void(int)>& f) {
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) threads.emplace_back(f, r);
   for (auto& t : threads) t.join();
+}
+
+/// Runs body(bootstrap, rank) on `ranks` thread ranks of one group at once: each gives "" where its rank passed,
+/// else why not (checked empty for every rank).
+inline void every_thread_rank_passes(
+    int ranks, const std::function<std::string(const std::shared_ptr<pvmm::bootstrap>&, int)>& body) {
+  auto made = pvmm::make_thread_bootstraps(ranks);
+  REQUIRE(made);
+  std::vector<std::string> failures(static_cast<std::size_t>(ranks));
+  on_thread_ranks(ranks, [&](int r) { failures[r] = body((*made)[r], r); });
+  for (const auto& f : failures) CHECK_MESSAGE(f.empty(), f);
 }
 
 /// A team of two thread ranks (both made, or the case stops).

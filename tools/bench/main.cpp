@@ -81,6 +81,20 @@ long integer_flag(const std::string& flag, long lo, long hi) {
   return v;
 }
 
+/// The positive number after a flag's '=', or -1 (said on stderr) where it is not one.
+double positive_flag(const std::string& flag) {
+  const std::size_t at = flag.find('=') + 1;
+  // strtod, not std::stod: a bad value is a usage error, not an uncaught exception.
+  char* end = nullptr;
+  const double v = std::strtod(flag.c_str() + at, &end);
+  if (end == flag.c_str() + at || *end != '\0' || !(v > 0)) {
+    std::fprintf(stderr, "pvmm-bench: %s wants a positive number, got %s\n", flag.substr(0, at - 1).c_str(),
+                 flag.c_str() + at);
+    return -1;
+  }
+  return v;
+}
+
 void header() {
   auto b = pvmm::query_backend();
   std::time_t now = std::time(nullptr);
@@ -136,13 +150,8 @@ int main(int argc, char** argv) {
         at = end + 1;
       }
     } else if (a.rfind("--trace-scale=", 0) == 0) {
-      // strtod/strtol, not std::stod/stoi: a bad value is a usage error, not an uncaught exception.
-      char* end = nullptr;
-      bench::trace_scale = std::strtod(a.c_str() + 14, &end);
-      if (end == a.c_str() + 14 || *end != '\0' || !(bench::trace_scale > 0)) {
-        std::fprintf(stderr, "pvmm-bench: --trace-scale wants a positive number, got %s\n", a.c_str() + 14);
-        return 2;
-      }
+      bench::trace_scale = positive_flag(a);
+      if (bench::trace_scale < 0) return 2;
     } else if (a.rfind("--trace-only=", 0) == 0) {
       bench::trace_only = a.substr(13);
     } else if (a.rfind("--trace-rounds=", 0) == 0) {
@@ -158,12 +167,8 @@ int main(int argc, char** argv) {
       if (mib < 0) return 2;
       bench::trace_chunk_mib = static_cast<int>(mib);
     } else if (a.rfind("--sleep-gib=", 0) == 0) {
-      char* end = nullptr;
-      bench::sleep_gib = std::strtod(a.c_str() + 12, &end);
-      if (end == a.c_str() + 12 || *end != '\0' || !(bench::sleep_gib > 0)) {
-        std::fprintf(stderr, "pvmm-bench: --sleep-gib wants a positive number, got %s\n", a.c_str() + 12);
-        return 2;
-      }
+      bench::sleep_gib = positive_flag(a);
+      if (bench::sleep_gib < 0) return 2;
     } else if (a.rfind("--sleep-block-mib=", 0) == 0) {
       const long mib = integer_flag(a, 1, 1 << 16);
       if (mib < 0) return 2;

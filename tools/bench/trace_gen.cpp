@@ -78,12 +78,9 @@ trace transformer(bool fsdp, std::uint32_t seed, double scale) {
       b.free_all(full);
       if (fsdp) b.free_all(grads, 1);  // reduce-scattered: the full gradient is freed on the second stream
     }
-    b.free_all(grads);  // optimizer step, then zero_grad(set_to_none)
-    b.checkpoint();
+    b.free_and_check(grads);  // optimizer step, then zero_grad(set_to_none)
   }
-  b.free_all(weights);
-  b.checkpoint();
-  return b.t;
+  return b.finish(weights);
 }
 
 /// Lognormal sizes (median 1 MiB, sigma 2) clipped to [512 B, 256 MiB]; up to 192 live; frees in random order.
@@ -106,9 +103,7 @@ trace lognormal(bool cross, std::uint32_t seed, double scale) {
     }
     if (i % 500 == 499) b.checkpoint();
   }
-  b.free_all(live);
-  b.checkpoint();
-  return b.t;
+  return b.finish(live);
 }
 
 std::vector<trace> all(double scale) {

@@ -46,6 +46,16 @@ struct builder {
     if (!t.ops.empty() && (t.checkpoints.empty() || t.checkpoints.back() != t.ops.size()))
       t.checkpoints.push_back(t.ops.size());
   }
+  /// `ids` freed (on stream 0), then a checkpoint: a training step's end, a trace's.
+  void free_and_check(std::vector<std::uint32_t>& ids) {
+    free_all(ids);
+    checkpoint();
+  }
+  /// The trace, once `ids` (what is still live) are freed and checked.
+  trace finish(std::vector<std::uint32_t>& ids) {
+    free_and_check(ids);
+    return t;
+  }
 };
 
 /// Portable random numbers from a std::mt19937_64 (the same sequence under every standard library).

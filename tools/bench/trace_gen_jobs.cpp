@@ -85,12 +85,9 @@ trace moe(std::uint32_t seed, double scale) {
       b.free(dy);
       b.free_all(saved[l]);
     }
-    b.free_all(grads);
-    b.checkpoint();
+    b.free_and_check(grads);
   }
-  b.free_all(weights);
-  b.checkpoint();
-  return b.t;
+  return b.finish(weights);
 }
 
 /// bf16, h = 2048, 16 heads, sequences of 2048, 16 layers (qkv, out, fc1, fc2 weights), 6 steps of 1 to 4
@@ -138,12 +135,9 @@ trace recompute(std::uint32_t seed, double scale) {
       b.free_all(acts);
       b.free(inputs[std::size_t(l)]);
     }
-    b.free_all(grads);
-    b.checkpoint();
+    b.free_and_check(grads);
   }
-  b.free_all(weights);
-  b.checkpoint();
-  return b.t;
+  return b.finish(weights);
 }
 
 /// 16 layers x 8 KV heads x 128 x K and V, bf16: 64 KiB of KV cache per token. 1200 decode steps, up to 32

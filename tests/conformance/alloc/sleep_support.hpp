@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include <pvmm/sleeping_allocator.hpp>
@@ -38,6 +39,18 @@ inline pvmm::sleeping_options small_ring() {
   o.staging_slot_bytes = std::size_t{64} << 10;
   o.copy_streams = 2;
   return o;
+}
+/// A sleeping allocator over `options` whose tag `tag` sleeps under `policy` (its host copy retained where
+/// `retain_host_copy`).
+inline pvmm::sleeping_allocator with_tag_policy(const std::string& tag, pvmm::sleep_policy policy,
+                                                const pvmm::sleeping_options& options = small_ring(),
+                                                bool retain_host_copy = false) {
+  auto a = pvmm::sleeping_allocator::create(options).value();
+  pvmm::tag_policy p;
+  p.policy = policy;
+  p.retain_host_copy = retain_host_copy;
+  PVMM_CHECK_OK(a.set_policy(tag, p));
+  return a;
 }
 
 }  // namespace sleep_test

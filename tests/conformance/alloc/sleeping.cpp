@@ -13,10 +13,7 @@ using namespace sleep_test;
 
 namespace {
 void policy_round_trip(sleep_policy policy) {
-  auto a = sleeping_allocator::create(small_ring()).value();
-  tag_policy p;
-  p.policy = policy;
-  PVMM_CHECK_OK(a.set_policy("t", p));
+  auto a = with_tag_policy("t", policy);
   const std::size_t g = a.granularity();
   std::vector<std::pair<void*, std::size_t>> got;
   for (std::size_t n : {g, 3 * g + 1, std::size_t{1}}) {
@@ -54,10 +51,7 @@ PVMM_CASE("sleeping allocator: every policy gives the memory back and restores i
 
 PVMM_CASE("sleeping allocator: wake by tag leaves the other tags asleep, sleep by tag the others awake") {
   PVMM_REQUIRE_SLEEPING();
-  auto a = sleeping_allocator::create(small_ring()).value();
-  tag_policy pageable;
-  pageable.policy = sleep_policy::offload_pageable;
-  PVMM_CHECK_OK(a.set_policy("kv", pageable));
+  auto a = with_tag_policy("kv", sleep_policy::offload_pageable);
   void* w = a.allocate(a.granularity(), "weights").value();
   void* k = a.allocate(2 * a.granularity(), "kv").value();
   void* o = a.allocate(a.granularity(), "other").value();
@@ -109,10 +103,7 @@ PVMM_CASE("sleeping allocator: the host copy of a sleeping tag reads back, for e
   PVMM_REQUIRE_SLEEPING();
   for (auto policy : {sleep_policy::offload_pinned, sleep_policy::offload_pageable, sleep_policy::offload_file}) {
     CAPTURE(static_cast<int>(policy));
-    auto a = sleeping_allocator::create(small_ring()).value();
-    tag_policy p;
-    p.policy = policy;
-    PVMM_CHECK_OK(a.set_policy("w", p));
+    auto a = with_tag_policy("w", policy);
     void* x = a.allocate(2 * a.granularity(), "w").value();
     void* y = a.allocate(a.granularity(), "w").value();
     sleep_fill(x, a.size_of(x), 5), sleep_fill(y, a.size_of(y), 6);
@@ -135,10 +126,7 @@ PVMM_CASE("sleeping allocator: the host copy of a sleeping tag reads back, for e
 
 PVMM_CASE("sleeping allocator: a retained host copy survives wake, and the next sleep copies nothing") {
   PVMM_REQUIRE_SLEEPING();
-  auto a = sleeping_allocator::create(small_ring()).value();
-  tag_policy p;
-  p.retain_host_copy = true;
-  PVMM_CHECK_OK(a.set_policy("w", p));
+  auto a = with_tag_policy("w", sleep_policy::offload_pinned, small_ring(), true);
   void* x = a.allocate(a.granularity(), "w").value();
   sleep_fill(x, a.size_of(x), 9);
   PVMM_CHECK_OK(a.sleep());

@@ -48,6 +48,35 @@ inline std::vector<std::uint32_t> stream_read(const pvmm::stream& on, const void
   return words;
 }
 
+/// A raw pointer `Owner` handed out, held by a small owner the test writes (as an allocator adaptor would):
+/// Owner::give_back(data) frees it. `owned` is false once freed: `data` stays, so that a second free names the same
+/// pointer.
+template <class Owner>
+struct raw_block {
+  Owner* from = nullptr;
+  void* data = nullptr;
+  bool owned = false;
+  raw_block(Owner* f, void* d) : from(f), data(d), owned(true) {}
+  raw_block(raw_block&& other) noexcept : from(other.from), data(other.data), owned(other.owned) {
+    other.owned = false;
+  }
+  raw_block& operator=(raw_block&&) = delete;
+  ~raw_block() {
+    if (owned) (void)from->give_back(data);
+  }
+  /// The block over what `from` allocated, or its failure.
+  static pvmm::result<raw_block> of(Owner* from, pvmm::result<void*> allocated) {
+    if (!allocated) return std::move(allocated).error();
+    return raw_block(from, *allocated);
+  }
+  /// Frees it now (owned no longer once that succeeded).
+  pvmm::status release() {
+    auto done = from->give_back(data);
+    if (done) owned = false;
+    return done;
+  }
+};
+
 #define PVMM_ANY_ALLOCATOR_PRELUDE(Kind)                                                               \
   pvmm_test::leak_check leaks_;                                                                        \
   PVMM_SKIP_UNLESS(Kind::unavailable().empty(), std::string(Kind::name) + ": " + Kind::unavailable()); \

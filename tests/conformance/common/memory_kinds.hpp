@@ -143,7 +143,12 @@ struct gate {
 
 }  // namespace pvmm_test
 
-#define PVMM_REQUIRE_POOLS() PVMM_REQUIRE_CAPABILITY(pvmm_test::caps().pools.supported, "memory pools")
+/// A device with memory pools.
+#define PVMM_REQUIRE_POOLS()                                                    \
+  do {                                                                          \
+    PVMM_REQUIRE_DEVICE();                                                      \
+    PVMM_REQUIRE_CAPABILITY(pvmm_test::caps().pools.supported, "memory pools"); \
+  } while (0)
 /// Managed memory, with `free_mib` MiB of the device free (a managed request near the limit can hang a GPU).
 #define PVMM_REQUIRE_MANAGED(free_mib)                                                       \
   do {                                                                                       \

@@ -42,7 +42,6 @@ bool holds(const void* p, std::size_t n, unsigned seed) {
 
 #define PVMM_REQUIRE_PINNED_POOL()                                                               \
   do {                                                                                           \
-    PVMM_REQUIRE_DEVICE();                                                                       \
     PVMM_REQUIRE_POOLS(); /* device memory to copy to */                                         \
     PVMM_REQUIRE_CAPABILITY(!sources().empty(), "host memory pools or page-locked host memory"); \
   } while (0)

@@ -69,30 +69,13 @@ struct pool_allocations : pool_memory {
 /// Raw pointers from allocate_async, each held by a small owner the test writes (as an allocator adaptor would).
 struct pool_pointers : pool_memory {
   static constexpr const char* name = "pool raw pointers";
-  struct block {
-    const pool_pointers* from = nullptr;
-    void* data = nullptr;
-    bool owned = false;  // false once freed: `data` stays, so that a second free names the same pointer
-    block(const pool_pointers* f, void* d) : from(f), data(d), owned(true) {}
-    block(block&& other) noexcept : from(other.from), data(other.data), owned(other.owned) { other.owned = false; }
-    block& operator=(block&&) = delete;
-    ~block() {
-      if (owned) (void)from->pool.free_async(data, from->on);
-    }
-  };
+  using block = pvmm_test::any_allocator::raw_block<pool_pointers>;
+  pvmm::status give_back(void* data) { return pool.free_async(data, on); }
   /// The pool refuses a pointer it does not hold live, as memory_pool.hpp says (one freed already included).
   static pvmm::errc released_again_error() { return pvmm::errc::invalid_argument; }
-  pvmm::result<block> allocate(std::size_t size) {
-    auto p = pool.allocate_async(size, on);
-    if (!p) return std::move(p).error();
-    return block(this, *p);
-  }
+  pvmm::result<block> allocate(std::size_t size) { return block::of(this, pool.allocate_async(size, on)); }
   static void* address(const block& b) { return b.data; }
-  pvmm::status release(block& b) {
-    auto done = pool.free_async(b.data, on);
-    if (done) b.owned = false;
-    return done;
-  }
+  pvmm::status release(block& b) { return b.release(); }
   pvmm::result<view> share(const block& b) { return share_pointer(b.data); }
 };
 }  // namespace

@@ -19,8 +19,7 @@ void check_equal(const pool_attributes& got, const pool_attributes& want) {
 
 TEST_SUITE("pool") {
   PVMM_CASE("pool attributes read back as created and as set, a threshold of 0 gives memory back at a synchronize") {
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    PVMM_REQUIRE_POOLS();
     pool_properties p;
     p.release_threshold = std::uint64_t{3} << 20;
     p.reuse_follow_event_dependencies = false;
@@ -58,8 +57,7 @@ TEST_SUITE("pool") {
   // in 32 MiB chunks, and a release threshold at a synchronize gives back whole chunks while more than it is
   // reserved (trim_to keeps at least what it is asked to). The host backend reserved 2 MiB chunks before.
   PVMM_CASE("a pool reserves whole 32 MiB chunks and a release threshold gives back whole chunks, as the drivers do") {
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    PVMM_REQUIRE_POOLS();
     constexpr std::uint64_t mib = std::uint64_t{1} << 20, chunk = 32 * mib;
     pool_properties p;  // release threshold: pvmm's default, the maximum
     auto pool = memory_pool::create(p).value();
@@ -88,8 +86,7 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("the default pool's release threshold decides what a synchronize gives back, as a created pool's does") {
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    PVMM_REQUIRE_POOLS();
     auto def = memory_pool::default_pool(0).value();
     const std::uint64_t was = def.attributes().value().release_threshold;
     auto s = stream::create(0).value();

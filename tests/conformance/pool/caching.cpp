@@ -1,14 +1,10 @@
 // The caching allocator (pvmm/caching_allocator.hpp) on every backend: data round trips, reuse on the home stream,
 // blocks split and merged, exact errors, and the shared "any allocator" bodies. Streams: caching_streams.cpp;
 // regions, trim and pressure: caching_regions.cpp. Every case runs under the leak check.
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <iterator>
-#include <map>
-#include <random>
-#include <thread>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "caching_support.hpp"
@@ -170,28 +166,11 @@ struct caching_pointers {
   static bool shareable() { return false; }
   static pvmm::errc unshareable_error() { return pvmm::errc::handle_type_not_requested; }
 
-  struct block {
-    caching_pointers* from = nullptr;
-    void* data = nullptr;
-    bool owned = false;  // false once given back: `data` stays, so that a second deallocate names the same pointer
-    block(caching_pointers* f, void* d) : from(f), data(d), owned(true) {}
-    block(block&& other) noexcept : from(other.from), data(other.data), owned(other.owned) { other.owned = false; }
-    block& operator=(block&&) = delete;
-    ~block() {
-      if (owned) (void)from->cache.deallocate(data, from->on);
-    }
-  };
-  pvmm::result<block> allocate(std::size_t size) {
-    auto p = cache.allocate(size, on);
-    if (!p) return std::move(p).error();
-    return block(this, *p);
-  }
+  using block = any_allocator::raw_block<caching_pointers>;
+  pvmm::status give_back(void* data) { return cache.deallocate(data, on); }
+  pvmm::result<block> allocate(std::size_t size) { return block::of(this, cache.allocate(size, on)); }
   static void* address(const block& b) { return b.data; }
-  pvmm::status release(block& b) {
-    auto done = cache.deallocate(b.data, on);
-    if (done) b.owned = false;
-    return done;
-  }
+  pvmm::status release(block& b) { return b.release(); }
   void write(void* at, const std::vector<std::uint32_t>& words) { any_allocator::stream_write(on, at, words); }
   std::vector<std::uint32_t> read(const void* at, std::size_t bytes) {
     return any_allocator::stream_read(on, at, bytes);

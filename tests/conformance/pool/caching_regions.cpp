@@ -1,12 +1,8 @@
 // The caching allocator's regions: idle chunks stitched, ghosts, trim and pressure giving memory back, backend
 // failures at every step, the warm path's driver calls, the slack. Every case runs under the leak check.
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <iterator>
-#include <map>
-#include <random>
 #include <thread>
 #include <vector>
 

@@ -20,7 +20,6 @@ std::vector<unsigned char> bytes_of(std::size_t size, unsigned seed) {
 
 TEST_SUITE("pool") {
   PVMM_CASE("odd-size pool allocations are 256-byte aligned and do not overlap: each keeps its own bytes") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto pool = make_pool();
     auto s = stream::create(0).value();
@@ -46,7 +45,6 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("a 64 MiB block freed on a stream comes back at the same address on that stream") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto pool = make_pool();
     auto s = stream::create(0).value();
@@ -64,7 +62,6 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("allocating SIZE_MAX bytes is out_of_memory and leaves the pool as it was") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto pool = make_pool();
     auto s = stream::create(0).value();

@@ -106,7 +106,6 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("freed neighbours coalesce: a pool emptied of small blocks serves a larger one, and growth stays bounded") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     PVMM_REQUIRE_CAPABILITY(caps().pools.max_size, "an enforced pool maximum size");
     auto pool = sized_pool(2 * mib);
@@ -149,7 +148,6 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("allocating among tens of thousands of live and freed blocks costs no scan of them") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto pool = sized_pool(0);
     auto s = stream::create(0).value();
@@ -210,7 +208,6 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("pool blocks do not keep released streams (or their threads) alive") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto pool = sized_pool(0);
     auto keep = stream::create(0).value();

@@ -13,8 +13,7 @@ using namespace pvmm_test;
 
 TEST_SUITE("pool") {
   PVMM_CASE("a pool given up with raw allocations left keeps their memory until pvmm::free_async frees them") {
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    PVMM_REQUIRE_POOLS();
     auto s = stream::create(0).value();
     const std::size_t size = mib;
     const auto before = query_live_objects();
@@ -49,8 +48,7 @@ TEST_SUITE("pool") {
   PVMM_CASE("an orphaned pool goes with its last raw allocation: counted once, a failed free kept, frees racing") {
     // The raw allocations are counted when the owner goes (not on each allocate and free): the count must be exact
     // whatever was freed before, whatever fails, and whatever frees run while the owner goes.
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    PVMM_REQUIRE_POOLS();
     auto s = stream::create(0).value();
     const auto before = query_live_objects();
     std::vector<void*> raw;
@@ -91,8 +89,7 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("pvmm::free_async frees a raw pointer of a live pool, an owned or foreign pointer is refused") {
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    PVMM_REQUIRE_POOLS();
     auto s = stream::create(0).value();
     auto pool = memory_pool::create({}).value();
     void* raw = pool.allocate_async(4096, s).value();
@@ -111,8 +108,7 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("a pool_allocation's destructor frees even while fault injection is armed (teardown bypasses it)") {
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    PVMM_REQUIRE_POOLS();
     auto s = stream::create(0).value();
     auto pool = memory_pool::create({}).value();
     {
@@ -136,8 +132,7 @@ TEST_SUITE("pool") {
 
   PVMM_CASE("a pool_allocation outliving the stream it was allocated on is freed by its destructor (issue 36)") {
     // Python decides destruction order: the stream may go first. The destructor used to free on that stream.
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    PVMM_REQUIRE_POOLS();
     auto pool = memory_pool::create({}).value();
     const auto before = query_live_objects();
     {

@@ -21,7 +21,6 @@ bool overlap(const void* a, std::size_t na, const void* b, std::size_t nb) {
 
 TEST_SUITE("pool") {
   PVMM_CASE("pool memory holds data written on one stream and read on another after an event") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto pool = make_pool();
     auto a = stream::create(0).value();
@@ -39,7 +38,6 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("usage: reserved >= used, used returns after free and synchronize, high marks reset to current") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto pool = make_pool();
     auto s = stream::create(0).value();
@@ -67,7 +65,6 @@ TEST_SUITE("pool") {
 
   PVMM_CASE(
       "release threshold: 0 gives memory back at a synchronize, the maximum keeps it, trim_to gives it back now") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto s = stream::create(0).value();
     pool_properties keep_all;  // pvmm's default: the maximum
@@ -92,7 +89,6 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("a pool's maximum size is enforced exactly where the capability says so") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     pool_properties p;
     p.max_size = 8 * mib;
@@ -111,7 +107,6 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("with every reuse policy off, memory whose free is still queued on another stream is not handed out") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     pool_properties p;
     p.reuse_follow_event_dependencies = p.reuse_opportunistic = p.reuse_internal_dependencies = false;
@@ -132,7 +127,6 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("memory freed on a stream is reused on that stream") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto pool = make_pool();
     auto s = stream::create(0).value();
@@ -146,7 +140,6 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("pool access: its own device always, another device once granted") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto pool = make_pool();
     CHECK(pool.query_access(location::device(0)).value() == access::read_write);
@@ -167,7 +160,6 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("the default pool is borrowed: allocate, free, and it stays") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto s = stream::create(0).value();
     {
@@ -182,7 +174,6 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("pools: every bad input has its error") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto pool = make_pool();
     auto other = make_pool();
@@ -208,7 +199,6 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("a pool released with an allocation still live goes when that allocation is freed") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto s = stream::create(0).value();
     auto pool = make_pool();
@@ -224,7 +214,6 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("pool_allocation::release frees on the stream it was allocated on, twice is already_released") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto s = stream::create(0).value();
     auto pool = make_pool();

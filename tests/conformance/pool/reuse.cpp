@@ -160,7 +160,6 @@ constexpr reuse_row reuse_table[] = {
 
 TEST_SUITE("pool") {
   PVMM_CASE("reuse: each situation the probe measured, under each reuse-policy setting, at both probed sizes") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     for (const reuse_row& r : reuse_table) {
       SUBCASE(r.rule) { row(r.sit, r.want); }
@@ -170,7 +169,6 @@ TEST_SUITE("pool") {
   // Rule 4's unmeasured half, as the host backend decides it (memory_pool.hpp): in a pool that cannot grow,
   // internal dependencies hand a pending free to another stream, which waits for it; without them, out_of_memory.
   PVMM_CASE("host backend: a full pool hands a pending free to another stream only with internal dependencies") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     PVMM_REQUIRE_HOST_BACKEND("the drivers' behaviour in a full pool is unmeasured (tools/probes/README.md)");
     const std::size_t size = std::size_t{2} << 20;

@@ -52,8 +52,7 @@ TEST_SUITE("pool") {
   }
 
   PVMM_CASE("pool sharing refuses what cannot be shared, each with its error") {
-    PVMM_REQUIRE_DEVICE();
-    PVMM_REQUIRE_CAPABILITY(caps().pools.supported, "memory pools");
+    PVMM_REQUIRE_POOLS();
     auto plain = memory_pool::create({}).value();
     auto s = stream::create(0).value();
     auto memory = plain.allocate(4096, s).value();

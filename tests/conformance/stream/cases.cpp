@@ -15,7 +15,6 @@ namespace {}  // namespace
 
 TEST_SUITE("stream") {
   PVMM_CASE("a borrowed native stream carries copies, allocations and frees, its owner outlives the borrower") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto owner = stream::create(0).value();
     auto pool = memory_pool::create({}).value();
@@ -56,7 +55,6 @@ TEST_SUITE("stream") {
   }
 
   PVMM_CASE("copy_async from pageable host memory: the caller may overwrite the source once the call returns") {
-    PVMM_REQUIRE_DEVICE();
     PVMM_REQUIRE_POOLS();
     auto pool = memory_pool::create({}).value();
     auto s = stream::create(0).value();
