@@ -129,11 +129,9 @@ class bootstrap {
   /// Tells the peers this rank gave up and wakes this rank's waits; called once, after broken() is set.
   virtual void do_abort() noexcept = 0;
 
-  /// Breaks this bootstrap with `e` unless it is broken already; returns the first failure.
-  status record(error e);
-  /// An adapter call failed with `e`: recorded; where the adapter threw (it could not tell its peers itself), this
-  /// rank aborts, so they fail now with its errc, not at their deadline.
-  status fail_call(error e, bool threw) noexcept;
+  /// Breaks this bootstrap with `e` unless it is broken already and returns the first failure; with `tell`, aborts
+  /// once (do_abort tells the peers that errc): abort(), and an adapter call that threw (it could not tell them).
+  status fail_call(error e, bool tell) noexcept;
   /// send() and receive()'s one body: the arguments checked, a broken bootstrap refused, then do_send or do_receive.
   status point_to_point(bool sending, int peer, int tag, void* data, std::size_t bytes, deadline until);
 

@@ -87,14 +87,14 @@ errc bootstrap::abort_code() const noexcept {
   return broken_ ? broken_->code : errc::peer_lost;
 }
 
-status bootstrap::fail_call(error e, bool threw) noexcept {
+status bootstrap::fail_call(error e, bool tell) noexcept {
   errc code = e.code;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!broken_) broken_ = std::move(e);
     code = broken_->code;
   }
-  if (threw && !aborted_.exchange(true)) do_abort();  // after the record: do_abort tells its errc
+  if (tell && !aborted_.exchange(true)) do_abort();  // after the record: do_abort tells its errc
   try {
     std::lock_guard<std::mutex> lock(mutex_);
     return *broken_;
@@ -106,12 +106,6 @@ status bootstrap::fail_call(error e, bool threw) noexcept {
 bool bootstrap::broken() const noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   return broken_.has_value();
-}
-
-status bootstrap::record(error e) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!broken_) broken_ = std::move(e);
-  return *broken_;
 }
 
 status bootstrap::allgather(const void* mine, std::size_t bytes, void* all, deadline until) {
@@ -220,18 +214,14 @@ status bootstrap::do_receive(int, int, void*, std::size_t, deadline) {
 }
 
 void bootstrap::abort() noexcept {
-  if (aborted_.exchange(true)) return;
+  error why = detail::bare_error(errc::peer_lost);  // memory running out for the text: still broken
   try {
     auto args = [&] { return fmt::format("adapter={}, rank={}", adapter(), rank()); };
     const detail::operation op{"pvmm::bootstrap::abort", args};
-    (void)record(op.wrap(aborted_by(rank())));
-  } catch (...) {  // memory ran out for the text: still broken
-    error e;
-    e.code = errc::peer_lost;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!broken_) broken_ = std::move(e);
+    why = op.wrap(aborted_by(rank()));
+  } catch (...) {
   }
-  do_abort();
+  (void)fail_call(std::move(why), true);  // the first failure stays; do_abort runs once
 }
 
 namespace detail {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -47,10 +48,8 @@ class store_bootstrap final : public detail::placed_bootstrap {
     PVMM_TRY(store_.set(key(id, rank_), std::vector<std::uint8_t>(in, in + bytes)));
     auto* out = static_cast<std::uint8_t*>(all);
     for (int r = 0; r < size_; ++r) {
-      auto value = wait_for_key(key(id, r), until);
+      PVMM_TRY_ASSIGN(value, wait_for_key(key(id, r), until));
       if (!value) {
-        if (value.code() != errc::timeout) return std::move(value).error();
-        PVMM_TRY(check_abort());      // an abort told meanwhile (its errc may be timeout too): that rank's failure
         std::vector<int> missing{r};  // name every rank still missing, not only the first
         for (int q = r + 1; q < size_; ++q)
           if (!store_.get(key(id, q), std::chrono::steady_clock::now())) missing.push_back(q);
@@ -73,10 +72,8 @@ class store_bootstrap final : public detail::placed_bootstrap {
   status do_receive(int peer, int tag, void* data, std::size_t bytes, deadline until) override {
     const detail::operation op{"pvmm::bootstrap::receive"};
     std::uint64_t& n = received_[{peer, tag}];
-    auto value = wait_for_key(p2p_key(peer, rank_, tag, n), until);
+    PVMM_TRY_ASSIGN(value, wait_for_key(p2p_key(peer, rank_, tag, n), until));
     if (!value) {
-      if (value.code() != errc::timeout) return std::move(value).error();
-      PVMM_TRY(check_abort());
       return op.fail(errc::timeout, fmt::format("rank {} sent nothing with tag {} before the deadline", peer, tag));
     }
     if (value->size() != bytes)
@@ -122,15 +119,17 @@ class store_bootstrap final : public detail::placed_bootstrap {
     return failed_by(a.rank, a.code == 0 ? errc::peer_lost : detail::peer_errc(a.code));
   }
 
-  // Waits in slices, so an abort is seen within one slice, not at the deadline.
-  result<std::vector<std::uint8_t>> wait_for_key(const std::string& k, deadline until) {
+  // Waits in slices, so an abort is seen within one slice, not at the deadline. Empty: the deadline passed without
+  // the key; an error: the store's, or a peer's abort (whose errc may be timeout too: kept apart from the empty).
+  result<std::optional<std::vector<std::uint8_t>>> wait_for_key(const std::string& k, deadline until) {
     for (;;) {
       const auto now = std::chrono::steady_clock::now();
       const deadline step = until - now > slice ? now + slice : until;
       auto value = store_.get(k, step);
-      if (value || value.code() != errc::timeout) return value;
+      if (value) return std::optional<std::vector<std::uint8_t>>(std::move(*value));
+      if (value.code() != errc::timeout) return std::move(value).error();
       PVMM_TRY(check_abort());
-      if (step == until) return value;
+      if (step == until) return std::optional<std::vector<std::uint8_t>>();
     }
   }
 
