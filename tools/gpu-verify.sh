@@ -9,7 +9,8 @@
 #   python-hip-nvidia  the same for the hip backend on HIP's NVIDIA platform (HIP's headers in .deps/hip-nvidia)
 # The GPU machines have no package manager: fmt and doctest come unpacked in .deps/root, and the HIP headers in
 # .deps/hip-nvidia (tools/fetch-deps.sh; carry ".deps").
-# Usage: [PVMM_VERIFY="cuda hip-nvidia"] [PVMM_CTEST_JOBS=1] [PVMM_CTEST_ARGS="-R team"] tools/gpu-verify.sh [build-root]
+# Usage: [PVMM_VERIFY="cuda hip-nvidia"] [PVMM_CTEST_JOBS=1] [PVMM_CTEST_ARGS="-R team"] [PVMM_CMAKE_ARGS="-D..."]
+#        tools/gpu-verify.sh [build-root]
 #   (writes logs to $OUT when set). PVMM_CTEST_ARGS goes to CTest: a subset where the whole suite does not fit one
 #   device call (hip-nvidia on four GPUs sets HIP up in about 6 s per test process: 534 tests at -j8 take > 10 min).
 set -uo pipefail
@@ -25,8 +26,9 @@ verify() {  # verify <name> <cmake args...>
   shift
   mkdir -p "$log"
   echo "=== $name ==="
+  # shellcheck disable=SC2086  # PVMM_CMAKE_ARGS is a list of arguments (the bench's torch and RMM roots)
   cmake -S . -B "$build" -G Ninja -DPVMM_WARNINGS_AS_ERRORS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_PREFIX_PATH="$PWD/.deps/root/usr" -DPython3_EXECUTABLE="$(command -v python3)" "$@" >"$log/configure.log" 2>&1 || { tail -30 "$log/configure.log"; overall=1; return; }
+    -DCMAKE_PREFIX_PATH="$PWD/.deps/root/usr" -DPython3_EXECUTABLE="$(command -v python3)" "$@" ${PVMM_CMAKE_ARGS:-} >"$log/configure.log" 2>&1 || { tail -30 "$log/configure.log"; overall=1; return; }
   cmake --build "$build" -j"$(nproc)" >"$log/build.log" 2>&1 || { grep -E "error" "$log/build.log" | head -30; overall=1; return; }
   "$build/tools/pvmm-info" --check | tee "$log/pvmm-info.log"
   local info_rc=${PIPESTATUS[0]}
