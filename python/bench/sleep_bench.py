@@ -36,6 +36,7 @@ def side_main(side: str, count: int, mib: int, cycles: int) -> dict:
         return torch.arange(numel, dtype=torch.int64, device=dev) * 2654435761 + (i << 20) + rnd
 
     tensors: list[torch.Tensor] = []
+    pin_s = None  # the bus side: how long page-locking the host buffer took (a first sleep's floor)
     if side.startswith("pvmm"):
         import pvmm
         from pvmm import allocators
@@ -68,7 +69,9 @@ def side_main(side: str, count: int, mib: int, cycles: int) -> dict:
             saver.resume("bench")
     else:  # the bus: one pinned buffer holding every tensor's bytes
         tensors = [torch.empty(numel, dtype=torch.int64, device=dev) for _ in range(count)]
+        t0 = time.perf_counter()
         host = torch.empty(count * numel, dtype=torch.int64, pin_memory=True)
+        pin_s = time.perf_counter() - t0
 
         def sleep() -> None:
             for i, t in enumerate(tensors):
@@ -107,7 +110,7 @@ def side_main(side: str, count: int, mib: int, cycles: int) -> dict:
                 "steady_gibs": total / GIB / steady}
 
     return {"side": side, "sleep": summary(sleeps), "wake": summary(wakes), "given_back_gib": given_back,
-            "gib": total / GIB, "checked": checked, "free_before_gib": free0 / GIB}
+            "gib": total / GIB, "checked": checked, "free_before_gib": free0 / GIB, "pin_s": pin_s}
 
 
 def main() -> int:
@@ -149,6 +152,10 @@ def main() -> int:
         gb = "-" if d["given_back_gib"] is None or side == "bus" else f"{d['given_back_gib']:.2f} of {d['gib']:.2f}"
         print(f"| {side} | {cell(d['sleep'], 'first')} | {cell(d['sleep'], 'steady')} | {cell(d['wake'], 'first')} "
               f"| {cell(d['wake'], 'steady')} | {gb} | {'yes' if d['checked'] else 'MISMATCH'} |")
+        if d.get("pin_s") is not None:  # what a first sleep into fresh page-locked memory cannot go below
+            pinned = d["gib"] / d["pin_s"]
+            print(f"| page-locking {d['gib']:.2f} GiB of fresh host memory alone (torch pin_memory) | {d['pin_s']:.3f} "
+                  f"({pinned:.1f}) | | | | | |")
     return 0
 
 
