@@ -11,11 +11,25 @@
 # .deps/hip-nvidia (tools/fetch-deps.sh; carry ".deps").
 # Usage: [PVMM_VERIFY="cuda hip-nvidia"] [PVMM_CTEST_JOBS=1] [PVMM_CTEST_ARGS="-R team"] [PVMM_CMAKE_ARGS="-D..."]
 #        tools/gpu-verify.sh [build-root]
-#   (writes logs to $OUT when set). PVMM_CTEST_ARGS goes to CTest: a subset where the whole suite does not fit one
-#   device call (hip-nvidia on four GPUs sets HIP up in about 6 s per test process: 534 tests at -j8 take > 10 min).
+#   PVMM_CTEST_ARGS goes to CTest: a subset where the whole suite does not fit one device call (hip-nvidia on four
+#   GPUs sets HIP up in about 6 s per test process: 534 tests at -j8 take > 10 min).
+#   PVMM_VERIFY_SECONDS (e.g. 560, under the call's limit): CTest starts no test after that point less a reserve for
+#   the one-at-a-time rerun (--stop-time), so it ends by itself, writes which tests failed and the rerun reads them
+#   (a CTest killed at the call's limit leaves no failed list: its rerun would run every test again).
+#   Logs go to $OUT/gpu-verify-logs.tar.gz (one file: the device tool brings back only a few files a call), packed
+#   after each backend; the summary lines go to standard output.
+# On 2 GPUs, PVMM_CTEST_JOBS above 12 starves the team cases (four processes each, contexts on both GPUs): ranks
+# miss their 20 s deadlines, and cases that read the device's free memory fail beside the others (rerun alone).
 set -uo pipefail
 root=${1:-build/gpu}
-out=${OUT:-/tmp}
+started=$(date +%s)
+out=$(mktemp -d)/gpu-verify-logs
+mkdir -p "$out"
+pack() { [ -n "${OUT:-}" ] && tar -C "$(dirname "$out")" -czf "$OUT/gpu-verify-logs.tar.gz" gpu-verify-logs; }
+stop_time_args() {  # --stop-time for CTest: PVMM_VERIFY_SECONDS after the start, less $1 s kept for what follows
+  [ -n "${PVMM_VERIFY_SECONDS:-}" ] || return 0
+  echo --stop-time "$(date -d "@$((started + PVMM_VERIFY_SECONDS - $1))" +%H:%M:%S)"
+}
 export PATH=/usr/local/cuda/bin:$PATH
 nvidia-smi -L
 gpus=$(nvidia-smi -L | wc -l)
@@ -33,14 +47,17 @@ verify() {  # verify <name> <cmake args...>
   "$build/tools/pvmm-info" --check | tee "$log/pvmm-info.log"
   local info_rc=${PIPESTATUS[0]}
   # shellcheck disable=SC2086  # PVMM_CTEST_ARGS is a list of arguments
-  ctest --test-dir "$build" -j"${PVMM_CTEST_JOBS:-1}" --output-on-failure ${PVMM_CTEST_ARGS:-} >"$log/ctest.log" 2>&1
+  # shellcheck disable=SC2046  # stop_time_args gives two words or none
+  ctest --test-dir "$build" -j"${PVMM_CTEST_JOBS:-1}" --output-on-failure $(stop_time_args 150) ${PVMM_CTEST_ARGS:-} \
+    >"$log/ctest.log" 2>&1
   local ctest_rc=$?
   grep -E "tests passed|Skipped|Failed|\*\*\*" "$log/ctest.log" | tail -40
   if [ $ctest_rc -ne 0 ] && [ "${PVMM_CTEST_JOBS:-1}" -gt 1 ]; then
     # Cases that check the device's free memory (or the process's fds) before and after read the whole GPU, which
     # the other test processes running beside them change: the failed ones run again, one at a time.
     echo "--- $name: the failed tests again, one at a time (ctest -j1 --rerun-failed) ---"
-    ctest --test-dir "$build" -j1 --rerun-failed --output-on-failure >"$log/ctest-rerun.log" 2>&1
+    # shellcheck disable=SC2046
+    ctest --test-dir "$build" -j1 --rerun-failed --output-on-failure $(stop_time_args 60) >"$log/ctest-rerun.log" 2>&1
     ctest_rc=$?
     grep -E "tests passed|Failed" "$log/ctest-rerun.log" | tail -10
   fi
@@ -110,6 +127,7 @@ for backend in ${PVMM_VERIFY:-cuda hip-nvidia}; do
       ;;
     *) echo "unknown backend '$backend'"; overall=1 ;;
   esac
+  pack
 done
 echo "gpu-verify: overall rc=$overall"
 exit $overall
