@@ -15,14 +15,10 @@
    by everything() before any thread starts. */
 static int on_gpu_backend;
 enum { ranks = 3 };
-typedef struct rank_job {
-  tb_rank self;
-  int ok;
-} rank_job;
 
-static void* run_rank(void* argument) {
-  rank_job* job = (rank_job*)argument;
-  pvmm_bootstrap_ops ops = tb_ops(&job->self);
+/* One rank's team and window over the C bootstrap; 1 when all it saw was right. */
+static int run_rank(tb_rank* self) {
+  pvmm_bootstrap_ops ops = tb_ops(self);
   pvmm_team_options topts = PVMM_INIT(pvmm_team_options);
   pvmm_window_options wopts = PVMM_INIT(pvmm_window_options);
   pvmm_bootstrap boot;
@@ -31,18 +27,18 @@ static void* run_rank(void* argument) {
   int rank = -1, size = 0, peer;
   void* local = NULL;
   size_t bytes = 0;
-  job->ok = 0;
+  int ok = 0;
   topts.timeout_ms = 20000;
   wopts.size = 4096;
   wopts.timeout_ms = 20000;
   wopts.signal_channels = 1;
-  if (pvmm_bootstrap_create(&ops, &boot) != pvmm_status_ok) return NULL;
+  if (pvmm_bootstrap_create(&ops, &boot) != pvmm_status_ok) return 0;
   if (pvmm_team_create(boot, &topts, &team) != pvmm_status_ok) {
-    fprintf(stderr, "rank %d: %s\n", job->self.rank, pvmm_last_error_message());
+    fprintf(stderr, "rank %d: %s\n", self->rank, pvmm_last_error_message());
     pvmm_bootstrap_release(boot);
-    return NULL;
+    return 0;
   }
-  if (pvmm_team_info(team, &rank, &size, NULL, NULL) == pvmm_status_ok && rank == job->self.rank && size == ranks &&
+  if (pvmm_team_info(team, &rank, &size, NULL, NULL) == pvmm_status_ok && rank == self->rank && size == ranks &&
       pvmm_window_create(team, &wopts, &window) == pvmm_status_ok) {
     int good = pvmm_window_peer(window, rank, &local, &bytes) == pvmm_status_ok && bytes >= 4096;
     if (good) {
@@ -80,30 +76,19 @@ static void* run_rank(void* argument) {
       }
     }
     if (!good) fprintf(stderr, "rank %d: %s\n", rank, pvmm_last_error_message());
-    job->ok = good && pvmm_window_release(window) == pvmm_status_ok;
+    ok = good && pvmm_window_release(window) == pvmm_status_ok;
   } else {
-    fprintf(stderr, "rank %d: %s\n", job->self.rank, pvmm_last_error_message());
+    fprintf(stderr, "rank %d: %s\n", self->rank, pvmm_last_error_message());
   }
   pvmm_team_release(team);
   pvmm_bootstrap_release(boot);
-  return NULL;
+  return ok;
 }
 
 static void team_over_c_bootstrap(void) {
   tb_group group;
-  rank_job jobs[ranks];
-  pthread_t threads[ranks];
-  int r;
   tb_group_init(&group, ranks);
-  for (r = 0; r < ranks; ++r) {
-    jobs[r].self.group = &group;
-    jobs[r].self.rank = r;
-    pthread_create(&threads[r], NULL, run_rank, &jobs[r]);
-  }
-  for (r = 0; r < ranks; ++r) {
-    pthread_join(threads[r], NULL);
-    CHECK(jobs[r].ok);
-  }
+  CHECK(tb_run_ranks(&group, run_rank) == 0);
   CHECK(group.destroyed == ranks); /* every rank's destroy ran once its last reference went */
   tb_group_destroy(&group);
 }

@@ -142,4 +142,39 @@ static pvmm_bootstrap_ops tb_ops(tb_rank* self) {
   return ops;
 }
 
+/* Runs rank_main(self) for every rank of `group` (tb_group_init'ed; at most TB_MAX_RANKS), each on a thread of its
+   own, and waits for them all. Returns how many ranks failed: rank_main returned 0, or its thread did not start. */
+enum { TB_MAX_RANKS = 16 };
+typedef struct tb_thread {
+  tb_rank self;
+  int (*rank_main)(tb_rank* self);
+  int ok;
+} tb_thread;
+
+static void* tb_thread_main(void* argument) {
+  tb_thread* t = (tb_thread*)argument;
+  t->ok = t->rank_main(&t->self);
+  return NULL;
+}
+
+static int tb_run_ranks(tb_group* group, int (*rank_main)(tb_rank* self)) {
+  tb_thread threads[TB_MAX_RANKS];
+  pthread_t ids[TB_MAX_RANKS];
+  int started[TB_MAX_RANKS];
+  int r, failed = 0;
+  if (group->size > TB_MAX_RANKS) return group->size;
+  for (r = 0; r < group->size; ++r) {
+    threads[r].self.group = group;
+    threads[r].self.rank = r;
+    threads[r].rank_main = rank_main;
+    threads[r].ok = 0;
+    started[r] = pthread_create(&ids[r], NULL, tb_thread_main, &threads[r]) == 0;
+  }
+  for (r = 0; r < group->size; ++r) {
+    if (started[r]) pthread_join(ids[r], NULL);
+    failed += !threads[r].ok;
+  }
+  return failed;
+}
+
 #endif /* PVMM_C_TEST_THREAD_BOOTSTRAP_H */
