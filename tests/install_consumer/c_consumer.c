@@ -243,28 +243,21 @@ enum { ranks = 2 };
 
 /* One rank: writes its mark into its slot, reads its peer's; 1 when it saw the peer's mark. */
 static int rank_main(tb_rank* self) {
-  pvmm_bootstrap_ops ops = tb_ops(self);
   pvmm_team_options topts = PVMM_INIT(pvmm_team_options);
   pvmm_window_options wopts = PVMM_INIT(pvmm_window_options);
-  pvmm_bootstrap boot;
-  pvmm_team team;
-  pvmm_window window;
+  tb_member m;
   void *mine = NULL, *theirs = NULL;
   unsigned char mark = (unsigned char)(0x70 + self->rank), seen = 0;
   const int peer = 1 - self->rank;
   wopts.size = 4096;
-  TRY(pvmm_bootstrap_create(&ops, &boot));
-  TRY(pvmm_team_create(boot, &topts, &team));
-  TRY(pvmm_window_create(team, &wopts, &window));
-  TRY(pvmm_window_peer(window, self->rank, &mine, NULL));
+  TRY(tb_join(self, &topts, &wopts, &m));
+  TRY(pvmm_window_peer(m.window, self->rank, &mine, NULL));
   TRY(pvmm_copy_to_mapping(mine, &mark, 1, -1));
-  TRY(pvmm_bootstrap_barrier(boot, pvmm_monotonic_ns() + 30000000000LL));
-  TRY(pvmm_window_peer(window, peer, &theirs, NULL));
+  TRY(pvmm_bootstrap_barrier(m.boot, pvmm_monotonic_ns() + 30000000000LL));
+  TRY(pvmm_window_peer(m.window, peer, &theirs, NULL));
   TRY(pvmm_copy_from_mapping(&seen, theirs, 1, -1));
-  TRY(pvmm_bootstrap_barrier(boot, pvmm_monotonic_ns() + 30000000000LL));
-  TRY(pvmm_window_release(window));
-  TRY(pvmm_team_release(team));
-  TRY(pvmm_bootstrap_release(boot));
+  TRY(pvmm_bootstrap_barrier(m.boot, pvmm_monotonic_ns() + 30000000000LL));
+  TRY(tb_leave(&m));
   return seen == 0x70 + peer;
 }
 
