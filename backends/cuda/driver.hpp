@@ -135,15 +135,6 @@ inline CUmemoryPool native(pool_handle h) { return detail::backend::native_as<CU
     if (CUresult rc_ = ::pvmm::cuda::api().call(__VA_ARGS__); rc_ != CUDA_SUCCESS) \
       return ::pvmm::cuda::failure(rc_, #call);                                    \
   } while (0)
-/// The whole body of a backend function that is one driver call: `return PVMM_CU_STATUS(cuMemRelease, h);`.
-/// Always inlined: a function that cmake/hot_layout.ld places keeps its driver call in its own code, not in an
-/// out-of-line lambda elsewhere.
-// (Not clang-formatted: it would glue "->" to the attribute and split "()" from the lambda.)
-// clang-format off
-#define PVMM_CU_STATUS(call, ...)                          \
-  [&]() __attribute__((always_inline)) -> ::pvmm::status { \
-    PVMM_REQUIRE_DRIVER();                                 \
-    PVMM_CU(call, __VA_ARGS__);                            \
-    return {};                                             \
-  }()
-// clang-format on
+/// The whole body of a backend function that is one driver call: `return PVMM_CU_STATUS(cuMemRelease, h);`
+/// (PVMM_BACKEND_ONE_CALL).
+#define PVMM_CU_STATUS(call, ...) PVMM_BACKEND_ONE_CALL(PVMM_REQUIRE_DRIVER, PVMM_CU, call, __VA_ARGS__)
