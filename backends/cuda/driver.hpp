@@ -135,10 +135,6 @@ inline CUmemoryPool native(pool_handle h) { return detail::backend::native_as<CU
     if (CUresult rc_ = ::pvmm::cuda::api().call(__VA_ARGS__); rc_ != CUDA_SUCCESS) \
       return ::pvmm::cuda::failure(rc_, #call);                                    \
   } while (0)
-/// The whole body of a backend function that is one driver call: `return PVMM_CU_STATUS(cuMemRelease, h);`.
-#define PVMM_CU_STATUS(call, ...) \
-  [&]() -> ::pvmm::status {       \
-    PVMM_REQUIRE_DRIVER();        \
-    PVMM_CU(call, __VA_ARGS__);   \
-    return {};                    \
-  }()
+/// The whole body of a backend function that is one driver call: `return PVMM_CU_STATUS(cuMemRelease, h);`
+/// (PVMM_BACKEND_ONE_CALL).
+#define PVMM_CU_STATUS(call, ...) PVMM_BACKEND_ONE_CALL(PVMM_REQUIRE_DRIVER, PVMM_CU, call, __VA_ARGS__)

@@ -67,22 +67,14 @@ result<void*> reserve(std::size_t size, std::size_t alignment, const void* hint)
 }
 
 status free_reservation(void* address, std::size_t size) {
-  PVMM_REQUIRE_DRIVER();
-  PVMM_CU(cuMemAddressFree, ptr(address), size);
-  return {};
+  return PVMM_CU_STATUS(cuMemAddressFree, ptr(address), size);
 }
 
 status map(void* address, std::size_t size, allocation_handle handle, std::size_t offset) {
-  PVMM_REQUIRE_DRIVER();
-  PVMM_CU(cuMemMap, ptr(address), size, offset, handle.value, 0);
-  return {};
+  return PVMM_CU_STATUS(cuMemMap, ptr(address), size, offset, handle.value, 0);
 }
 
-status unmap(void* address, std::size_t size) {
-  PVMM_REQUIRE_DRIVER();
-  PVMM_CU(cuMemUnmap, ptr(address), size);
-  return {};
-}
+status unmap(void* address, std::size_t size) { return PVMM_CU_STATUS(cuMemUnmap, ptr(address), size); }
 
 namespace {
 void convert(const access_descriptor* grants, std::size_t count, CUmemAccessDesc* out) {

@@ -140,13 +140,9 @@ inline error failure(hipError_t rc, const char* call, std::string hint = {}, err
   do {                                                                                     \
     if (hipError_t rc_ = call(__VA_ARGS__); rc_ != hipSuccess) return failure(rc_, #call); \
   } while (0)
-/// The whole body of a backend function that is one runtime call: `return PVMM_HIP_STATUS(hipFree, p);`.
-#define PVMM_HIP_STATUS(call, ...) \
-  [&]() -> ::pvmm::status {        \
-    PVMM_REQUIRE_RUNTIME();        \
-    PVMM_HIP(call, __VA_ARGS__);   \
-    return {};                     \
-  }()
+/// The whole body of a backend function that is one runtime call: `return PVMM_HIP_STATUS(hipFree, p);`
+/// (PVMM_BACKEND_ONE_CALL).
+#define PVMM_HIP_STATUS(call, ...) PVMM_BACKEND_ONE_CALL(PVMM_REQUIRE_RUNTIME, PVMM_HIP, call, __VA_ARGS__)
 
 // Handles are opaque pointers on AMD and integers on NVIDIA; pvmm carries either in 64 bits.
 using native_handle = hipMemGenericAllocationHandle_t;

@@ -78,22 +78,14 @@ result<void*> reserve(std::size_t size, std::size_t alignment, const void* hint)
 }
 
 status free_reservation(void* address, std::size_t size) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipMemAddressFree, to_hip(address), size);
-  return {};
+  return PVMM_HIP_STATUS(hipMemAddressFree, to_hip(address), size);
 }
 
 status map(void* address, std::size_t size, allocation_handle handle, std::size_t offset) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipMemMap, to_hip(address), size, offset, to_hip(handle), 0);
-  return {};
+  return PVMM_HIP_STATUS(hipMemMap, to_hip(address), size, offset, to_hip(handle), 0);
 }
 
-status unmap(void* address, std::size_t size) {
-  PVMM_REQUIRE_RUNTIME();
-  PVMM_HIP(hipMemUnmap, to_hip(address), size);
-  return {};
-}
+status unmap(void* address, std::size_t size) { return PVMM_HIP_STATUS(hipMemUnmap, to_hip(address), size); }
 
 status set_access(void* address, std::size_t size, const access_descriptor* grants, std::size_t count) {
   PVMM_REQUIRE_RUNTIME();

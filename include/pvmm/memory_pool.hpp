@@ -60,6 +60,7 @@
 #include <memory>
 #include <type_traits>
 
+#include <pvmm/detail/handle_value.hpp>
 #include <pvmm/detail/unique_owner.hpp>
 #include <pvmm/error.hpp>
 #include <pvmm/ipc.hpp>
@@ -74,11 +75,7 @@ struct pool_state;
 }
 
 /// The backend's handle of a pool (CUmemoryPool, hipMemPool_t, the host backend's pool) as an integer.
-struct pool_handle {
-  std::uint64_t value = 0;
-  friend constexpr bool operator==(pool_handle a, pool_handle b) noexcept { return a.value == b.value; }
-  friend constexpr bool operator!=(pool_handle a, pool_handle b) noexcept { return a.value != b.value; }
-};
+struct pool_handle : detail::handle_value<pool_handle> {};
 
 /// A pool's identity: random, made when an exportable pool is created, carried by its exports (all zero for a
 /// pool that cannot be exported).

@@ -13,23 +13,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <pvmm/detail/handle_value.hpp>
 #include <pvmm/detail/unique_owner.hpp>
 #include <pvmm/error.hpp>
 
 namespace pvmm {
 
 /// The backend's handle of a stream (CUstream, hipStream_t, the host backend's worker) as an integer.
-struct stream_handle {
-  std::uint64_t value = 0;
-  friend constexpr bool operator==(stream_handle a, stream_handle b) noexcept { return a.value == b.value; }
-  friend constexpr bool operator!=(stream_handle a, stream_handle b) noexcept { return a.value != b.value; }
-};
+struct stream_handle : detail::handle_value<stream_handle> {};
 /// The backend's handle of an event (CUevent, hipEvent_t, the host backend's event) as an integer.
-struct event_handle {
-  std::uint64_t value = 0;
-  friend constexpr bool operator==(event_handle a, event_handle b) noexcept { return a.value == b.value; }
-  friend constexpr bool operator!=(event_handle a, event_handle b) noexcept { return a.value != b.value; }
-};
+struct event_handle : detail::handle_value<event_handle> {};
 
 class event;
 

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <pvmm/detail/handle_value.hpp>
 #include <pvmm/error.hpp>
 
 namespace pvmm {
@@ -152,18 +153,10 @@ struct capabilities {
 
 /// The backend's handle of physical memory (CUmemGenericAllocationHandle, hipMemGenericAllocationHandle_t as
 /// an integer, the host backend's memfd). A distinct type from multicast_handle: the two cannot be swapped.
-struct allocation_handle {
-  std::uint64_t value = 0;
-  friend constexpr bool operator==(allocation_handle a, allocation_handle b) noexcept { return a.value == b.value; }
-  friend constexpr bool operator!=(allocation_handle a, allocation_handle b) noexcept { return a.value != b.value; }
-};
+struct allocation_handle : detail::handle_value<allocation_handle> {};
 
 /// The backend's handle of a multicast object (CUmemGenericAllocationHandle from cuMulticastCreate).
-struct multicast_handle {
-  std::uint64_t value = 0;
-  friend constexpr bool operator==(multicast_handle a, multicast_handle b) noexcept { return a.value == b.value; }
-  friend constexpr bool operator!=(multicast_handle a, multicast_handle b) noexcept { return a.value != b.value; }
-};
+struct multicast_handle : detail::handle_value<multicast_handle> {};
 
 /// One device as the backend sees it.
 struct device_info {

@@ -8,7 +8,7 @@ import time
 import pytest
 
 import pvmm
-from ranks import SharedStore
+from ranks import MinimalStore, SharedStore
 
 pytestmark = pytest.mark.skipif(pvmm.BACKEND != "host", reason="thread ranks share one device (host backend)")
 
@@ -132,23 +132,6 @@ def test_8_a_rank_whose_store_callback_raises_aborts_and_its_peer_gets_peer_lost
 
 
 def test_9_a_minimal_store_costs_no_store_timeout_per_collective():
-    class MinimalStore:
-        """Only set and a get that blocks until the key exists or its own timeout (1 s) passes."""
-
-        def __init__(self):
-            self.values, self.changed = {}, threading.Condition()
-
-        def set(self, key, value):
-            with self.changed:
-                self.values[key] = value
-                self.changed.notify_all()
-
-        def get(self, key):
-            with self.changed:
-                if not self.changed.wait_for(lambda: key in self.values, timeout=1.0):
-                    raise TimeoutError(f"key {key} did not arrive")
-                return self.values[key]
-
     store, errors = MinimalStore(), []
 
     def run(rank):

@@ -10,24 +10,42 @@
 
 namespace pvmm::detail::observe::nvtx {
 
-/// A heap over [base, base + size): the descriptor points at its own range (fill it in place; not copyable).
-struct heap_desc {
+/// What every descriptor below is: a call's structure pointing at an element stored beside it, so it is filled in
+/// place and never copied (a copy would point at the original's element).
+struct filled_in_place {
+  filled_in_place() = default;
+  filled_in_place(const filled_in_place&) = delete;
+  filled_in_place& operator=(const filled_in_place&) = delete;
+};
+
+/// A structure of the mem extension, zeroed but for the two fields every one of them opens with.
+template <class T>
+T mem_struct() noexcept {
+  T t{};
+  t.extCompatID = NVTX_EXT_COMPATID_MEM;
+  t.structSize = sizeof(T);
+  return t;
+}
+
+/// One virtual-address range [ptr, ptr + size).
+inline nvtxMemVirtualRangeDesc_t virtual_range(const void* ptr, std::size_t size) noexcept {
+  nvtxMemVirtualRangeDesc_t r{};
+  r.ptr = ptr;
+  r.size = size;
+  return r;
+}
+
+/// A heap over [base, base + size): the descriptor points at its own range.
+struct heap_desc : filled_in_place {
   nvtxMemVirtualRangeDesc_t range{};
   nvtxMemHeapDesc_t desc{};
-  heap_desc() = default;
-  heap_desc(const heap_desc&) = delete;
-  heap_desc& operator=(const heap_desc&) = delete;
 };
 
 /// Fills `d` for [base, base + size); false (nothing to register) for a null base or a size of 0.
 inline bool make_heap_desc(heap_desc& d, const void* base, std::size_t size) noexcept {
   if (base == nullptr || size == 0) return false;
-  d.range = {};
-  d.range.ptr = base;
-  d.range.size = size;
-  d.desc = {};
-  d.desc.extCompatID = NVTX_EXT_COMPATID_MEM;
-  d.desc.structSize = sizeof(d.desc);
+  d.range = virtual_range(base, size);
+  d.desc = mem_struct<nvtxMemHeapDesc_t>();
   d.desc.usage = NVTX_MEM_HEAP_USAGE_TYPE_SUB_ALLOCATOR;
   d.desc.type = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
   d.desc.typeSpecificDescSize = sizeof(d.range);
@@ -36,23 +54,16 @@ inline bool make_heap_desc(heap_desc& d, const void* base, std::size_t size) noe
 }
 
 /// One region [address, address + size) of `heap`.
-struct region_desc {
+struct region_desc : filled_in_place {
   nvtxMemVirtualRangeDesc_t range{};
   nvtxMemRegionsRegisterBatch_t batch{};
-  region_desc() = default;
-  region_desc(const region_desc&) = delete;
-  region_desc& operator=(const region_desc&) = delete;
 };
 
 /// Fills `d`; false for a null heap or address or a size of 0.
 inline bool make_region_desc(region_desc& d, nvtxMemHeapHandle_t heap, const void* address, std::size_t size) noexcept {
   if (heap == nullptr || address == nullptr || size == 0) return false;
-  d.range = {};
-  d.range.ptr = address;
-  d.range.size = size;
-  d.batch = {};
-  d.batch.extCompatID = NVTX_EXT_COMPATID_MEM;
-  d.batch.structSize = sizeof(d.batch);
+  d.range = virtual_range(address, size);
+  d.batch = mem_struct<nvtxMemRegionsRegisterBatch_t>();
   d.batch.regionType = NVTX_MEM_TYPE_VIRTUAL_ADDRESS;
   d.batch.heap = heap;
   d.batch.regionCount = 1;
@@ -63,12 +74,9 @@ inline bool make_region_desc(region_desc& d, nvtxMemHeapHandle_t heap, const voi
 }
 
 /// The region starting at `address`, referred to by its pointer.
-struct unregister_desc {
+struct unregister_desc : filled_in_place {
   nvtxMemRegionRef_t ref{};
   nvtxMemRegionsUnregisterBatch_t batch{};
-  unregister_desc() = default;
-  unregister_desc(const unregister_desc&) = delete;
-  unregister_desc& operator=(const unregister_desc&) = delete;
 };
 
 /// Fills `d`; false for a null address.
@@ -76,9 +84,7 @@ inline bool make_unregister_desc(unregister_desc& d, const void* address) noexce
   if (address == nullptr) return false;
   d.ref = {};
   d.ref.pointer = address;
-  d.batch = {};
-  d.batch.extCompatID = NVTX_EXT_COMPATID_MEM;
-  d.batch.structSize = sizeof(d.batch);
+  d.batch = mem_struct<nvtxMemRegionsUnregisterBatch_t>();
   d.batch.refType = NVTX_MEM_REGION_REF_TYPE_POINTER;
   d.batch.refCount = 1;
   d.batch.refElementSize = sizeof(d.ref);

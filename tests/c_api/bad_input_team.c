@@ -4,12 +4,12 @@
 #include <stdint.h>
 
 #include "bad_input.h"
+#include "gather_ops.h"
 
 static int dummy_allgather(void* c, const void* m, size_t b, void* a, uint64_t n, int64_t d) {
   (void)c, (void)m, (void)b, (void)a, (void)n, (void)d;
   return 0;
 }
-static void dummy_abort(void* c) { (void)c; }
 int main(void) {
   pvmm_bootstrap boot = {0};
   pvmm_team team = {0};
@@ -28,13 +28,8 @@ int main(void) {
   CHECK_OK(pvmm_reservation_release(dead_res));
 
   /* bootstraps: NULL, the wrong version, missing callbacks, bad ranks */
-  memset(&ops, 0, sizeof ops);
+  ops = gather_ops(1, dummy_allgather, NULL);
   ops.version = PVMM_BOOTSTRAP_OPS_VERSION + 1;
-  ops.struct_size = sizeof ops;
-  ops.size = 1;
-  ops.local_size = 1;
-  ops.allgather = dummy_allgather;
-  ops.abort = dummy_abort;
   CHECK_STATUS(pvmm_bootstrap_create(NULL, &boot), pvmm_status_invalid_argument, "ops is NULL");
   CHECK_STATUS(pvmm_bootstrap_create(&ops, NULL), pvmm_status_invalid_argument, "out is NULL");
   CHECK_STATUS(pvmm_bootstrap_create(&ops, &boot), pvmm_status_version_mismatch, "has version 2");

@@ -8,6 +8,8 @@
 
 #include <pvmm/pvmm.h>
 
+#include "gather_ops.h"
+
 namespace {
 
 int failures = 0;
@@ -26,18 +28,11 @@ int throw_runtime_error(void*, const void*, size_t, void*, uint64_t, int64_t) {
   throw std::runtime_error("the runtime's collective blew up");
 }
 int throw_int(void*, const void*, size_t, void*, uint64_t, int64_t) { throw 42; }
-void abort_nothing(void*) {}
 
 /// Calls allgather on a C bootstrap whose allgather is `callback`; returns the status.
 pvmm_status allgather_through(int (*callback)(void*, const void*, size_t, void*, uint64_t, int64_t),
                               pvmm_status* second) {
-  pvmm_bootstrap_ops ops{};
-  ops.version = PVMM_BOOTSTRAP_OPS_VERSION;
-  ops.struct_size = sizeof ops;
-  ops.size = 2;
-  ops.local_size = 2;
-  ops.allgather = callback;
-  ops.abort = abort_nothing;
+  const pvmm_bootstrap_ops ops = gather_ops(2, callback, nullptr);
   pvmm_bootstrap boot{};
   if (pvmm_bootstrap_create(&ops, &boot) != pvmm_status_ok) return pvmm_last_error_code();
   int mine = 1, all[2] = {};

@@ -15,95 +15,67 @@
    by everything() before any thread starts. */
 static int on_gpu_backend;
 enum { ranks = 3 };
-typedef struct rank_job {
-  tb_rank self;
-  int ok;
-} rank_job;
 
-static void* run_rank(void* argument) {
-  rank_job* job = (rank_job*)argument;
-  pvmm_bootstrap_ops ops = tb_ops(&job->self);
+/* One rank's team and window over the C bootstrap; 1 when all it saw was right. */
+static int run_rank(tb_rank* self) {
   pvmm_team_options topts = PVMM_INIT(pvmm_team_options);
   pvmm_window_options wopts = PVMM_INIT(pvmm_window_options);
-  pvmm_bootstrap boot;
-  pvmm_team team;
-  pvmm_window window;
-  int rank = -1, size = 0, peer;
+  tb_member m;
+  int rank = -1, size = 0, peer, good;
   void* local = NULL;
   size_t bytes = 0;
-  job->ok = 0;
   topts.timeout_ms = 20000;
   wopts.size = 4096;
   wopts.timeout_ms = 20000;
   wopts.signal_channels = 1;
-  if (pvmm_bootstrap_create(&ops, &boot) != pvmm_status_ok) return NULL;
-  if (pvmm_team_create(boot, &topts, &team) != pvmm_status_ok) {
-    fprintf(stderr, "rank %d: %s\n", job->self.rank, pvmm_last_error_message());
-    pvmm_bootstrap_release(boot);
-    return NULL;
+  if (tb_join(self, &topts, &wopts, &m) != pvmm_status_ok) {
+    fprintf(stderr, "rank %d: %s\n", self->rank, pvmm_last_error_message());
+    return 0;
   }
-  if (pvmm_team_info(team, &rank, &size, NULL, NULL) == pvmm_status_ok && rank == job->self.rank && size == ranks &&
-      pvmm_window_create(team, &wopts, &window) == pvmm_status_ok) {
-    int good = pvmm_window_peer(window, rank, &local, &bytes) == pvmm_status_ok && bytes >= 4096;
+  good = pvmm_team_info(m.team, &rank, &size, NULL, NULL) == pvmm_status_ok && rank == self->rank && size == ranks &&
+         pvmm_window_peer(m.window, rank, &local, &bytes) == pvmm_status_ok && bytes >= 4096;
+  if (good) {
+    unsigned char mark = (unsigned char)(0x40 + rank);
+    good = pvmm_copy_to_mapping(local, &mark, 1, -1) == pvmm_status_ok &&
+           pvmm_copy_to_mapping((unsigned char*)local + bytes - 1, &mark, 1, -1) == pvmm_status_ok;
+  }
+  good = good && pvmm_bootstrap_barrier(m.boot, pvmm_monotonic_ns() + 20000000000LL) == pvmm_status_ok;
+  for (peer = 0; good && peer < ranks; ++peer) {
+    unsigned char* theirs = NULL;
+    unsigned char first_byte = 0, last_byte = 0;
+    good = pvmm_window_peer(m.window, peer, (void**)&theirs, &bytes) == pvmm_status_ok &&
+           pvmm_copy_from_mapping(&first_byte, theirs, 1, -1) == pvmm_status_ok &&
+           pvmm_copy_from_mapping(&last_byte, theirs + bytes - 1, 1, -1) == pvmm_status_ok &&
+           first_byte == 0x40 + peer && last_byte == 0x40 + peer;
+  }
+  good = good && pvmm_bootstrap_barrier(m.boot, pvmm_monotonic_ns() + 20000000000LL) == pvmm_status_ok;
+  if (good) { /* two stream-ordered barriers on the signal pads, where the backend has signal kernels */
+    pvmm_stream stream;
+    pvmm_stream_ref on;
+    void* const* table = NULL;
+    pvmm_status first;
+    good = pvmm_window_device_pointer_table(m.window, &table) == pvmm_status_ok && table != NULL &&
+           pvmm_stream_create(0, &stream) == pvmm_status_ok;
     if (good) {
-      unsigned char mark = (unsigned char)(0x40 + rank);
-      good = pvmm_copy_to_mapping(local, &mark, 1, -1) == pvmm_status_ok &&
-             pvmm_copy_to_mapping((unsigned char*)local + bytes - 1, &mark, 1, -1) == pvmm_status_ok;
+      good = pvmm_stream_native(stream, &on) == pvmm_status_ok;
+      first = good ? pvmm_window_barrier(m.window, 0, on, 10000) : pvmm_status_ok;
+      if (good && on_gpu_backend) /* thread ranks on one GPU share a context: refused, naming it */
+        good = first == pvmm_status_not_supported &&
+               strstr(pvmm_last_error_message(), "of this window are in one process on one device") != NULL;
+      else if (good)
+        good = first == pvmm_status_ok && pvmm_window_barrier(m.window, 0, on, 10000) == pvmm_status_ok &&
+               pvmm_stream_synchronize(on) == pvmm_status_ok && pvmm_window_signal_status(m.window) == pvmm_status_ok;
+      good = pvmm_stream_release(stream) == pvmm_status_ok && good;
     }
-    good = good && pvmm_bootstrap_barrier(boot, pvmm_monotonic_ns() + 20000000000LL) == pvmm_status_ok;
-    for (peer = 0; good && peer < ranks; ++peer) {
-      unsigned char* theirs = NULL;
-      unsigned char first_byte = 0, last_byte = 0;
-      good = pvmm_window_peer(window, peer, (void**)&theirs, &bytes) == pvmm_status_ok &&
-             pvmm_copy_from_mapping(&first_byte, theirs, 1, -1) == pvmm_status_ok &&
-             pvmm_copy_from_mapping(&last_byte, theirs + bytes - 1, 1, -1) == pvmm_status_ok &&
-             first_byte == 0x40 + peer && last_byte == 0x40 + peer;
-    }
-    good = good && pvmm_bootstrap_barrier(boot, pvmm_monotonic_ns() + 20000000000LL) == pvmm_status_ok;
-    if (good) { /* two stream-ordered barriers on the signal pads, where the backend has signal kernels */
-      pvmm_stream stream;
-      pvmm_stream_ref on;
-      void* const* table = NULL;
-      pvmm_status first;
-      good = pvmm_window_device_pointer_table(window, &table) == pvmm_status_ok && table != NULL &&
-             pvmm_stream_create(0, &stream) == pvmm_status_ok;
-      if (good) {
-        good = pvmm_stream_native(stream, &on) == pvmm_status_ok;
-        first = good ? pvmm_window_barrier(window, 0, on, 10000) : pvmm_status_ok;
-        if (good && on_gpu_backend) /* thread ranks on one GPU share a context: refused, naming it */
-          good = first == pvmm_status_not_supported &&
-                 strstr(pvmm_last_error_message(), "of this window are in one process on one device") != NULL;
-        else if (good)
-          good = first == pvmm_status_ok && pvmm_window_barrier(window, 0, on, 10000) == pvmm_status_ok &&
-                 pvmm_stream_synchronize(on) == pvmm_status_ok && pvmm_window_signal_status(window) == pvmm_status_ok;
-        good = pvmm_stream_release(stream) == pvmm_status_ok && good;
-      }
-    }
-    if (!good) fprintf(stderr, "rank %d: %s\n", rank, pvmm_last_error_message());
-    job->ok = good && pvmm_window_release(window) == pvmm_status_ok;
-  } else {
-    fprintf(stderr, "rank %d: %s\n", job->self.rank, pvmm_last_error_message());
   }
-  pvmm_team_release(team);
-  pvmm_bootstrap_release(boot);
-  return NULL;
+  if (!good) fprintf(stderr, "rank %d: %s\n", self->rank, pvmm_last_error_message());
+  return tb_leave(&m) == pvmm_status_ok && good;
 }
 
 static void team_over_c_bootstrap(void) {
   tb_group group;
-  rank_job jobs[ranks];
-  pthread_t threads[ranks];
-  int r;
   tb_group_init(&group, ranks);
-  for (r = 0; r < ranks; ++r) {
-    jobs[r].self.group = &group;
-    jobs[r].self.rank = r;
-    pthread_create(&threads[r], NULL, run_rank, &jobs[r]);
-  }
-  for (r = 0; r < ranks; ++r) {
-    pthread_join(threads[r], NULL);
-    CHECK(jobs[r].ok);
-  }
+  CHECK(tb_run_ranks(&group, run_rank) == 0);
   CHECK(group.destroyed == ranks); /* every rank's destroy ran once its last reference went */
   tb_group_destroy(&group);
 }

@@ -3,6 +3,7 @@
  * team::create) said team::create(rank=-1, size=-1, ...) on every rank, because the arguments were formatted after
  * the bootstrap moved into the team. */
 #include "check.h"
+#include "gather_ops.h"
 
 /* The first call (the identities) succeeds; every later one gives up. */
 static int gather_once(void* context, const void* mine, size_t bytes, void* all, uint64_t collective,
@@ -16,7 +17,6 @@ static int gather_once(void* context, const void* mine, size_t bytes, void* all,
   memcpy(all, mine, bytes);
   return pvmm_status_ok;
 }
-static void abort_nothing(void* context) { (void)context; }
 
 /* abort_status (issue 48): the status a rank failed with first reaches the C adapter's abort, to tell its peers. */
 static int told = -1;
@@ -30,12 +30,9 @@ static int gather_all(void* context, const void* mine, size_t bytes, void* all, 
   return pvmm_status_ok;
 }
 static void abort_carries_the_status(void) {
-  pvmm_bootstrap_ops ops = PVMM_INIT(pvmm_bootstrap_ops);
   int calls = 0;
-  ops.context = &calls;
-  ops.size = 1;
-  ops.local_size = 1;
-  ops.allgather = gather_once;
+  pvmm_bootstrap_ops ops = gather_ops(1, gather_once, &calls);
+  ops.abort = NULL;
   ops.abort_status = abort_telling; /* no abort: abort_status stands for it */
   pvmm_bootstrap b;
   CHECK_OK(pvmm_bootstrap_create(&ops, &b));
@@ -56,16 +53,8 @@ static void abort_carries_the_status(void) {
 }
 
 int main(void) {
-  pvmm_bootstrap_ops ops;
   int calls = 0;
-  memset(&ops, 0, sizeof ops);
-  ops.context = &calls;
-  ops.version = PVMM_BOOTSTRAP_OPS_VERSION;
-  ops.struct_size = sizeof ops;
-  ops.size = 1;
-  ops.local_size = 1;
-  ops.allgather = gather_once;
-  ops.abort = abort_nothing;
+  const pvmm_bootstrap_ops ops = gather_ops(1, gather_once, &calls);
   pvmm_bootstrap b;
   CHECK_OK(pvmm_bootstrap_create(&ops, &b));
   pvmm_team_options o = PVMM_INIT(pvmm_team_options);

@@ -142,4 +142,72 @@ static pvmm_bootstrap_ops tb_ops(tb_rank* self) {
   return ops;
 }
 
+/* What a rank makes over its thread bootstrap: the bootstrap (tb_ops), a team and one window, made in that order by
+   tb_join and given back in reverse by tb_leave. */
+typedef struct tb_member {
+  pvmm_bootstrap boot;
+  pvmm_team team;
+  pvmm_window window;
+} tb_member;
+
+/* Makes m's bootstrap, team and window. On a failure it gives back what it made and returns the failure's status
+   (the last error says why). */
+static pvmm_status tb_join(tb_rank* self, const pvmm_team_options* topts, const pvmm_window_options* wopts,
+                           tb_member* m) {
+  pvmm_bootstrap_ops ops = tb_ops(self);
+  pvmm_status s;
+  memset(m, 0, sizeof *m);
+  s = pvmm_bootstrap_create(&ops, &m->boot);
+  if (s != pvmm_status_ok) return s;
+  s = pvmm_team_create(m->boot, topts, &m->team);
+  if (s == pvmm_status_ok) {
+    s = pvmm_window_create(m->team, wopts, &m->window);
+    if (s == pvmm_status_ok) return s;
+    pvmm_team_release(m->team);
+  }
+  pvmm_bootstrap_release(m->boot);
+  return s;
+}
+
+/* Gives back m's window, team and bootstrap, all three whatever happens; the first failure's status. */
+static pvmm_status tb_leave(tb_member* m) {
+  pvmm_status s = pvmm_window_release(m->window), t = pvmm_team_release(m->team), b = pvmm_bootstrap_release(m->boot);
+  return s != pvmm_status_ok ? s : t != pvmm_status_ok ? t : b;
+}
+
+/* Runs rank_main(self) for every rank of `group` (tb_group_init'ed; at most TB_MAX_RANKS), each on a thread of its
+   own, and waits for them all. Returns how many ranks failed: rank_main returned 0, or its thread did not start. */
+enum { TB_MAX_RANKS = 16 };
+typedef struct tb_thread {
+  tb_rank self;
+  int (*rank_main)(tb_rank* self);
+  int ok;
+} tb_thread;
+
+static void* tb_thread_main(void* argument) {
+  tb_thread* t = (tb_thread*)argument;
+  t->ok = t->rank_main(&t->self);
+  return NULL;
+}
+
+static int tb_run_ranks(tb_group* group, int (*rank_main)(tb_rank* self)) {
+  tb_thread threads[TB_MAX_RANKS];
+  pthread_t ids[TB_MAX_RANKS];
+  int started[TB_MAX_RANKS];
+  int r, failed = 0;
+  if (group->size > TB_MAX_RANKS) return group->size;
+  for (r = 0; r < group->size; ++r) {
+    threads[r].self.group = group;
+    threads[r].self.rank = r;
+    threads[r].rank_main = rank_main;
+    threads[r].ok = 0;
+    started[r] = pthread_create(&ids[r], NULL, tb_thread_main, &threads[r]) == 0;
+  }
+  for (r = 0; r < group->size; ++r) {
+    if (started[r]) pthread_join(ids[r], NULL);
+    failed += !threads[r].ok;
+  }
+  return failed;
+}
+
 #endif /* PVMM_C_TEST_THREAD_BOOTSTRAP_H */

@@ -50,62 +50,55 @@ bool back_to_back(CUdeviceptr base, std::size_t bytes) {
   return at == base + bytes;
 }
 
+/// Since clear(), the block at `p` was stitched from `k` chunks: k maps back to back, one grant over all of them.
+void check_stitched(const void* p, std::size_t k, std::size_t chunk) {
+  CHECK(maps.size() == k);
+  REQUIRE(grants.size() == 1);
+  CHECK(grants[0].address == reinterpret_cast<CUdeviceptr>(p));
+  CHECK(grants[0].size == k * chunk);
+  CHECK(back_to_back(grants[0].address, k * chunk));
+}
+
 }  // namespace
 
 TEST_CASE("caching allocator: a block stitched from new chunks is granted in one call over its whole range") {
-  auto table = recording_table();
-  const auto* previous = pvmm::cuda::install_driver_api(&table);
-  {
-    auto s = pvmm::stream::create(0).value();
-    auto cache = pvmm::caching_allocator::create({}).value();
-    const std::size_t chunk = cache.chunk_size();
-    for (std::size_t k : {std::size_t{1}, std::size_t{3}, std::size_t{7}}) {
-      CAPTURE(k);
-      clear();
-      void* p = cache.allocate(k * chunk - 1000, s).value();
-      CHECK(maps.size() == k);
-      REQUIRE(grants.size() == 1);
-      CHECK(grants[0].address == reinterpret_cast<CUdeviceptr>(p));
-      CHECK(grants[0].size == k * chunk);
-      CHECK(back_to_back(grants[0].address, k * chunk));
-      REQUIRE(cache.deallocate(p, s).has_value());
-    }
-    CHECK(cache.stats().stitches == 3);
-    REQUIRE(cache.release().has_value());
-    REQUIRE(s.release().has_value());
+  const pvmm::cuda::fake::installed_table driver(recording_table());
+  auto s = pvmm::stream::create(0).value();
+  auto cache = pvmm::caching_allocator::create({}).value();
+  const std::size_t chunk = cache.chunk_size();
+  for (std::size_t k : {std::size_t{1}, std::size_t{3}, std::size_t{7}}) {
+    CAPTURE(k);
+    clear();
+    void* p = cache.allocate(k * chunk - 1000, s).value();
+    check_stitched(p, k, chunk);
+    REQUIRE(cache.deallocate(p, s).has_value());
   }
-  pvmm::cuda::install_driver_api(previous);
+  CHECK(cache.stats().stitches == 3);
+  REQUIRE(cache.release().has_value());
+  REQUIRE(s.release().has_value());
 }
 
 TEST_CASE("caching allocator: chunks harvested from cached blocks of several regions are granted in one call") {
-  auto table = recording_table();
-  const auto* previous = pvmm::cuda::install_driver_api(&table);
-  {
-    auto s = pvmm::stream::create(0).value();
-    pvmm::caching_options o;
-    o.slack_percent = 0;  // a miss cuts chunks out of cached blocks before it creates any
-    auto cache = pvmm::caching_allocator::create(o).value();
-    const std::size_t chunk = cache.chunk_size();
-    constexpr std::size_t k = 4;
-    std::vector<void*> singles;
-    for (std::size_t i = 0; i < k; ++i) singles.push_back(cache.allocate(chunk, s).value());  // a region each
-    for (void* p : singles) REQUIRE(cache.deallocate(p, s).has_value());
-    const auto before = cache.stats();
-    CHECK(before.stitches == k);
-    clear();
-    void* big = cache.allocate(k * chunk, s).value();  // fits no cached block: their k chunks, stitched
-    const auto after = cache.stats();
-    CHECK(after.stitches == before.stitches + 1);
-    CHECK(after.chunks_reused == before.chunks_reused + k);
-    CHECK(after.chunks_created == before.chunks_created);
-    CHECK(maps.size() == k);
-    REQUIRE(grants.size() == 1);
-    CHECK(grants[0].address == reinterpret_cast<CUdeviceptr>(big));
-    CHECK(grants[0].size == k * chunk);
-    CHECK(back_to_back(grants[0].address, k * chunk));
-    REQUIRE(cache.deallocate(big, s).has_value());
-    REQUIRE(cache.release().has_value());
-    REQUIRE(s.release().has_value());
-  }
-  pvmm::cuda::install_driver_api(previous);
+  const pvmm::cuda::fake::installed_table driver(recording_table());
+  auto s = pvmm::stream::create(0).value();
+  pvmm::caching_options o;
+  o.slack_percent = 0;  // a miss cuts chunks out of cached blocks before it creates any
+  auto cache = pvmm::caching_allocator::create(o).value();
+  const std::size_t chunk = cache.chunk_size();
+  constexpr std::size_t k = 4;
+  std::vector<void*> singles;
+  for (std::size_t i = 0; i < k; ++i) singles.push_back(cache.allocate(chunk, s).value());  // a region each
+  for (void* p : singles) REQUIRE(cache.deallocate(p, s).has_value());
+  const auto before = cache.stats();
+  CHECK(before.stitches == k);
+  clear();
+  void* big = cache.allocate(k * chunk, s).value();  // fits no cached block: their k chunks, stitched
+  const auto after = cache.stats();
+  CHECK(after.stitches == before.stitches + 1);
+  CHECK(after.chunks_reused == before.chunks_reused + k);
+  CHECK(after.chunks_created == before.chunks_created);
+  check_stitched(big, k, chunk);
+  REQUIRE(cache.deallocate(big, s).has_value());
+  REQUIRE(cache.release().has_value());
+  REQUIRE(s.release().has_value());
 }

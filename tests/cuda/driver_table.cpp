@@ -32,15 +32,12 @@ TEST_CASE("missing optional entries are no error: the capability that needs them
   t.cuMemPoolCreate = nullptr;
   t.cuMemAdvise_device = nullptr;
   REQUIRE(apply_entry_needs(t, 13000).empty());
-  const auto* previous = pvmm::cuda::install_driver_api(&t);
-  {
-    const auto caps = pvmm::query_device(0).value().capabilities;
-    CHECK_FALSE(caps.multicast.supported);
-    CHECK_FALSE(caps.pools.supported);
-    CHECK(caps.managed.supported);  // the location ABI is there
-    CHECK(caps.vmm.supported);
-  }
-  pvmm::cuda::install_driver_api(previous);
+  const pvmm::cuda::fake::installed_table driver(t);
+  const auto caps = pvmm::query_device(0).value().capabilities;
+  CHECK_FALSE(caps.multicast.supported);
+  CHECK_FALSE(caps.pools.supported);
+  CHECK(caps.managed.supported);  // the location ABI is there
+  CHECK(caps.vmm.supported);
 }
 
 TEST_CASE("a driver older than the location ABI (12.2) has advice and prefetch only in the device-ordinal ABI") {

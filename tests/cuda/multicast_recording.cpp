@@ -136,8 +136,7 @@ pvmm::cuda::driver_api recording_table() {
 }  // namespace
 
 TEST_CASE("multicast: create, add devices, bind, map, grant, export, unbind, release - the exact driver calls") {
-  static const pvmm::cuda::driver_api table = recording_table();
-  const auto* previous = pvmm::cuda::install_driver_api(&table);
+  const pvmm::cuda::fake::installed_table driver(recording_table());
   {
     REQUIRE(pvmm::query_device(0).value().capabilities.multicast.supported);
     pvmm::multicast_properties props;
@@ -198,13 +197,11 @@ TEST_CASE("multicast: create, add devices, bind, map, grant, export, unbind, rel
       "cuMemAddressFree(0x7f0000000000, 0x400000)",
   };
   check_calls(expected);
-  pvmm::cuda::install_driver_api(previous);
 }
 
 // A team of one rank: the team's steps in their order, and teardown in the driver's (unmap, unbind, release).
 TEST_CASE("team multicast: capability, create, add device, bind the slot, map, grant, released in reverse") {
-  static const pvmm::cuda::driver_api table = recording_table();
-  const auto* previous = pvmm::cuda::install_driver_api(&table);
+  const pvmm::cuda::fake::installed_table driver(recording_table());
   next_address = fake_address;
   {
     auto ranks = pvmm::make_thread_bootstraps(1).value();
@@ -241,7 +238,6 @@ TEST_CASE("team multicast: capability, create, add device, bind the slot, map, g
       "cuMemAddressFree(0x7f0000000000, 0x200000)",
   };
   check_calls(expected);
-  pvmm::cuda::install_driver_api(previous);
 }
 
 TEST_CASE("multicast on real hardware only when PVMM_ENABLE_MULTICAST_TESTS=1") {

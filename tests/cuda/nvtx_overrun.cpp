@@ -21,6 +21,8 @@
 #include <pvmm/pvmm.hpp>
 #include <pvmm/snapshot.hpp>
 
+#include "nvtx_overrun.hpp"
+
 namespace {
 // st.global.u8 [p + offset], 7: the smallest store that can overrun by exactly one byte.
 const char* const poke_ptx = R"(
@@ -41,16 +43,6 @@ const char* const poke_ptx = R"(
 }
 )";
 
-template <class F>
-F load(void* lib, const char* name) {
-  return reinterpret_cast<F>(dlsym(lib, name));
-}
-
-int fail(const char* what, CUresult r) {
-  std::fprintf(stderr, "nvtx_overrun: %s failed (CUresult %d)\n", what, static_cast<int>(r));
-  return 1;
-}
-
 // The loaded kernel and the calls that launch it (set in main).
 CUfunction poke_fn = nullptr;
 CUstream poke_stream = nullptr;
@@ -67,8 +59,6 @@ int poke(CUdeviceptr p, unsigned long long offset) {
   return 0;
 }
 }  // namespace
-
-int run_raw(void* lib, const std::string& mode, int (*poke)(CUdeviceptr, unsigned long long));
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";

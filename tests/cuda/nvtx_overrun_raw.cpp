@@ -12,39 +12,29 @@
 
 #include <cuda.h>
 
+#include "nvtx_overrun.hpp"
 #include "observe/nvtx_desc.hpp"
 
 namespace nv = pvmm::detail::observe::nvtx;
 
-namespace {
-template <class F>
-F sym(void* lib, const char* name) {
-  return reinterpret_cast<F>(dlsym(lib, name));
-}
-int failed(const char* what, CUresult r) {
-  std::fprintf(stderr, "nvtx_overrun %s failed (CUresult %d)\n", what, static_cast<int>(r));
-  return 1;
-}
-}  // namespace
-
-/// Runs `mode` with the context current; `poke(p, offset)` launches the one-byte write and synchronizes.
 int run_raw(void* lib, const std::string& mode, int (*poke)(CUdeviceptr, unsigned long long)) {
-  auto mem_alloc = sym<CUresult (*)(CUdeviceptr*, std::size_t)>(lib, "cuMemAlloc_v2");
-  auto mem_free = sym<CUresult (*)(CUdeviceptr)>(lib, "cuMemFree_v2");
-  auto granularity = sym<CUresult (*)(std::size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags)>(
+  auto mem_alloc = load<CUresult (*)(CUdeviceptr*, std::size_t)>(lib, "cuMemAlloc_v2");
+  auto mem_free = load<CUresult (*)(CUdeviceptr)>(lib, "cuMemFree_v2");
+  auto granularity = load<CUresult (*)(std::size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags)>(
       lib, "cuMemGetAllocationGranularity");
   auto create =
-      sym<CUresult (*)(CUmemGenericAllocationHandle*, std::size_t, const CUmemAllocationProp*, unsigned long long)>(
+      load<CUresult (*)(CUmemGenericAllocationHandle*, std::size_t, const CUmemAllocationProp*, unsigned long long)>(
           lib, "cuMemCreate");
-  auto release = sym<CUresult (*)(CUmemGenericAllocationHandle)>(lib, "cuMemRelease");
-  auto reserve = sym<CUresult (*)(CUdeviceptr*, std::size_t, std::size_t, CUdeviceptr, unsigned long long)>(
+  auto release = load<CUresult (*)(CUmemGenericAllocationHandle)>(lib, "cuMemRelease");
+  auto reserve = load<CUresult (*)(CUdeviceptr*, std::size_t, std::size_t, CUdeviceptr, unsigned long long)>(
       lib, "cuMemAddressReserve");
-  auto address_free = sym<CUresult (*)(CUdeviceptr, std::size_t)>(lib, "cuMemAddressFree");
-  auto map = sym<CUresult (*)(CUdeviceptr, std::size_t, std::size_t, CUmemGenericAllocationHandle, unsigned long long)>(
-      lib, "cuMemMap");
-  auto unmap = sym<CUresult (*)(CUdeviceptr, std::size_t)>(lib, "cuMemUnmap");
+  auto address_free = load<CUresult (*)(CUdeviceptr, std::size_t)>(lib, "cuMemAddressFree");
+  auto map =
+      load<CUresult (*)(CUdeviceptr, std::size_t, std::size_t, CUmemGenericAllocationHandle, unsigned long long)>(
+          lib, "cuMemMap");
+  auto unmap = load<CUresult (*)(CUdeviceptr, std::size_t)>(lib, "cuMemUnmap");
   auto set_access =
-      sym<CUresult (*)(CUdeviceptr, std::size_t, const CUmemAccessDesc*, std::size_t)>(lib, "cuMemSetAccess");
+      load<CUresult (*)(CUdeviceptr, std::size_t, const CUmemAccessDesc*, std::size_t)>(lib, "cuMemSetAccess");
 
   CUdeviceptr base = 0;
   std::size_t heap_size = 0, mappings = 0, unit = 0;
@@ -55,21 +45,21 @@ int run_raw(void* lib, const std::string& mode, int (*poke)(CUdeviceptr, unsigne
   prop.location.id = 0;
   if (mode == "raw-malloc") {
     heap_size = std::size_t{4} << 20;
-    if (auto r = mem_alloc(&base, heap_size); r != CUDA_SUCCESS) return failed("cuMemAlloc", r);
+    if (auto r = mem_alloc(&base, heap_size); r != CUDA_SUCCESS) return fail("cuMemAlloc", r);
   } else {
     mappings = mode == "raw-vmm2" ? 2 : 1;
     if (auto r = granularity(&unit, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED); r != CUDA_SUCCESS)
-      return failed("cuMemGetAllocationGranularity", r);
+      return fail("cuMemGetAllocationGranularity", r);
     heap_size = unit * mappings;
-    if (auto r = reserve(&base, heap_size, 0, 0, 0); r != CUDA_SUCCESS) return failed("cuMemAddressReserve", r);
+    if (auto r = reserve(&base, heap_size, 0, 0, 0); r != CUDA_SUCCESS) return fail("cuMemAddressReserve", r);
     for (std::size_t i = 0; i < mappings; ++i) {
-      if (auto r = create(&handles[i], unit, &prop, 0); r != CUDA_SUCCESS) return failed("cuMemCreate", r);
-      if (auto r = map(base + i * unit, unit, 0, handles[i], 0); r != CUDA_SUCCESS) return failed("cuMemMap", r);
+      if (auto r = create(&handles[i], unit, &prop, 0); r != CUDA_SUCCESS) return fail("cuMemCreate", r);
+      if (auto r = map(base + i * unit, unit, 0, handles[i], 0); r != CUDA_SUCCESS) return fail("cuMemMap", r);
     }
     CUmemAccessDesc access{};
     access.location = prop.location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if (auto r = set_access(base, heap_size, &access, 1); r != CUDA_SUCCESS) return failed("cuMemSetAccess", r);
+    if (auto r = set_access(base, heap_size, &access, 1); r != CUDA_SUCCESS) return fail("cuMemSetAccess", r);
   }
   const nvtxDomainHandle_t domain = nvtxDomainCreateA("pvmm-raw");
   nv::heap_desc heap;

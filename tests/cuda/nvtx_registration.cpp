@@ -87,45 +87,39 @@ TEST_CASE("caching allocator blocks reach an NVTX tool as regions of one heap pe
     events->push_back({pvmm_fake_nvtx_unmap, reinterpret_cast<const void*>(p), size, 0, {}});
     return CUDA_SUCCESS;
   };
-  const auto* previous = pvmm::cuda::install_driver_api(&table);
-  {
-    REQUIRE(pvmm::register_with_nvtx(true).has_value());
-    auto s = pvmm::stream::create(0).value();
-    auto cache = pvmm::caching_allocator::create({}).value();
-    const std::size_t chunk = cache.chunk_size();
-    events->clear();
-    void* small = cache.allocate(1000, s).value();
-    void* big = cache.allocate(chunk + chunk / 4 + 1000, s).value();  // over two chunks
-    CHECK(count(pvmm_fake_nvtx_heap) == 3);                           // one mapping, then two
-    CHECK(count(pvmm_fake_nvtx_region) == 3);                         // 1000; then a chunk and the rest
-    for (const auto& e : *events)
-      if (e.kind == pvmm_fake_nvtx_region && addr(e.ptr) == addr(small)) CHECK(e.size == 1000);
-    REQUIRE(cache.deallocate(small, s).has_value());
-    REQUIRE(cache.deallocate(big, s).has_value());
-    CHECK(count(pvmm_fake_nvtx_region_gone) == 3);
-    REQUIRE(cache.release().has_value());
-    REQUIRE(s.release().has_value());
-    CHECK(count(pvmm_fake_nvtx_unmap) == 3);
-    CHECK(broken(chunk) == "");
-    REQUIRE(pvmm::register_with_nvtx(false).has_value());
-  }
-  pvmm::cuda::install_driver_api(previous);
+  const pvmm::cuda::fake::installed_table driver(table);
+  REQUIRE(pvmm::register_with_nvtx(true).has_value());
+  auto s = pvmm::stream::create(0).value();
+  auto cache = pvmm::caching_allocator::create({}).value();
+  const std::size_t chunk = cache.chunk_size();
+  events->clear();
+  void* small = cache.allocate(1000, s).value();
+  void* big = cache.allocate(chunk + chunk / 4 + 1000, s).value();  // over two chunks
+  CHECK(count(pvmm_fake_nvtx_heap) == 3);                           // one mapping, then two
+  CHECK(count(pvmm_fake_nvtx_region) == 3);                         // 1000; then a chunk and the rest
+  for (const auto& e : *events)
+    if (e.kind == pvmm_fake_nvtx_region && addr(e.ptr) == addr(small)) CHECK(e.size == 1000);
+  REQUIRE(cache.deallocate(small, s).has_value());
+  REQUIRE(cache.deallocate(big, s).has_value());
+  CHECK(count(pvmm_fake_nvtx_region_gone) == 3);
+  REQUIRE(cache.release().has_value());
+  REQUIRE(s.release().has_value());
+  CHECK(count(pvmm_fake_nvtx_unmap) == 3);
+  CHECK(broken(chunk) == "");
+  REQUIRE(pvmm::register_with_nvtx(false).has_value());
 }
 
 TEST_CASE("registration off: the tool hears nothing") {
   auto table = pvmm::cuda::fake::table();
-  const auto* previous = pvmm::cuda::install_driver_api(&table);
-  {
-    REQUIRE(pvmm::register_with_nvtx(false).has_value());
-    auto s = pvmm::stream::create(0).value();
-    auto cache = pvmm::caching_allocator::create({}).value();
-    events->clear();
-    void* p = cache.allocate(1000, s).value();
-    REQUIRE(cache.deallocate(p, s).has_value());
-    REQUIRE(cache.release().has_value());
-    CHECK(events->empty());
-  }
-  pvmm::cuda::install_driver_api(previous);
+  const pvmm::cuda::fake::installed_table driver(table);
+  REQUIRE(pvmm::register_with_nvtx(false).has_value());
+  auto s = pvmm::stream::create(0).value();
+  auto cache = pvmm::caching_allocator::create({}).value();
+  events->clear();
+  void* p = cache.allocate(1000, s).value();
+  REQUIRE(cache.deallocate(p, s).has_value());
+  REQUIRE(cache.release().has_value());
+  CHECK(events->empty());
 }
 
 int main(int argc, char** argv) {

@@ -82,74 +82,66 @@ const std::string block_size = "0x1c000";
 }  // namespace
 
 TEST_CASE("pinned pool from a driver pool: host location, device granted, blocks gated on the free's event") {
-  auto table = recording_table();
-  const auto* previous = pvmm::cuda::install_driver_api(&table);
-  {
-    auto s = pvmm::stream::create(0).value();
-    calls.clear();
-    auto pool = pvmm::pinned_pool::create().value();
-    CHECK(pool.source() == pvmm::pinned_source::driver_pool);
-    CHECK(count("cuMemPoolCreate(location=" + std::to_string(int(CU_MEM_LOCATION_TYPE_HOST)) + ", handles=0)") == 1);
-    CHECK(count(fmt::format("cuMemPoolSetAccess(type={}, id=0, flags={})", int(CU_MEM_LOCATION_TYPE_DEVICE),
-                            int(CU_MEM_ACCESS_FLAGS_PROT_READWRITE))) == 1);
-    CHECK(count("threshold=0xffffffffffffffff") == 1);
+  const pvmm::cuda::fake::installed_table driver(recording_table());
+  auto s = pvmm::stream::create(0).value();
+  calls.clear();
+  auto pool = pvmm::pinned_pool::create().value();
+  CHECK(pool.source() == pvmm::pinned_source::driver_pool);
+  CHECK(count("cuMemPoolCreate(location=" + std::to_string(int(CU_MEM_LOCATION_TYPE_HOST)) + ", handles=0)") == 1);
+  CHECK(count(fmt::format("cuMemPoolSetAccess(type={}, id=0, flags={})", int(CU_MEM_LOCATION_TYPE_DEVICE),
+                          int(CU_MEM_ACCESS_FLAGS_PROT_READWRITE))) == 1);
+  CHECK(count("threshold=0xffffffffffffffff") == 1);
 
-    calls.clear();
-    void* p = pool.allocate(asked).value();
-    CHECK(calls == std::vector<std::string>{"cuMemAllocFromPoolAsync(" + block_size + ")", "cuStreamSynchronize"});
-    REQUIRE(pool.deallocate(p, s).has_value());
-    CHECK(count("cuEventRecord") == 1);
+  calls.clear();
+  void* p = pool.allocate(asked).value();
+  CHECK(calls == std::vector<std::string>{"cuMemAllocFromPoolAsync(" + block_size + ")", "cuStreamSynchronize"});
+  REQUIRE(pool.deallocate(p, s).has_value());
+  CHECK(count("cuEventRecord") == 1);
 
-    event_now = CUDA_ERROR_NOT_READY;  // the copy from p is still pending
-    calls.clear();
-    void* q = pool.allocate(asked).value();
-    CHECK(q != p);
-    CHECK(count("cuEventQuery") == 1);
-    CHECK(count("cuMemAllocFromPoolAsync") == 1);
-    CHECK(pool.stats().passed_over == 1);
+  event_now = CUDA_ERROR_NOT_READY;  // the copy from p is still pending
+  calls.clear();
+  void* q = pool.allocate(asked).value();
+  CHECK(q != p);
+  CHECK(count("cuEventQuery") == 1);
+  CHECK(count("cuMemAllocFromPoolAsync") == 1);
+  CHECK(pool.stats().passed_over == 1);
 
-    event_now = CUDA_SUCCESS;
-    REQUIRE(pool.deallocate(q, s).has_value());
-    calls.clear();
-    void* r = pool.allocate(asked).value();
-    CHECK(r == p);  // the oldest free, now complete: no driver allocation
-    CHECK(count("cuMemAllocFromPoolAsync") == 0);
-    REQUIRE(pool.deallocate(r, s).has_value());
+  event_now = CUDA_SUCCESS;
+  REQUIRE(pool.deallocate(q, s).has_value());
+  calls.clear();
+  void* r = pool.allocate(asked).value();
+  CHECK(r == p);  // the oldest free, now complete: no driver allocation
+  CHECK(count("cuMemAllocFromPoolAsync") == 0);
+  REQUIRE(pool.deallocate(r, s).has_value());
 
-    calls.clear();
-    REQUIRE(pool.trim().has_value());
-    CHECK(count("cuMemFreeAsync") == 2);
-    CHECK(count("cuStreamSynchronize") == 1);
-    CHECK(count("cuMemPoolTrimTo(0)") == 1);
-    CHECK(calls.back() == "cuMemPoolTrimTo(0)");
-    CHECK(pool.stats().reserved == 0);
-    REQUIRE(pool.release().has_value());
-  }
-  pvmm::cuda::install_driver_api(previous);
+  calls.clear();
+  REQUIRE(pool.trim().has_value());
+  CHECK(count("cuMemFreeAsync") == 2);
+  CHECK(count("cuStreamSynchronize") == 1);
+  CHECK(count("cuMemPoolTrimTo(0)") == 1);
+  CHECK(calls.back() == "cuMemPoolTrimTo(0)");
+  CHECK(pool.stats().reserved == 0);
+  REQUIRE(pool.release().has_value());
 }
 
 TEST_CASE("pinned pool from pinned allocations: cuMemHostAlloc per new block, cuMemFreeHost at trim") {
-  auto table = recording_table();
-  const auto* previous = pvmm::cuda::install_driver_api(&table);
-  {
-    auto s = pvmm::stream::create(0).value();
-    pvmm::pinned_pool_options o;
-    o.driver_pool = false;
-    calls.clear();
-    auto pool = pvmm::pinned_pool::create(o).value();
-    CHECK(pool.source() == pvmm::pinned_source::pinned_allocations);
-    CHECK(count("cuMemPoolCreate") == 0);
-    void* p = pool.allocate(asked).value();
-    CHECK(count("cuMemHostAlloc(" + block_size + ")") == 1);
-    REQUIRE(pool.deallocate(p, s).has_value());
-    calls.clear();
-    CHECK(pool.allocate(asked).value() == p);
-    CHECK(count("cuMemHostAlloc") == 0);
-    REQUIRE(pool.deallocate(p, s).has_value());
-    calls.clear();
-    REQUIRE(pool.trim().has_value());
-    CHECK(count("cuMemFreeHost") == 1);
-    REQUIRE(pool.release().has_value());
-  }
-  pvmm::cuda::install_driver_api(previous);
+  const pvmm::cuda::fake::installed_table driver(recording_table());
+  auto s = pvmm::stream::create(0).value();
+  pvmm::pinned_pool_options o;
+  o.driver_pool = false;
+  calls.clear();
+  auto pool = pvmm::pinned_pool::create(o).value();
+  CHECK(pool.source() == pvmm::pinned_source::pinned_allocations);
+  CHECK(count("cuMemPoolCreate") == 0);
+  void* p = pool.allocate(asked).value();
+  CHECK(count("cuMemHostAlloc(" + block_size + ")") == 1);
+  REQUIRE(pool.deallocate(p, s).has_value());
+  calls.clear();
+  CHECK(pool.allocate(asked).value() == p);
+  CHECK(count("cuMemHostAlloc") == 0);
+  REQUIRE(pool.deallocate(p, s).has_value());
+  calls.clear();
+  REQUIRE(pool.trim().has_value());
+  CHECK(count("cuMemFreeHost") == 1);
+  REQUIRE(pool.release().has_value());
 }

@@ -91,8 +91,7 @@ pvmm::cuda::driver_api context_stack_table() {
 }  // namespace
 
 TEST_CASE("query_memory and the testing copies run in the primary context and give the caller's back") {
-  static const pvmm::cuda::driver_api table = context_stack_table();
-  const auto* previous = pvmm::cuda::install_driver_api(&table);
+  const pvmm::cuda::fake::installed_table driver(context_stack_table());
   const CUcontext user = fake(0x1111), primary1 = fake(0x2001);
 
   {  // every pvmm object goes before the real driver table comes back: its destructors call the fake one
@@ -138,7 +137,6 @@ TEST_CASE("query_memory and the testing copies run in the primary context and gi
     stack = {primary1};
     CHECK(range.unmap(0, two_mib).has_value());
   }
-  pvmm::cuda::install_driver_api(previous);
 }
 
 namespace {

@@ -240,55 +240,32 @@ static int pool_between_processes(const char* self) {
 }
 
 enum { ranks = 2 };
-typedef struct job {
-  tb_rank self;
-  int ok;
-} job;
 
-static void* rank_main(void* argument) {
-  job* j = (job*)argument;
-  pvmm_bootstrap_ops ops = tb_ops(&j->self);
+/* One rank: writes its mark into its slot, reads its peer's; 1 when it saw the peer's mark. */
+static int rank_main(tb_rank* self) {
   pvmm_team_options topts = PVMM_INIT(pvmm_team_options);
   pvmm_window_options wopts = PVMM_INIT(pvmm_window_options);
-  pvmm_bootstrap boot;
-  pvmm_team team;
-  pvmm_window window;
+  tb_member m;
   void *mine = NULL, *theirs = NULL;
-  unsigned char mark = (unsigned char)(0x70 + j->self.rank), seen = 0;
-  const int peer = 1 - j->self.rank;
+  unsigned char mark = (unsigned char)(0x70 + self->rank), seen = 0;
+  const int peer = 1 - self->rank;
   wopts.size = 4096;
-  TRY(pvmm_bootstrap_create(&ops, &boot));
-  TRY(pvmm_team_create(boot, &topts, &team));
-  TRY(pvmm_window_create(team, &wopts, &window));
-  TRY(pvmm_window_peer(window, j->self.rank, &mine, NULL));
+  TRY(tb_join(self, &topts, &wopts, &m));
+  TRY(pvmm_window_peer(m.window, self->rank, &mine, NULL));
   TRY(pvmm_copy_to_mapping(mine, &mark, 1, -1));
-  TRY(pvmm_bootstrap_barrier(boot, pvmm_monotonic_ns() + 30000000000LL));
-  TRY(pvmm_window_peer(window, peer, &theirs, NULL));
+  TRY(pvmm_bootstrap_barrier(m.boot, pvmm_monotonic_ns() + 30000000000LL));
+  TRY(pvmm_window_peer(m.window, peer, &theirs, NULL));
   TRY(pvmm_copy_from_mapping(&seen, theirs, 1, -1));
-  j->ok = seen == 0x70 + peer;
-  TRY(pvmm_bootstrap_barrier(boot, pvmm_monotonic_ns() + 30000000000LL));
-  TRY(pvmm_window_release(window));
-  TRY(pvmm_team_release(team));
-  TRY(pvmm_bootstrap_release(boot));
-  return NULL;
+  TRY(pvmm_bootstrap_barrier(m.boot, pvmm_monotonic_ns() + 30000000000LL));
+  TRY(tb_leave(&m));
+  return seen == 0x70 + peer;
 }
 
 static int team_of_threads(void) {
   tb_group group;
-  job jobs[ranks];
-  pthread_t threads[ranks];
-  int r, failures = 0;
+  int failures;
   tb_group_init(&group, ranks);
-  for (r = 0; r < ranks; ++r) {
-    jobs[r].self.group = &group;
-    jobs[r].self.rank = r;
-    jobs[r].ok = 0;
-    pthread_create(&threads[r], NULL, rank_main, &jobs[r]);
-  }
-  for (r = 0; r < ranks; ++r) {
-    pthread_join(threads[r], NULL);
-    failures += !jobs[r].ok;
-  }
+  failures = tb_run_ranks(&group, rank_main);
   tb_group_destroy(&group);
   printf("a team of %d threads over a bootstrap written in C: %s\n", ranks, failures ? "FAILED" : "each read its peer");
   return failures;

@@ -33,4 +33,19 @@ extern std::array<std::uint64_t, entry_count> calls;
 /// allocations, fresh handles from cuMemCreate; every other entry zeroes its outputs and succeeds.
 driver_api table(int devices = 1);
 
+/// Installs a copy of `table` as the backend's driver table (install_driver_api) for its own life and puts the one
+/// before back when it goes. Declared before a case's pvmm objects, it outlives them: their destructors still call
+/// the fake.
+class installed_table {
+ public:
+  explicit installed_table(const driver_api& table) noexcept : table_(table), previous_(install_driver_api(&table_)) {}
+  ~installed_table() { install_driver_api(previous_); }
+  installed_table(const installed_table&) = delete;
+  installed_table& operator=(const installed_table&) = delete;
+
+ private:
+  driver_api table_;
+  const driver_api* previous_;
+};
+
 }  // namespace pvmm::cuda::fake

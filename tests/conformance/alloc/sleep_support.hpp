@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <pvmm/sleeping_allocator.hpp>
@@ -31,6 +33,14 @@ inline bool sleep_holds(const void* p, std::size_t size, unsigned seed) {
   std::vector<unsigned char> in(size);
   if (!pvmm::testing::copy_from_mapping(in.data(), p, size)) return false;
   return in == sleep_bytes(size, seed);
+}
+/// Each block {address, seed} of `a` still holds what sleep_fill wrote with that seed (after the cycles a case
+/// ran); then it is given back.
+inline void check_and_free(pvmm::sleeping_allocator& a, std::initializer_list<std::pair<void*, unsigned>> blocks) {
+  for (const auto& [p, seed] : blocks) {
+    CHECK(sleep_holds(p, a.size_of(p), seed));
+    PVMM_CHECK_OK(a.deallocate(p));
+  }
 }
 /// Small slots, so that a few granules already take several trips through the ring.
 inline pvmm::sleeping_options small_ring() {

@@ -143,8 +143,7 @@ PVMM_CASE("sleeping allocator: a retained host copy survives wake, and the next 
   sleep_fill(x, a.size_of(x), 11);
   PVMM_CHECK_OK(a.sleep());
   PVMM_CHECK_OK(a.wake());
-  CHECK(sleep_holds(x, a.size_of(x), 11));
-  PVMM_CHECK_OK(a.deallocate(x));
+  check_and_free(a, {{x, 11}});
 }
 
 PVMM_CASE("sleeping allocator: exact errors (sizes whose round-up overflows, foreign pointers, empty owner)") {
@@ -187,8 +186,7 @@ PVMM_CASE("sleeping allocator: freeing the exact range and reserving it again ke
   PVMM_CHECK_OK(a.wake());
   CHECK(query_live_objects().reservations == reservations);
   CHECK(a.size_of(x) == 2 * a.granularity());
-  CHECK(sleep_holds(x, a.size_of(x), 4));
-  PVMM_CHECK_OK(a.deallocate(x));
+  check_and_free(a, {{x, 4}});
 }
 
 PVMM_CASE("sleeping allocator: keep_host_memory reuses the page-locked memory of the last wake, trim frees it") {

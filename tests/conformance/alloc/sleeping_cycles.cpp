@@ -144,10 +144,7 @@ PVMM_CASE("sleeping allocator: a wake that fails at any step names the tag, lose
     if (range_taken(retried)) continue;
     PVMM_CHECK_OK(retried);
     CHECK(a.stats().asleep == 0);
-    CHECK(sleep_holds(x, a.size_of(x), 7));
-    CHECK(sleep_holds(y, a.size_of(y), 8));
-    PVMM_CHECK_OK(a.deallocate(x));
-    PVMM_CHECK_OK(a.deallocate(y));
+    check_and_free(a, {{x, 7}, {y, 8}});
   }
 }
 
@@ -168,10 +165,7 @@ PVMM_CASE("sleeping allocator: 1000 sleep/wake cycles keep addresses and bytes, 
   CHECK(query_live_objects() == live);
   CHECK(open_fd_count() == fds);
   CHECK(a.size_of(x) == a.granularity());
-  CHECK(sleep_holds(x, a.size_of(x), 1));
-  CHECK(sleep_holds(y, a.size_of(y), 2));
-  PVMM_CHECK_OK(a.deallocate(x));
-  PVMM_CHECK_OK(a.deallocate(y));
+  check_and_free(a, {{x, 1}, {y, 2}});
 }
 
 PVMM_CASE("sleeping allocator: threads allocate and free while another sleeps and wakes another tag") {
@@ -197,6 +191,5 @@ PVMM_CASE("sleeping allocator: threads allocate and free while another sleeps an
   stop = true;
   for (auto& t : threads) t.join();
   CHECK(failures.load() == 0);
-  CHECK(sleep_holds(w, a.size_of(w), 3));
-  PVMM_CHECK_OK(a.deallocate(w));
+  check_and_free(a, {{w, 3}});
 }
