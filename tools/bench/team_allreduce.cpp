@@ -17,6 +17,7 @@
 // one_shot_all_reduce, same sizes, operations and rounds in its own processes (team_torch.hpp): medians compared.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -243,10 +244,16 @@ void team_allreduce(const team_flags& flags, const torch_results* torch) {
     torch_here = run_torch(sizes, {}, plan, allreduce::rounds(quick));
     torch = &torch_here;
   }
+  // PVMM_BENCH_ALLREDUCE picks pvmm's side (team_allreduce.cu); the ranks inherit it, the title names it.
+  const char* algorithm = std::getenv("PVMM_BENCH_ALLREDUCE");
+  const std::string pvmm_side = algorithm == nullptr ? "one-shot"
+                                : std::string(algorithm) == "two-shot"
+                                    ? "pvmm two-shot (team_collectives.hpp), raw one-shot"
+                                    : "pvmm auto (team_collectives.hpp: one-shot up to 256 KiB), raw one-shot";
   fmt::print(
-      "\nteams, all-reduce: one-shot, float sums, {}; µs per all-reduce, median [IQR] of {} rounds (the slowest rank "
+      "\nteams, all-reduce: {}, float sums, {}; µs per all-reduce, median [IQR] of {} rounds (the slowest rank "
       "of each); raw = {}; GB/s: pvmm's algbw / busbw (NCCL's)\n",
-      placement(sizes), allreduce::rounds(quick),
+      pvmm_side, placement(sizes), allreduce::rounds(quick),
 #if PVMM_BENCH_CUDA
       "the same kernel on cuMemAlloc + cuIpc pointers, hand-written flags"
 #else
