@@ -206,9 +206,24 @@ def test_item12_torch_mem_pool_over_a_pvmm_pool_gives_everything_back():
     assert torch_reserved > 0 or pvmm_used == 0, steps  # PyTorch gave all back: so must the plug-in have
 
 
+def _dlpack_read_only(view) -> bool:
+    """DLPack 1.x's READ_ONLY flag (bit 0 of DLManagedTensorVersioned.flags, after the version, the manager context
+    and the deleter) of the versioned capsule a view exports; the capsule is not consumed, so it frees itself."""
+    import ctypes
+
+    capsule = view.__dlpack__(max_version=(1, 0))
+    name = ctypes.pythonapi.PyCapsule_GetName
+    name.restype, name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    assert name(capsule) == b"dltensor_versioned", "the view exported an unversioned capsule: no read-only flag"
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return bool(ctypes.c_uint64.from_address(get(capsule, b"dltensor_versioned") + 24).value & 1)
+
+
 def test_item1_item3_item4_on_the_gpu():
-    """Views pin device memory (a torch tensor over a GrowableBuffer), read-only memory is exported read-only in
-    __cuda_array_interface__, and a copy from an unmapped (sleeping) range is refused before anything runs."""
+    """Views pin device memory (a torch tensor over a GrowableBuffer), read-only device memory is exported with
+    DLPack's READ_ONLY flag (pvmm's objects export DLPack, not __cuda_array_interface__), and a copy from an unmapped
+    (sleeping) range is refused before anything runs."""
     g = pvmm.GrowableBuffer.create(chunk_size=2 * MIB, reserve_size=4 * MIB)
     g.resize(4 * MIB)
     t = torch.from_dlpack(g.view("float32"))
@@ -219,9 +234,10 @@ def test_item1_item3_item4_on_the_gpu():
     size = pvmm.granularity()[0]
     r = pvmm.Reservation.reserve(size)
     r.map(0, pvmm.PhysicalAllocation.create(size))
-    assert r.__cuda_array_interface__["data"][1] is False
+    r.set_access(0, size, "read_write")
+    assert not _dlpack_read_only(r.view("uint8"))
     r.set_access(0, size, "read")
-    assert r.__cuda_array_interface__["data"][1] is True
+    assert _dlpack_read_only(r.view("uint8"))
     sleeper = pvmm.SleepingAllocator()
     p = sleeper.allocate(2 * MIB, "weights")
     sleeper.sleep(["weights"], False)
