@@ -37,25 +37,28 @@ bool sleeping_allocator::state::overlaps_entry(std::uintptr_t at, std::size_t si
 }
 
 result<address_reservation> sleeping_allocator::state::reserve_apart(std::size_t size, const detail::operation& op) {
-  // Each try that lands on an entry's range covers `size` bytes of it, held until the end of the call: the driver
-  // gives every try a different range, so the tries are bounded by the entries' bytes (an entry put to sleep
-  // meanwhile is in `entries` already, whose ranges are counted here).
-  const std::lock_guard<std::mutex> reserving(reserve_lock);
-  std::size_t bound = 2;
-  {
-    std::lock_guard<std::mutex> guard(lock);
-    for (const auto& [at, e] : entries) bound += e->size / size + 1;
-  }
-  std::vector<address_reservation> held;  // ranges of sleeping entries: given back before `reserving` ends
-  for (;;) {
+  auto reserve = [&]() -> result<address_reservation> {
     auto range = address_reservation::reserve(size, granularity);
     if (!range) return op.wrap(std::move(range).error());
-    bool overlaps = false;
+    return range;
+  };
+  if (!release_range) return reserve();  // every entry's range stays reserved: nothing to land on
+  // Each try that lands on an entry's range covers `size` bytes of it, held until the end of the call: the driver
+  // gives every try a different range, so the tries are bounded by the entries' bytes (an entry put to sleep
+  // meanwhile is in `entries` already, whose ranges are counted at the first collision).
+  const std::lock_guard<std::mutex> reserving(reserve_lock);
+  std::size_t bound = 0;
+  std::vector<address_reservation> held;  // ranges of sleeping entries: given back before `reserving` ends
+  for (;;) {
+    PVMM_TRY_ASSIGN(range, reserve());
     {
       std::lock_guard<std::mutex> guard(lock);
-      overlaps = overlaps_entry(reinterpret_cast<std::uintptr_t>(range->address()), size);
+      if (!overlaps_entry(reinterpret_cast<std::uintptr_t>(range.address()), size)) return range;
+      if (bound == 0) {
+        bound = 2;
+        for (const auto& [at, e] : entries) bound += e->size / size + 1;
+      }
     }
-    if (!overlaps) return std::move(range).value();
     if (held.size() + 1 >= bound)
       return op.fail(errc::address_unavailable,
                      fmt::format("{} reservations in a row landed on the ranges of this allocator's sleeping "
@@ -63,7 +66,7 @@ result<address_reservation> sleeping_allocator::state::reserve_apart(std::size_t
                                  held.size() + 1),
                      "wake or free the sleeping allocations, or keep release_address_range off");
     try {
-      held.push_back(std::move(range).value());
+      held.push_back(std::move(range));
     } catch (const std::bad_alloc&) {
       return op.fail(errc::out_of_memory, "no host memory to hold a reservation aside");
     }
