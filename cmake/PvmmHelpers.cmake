@@ -91,7 +91,8 @@ function(pvmm_embed_signal_module target)
               -o ${dir}/signal_kernels.ptx
       COMMAND ${CMAKE_COMMAND} -DIN=${dir}/signal_kernels.ptx -DOUT=${dir}/signal_kernels_ptx.inc
               -P ${PROJECT_SOURCE_DIR}/cmake/embed_text.cmake
-      DEPENDS ${kernels} ${PROJECT_SOURCE_DIR}/include/pvmm/team_device.hpp ${PROJECT_SOURCE_DIR}/cmake/embed_text.cmake
+      DEPENDS ${kernels} ${PROJECT_SOURCE_DIR}/include/pvmm/team_device.hpp
+              ${PROJECT_SOURCE_DIR}/include/pvmm/detail/device_primitives.hpp ${PROJECT_SOURCE_DIR}/cmake/embed_text.cmake
       COMMENT "signal kernels -> PTX")
     add_custom_target(${rule} DEPENDS ${dir}/signal_kernels_ptx.inc)
   endif()

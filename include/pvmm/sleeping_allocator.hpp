@@ -76,7 +76,9 @@ struct sleeping_options {
   unsigned staging_slots = 4;                              ///< slots of the pinned staging ring (at least 2)
   std::size_t staging_slot_bytes = std::size_t{32} << 20;  ///< bytes a slot (a multiple of 4 KiB)
   /// Release the reserved range too while asleep and reserve the exact range again at wake (ROCm returns no VRAM
-  /// while the range stays reserved). Default: on for the hip backend, off elsewhere.
+  /// while the range stays reserved). Default: on for the hip backend, off elsewhere. This allocator's own
+  /// allocations never land on a sleeping allocation's range; a reservation made elsewhere (another allocator, the
+  /// driver) may take it, and the wake then fails with errc::address_unavailable, the copies kept for a retry.
   std::optional<bool> release_address_range;
   /// Keep the page-locked host memory of woken pinned copies for the next sleep instead of freeing it at wake:
   /// page-locking is what a sleep at bus speed cannot hide (a fresh pin runs at a few GiB/s), so a job that sleeps

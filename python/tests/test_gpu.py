@@ -123,29 +123,38 @@ def test_cupy_array_on_pvmm_allocator():
 
 def _rank(rank, path, q, log):
     import faulthandler
+    import traceback
 
     import torch as t
     import torch.distributed as dist
 
     # Where a rank hangs, every thread's stack goes to its log (issue 47: this test waited out its queue read under
-    # pytest on cuda while the same body as a script passed): the parent prints the logs when a rank is missing.
+    # pytest on cuda while the same body as a script passed): the parent prints the logs when a rank is missing. A rank
+    # that raises says so at once (the queue and its log): the parent fails naming it instead of waiting out its read.
     with open(log, "w", buffering=1) as out:
         faulthandler.dump_traceback_later(75, exit=True, file=out)
-        store = dist.FileStore(path, 4)  # any torch.distributed Store: set/get/check
-        with pvmm.Team.over_store(store, rank, 4, prefix="gpu") as team, pvmm.Window.create(team, 1 << 20) as window:
-            print("team and window", file=out)
-            mine = t.from_dlpack(window.get_buffer(rank, "float32", (256,)))
-            mine.fill_(rank + 1)
-            t.cuda.synchronize()
-            team.barrier()
-            print("barrier 1", file=out)
-            sums = [float(t.from_dlpack(window.get_buffer(r, "float32", (256,))).sum()) for r in range(4)]
-            team.barrier()
-            print("barrier 2", file=out)
-            q.put((rank, sums))
-            print("put", file=out)
-        print("closed", file=out)
-        faulthandler.cancel_dump_traceback_later()
+        try:
+            store = dist.FileStore(path, 4)  # any torch.distributed Store: set/get/check
+            with pvmm.Team.over_store(store, rank, 4, prefix="gpu") as team, \
+                    pvmm.Window.create(team, 1 << 20) as window:
+                print("team and window", file=out)
+                mine = t.from_dlpack(window.get_buffer(rank, "float32", (256,)))
+                mine.fill_(rank + 1)
+                t.cuda.synchronize()
+                team.barrier()
+                print("barrier 1", file=out)
+                sums = [float(t.from_dlpack(window.get_buffer(r, "float32", (256,))).sum()) for r in range(4)]
+                team.barrier()
+                print("barrier 2", file=out)
+                q.put((rank, sums))
+                print("put", file=out)
+            print("closed", file=out)
+        except BaseException as e:  # noqa: B036 (reported, then raised: the exit code says it too)
+            traceback.print_exc(file=out)
+            q.put((rank, f"{type(e).__name__}: {e}"))
+            raise
+        finally:
+            faulthandler.cancel_dump_traceback_later()
 
 
 def test_four_process_team_exchanges_torch_tensors(tmp_path):
@@ -158,16 +167,28 @@ def test_four_process_team_exchanges_torch_tensors(tmp_path):
     for p in procs:
         p.start()
     results = []
+
+    def told():  # every rank's exit code and log, the ranks still running after 30 s in all killed
+        import time
+
+        until = time.monotonic() + 30
+        for p in procs:
+            p.join(max(0.0, until - time.monotonic()))
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(10)
+        return "\n".join(
+            f"--- rank {r} (exit {procs[r].exitcode}) ---\n" + (logs[r].read_text() if logs[r].exists() else "")
+            for r in range(4))
+
     try:
         for _ in procs:
             results.append(q.get(timeout=90))
+            if isinstance(results[-1][1], str):  # a rank raised: the others fail or wait on it
+                pytest.fail(f"rank {results[-1][0]} raised {results[-1][1]}\n{told()}")
     except queue.Empty:
-        for p in procs:
-            p.join(30)
-        told = "\n".join(
-            f"--- rank {r} (exit {procs[r].exitcode}) ---\n" + (logs[r].read_text() if logs[r].exists() else "")
-            for r in range(4))
-        pytest.fail(f"{len(results)} of 4 ranks answered within 90 s\n{told}")
+        pytest.fail(f"{len(results)} of 4 ranks answered within 90 s\n{told()}")
     for p in procs:
         p.join(60)
     results.sort()

@@ -1,7 +1,9 @@
 // sleeping_allocator: entries, tags, policies, generations and callbacks (include/pvmm/sleeping_allocator.hpp);
 // the copies of sleep and wake are in sleep_copies.cpp.
 #include <algorithm>
+#include <new>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -24,6 +26,51 @@ entry* sleeping_allocator::state::find_containing(const void* p) const {
   if (it == entries.begin()) return nullptr;
   --it;
   return at - it->first < it->second->size ? it->second.get() : nullptr;
+}
+
+bool sleeping_allocator::state::overlaps_entry(std::uintptr_t at, std::size_t size) const {
+  auto it = entries.lower_bound(at);
+  if (it != entries.end() && it->first - at < size) return true;  // an entry starts inside the range
+  if (it == entries.begin()) return false;
+  --it;
+  return at - it->first < it->second->size;  // the entry before it reaches into the range
+}
+
+result<address_reservation> sleeping_allocator::state::reserve_apart(std::size_t size, const detail::operation& op) {
+  auto reserve = [&]() -> result<address_reservation> {
+    auto range = address_reservation::reserve(size, granularity);
+    if (!range) return op.wrap(std::move(range).error());
+    return range;
+  };
+  if (!release_range) return reserve();  // every entry's range stays reserved: nothing to land on
+  // Each try that lands on an entry's range covers `size` bytes of it, held until the end of the call: the driver
+  // gives every try a different range, so the tries are bounded by the entries' bytes (an entry put to sleep
+  // meanwhile is in `entries` already, whose ranges are counted at the first collision).
+  const std::lock_guard<std::mutex> reserving(reserve_lock);
+  std::size_t bound = 0;
+  std::vector<address_reservation> held;  // ranges of sleeping entries: given back before `reserving` ends
+  for (;;) {
+    PVMM_TRY_ASSIGN(range, reserve());
+    {
+      std::lock_guard<std::mutex> guard(lock);
+      if (!overlaps_entry(reinterpret_cast<std::uintptr_t>(range.address()), size)) return range;
+      if (bound == 0) {
+        bound = 2;
+        for (const auto& [at, e] : entries) bound += e->size / size + 1;
+      }
+    }
+    if (held.size() + 1 >= bound)
+      return op.fail(errc::address_unavailable,
+                     fmt::format("{} reservations in a row landed on the ranges of this allocator's sleeping "
+                                 "allocations (release_address_range)",
+                                 held.size() + 1),
+                     "wake or free the sleeping allocations, or keep release_address_range off");
+    try {
+      held.push_back(std::move(range));
+    } catch (const std::bad_alloc&) {
+      return op.fail(errc::out_of_memory, "no host memory to hold a reservation aside");
+    }
+  }
 }
 
 tag_policy sleeping_allocator::state::policy_of(const std::string& tag) const {
@@ -92,7 +139,10 @@ void sleeping_allocator::state::notify(const std::vector<entry*>& moved, backing
 status sleeping_allocator::state::map_new(entry& e, const detail::operation& op) {
   bool reserved_here = false;
   if (release_range && !e.range.valid()) {
-    auto range = address_reservation::reserve(e.size, granularity, e.address);
+    auto range = [&] {
+      const std::lock_guard<std::mutex> reserving(reserve_lock);
+      return address_reservation::reserve(e.size, granularity, e.address);
+    }();
     if (!range) return op.wrap(std::move(range).error());
     if (range->address() != e.address)
       return op.fail(errc::address_unavailable,
@@ -173,8 +223,10 @@ result<void*> sleeping_allocator::allocate(std::size_t size, std::string_view ta
   auto e = std::make_unique<entry>();
   e->tag = std::string(tag);
   e->size = (size + s.granularity - 1) / s.granularity * s.granularity;
-  auto range = address_reservation::reserve(e->size, s.granularity);
-  if (!range) return op.wrap(std::move(range).error());
+  // Never on a sleeping entry's range (free in the driver with release_range): its wake reserves it again, and
+  // entries are found by address.
+  auto range = s.reserve_apart(e->size, op);
+  if (!range) return std::move(range).error();
   e->range = std::move(range).value();
   e->address = e->range.address();
   if (auto ok = s.map_new(*e, op); !ok) return std::move(ok).error();

@@ -107,6 +107,9 @@ struct sleeping_allocator::state {
   sleeping_options options;
   std::size_t granularity = 0;
   bool release_range = false;
+  // Held by allocate's reservations (reserve_apart) and a wake's reservation of an entry's exact range (map_new),
+  // before `lock`: a range allocate holds aside for a moment is never what a wake finds taken.
+  std::mutex reserve_lock;
   mutable std::mutex lock;  // guards everything below but `engine`; never held while user code runs
   std::map<std::uintptr_t, std::unique_ptr<entry>> entries;
   std::map<std::string, tag_policy, std::less<>> policies;
@@ -129,7 +132,13 @@ struct sleeping_allocator::state {
   static void describe(detail::observe::collector& c);
   static detail::observe::provider snapshot_provider;
 
-  entry* find_containing(const void* p) const;         // lock held
+  entry* find_containing(const void* p) const;  // lock held
+  /// Whether [at, at + size) overlaps an entry's range (lock held). With release_range a sleeping entry's range is
+  /// not reserved, so a new reservation may land on it: allocate holds such ranges aside and reserves again.
+  bool overlaps_entry(std::uintptr_t at, std::size_t size) const;
+  /// A reservation of `size` bytes overlapping no entry's range (allocate): errc::address_unavailable after more
+  /// tries than the entries' ranges could make collide.
+  result<address_reservation> reserve_apart(std::size_t size, const detail::operation& op);
   tag_policy policy_of(const std::string& tag) const;  // lock held
   /// Marks the selected entries moving (awake ones for sleep, asleep ones for wake); errc::busy when a transition
   /// runs. Also reaps pending releases seen done.
