@@ -1,16 +1,26 @@
 // Host backend, feature "team_signal": the header's functions as host functions on the backend's streams (its
 // streams run host functions in order on a worker thread, so a wait holds its stream as a kernel would).
 #include <new>
+#include <utility>
 
 #include "backend/stream.hpp"
 #include "backend/team_signal.hpp"
+#include "core/deferred_release.hpp"
 
 namespace pvmm::detail::backend {
 namespace {
 void run_signal_work(void* data) {
-  const signal_work* w = static_cast<const signal_work*>(data);
+  signal_work* w = static_cast<signal_work*>(data);
   (void)run_signal_op(w->view, w->op, w->peer, w->channel, w->timeout_ns);  // an expiry is in the error record
-  delete w;                                                                 // lets go of what the view points into
+  // What the view points into is let go of on a caller's thread, as on GPUs (core/deferred_release.hpp): the last
+  // reference to a window may be this one, and its teardown may call user code. With no memory for the holder,
+  // the work stays allocated (kept, never torn down here).
+  if (w->keep) {
+    auto* held = new (std::nothrow) std::shared_ptr<const void>(std::move(w->keep));
+    if (held == nullptr) return;
+    defer_release(held);
+  }
+  delete w;
 }
 }  // namespace
 
@@ -19,6 +29,7 @@ const char* stream_signals_missing(int) noexcept { return nullptr; }
 const char* same_context_waits_missing(int) noexcept { return nullptr; }  // each stream is a thread
 
 status enqueue_signal(const signal_work& work, stream_handle s, int device) {
+  release_deferred();  // what earlier work listed, let go of on this (the caller's) thread
   auto* copy = new (std::nothrow) signal_work(work);
   if (copy == nullptr) return make_error(errc::out_of_memory, "no memory for the host function's arguments");
   auto launched = launch_host_function(s, device, run_signal_work, copy);

@@ -207,7 +207,8 @@ class symmetric_window : detail::move_only {
   // is bounded by its timeout (a dead peer never holds a stream, or a GPU, forever), and ends at once when this
   // rank's team aborts or a node-local peer's process exits (the abort word, team_device.hpp); bad peers, channels
   // or timeouts are refused before anything is enqueued. The device functions of pvmm/team_device.hpp use the same
-  // counters (view()).
+  // counters (view()). Queued work holds the window until it has run; a window (or team) released meanwhile is
+  // given back on a caller's thread after that: at the next enqueue, release or query_live_objects().
   // Ranks sharing a process and a device (thread ranks on one GPU): on the GPU backends, wait_signal and barrier
   // are not_supported on every rank of such a window, naming two such ranks (checked before the arguments). CUDA
   // does not guarantee that kernels on different streams of one context run at the same time, and a waiting

@@ -12,6 +12,7 @@
 
 #include "backend/stream.hpp"
 #include "backend/team_signal.hpp"
+#include "core/deferred_release.hpp"
 #include "core/propagate.hpp"
 
 namespace pvmm::detail::backend {
@@ -49,14 +50,18 @@ class signal_kernel_arguments {
   void* params_[5] = {&view_, &op_, &peer_, &channel_, &timeout_ns_};
 };
 
-/// After the kernel was launched on `s`: a host function behind it lets go of `work.keep` once the kernel has run.
+/// After the kernel was launched on `s`: a host function behind it hands `work.keep` to the deferred list once the
+/// kernel has run (let go of at the next enqueue, window or team release, or query_live_objects).
 /// Where that cannot be enqueued, the reference is kept for the process's life (never let go before the kernel
 /// ran: that would free memory the kernel touches).
 inline void keep_until_run(const signal_work& work, stream_handle s, int device) noexcept {
+  release_deferred();  // what earlier work's host functions listed, let go of here, on the caller's thread
   if (!work.keep) return;
   auto* held = new (std::nothrow) std::shared_ptr<const void>(work.keep);
   if (held == nullptr) return;
-  const auto let_go = [](void* p) { delete static_cast<std::shared_ptr<const void>*>(p); };
+  // The host function only lists the holder (core/deferred_release.hpp): the last reference to a window may be
+  // this one, and its teardown makes driver calls, which a host function may not.
+  const auto let_go = [](void* p) { defer_release(static_cast<std::shared_ptr<const void>*>(p)); };
   // A capturing stream records the work into a graph that may be launched any number of times, each launch running
   // a host function again (its second run would free the holder twice): captured work holds what it touches for
   // the process's life.

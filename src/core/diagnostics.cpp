@@ -2,6 +2,7 @@
 #include <pvmm/diagnostics.hpp>
 
 #include "core/address_registry.hpp"
+#include "core/deferred_release.hpp"
 #include "core/ownership.hpp"
 #include "core/range_registry.hpp"
 
@@ -18,6 +19,7 @@ std::atomic<std::size_t> live_registrations{0};
 }  // namespace detail
 
 live_objects query_live_objects() noexcept {
+  detail::release_deferred();  // what finished stream work held is counted only while something else holds it
   using detail::range_registry::count;
   return {detail::live_allocations.load(),
           count(memory_kind::device),

@@ -1,0 +1,74 @@
+// Stream-ordered signal work holds the window it touches until it has run, and is let go of on a caller's thread
+// (core/deferred_release.hpp), never inside the stream's host function: CUDA and HIP forbid API calls there, and
+// the last reference to a window tears it down (unmaps, frees, drops the caller's bootstrap: user code).
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include <doctest/doctest.h>
+#include <pvmm/bootstrap.hpp>
+#include <pvmm/diagnostics.hpp>
+#include <pvmm/stream.hpp>
+#include <pvmm/team.hpp>
+
+#include "case_support.hpp"
+#include "cases.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+// The caller's bootstrap, which the team (and through it the window) holds: its destructor says on which thread
+// the last reference went.
+class recorded_bootstrap : public pvmm_team_test::forwarding_bootstrap {
+ public:
+  recorded_bootstrap(std::shared_ptr<pvmm::bootstrap> inner, std::atomic<bool>& gone, std::thread::id& where)
+      : forwarding_bootstrap(std::move(inner)), gone_(gone), where_(where) {}
+  ~recorded_bootstrap() override {
+    where_ = std::this_thread::get_id();
+    gone_.store(true);
+  }
+
+ private:
+  std::atomic<bool>& gone_;
+  std::thread::id& where_;
+};
+
+void hold_until_open(void* gate) {
+  auto* open = static_cast<std::atomic<bool>*>(gate);
+  for (int i = 0; i < 5000 && !open->load(); ++i) std::this_thread::sleep_for(1ms);
+}
+
+}  // namespace
+
+TEST_CASE("queued signal work lets go of a released window on a caller's thread, never in the host function") {
+  if (const auto why = pvmm_team_test::no_device_reason(); !why.empty()) {
+    std::printf("[pvmm-skip] %s\n", why.c_str());
+    return;
+  }
+  std::atomic<bool> gone{false};
+  std::thread::id where;
+  auto ranks = pvmm::make_thread_bootstraps(1).value();
+  auto boot = std::make_shared<recorded_bootstrap>(ranks[0], gone, where);
+  ranks.clear();
+  auto team = pvmm::team::create(boot).value();
+  boot.reset();
+  pvmm::window_options o;
+  o.size = 4096;
+  o.signal_channels = 1;
+  auto window = pvmm::symmetric_window::create(team, o).value();
+  auto on = pvmm::stream::create(team.device()).value();
+  std::atomic<bool> gate{false};
+  REQUIRE(on.launch_host_function(hold_until_open, &gate).has_value());
+  REQUIRE(window.barrier(0, on, 5s).has_value());  // queued behind the held host function
+  REQUIRE(window.release().has_value());
+  REQUIRE(team.release().has_value());
+  CHECK_FALSE(gone.load());  // the queued barrier holds the window, its team and the bootstrap
+  gate.store(true);
+  REQUIRE(on.synchronize().has_value());
+  (void)pvmm::query_live_objects();  // a caller's call that lets go of what finished work held
+  REQUIRE(gone.load());
+  CHECK((where == std::this_thread::get_id()));  // not the stream's host function thread
+}
