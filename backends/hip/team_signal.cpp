@@ -37,6 +37,10 @@ const char* same_context_waits_missing(int) noexcept { return same_context_waits
 status enqueue_signal(const signal_work& work, stream_handle s, int device) {
   PVMM_REQUIRE_RUNTIME();
   return on_device(device, [&]() -> status {
+    // Makes the device's primary context current: on a thread that never used the runtime, hipGetDevice already
+    // answers 0 (so on_device sets nothing) while no context is current, and the module load needs one (the cuda
+    // backend enters the stream's context instead).
+    PVMM_HIP(hipSetDevice, device);
     PVMM_TRY_ASSIGN(f, kernel_of_current_context());
     signal_kernel_arguments arguments(work);
     PVMM_HIP(hipModuleLaunchKernel, f, 1, 1, 1, 1, 1, 1, 0, native(s), arguments.params(), nullptr);

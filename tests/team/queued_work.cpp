@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include <doctest/doctest.h>
@@ -71,4 +72,29 @@ TEST_CASE("queued signal work lets go of a released window on a caller's thread,
   (void)pvmm::query_live_objects();  // a caller's call that lets go of what finished work held
   REQUIRE(gone.load());
   CHECK((where == std::this_thread::get_id()));  // not the stream's host function thread
+}
+
+TEST_CASE("a stream-ordered barrier from a thread that never used the device runs, and lets go as it should") {
+  if (const auto why = pvmm_team_test::no_device_reason(); !why.empty()) {
+    std::printf("[pvmm-skip] %s\n", why.c_str());
+    return;
+  }
+  auto ranks = pvmm::make_thread_bootstraps(1).value();
+  auto team = pvmm::team::create(ranks[0]).value();
+  pvmm::window_options o;
+  o.size = 4096;
+  o.signal_channels = 1;
+  auto window = pvmm::symmetric_window::create(team, o).value();
+  auto on = pvmm::stream::create(team.device()).value();
+  // A fresh thread has no device context current (hip on NVIDIA answered device 0 and then failed to load the
+  // signal module for want of one).
+  pvmm::status queued, ran;
+  std::thread fresh([&] {
+    queued = window.barrier(0, on, 5s);
+    ran = on.synchronize();
+  });
+  fresh.join();
+  CHECK_MESSAGE(queued.has_value(), (queued ? std::string() : queued.error().message()));
+  CHECK(ran.has_value());
+  CHECK(window.signal_status().has_value());
 }
