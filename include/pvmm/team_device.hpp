@@ -24,9 +24,10 @@
 // wins), and returns false; it never traps (a trap kills the context: PyTorch's test ends in os._exit). The host
 // reads the record with symmetric_window::signal_status() (errc::timeout naming the rank and channel) and clears it
 // with clear_signal_status().
-// Abort: every wait also looks at the host's abort word (window_view::abort_word, page-locked host memory) with its
-// clock; team::abort() raises it, so a wait in progress ends at its next look, recording peer_lost naming the
-// aborting rank (signal_error::aborted_by), and the context stays usable.
+// Abort: every wait also looks at the host's abort words (window_view::abort_word, page-locked host memory) with
+// its clock; team::abort() raises the first, so a wait in progress ends at its next look, recording peer_lost naming
+// the aborting rank (signal_error::aborted_by), and the context stays usable. A node-local peer's process exit
+// raises that peer's word: it ends the waits for that peer (and barriers, which wait for every peer) only.
 // Beyond epochs: signal(to, channel, signal_kind::set or add, value) and wait_value(from, channel, compare, value,
 // timeout) read a counter by value (a flag, a step number) without consuming epochs; use them and the epoch waits
 // on different channels. Every call has a form scoped to a warp or a block (thread_scope, warp_scope, block_scope):
@@ -110,9 +111,10 @@ struct window_view {
   std::int32_t size = 0;             ///< ranks
   std::int32_t channels = 0;         ///< signal channels per rank pair
   std::uint32_t wall_clock_khz = 0;  ///< AMD's wall clock rate (hipDeviceAttributeWallClockRate); unused elsewhere
-  /// The host's abort word (page-locked host memory this device reads; nullptr: none): r + 1 once rank r aborted
-  /// its team, with signal_error::exited_bit once this rank's host saw rank r's process exit (a node-local peer).
-  /// Every wait looks at it with its clock and ends at once, recording it (signal_error::aborted_by).
+  /// The host's abort words (page-locked host memory this device reads; nullptr: none): abort_word[0] is r + 1 once
+  /// rank r aborted this rank's team; abort_word[1 + r] is nonzero once this rank's host saw rank r's process exit
+  /// (a node-local peer). Every wait looks at the first and at its own peer's with its clock, and ends at once,
+  /// recording which (signal_error::aborted_by): a peer that exits after its part is done ends no wait for another.
   const std::uint32_t* abort_word = nullptr;
 
   /// Rank r's data as mapped here (the table's entry where there is one: nullptr for an unmapped peer).
@@ -246,20 +248,35 @@ struct window_view {
 #if !defined(PVMM_DEVICE_CUDA) && !defined(PVMM_DEVICE_HIP)
       std::this_thread::yield();
 #endif
-      const std::uint32_t aborted = abort_word != nullptr ? detail::abort_word_load(abort_word) : 0;
+      const std::uint32_t aborted = ended_by(from);
       if (aborted != 0 || detail::signal_clock_ns(wall_clock_khz) - start >= timeout_ns) {
+        // A signal written before the abort (a peer that signalled, then exited) or just before the deadline still
+        // counts: one last look at the counter, ordered after the abort words' and the clock's.
+        detail::fence_system();
+        const std::uint64_t last = detail::signal_load_acquire(counter);
+        if (detail::compare_holds(last, c, value)) return true;
         signal_error* e = error();
         if (e->failed == 0) {  // the first failure wins (a benign race between two channels' waiters)
           e->rank = from;
           e->channel = channel;
           e->aborted_by = aborted;
-          e->seen = seen;
+          e->seen = last;
           e->expected = value;
           e->failed = 1;
         }
         return false;
       }
     }
+  }
+
+  // What ends a wait for rank `from` early: its team aborted (abort_word[0]: the aborting rank + 1), or `from`'s
+  // process exited (abort_word[1 + from]: from + 1 with signal_error::exited_bit); 0 while neither.
+  PVMM_HOST_DEVICE std::uint32_t ended_by(int from) const {
+    if (abort_word == nullptr) return 0;
+    if (const std::uint32_t aborted = detail::abort_word_load(abort_word)) return aborted;
+    if (detail::abort_word_load(abort_word + 1 + from) != 0)
+      return (static_cast<std::uint32_t>(from) + 1) | signal_error::exited_bit;
+    return 0;
   }
 
   // A group's signal publishes every thread's writes: the leader's system-scope fence after the group's barrier

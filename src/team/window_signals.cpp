@@ -53,16 +53,20 @@ status make_own_block(window_signals& s, int device, std::size_t bytes, const op
   return {};
 }
 
-// The abort word: page-locked host memory the team's device reads while its kernels wait (a device allocation
-// would need a copy, which a stream blocked by those waits never runs). Zero until the team aborts.
-status make_abort_word(window_signals& s, int device, const operation& op) {
+// The abort words: page-locked host memory the team's device reads while its kernels wait (a device allocation
+// would need a copy, which a stream blocked by those waits never runs). Word 0: the team's abort; word 1 + r:
+// rank r's process exited. All zero until then.
+status make_abort_word(window_signals& s, int device, int ranks, const operation& op) {
   pinned_options o;
   o.mapped = true;
-  PVMM_TRY_ASSIGN(memory, op.step("pinned_allocation::create (abort word)",
-                                  [&] { return pinned_allocation::create(sizeof(std::uint32_t), o); }));
-  PVMM_TRY_ASSIGN(on_device, op.step("pinned_allocation::device_pointer (abort word)",
+  const std::size_t words = 1 + static_cast<std::size_t>(ranks);
+  PVMM_TRY_ASSIGN(memory, op.step("pinned_allocation::create (abort words)",
+                                  [&] { return pinned_allocation::create(words * sizeof(std::uint32_t), o); }));
+  PVMM_TRY_ASSIGN(on_device, op.step("pinned_allocation::device_pointer (abort words)",
                                      [&] { return memory.device_pointer(device); }));
-  __atomic_store_n(static_cast<std::uint32_t*>(memory.data()), 0u, __ATOMIC_RELEASE);
+  for (std::size_t i = 0; i < words; ++i)
+    __atomic_store_n(static_cast<std::uint32_t*>(memory.data()) + i, 0u, __ATOMIC_RELEASE);
+  s.abort_words = words;
   s.abort_on_device = static_cast<const std::uint32_t*>(on_device);
   s.abort_memory = std::move(memory);
   return {};
@@ -72,7 +76,7 @@ status make_abort_word(window_signals& s, int device, const operation& op) {
 // this rank's pad zeroed, the pointer table written, the abort word made.
 status prepare_signals(const team& members, window_state& w, window_signals& s, const operation& op) {
   const int n = members.size();
-  PVMM_TRY(make_abort_word(s, w.team->options.device, op));
+  PVMM_TRY(make_abort_word(s, w.team->options.device, n, op));
   const std::size_t own = static_cast<std::size_t>(window_view::own_bytes(s.channels, n));
   const std::size_t table = static_cast<std::size_t>(window_view::table_offset(s.channels, n));
   PVMM_TRY(make_own_block(s, w.team->options.device, own, op));
@@ -89,9 +93,14 @@ status prepare_signals(const team& members, window_state& w, window_signals& s, 
 
 void window_signals::raise_abort(int rank, bool exited) noexcept {
   if (!abort_memory.valid()) return;
-  std::uint32_t none = 0;
-  const std::uint32_t word = (static_cast<std::uint32_t>(rank) + 1) | (exited ? signal_error::exited_bit : 0u);
-  __atomic_compare_exchange_n(static_cast<std::uint32_t*>(abort_memory.data()), &none, word, false, __ATOMIC_RELEASE,
+  auto* words = static_cast<std::uint32_t*>(abort_memory.data());
+  if (exited) {  // that rank's word: it ends the waits for that rank only
+    if (rank >= 0 && static_cast<std::size_t>(rank) + 1 < abort_words)
+      __atomic_store_n(words + 1 + rank, 1u, __ATOMIC_RELEASE);
+    return;
+  }
+  std::uint32_t none = 0;  // the team's abort: the first rank to abort is the one named
+  __atomic_compare_exchange_n(words, &none, static_cast<std::uint32_t>(rank) + 1, false, __ATOMIC_RELEASE,
                               __ATOMIC_RELAXED);
 }
 

@@ -62,8 +62,11 @@ struct window_signals {
   symmetric_window pads;           // rank r's inbox at pads.base() + r * pads.stride()
   physical_allocation own_memory;  // the owner-only block's memory (exportable as nothing)
   address_reservation own_range;   // where it is mapped, for this rank's device only (released before the memory)
-  pinned_allocation abort_memory;  // the abort word: page-locked host memory the device reads (team_device.hpp)
-  const std::uint32_t* abort_on_device = nullptr;  // where the team's device reads it
+  // The abort words: page-locked host memory the device reads (team_device.hpp): the team's abort, then one per
+  // rank whose process exited.
+  pinned_allocation abort_memory;
+  std::size_t abort_words = 0;
+  const std::uint32_t* abort_on_device = nullptr;  // where the team's device reads them
   int channels = 0;
   std::uint32_t wall_clock_khz = 0;
   std::array<int, 2> same_context_ranks{-1, -1};  // the first two ranks in one process on one device (-1: none)

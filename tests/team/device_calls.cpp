@@ -109,8 +109,9 @@ TEST_CASE("device calls: thread, warp and block scopes order data through signal
 
 TEST_CASE("device calls: the abort word ends a wait at once, recording the aborting rank") {
   two_views t(1);
-  std::uint32_t word = 0;
-  t.view[0].abort_word = &word;
+  std::uint32_t words[3] = {};  // the team's abort, then one per rank whose process exited
+  std::uint32_t& word = words[0];
+  t.view[0].abort_word = words;
   for (int kind = 0; kind < 3; ++kind) {
     CAPTURE(kind);
     word = 0;
@@ -134,6 +135,34 @@ TEST_CASE("device calls: the abort word ends a wait at once, recording the abort
     CHECK(t.view[0].error()->aborted_by == 2);
     CHECK(t.view[0].error()->rank == 1);
   }
+}
+
+TEST_CASE("device calls: a peer's exit ends the waits for that peer only, and a signal sent before it counts") {
+  two_views t(1);
+  std::uint32_t words[3] = {};  // the team's abort; rank 0 exited; rank 1 exited
+  t.view[0].abort_word = words;
+  // Another rank's word says it exited (a rank that finished its part and left): a wait for rank 1 goes on until
+  // rank 1 signals. The team_ring example failed this way on the host backend ("rank 3's wait for rank 2 ended:
+  // rank 1 exited"): one word for every exit ended every wait.
+  words[1] = 1;
+  bool result = false;
+  std::thread waiter([&] { result = t.view[0].wait(1, 0, 20000 * ms); });
+  std::this_thread::sleep_for(50ms);
+  t.view[1].signal(0, 0);
+  waiter.join();
+  CHECK(result);
+  CHECK(t.view[0].error()->failed == 0);
+  // Rank 1 signals, then its process exits: the wait still counts the signal.
+  t.view[1].signal(0, 0);
+  __atomic_store_n(&words[2], 1u, __ATOMIC_RELEASE);
+  CHECK(t.view[0].wait(1, 0, 20000 * ms));
+  // Rank 1 exited without signalling again: the next wait ends at once, naming it as exited.
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(t.view[0].wait(1, 0, 20000 * ms));
+  CHECK(std::chrono::steady_clock::now() - start < 2s);
+  CHECK(t.view[0].error()->failed == 1);
+  CHECK(t.view[0].error()->aborted_by == (2u | pvmm::signal_error::exited_bit));
+  CHECK(t.view[0].error()->rank == 1);
 }
 
 TEST_CASE("device calls: team::abort ends a stream-ordered wait in progress with peer_lost naming the rank") {

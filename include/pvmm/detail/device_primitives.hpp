@@ -57,6 +57,14 @@ PVMM_HOST_DEVICE inline void signal_store_release(std::uint64_t* p, std::uint64_
   __atomic_store_n(p, value, __ATOMIC_RELEASE);
 #endif
 }
+/// A full system-scope fence (a wait's last look at its counter comes after its look at the abort words).
+PVMM_HOST_DEVICE inline void fence_system() {
+#if defined(PVMM_DEVICE_CUDA) || defined(PVMM_DEVICE_HIP)
+  __threadfence_system();
+#else
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
 /// The host's abort word, read by a spinning wait: volatile, so each look reaches memory (pinned host memory on
 /// the GPUs, written by the host thread that aborts).
 PVMM_HOST_DEVICE inline std::uint32_t abort_word_load(const std::uint32_t* p) {
