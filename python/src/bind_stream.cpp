@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include <pvmm/device.hpp>
+
 #include "common.hpp"
 #include "holder.hpp"
 
@@ -37,16 +39,24 @@ struct py_event {
   holder<pvmm::event> h;
 };
 
+/// Handle 0, which torch's and CuPy's default stream report, is CUDA's legacy default stream: pvmm names it
+/// CU_STREAM_LEGACY (1) on the cuda backend, where 0 would read as "no stream"; elsewhere it stays 0 and is refused.
+std::uint64_t foreign_handle(std::uint64_t h) {
+  static const bool cuda = pvmm::query_backend().name == "cuda";
+  return h == 0 && cuda ? 1 : h;
+}
+
 /// A foreign stream's handle: an int, __cuda_stream__ (cuda.core's protocol), or torch's cuda_stream / CuPy's ptr;
 /// TypeError naming `parameter` otherwise.
 std::uint64_t stream_handle_of(nb::handle obj, const char* parameter) {
-  if (nb::isinstance<nb::int_>(obj) && !nb::isinstance<nb::bool_>(obj)) return nb::cast<std::uint64_t>(obj);
+  if (nb::isinstance<nb::int_>(obj) && !nb::isinstance<nb::bool_>(obj))
+    return foreign_handle(nb::cast<std::uint64_t>(obj));
   if (nb::hasattr(obj, "__cuda_stream__")) {
     nb::object t = obj.attr("__cuda_stream__")();
-    return nb::cast<std::uint64_t>(t[1]);
+    return foreign_handle(nb::cast<std::uint64_t>(t[1]));
   }
   for (const char* attr : {"cuda_stream", "ptr", "handle"})
-    if (nb::hasattr(obj, attr)) return nb::cast<std::uint64_t>(obj.attr(attr));
+    if (nb::hasattr(obj, attr)) return foreign_handle(nb::cast<std::uint64_t>(obj.attr(attr)));
   const std::string type = nb::cast<std::string>(nb::type_name(obj.type()));
   throw nb::type_error((std::string(parameter) +
                         " must be a pvmm.Stream, an int handle, an object with "
@@ -89,7 +99,9 @@ void bind_stream(nb::module_& m) {
           },
           "stream"_a, "device"_a = 0,
           "Borrows a foreign stream: an int handle, an object with __cuda_stream__ (cuda.core), a torch.cuda.Stream "
-          "(.cuda_stream) or a CuPy stream (.ptr). The object is kept alive while this refers to it.")
+          "(.cuda_stream) or a CuPy stream (.ptr). The object is kept alive while this refers to it. Handle 0 (torch's "
+          "and CuPy's default stream) is CUDA's legacy default stream on the cuda backend (handle 1, "
+          "CU_STREAM_LEGACY).")
       .def_prop_ro("handle", [](const py_stream& s) { return s.use("handle").ref.native_handle().value; })
       .def_prop_ro("device", [](const py_stream& s) { return s.use("device").ref.device(); })
       .def_prop_ro(

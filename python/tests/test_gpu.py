@@ -287,3 +287,25 @@ def test_signal_barrier_captured_in_a_cuda_graph_replays_10000_times(tmp_path):
         torch.cuda.synchronize()
         window.signal_status()  # raises TimeoutError had any wait expired
         del g
+
+
+def test_torch_default_stream_is_the_legacy_stream_not_an_empty_one(tmp_path):
+    """torch's default stream reports handle 0 (CUDA's legacy default stream): a barrier and a pool allocation on it
+    run on the cuda backend, where 0 was refused as "the stream is empty"."""
+    import torch.distributed as dist
+
+    if pvmm.BACKEND != "cuda":
+        pytest.skip(f"[pvmm-skip] handle 0 is the legacy stream on the cuda backend only (this is {pvmm.BACKEND})")
+    s = torch.cuda.default_stream()
+    assert s.cuda_stream == 0
+    assert pvmm.Stream.borrow(s).handle == 1  # CU_STREAM_LEGACY
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    with pvmm.Team.over_store(store, 0, 1, prefix="legacy") as team, \
+            pvmm.Window.create(team, 1 << 20, signal_channels=1) as window:
+        window.barrier(0, s, timeout_ms=1000)
+        torch.cuda.synchronize()
+        window.signal_status()
+    pool = pvmm.MemoryPool.create()
+    a = pool.allocate(MIB, s)
+    a.close()
+    torch.cuda.synchronize()
