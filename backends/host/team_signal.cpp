@@ -29,7 +29,6 @@ const char* stream_signals_missing(int) noexcept { return nullptr; }
 const char* same_context_waits_missing(int) noexcept { return nullptr; }  // each stream is a thread
 
 status enqueue_signal(const signal_work& work, stream_handle s, int device) {
-  release_deferred();  // what earlier work listed, let go of on this (the caller's) thread
   auto* copy = new (std::nothrow) signal_work(work);
   if (copy == nullptr) return make_error(errc::out_of_memory, "no memory for the host function's arguments");
   auto launched = launch_host_function(s, device, run_signal_work, copy);

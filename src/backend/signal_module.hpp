@@ -55,7 +55,6 @@ class signal_kernel_arguments {
 /// Where that cannot be enqueued, the reference is kept for the process's life (never let go before the kernel
 /// ran: that would free memory the kernel touches).
 inline void keep_until_run(const signal_work& work, stream_handle s, int device) noexcept {
-  release_deferred();  // what earlier work's host functions listed, let go of here, on the caller's thread
   if (!work.keep) return;
   auto* held = new (std::nothrow) std::shared_ptr<const void>(work.keep);
   if (held == nullptr) return;

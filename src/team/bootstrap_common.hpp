@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "core/deferred_release.hpp"
 #include "core/operation.hpp"
 #include "core/timeout.hpp"
 
@@ -65,6 +66,9 @@ status release_local(std::shared_ptr<State>& state, const char* name, const char
   const operation op{name};
   if (!state) return op.fail(errc::already_released, fmt::format("this {} is empty (released or moved from)", owner));
   state.reset();
+  // Signal work that ran since may hold this owner's state too: let go of here, on the caller's thread
+  // (core/deferred_release.hpp).
+  release_deferred();
   return {};
 }
 

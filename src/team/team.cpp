@@ -11,7 +11,6 @@
 
 #include <fmt/format.h>
 
-#include "core/deferred_release.hpp"
 #include "core/operation.hpp"
 #include "team/bootstrap_common.hpp"
 #include "team/no_throw.hpp"
@@ -252,11 +251,7 @@ result<team> team::create(std::shared_ptr<bootstrap> ranks, const team_options& 
   });
 }
 
-status team::release() noexcept {
-  auto released = detail::release_local(state_, "pvmm::team::release", "team");
-  detail::release_deferred();  // signal work that ran since: its hold on this team, let go of here
-  return released;
-}
+status team::release() noexcept { return detail::release_local(state_, "pvmm::team::release", "team"); }
 
 void team::abort() noexcept {
   if (!state_) return;

@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "core/deferred_release.hpp"
 #include "team/bootstrap_common.hpp"
 #include "team/no_throw.hpp"
 #include "team/team_exchange.hpp"
@@ -237,9 +236,7 @@ void window_state::unmap_peers(const std::string& why) noexcept {
 }  // namespace detail
 
 status symmetric_window::release() noexcept {
-  auto released = detail::release_local(state_, "pvmm::symmetric_window::release", "window");
-  detail::release_deferred();  // signal work that ran since: its hold on this window, let go of here
-  return released;
+  return detail::release_local(state_, "pvmm::symmetric_window::release", "window");
 }
 
 void* symmetric_window::base() const noexcept { return state_ ? state_->range.address() : nullptr; }

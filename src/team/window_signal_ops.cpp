@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "backend/team_signal.hpp"
+#include "core/deferred_release.hpp"
 #include "team/bootstrap_common.hpp"
 #include "team/no_throw.hpp"
 #include "team/window_state.hpp"
@@ -90,7 +91,8 @@ status enqueue(const std::shared_ptr<detail::window_state>& state, detail::backe
   work.peer = peer;
   work.channel = channel;
   work.timeout_ns = timeout_ns(timeout);
-  work.keep = state;  // the pads and the owner-only block stay until the work has run (window released or not)
+  work.keep = state;           // the pads and the owner-only block stay until the work has run (window released or not)
+  detail::release_deferred();  // what earlier work held once it ran (core/deferred_release.hpp), on this thread
   return op.step("enqueue", [&] { return detail::backend::enqueue_signal(work, on.native_handle(), on.device()); });
 }
 // Reads this rank's error record (owner-only memory: no peer can write it), and with `clear` zeroes it after.
