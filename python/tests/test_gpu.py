@@ -125,15 +125,19 @@ def _rank(rank, path, q, log):
     import faulthandler
     import traceback
 
-    import torch as t
-    import torch.distributed as dist
-
     # Where a rank hangs, every thread's stack goes to its log (issue 47: this test waited out its queue read under
     # pytest on cuda while the same body as a script passed): the parent prints the logs when a rank is missing. A rank
     # that raises says so at once (the queue and its log): the parent fails naming it instead of waiting out its read.
+    # A rank that crashes writes its stacks there too (all four ranks once died of SIGSEGV with empty logs).
     with open(log, "w", buffering=1) as out:
+        faulthandler.enable(file=out, all_threads=True)
         faulthandler.dump_traceback_later(75, exit=True, file=out)
         try:
+            print("started", file=out)
+            import torch as t
+            import torch.distributed as dist
+
+            print("torch imported", file=out)
             store = dist.FileStore(path, 4)  # any torch.distributed Store: set/get/check
             with pvmm.Team.over_store(store, rank, 4, prefix="gpu") as team, \
                     pvmm.Window.create(team, 1 << 20) as window:

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/deferred_release.hpp"
 #include "core/enum_text.hpp"
 #include "core/operation.hpp"
 #include "core/spin_lock.hpp"
@@ -182,6 +183,9 @@ void copy_history(memory_snapshot& into) {
 
 result<memory_snapshot> take_memory_snapshot() {
   const detail::operation op{"pvmm::take_memory_snapshot"};
+  // What finished stream work held (a window released under queued signal work) is let go of first: a snapshot
+  // shows what the caller still owns, as query_live_objects counts it (core/deferred_release.hpp).
+  detail::release_deferred();
   try {
     memory_snapshot s;
     detail::observe::record(detail::observe::action::snapshot, nullptr, 0);
