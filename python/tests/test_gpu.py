@@ -121,6 +121,18 @@ def test_cupy_array_on_pvmm_allocator():
         del allocator
 
 
+def test_torch_imports_after_pvmm_in_a_fresh_interpreter():
+    # import pvmm first, torch second, nothing else before: the order that died of SIGSEGV inside torch's import
+    # when the module exported a statically linked libstdc++ (python/src/module.map).
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", "import pvmm, torch; print(torch.ones(2).sum())"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr[-3000:])
+    assert "tensor(2.)" in r.stdout
+
+
 def _rank(rank, path, q, log):
     import faulthandler
     import traceback
