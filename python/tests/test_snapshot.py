@@ -200,6 +200,9 @@ def test_a_snapshot_holds_every_kind_of_memory_and_matches_the_schema(stream, hi
 
 def test_team_windows_show_each_peers_imported_memory():
     store, size, seen, errors = DictStore(), 1 << 20, {}, []
+    # Windows already there are not this test's: a window whose barrier a CUDA graph captured is held for the
+    # process's life (test_gpu.py), and shows in every snapshot after.
+    earlier = {s["address"] for s in pvmm.memory_snapshot()["segments"] if s["pvmm_label"].startswith("team window")}
 
     def rank_main(rank):
         try:
@@ -216,7 +219,8 @@ def test_team_windows_show_each_peers_imported_memory():
     assert not errors, errors
     snap = seen["snap"]
     check_schema(snap)
-    windows = [s for s in snap["segments"] if s["pvmm_label"].startswith("team window")]
+    windows = [s for s in snap["segments"]
+               if s["pvmm_label"].startswith("team window") and s["address"] not in earlier]
     assert len(windows) == 2, [s["pvmm_label"] for s in snap["segments"]]
     for w in windows:
         labels = [b["pvmm_label"] for b in w["blocks"] if b["state"] == "active_allocated"]
