@@ -15,6 +15,8 @@
 
 #include "driver.hpp"
 
+#include "backend/fork_guard.hpp"
+
 namespace pvmm::cuda {
 namespace {
 
@@ -88,6 +90,7 @@ void load(driver_state& s) {
     return;
   }
   s.available = true;
+  detail::note_driver_initialised();
 }
 
 }  // namespace
@@ -138,6 +141,7 @@ error failure(CUresult rc, const char* call, std::string hint, errc code) {
   e.native_name = error_name(rc);
   e.native_code = static_cast<long long>(rc);
   e.hint = std::move(hint);
+  detail::explain_fork(e);
   return e;
 }
 

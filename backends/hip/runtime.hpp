@@ -39,6 +39,7 @@
 #include <pvmm/stream.hpp>
 
 #include "backend/error_helpers.hpp"
+#include "backend/fork_guard.hpp"
 #include "backend/native_handle.hpp"
 
 namespace pvmm::detail::backend::hip {
@@ -97,6 +98,7 @@ inline const runtime_state& runtime() {
       s.reason = fmt::format("no GPU for {}: hipGetDeviceCount returned {}", platform, hipGetErrorName(count_rc));
       return s;
     }
+    note_driver_initialised();
     s.available = true;
     return s;
   }();
@@ -129,6 +131,7 @@ inline error failure(hipError_t rc, const char* call, std::string hint = {}, err
   e.native_name = hipGetErrorName(rc);
   e.native_code = static_cast<long long>(rc);
   e.hint = std::move(hint);
+  explain_fork(e);
   return e;
 }
 
