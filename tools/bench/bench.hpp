@@ -102,6 +102,8 @@ extern int trace_slack;         ///< the caching allocator's slack_percent; -1: 
 extern int trace_chunk_mib;     ///< the caching allocator's chunk_size in MiB; 0: the library's default
 /// pvmm::sleeping_allocator's sleep and wake against the bus, per policy (sleep.cpp).
 void sleep_bench();
+/// pvmm-bench sleep's first rows: page-locking `bytes` of fresh host memory three ways (bench/sleep_floor.cpp).
+void sleep_floor(std::size_t bytes);
 extern double sleep_gib;             ///< bytes slept and woken (--sleep-gib)
 extern std::size_t sleep_block_mib;  ///< one allocation (--sleep-block-mib)
 extern int sleep_cycles;             ///< sleep/wake cycles, the first reported apart (--sleep-cycles)

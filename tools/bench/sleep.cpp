@@ -72,6 +72,7 @@ void sleep_bench() {
   const std::size_t words = block / sizeof(std::uint64_t);
   fmt::print("\nsleep: {:.2f} GiB in {} x {} MiB, {} cycles (first, then the median of the rest)\n",
              static_cast<double>(total) / gib, blocks, sleep_block_mib, sleep_cycles);
+  sleep_floor(total);
   auto s = pvmm::stream::create(0);
   check(s.has_value(), "stream::create");
   // The bus: one pinned buffer holding every block's bytes, D2H then H2D on one stream.
