@@ -80,7 +80,8 @@ struct memory_snapshot {
 };
 
 /// What this process holds through pvmm now, plus the recorded history. errc::out_of_memory when memory for the
-/// description itself ran out.
+/// description itself ran out. First lets go of what finished stream work held (a window released while signal
+/// work was queued on it), as query_live_objects does: that may tear the window down on this thread.
 result<memory_snapshot> take_memory_snapshot();
 
 /// The snapshot as the bytes of a pickle (protocol 2) of PyTorch's snapshot dictionary.

@@ -20,7 +20,9 @@ void bind_snapshot(nb::module_& m) {
       [] {
         std::string bytes;
         {
-          nb::gil_scoped_release unlocked;  // pvmm's locks only, no user code: the GIL stays outermost
+          // Without the GIL: letting go of what finished stream work held may tear down a released window and its
+          // team's bootstrap, a Python store (which takes the GIL itself); the GIL stays outermost.
+          nb::gil_scoped_release unlocked;
           auto s = unwrap(pvmm::take_memory_snapshot());
           bytes = unwrap(pvmm::snapshot_pickle(s));
         }

@@ -25,5 +25,5 @@ def test_the_module_exports_its_entry_point_and_the_allocators_c_entry_points_on
     if shutil.which("nm") is None:
         pytest.fail("nm (binutils) is not installed: tools/setup.sh installs it")
     exported = defined_dynamic_symbols(str(_pvmm.__file__))
-    assert exported == EXPECTED, sorted(exported - EXPECTED)[:20]
+    assert exported == EXPECTED, ("extra", sorted(exported - EXPECTED)[:20], "missing", sorted(EXPECTED - exported))
     assert pvmm.BACKEND  # the module loaded

@@ -1,7 +1,8 @@
 // What a stream's host function saw finish is let go of on a caller's thread, never inside the host function: CUDA
 // and HIP forbid API calls there, and letting go of the last reference to a window tears it down (unmaps, frees,
 // drops the caller's bootstrap: user code). A host function only lists what it held; the next pvmm call that may
-// tear down (an enqueue of signal work, a team's or window's release, query_live_objects) deletes the list.
+// tear down (an enqueue of signal work, a team's or window's release, query_live_objects, take_memory_snapshot)
+// deletes the list.
 #pragma once
 
 #include <memory>

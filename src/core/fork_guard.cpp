@@ -1,5 +1,5 @@
-// backend/fork_guard.hpp: a flag the fork handler sets (no system call on the way of a failure) and the pid that
-// initialised the driver, for the hint.
+// backend/fork_guard.hpp: a flag the fork handler sets (a failure outside a forked child costs one relaxed load) and
+// the pid that initialised the driver, for the hint.
 #include "backend/fork_guard.hpp"
 
 #include <pthread.h>
@@ -39,7 +39,7 @@ void explain_fork(error& e) noexcept {
         "work in a forked child: start GPU processes with exec (posix_spawn, subprocess, Python multiprocessing's "
         "'spawn' or 'forkserver' method)",
         static_cast<long>(::getpid()), initialised_by.load(std::memory_order_relaxed));
-  } catch (const std::bad_alloc&) {  // the code says it; the hint is a nicety
+  } catch (...) {  // the code says it; the hint is a nicety
   }
 }
 

@@ -114,9 +114,13 @@ status attach_signals(const team& members, window_state& w, int channels, deadli
                   op.step("create the signal pads", [&] { return symmetric_window::create(members, pad_options); }));
   window_access::of(pads)->keep_peers_on_abort.store(true, std::memory_order_release);
   // Named apart from the window it serves: a memory snapshot shows one "team window" per window the caller made.
-  window_access::of(pads)->label.set(pads.base(), fmt::format("signal pads of a team window of rank {} of {}: {} "
-                                                              "channel(s), rank r's pads at r * {:#x}",
-                                                              members.rank(), n, channels, pads.stride()));
+  // A label is a nicety: no memory for its text leaves the pads unlabelled, never this rank out of the step.
+  try {
+    window_access::of(pads)->label.set(pads.base(), fmt::format("signal pads of a team window of rank {} of {}: {} "
+                                                                "channel(s), rank r's pads at r * {:#x}",
+                                                                members.rank(), n, channels, pads.stride()));
+  } catch (...) {
+  }
   std::optional<error> failed;
   std::unique_ptr<window_signals> s;
   auto prepared = no_throw<status>(op.name(), [&]() -> status {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
@@ -51,6 +52,19 @@ unsigned char* fresh(std::size_t bytes, bool huge, unsigned threads, void*& raw,
   return p;
 }
 
+/// This process's anonymous memory on transparent huge pages now, bytes (/proc/self/smaps_rollup; 0 unknown): the
+/// kernel may ignore MADV_HUGEPAGE (THP "never", no free huge page), and the row says what it got.
+std::size_t huge_bytes() {
+  std::FILE* f = std::fopen("/proc/self/smaps_rollup", "r");
+  if (!f) return 0;
+  char line[256];
+  std::size_t kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "AnonHugePages: %zu kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib << 10;
+}
+
 void row(const char* what, std::size_t bytes, double fault_s, double lock_s) {
   const double all = fault_s + lock_s;
   fmt::print("    {:<52} {:7.3f} s {:6.1f} GiB/s   (faulting in {:.3f} s, page-locking {:.3f} s)\n", what, all,
@@ -75,9 +89,12 @@ void sleep_floor(std::size_t bytes) {
     const unsigned threads = huge ? 8 : 1;
     std::size_t mapped = 0;
     void* raw = nullptr;
+    const std::size_t huge_before = huge_bytes();
     auto t = clock_type::now();
     unsigned char* p = fresh(bytes, huge, threads, raw, mapped);
     const double fault_s = seconds_since(t);
+    const std::size_t huge_after = huge_bytes();
+    const std::size_t on_huge = huge_after > huge_before ? huge_after - huge_before : 0;
     t = clock_type::now();
     auto r = pvmm::host_registration::create(p, bytes, o);
     const double lock_s = seconds_since(t);
@@ -87,6 +104,7 @@ void sleep_floor(std::size_t bytes) {
       row(huge ? "2 MiB pages, 8 threads fault in, host_registration"
                : "4 KiB pages, 1 thread faults in, host_registration",
           bytes, fault_s, lock_s);
+      fmt::print("      of which on 2 MiB pages: {:.2f} GiB\n", static_cast<double>(on_huge) / gib);
       check(r->release().has_value(), "host_registration::release (floor)");
     }
     ::munmap(raw, mapped);

@@ -103,11 +103,12 @@ TEST_SUITE("devices") {
       if (made) ::_exit(2);
       const auto& e = made.error();
       std::printf("forked child: %s\n", e.message().c_str());
+      std::fflush(stdout);  // _exit flushes nothing
       ::_exit(e.code == errc::backend_unavailable && e.hint.find("forked") != std::string::npos ? 0 : 3);
     }
     int status = 0;
     REQUIRE(::waitpid(child, &status, 0) == child);
-    REQUIRE(WIFEXITED(status));
+    REQUIRE_MESSAGE(WIFEXITED(status), "the child died of signal " << WTERMSIG(status));
     CHECK_MESSAGE(WEXITSTATUS(status) == 0, "the child's answer: exit " << WEXITSTATUS(status)
                                                                         << " (1: host failed, 2: a GPU child "
                                                                            "allocated, 3: another error or hint)");
