@@ -87,6 +87,10 @@ struct caching_options {
   /// physical memory of their own, only address space and page-table entries) before a miss unmaps those the
   /// host has seen complete, down to it. 0: max(4 x reserved, 16 GiB). Giving back unmaps them all.
   std::size_t max_ghost_bytes = 0;
+  /// A miss whose request a cached block at the end of its region's mapped run would fit once grown maps only the
+  /// chunks it lacks after it (each region reserves address space to grow into) rather than a new region of every
+  /// chunk the request needs. false: every miss stitches a new region (C++ only for now: C and Python get true).
+  bool grow_in_place = true;
 };
 
 /// What a caching allocator holds and has done.

@@ -237,7 +237,7 @@ struct caching_allocator::state {
   bool within_slack(std::size_t extra) const;
   /// The first half of making `count` chunks idle: whether new chunks fit in the slack (the result); if not, chunks
   /// of cached blocks (harvest). out_of_memory where the chunks still missing would pass max_reserved.
-  result<bool> make_room(std::size_t count, std::uint32_t on, const detail::operation& op);
+  result<bool> make_room(std::size_t count, bool slack, std::uint32_t on, const detail::operation& op);
   /// The second half: new chunks until `count` are idle; where growing into the slack finds the device full, the
   /// cached blocks' chunks first, as without slack.
   status fill_idle(std::size_t count, bool grow, std::uint32_t on, const detail::operation& op);
