@@ -82,9 +82,10 @@ void register_heap(heaps* h, std::size_t index) noexcept {
   } catch (...) {  // std::bad_alloc: this mapping goes unregistered
     return;
   }
+  const nvtxDomainHandle_t d = domain();
   heap_desc desc;
-  if (h->heap[index] != nullptr || !make_heap_desc(desc, h->base + index * h->chunk, h->chunk)) return;
-  const nvtxMemHeapHandle_t made = nvtxMemHeapRegister(domain(), &desc.desc);
+  if (d == nullptr || h->heap[index] != nullptr || !make_heap_desc(desc, h->base + index * h->chunk, h->chunk)) return;
+  const nvtxMemHeapHandle_t made = nvtxMemHeapRegister(d, &desc.desc);
   if (!no_heap(made)) h->heap[index] = made;
 }
 
