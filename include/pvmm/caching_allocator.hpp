@@ -16,10 +16,12 @@
 //   a multiple of 512 B and takes the smallest cached block that fits (best fit, one pool for all sizes: the
 //   fragments large blocks leave serve small requests), split at 512 B; the rest stays cached. A freed block
 //   merges with its free address neighbours (PyTorch's splitting and merging, without its small/large pools: a
-//   partly used chunk is what costs reserved bytes, and one pool leaves fewer). A miss stitches ceil(size / chunk)
-//   chunks into a new region: new chunks while the bytes held stay within the slack (slack_percent of the live
-//   high mark, against map/unmap churn), else chunks of free blocks s may use, then new ones; what the request
-//   leaves is cached;
+//   partly used chunk is what costs reserved bytes, and one pool leaves fewer). A miss first looks for a free block
+//   s may use that ends its region's mapped run with enough reserved address space after it (each region reserves
+//   room to grow): grown in place, only the chunks it lacks are mapped after it (chunks of other free blocks s may
+//   use, then new ones). Else it stitches ceil(size / chunk) chunks into a new region: new chunks while the bytes
+//   held stay within the slack (slack_percent of the live high mark, against map/unmap churn), else chunks of free
+//   blocks s may use, then new ones. What the request leaves is cached;
 // - deallocate(p, s) gives the block back in s's order, where s is the stream of its last use; it makes no driver
 //   call. s == the stream it was allocated on (its home): reusable there at once. s != home (an FSDP-style free,
 //   or PyTorch's record_stream): the block waits for an event on s, recorded at the next allocation (any stream)
@@ -87,6 +89,10 @@ struct caching_options {
   /// physical memory of their own, only address space and page-table entries) before a miss unmaps those the
   /// host has seen complete, down to it. 0: max(4 x reserved, 16 GiB). Giving back unmaps them all.
   std::size_t max_ghost_bytes = 0;
+  /// A miss whose request a cached block at the end of its region's mapped run would fit once grown maps only the
+  /// chunks it lacks after it (each region reserves address space to grow into) rather than a new region of every
+  /// chunk the request needs. false: every miss stitches a new region (C++ only for now: C and Python get true).
+  bool grow_in_place = true;
 };
 
 /// What a caching allocator holds and has done.
@@ -98,13 +104,13 @@ struct caching_stats {
   std::uint64_t live_blocks = 0;       ///< blocks allocated and not deallocated
   std::uint64_t cached_blocks = 0;     ///< blocks held for reuse
   std::uint64_t cache_hits = 0;        ///< allocations served by a cached block
-  std::uint64_t stitches = 0;          ///< regions built from chunks (a range reserved, its chunks mapped, one grant)
+  std::uint64_t stitches = 0;          ///< misses that mapped chunks: a region built, or one grown in place
   std::uint64_t chunks_reused = 0;     ///< chunks of a stitch that were held already (idle, or unmapped for it)
   std::uint64_t waits = 0;             ///< reuses that made a stream wait for a pending free
   std::uint64_t pressure_retries = 0;  ///< allocations retried after giving back the cache
   // Driver calls, by kind:
   std::uint64_t chunks_created = 0;  ///< physical chunks created
-  std::uint64_t maps = 0;            ///< chunk mappings (one per chunk of a stitch)
+  std::uint64_t maps = 0;            ///< chunk mappings (one per chunk a stitch or a growth maps)
   std::uint64_t unmaps = 0;          ///< unmap calls (one per chunk: ghosts past max_ghost_bytes, give-back)
   std::uint64_t event_records = 0;   ///< events recorded (cross-stream frees: one a stream an allocation; fences)
   std::uint64_t event_queries = 0;   ///< event and stream queries

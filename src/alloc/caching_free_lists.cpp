@@ -99,7 +99,7 @@ auto caching_allocator::state::find_or_make(std::size_t bytes, std::uint32_t c, 
   }
   auto whole = detail::checked_round_up(bytes, chunk);
   if (!whole) return op.fail(errc::out_of_memory, "the size rounded up to whole chunks exceeds the address space");
-  auto made = stitch(*whole / chunk, st.live + bytes, c, op);
+  auto made = stitch(bytes, *whole / chunk, st.live + bytes, c, op);
   if (!made) return std::move(made).error();
   return take_fresh(*made, c, bytes);
 }

@@ -1,5 +1,5 @@
-// The caching allocator's regions: chunks created, stitched into ranges, harvested from cached blocks, unmapped
-// and given back.
+// The caching allocator's regions: chunks created, harvested from cached blocks, unmapped and given back
+// (stitching them into regions: caching_stitch.cpp).
 #include <algorithm>
 #include <utility>
 
@@ -166,81 +166,6 @@ auto caching_allocator::state::within_slack(std::size_t extra) const -> bool {
   const std::uint64_t cap = live_high + std::max(live_high / 100 * options.slack_percent, std::uint64_t{2} * chunk);
   const std::uint64_t after = std::uint64_t{chunks_held + extra} * chunk;
   return after <= cap && (!options.max_reserved || after <= options.max_reserved);
-}
-
-auto caching_allocator::state::stitch(std::size_t count, std::uint64_t live_after, std::uint32_t on,
-                                      const detail::operation& op) -> result<block*> {
-  // A failed stitch leaves the allocator as it found it: the slack's measure as it was, no chunk it created held.
-  const std::uint64_t live_high_before = live_high;
-  const std::uint64_t created_at_start = st.chunks_created;
-  auto made = stitch_or_fail(count, live_after, on, op);
-  if (!made) {
-    live_high = live_high_before;
-    if (st.chunks_created != created_at_start) release_idle_chunks();
-  }
-  return made;
-}
-
-auto caching_allocator::state::stitch_or_fail(std::size_t count, std::uint64_t live_after, std::uint32_t on,
-                                              const detail::operation& op) -> result<block*> {
-  const std::size_t ghosts_before = ghosts.size();
-  live_high = std::max(live_high, live_after);  // the slack's measure, this request's bytes included
-  // Hysteresis: within the slack, new chunks rather than chunks cut out of cached blocks (each of those is
-  // mapped again here and later unmapped at its old place, and its block's range is cut).
-  const bool grow = idle_chunks.size() < count && within_slack(count - idle_chunks.size());
-  if (idle_chunks.size() < count && !grow)
-    if (auto ok = harvest(count, on, op); !ok) return std::move(ok).error();
-  const std::size_t missing = count - std::min(count, idle_chunks.size());
-  if (options.max_reserved && (chunks_held + missing) * chunk > options.max_reserved)
-    return op.fail(errc::out_of_memory, fmt::format("holding {:#x} bytes; {} more chunks would pass max_reserved {:#x}",
-                                                    std::uint64_t{chunks_held} * chunk, missing, options.max_reserved));
-  // The range first: an impossible size fails there, before any chunk is created for it.
-  auto range = detail::caching::timed(st.stitch_ns, [&] { return address_reservation::reserve(count * chunk); });
-  if (!range) return op.wrap(std::move(range).error());
-  const std::uint64_t created_before = st.chunks_created;
-  if (auto made = create_chunks(count); !made) {
-    // Growing into the slack failed (the device is full): the cached blocks' chunks, as without slack.
-    if (!grow || made.code() != errc::out_of_memory) return op.wrap(std::move(made).error());
-    if (auto ok = harvest(count, on, op); !ok) return std::move(ok).error();
-    if (auto again = create_chunks(count); !again) return op.wrap(std::move(again).error());
-  }
-  // Chunks taken as ghosts may still be in use in `on`'s order: the new region is gated on `on` (a fresh mark).
-  const gate fresh = ghosts.size() > ghosts_before ? gate{on, ++streams[on].mark} : gate{};
-  auto r = std::make_unique<region>();
-  r->range = std::move(*range);
-  r->chunks.resize(count);
-  auto roll_back = [&] {  // the chunks it mapped go idle again; the range goes with r
-    for (std::size_t i = r->mapped; i-- > 0;) {
-      (void)r->range.unmap(i * chunk, chunk);
-      idle_chunks.push_back(std::move(r->chunks[i]));
-    }
-  };
-  auto mapped = detail::caching::timed(st.stitch_ns, [&]() -> status {
-    for (std::size_t i = 0; i < count; ++i) {
-      ++st.maps;
-      if (auto at = r->range.map(i * chunk, idle_chunks.back(), 0, chunk); !at) return std::move(at).error();
-      r->chunks[i] = std::move(idle_chunks.back());
-      idle_chunks.pop_back();
-      ++r->mapped;
-    }
-    return r->range.set_access(0, count * chunk, {grant});
-  });
-  if (!mapped) {
-    roll_back();
-    return op.wrap(std::move(mapped).error());
-  }
-  ++st.stitches;
-  const std::size_t reused = count - static_cast<std::size_t>(st.chunks_created - created_before);
-  st.chunks_reused += reused;
-  block* b = new_block();
-  b->ptr = static_cast<char*>(r->range.address());
-  b->size = count * chunk;
-  b->reg = r.get();
-  b->home = on;
-  b->gates[0] = fresh;
-  r->nvtx.reset(detail::observe::nvtx::open(r->range.address(), chunk, count));  // a heap per mapping
-  regions.push_back(std::move(r));
-  return b;
 }
 
 auto caching_allocator::state::give_back_everything(const detail::operation* op) -> status {

@@ -235,10 +235,25 @@ struct caching_allocator::state {
   /// Whether `extra` new chunks keep the bytes held within the slack: slack_percent of the high mark of live
   /// bytes above that mark, and at least two chunks above it.
   bool within_slack(std::size_t extra) const;
-  /// A new region of `count` chunks mapped back to back: idle chunks first, then chunks of cached blocks
-  /// (harvest), then new ones. Its one block (whole) is returned, not cached.
-  result<block*> stitch(std::size_t count, std::uint64_t live_after, std::uint32_t on, const detail::operation& op);
-  result<block*> stitch_or_fail(std::size_t count, std::uint64_t live_after, std::uint32_t on,
+  /// The first half of making `count` chunks idle: whether new chunks fit in the slack (the result); if not, chunks
+  /// of cached blocks (harvest). out_of_memory where the chunks still missing would pass max_reserved.
+  result<bool> make_room(std::size_t count, bool slack, std::uint32_t on, const detail::operation& op);
+  /// The second half: new chunks until `count` are idle; where growing into the slack finds the device full, the
+  /// cached blocks' chunks first, as without slack.
+  status fill_idle(std::size_t count, bool grow, std::uint32_t on, const detail::operation& op);
+  /// Maps `n` idle chunks at slots [first, first + n) of r, one grant over them; a failure unmaps what it mapped.
+  status map_chunks(region& r, std::size_t first, std::size_t n);
+  /// Slots a new region of `count` chunks reserves: its chunks and address space after them to grow into.
+  std::size_t slots_for(std::size_t count) const;
+  /// The cached block stream c may use now that, grown in place by whole chunks mapped after it, fits `bytes` with
+  /// the fewest new mappings (fewer than a new region's `count`); null if none. `add`: the chunks it lacks.
+  block* growable(std::size_t bytes, std::size_t count, std::uint32_t c, std::size_t* add);
+  /// On a miss for `bytes` (`count` chunks): a cached block at the end of its region's mapped run grown in place
+  /// (only the chunks it lacks mapped after it), else a new region of `count` chunks mapped back to back. Its
+  /// chunks: gather. The block (whole) is returned, not cached.
+  result<block*> stitch(std::size_t bytes, std::size_t count, std::uint64_t live_after, std::uint32_t on,
+                        const detail::operation& op);
+  result<block*> stitch_or_fail(std::size_t bytes, std::size_t count, std::uint64_t live_after, std::uint32_t on,
                                 const detail::operation& op);
 
   // ---- allocation ----

@@ -76,6 +76,19 @@ void unregister_heap(heaps* h, std::size_t index) noexcept {
   h->heap[index] = nullptr;
 }
 
+void register_heap(heaps* h, std::size_t index) noexcept {
+  try {
+    if (index >= h->heap.size()) h->heap.resize(index + 1, nullptr);
+  } catch (...) {  // std::bad_alloc: this mapping goes unregistered
+    return;
+  }
+  const nvtxDomainHandle_t d = domain();
+  heap_desc desc;
+  if (d == nullptr || h->heap[index] != nullptr || !make_heap_desc(desc, h->base + index * h->chunk, h->chunk)) return;
+  const nvtxMemHeapHandle_t made = nvtxMemHeapRegister(d, &desc.desc);
+  if (!no_heap(made)) h->heap[index] = made;
+}
+
 void unregister_heaps(heaps* h) noexcept {
   for (std::size_t i = 0; i < h->heap.size(); ++i) unregister_heap(h, i);
   delete h;
@@ -106,6 +119,7 @@ void unregister_region(heaps* h, const void* address, std::size_t size) noexcept
 heaps* register_heaps(const void*, std::size_t, std::size_t) noexcept { return nullptr; }
 void unregister_heaps(heaps* h) noexcept { delete h; }
 void unregister_heap(heaps*, std::size_t) noexcept {}
+void register_heap(heaps*, std::size_t) noexcept {}
 void register_region(heaps*, const void*, std::size_t) noexcept {}
 void unregister_region(heaps*, const void*, std::size_t) noexcept {}
 #endif

@@ -61,6 +61,7 @@ inline std::vector<piece> pieces(const char* base, std::size_t chunk, std::size_
 heaps* register_heaps(const void* base, std::size_t chunk, std::size_t count) noexcept;
 void unregister_heaps(heaps* h) noexcept;
 void unregister_heap(heaps* h, std::size_t index) noexcept;
+void register_heap(heaps* h, std::size_t index) noexcept;
 void register_region(heaps* h, const void* address, std::size_t size) noexcept;
 void unregister_region(heaps* h, const void* address, std::size_t size) noexcept;
 
@@ -68,6 +69,10 @@ void unregister_region(heaps* h, const void* address, std::size_t size) noexcept
 /// range). Null too where no tool listens.
 inline heaps* open(const void* base, std::size_t chunk, std::size_t count) noexcept {
   return __builtin_expect(enabled.load(std::memory_order_relaxed), 0) ? register_heaps(base, chunk, count) : nullptr;
+}
+/// After mapping `index` of the range was mapped (a region grown in place): its heap, where the range has heaps.
+inline void add_chunk(heaps* h, std::size_t index) noexcept {
+  if (__builtin_expect(h != nullptr, 0)) register_heap(h, index);
 }
 /// Before mapping `index` of the range is unmapped.
 inline void drop_chunk(heaps* h, std::size_t index) noexcept {

@@ -2,7 +2,8 @@
 // cuMemSetAccess recording themselves. A stitch of k chunks (docs/design.md, "Caching allocator") maps each chunk
 // at its place in a new range and grants access once, in one cuMemSetAccess over the whole range (CUDA accepts a
 // range of several adjacent mappings of one reservation: backend_traits::set_access_spans_mappings): the grant is
-// what a stitch pays for on a GPU (tens of microseconds a call), so k chunks must make 1 grant call, not k.
+// what a stitch pays for on a GPU (tens of microseconds a call), so k chunks must make 1 grant call, not k. A region
+// grown in place maps only the chunks it lacks after its last block and grants once over only those.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -64,7 +65,9 @@ void check_stitched(const void* p, std::size_t k, std::size_t chunk) {
 TEST_CASE("caching allocator: a block stitched from new chunks is granted in one call over its whole range") {
   const pvmm::cuda::fake::installed_table driver(recording_table());
   auto s = pvmm::stream::create(0).value();
-  auto cache = pvmm::caching_allocator::create({}).value();
+  pvmm::caching_options o;
+  o.grow_in_place = false;  // else each request grows the last one's region (the last case)
+  auto cache = pvmm::caching_allocator::create(o).value();
   const std::size_t chunk = cache.chunk_size();
   for (std::size_t k : {std::size_t{1}, std::size_t{3}, std::size_t{7}}) {
     CAPTURE(k);
@@ -82,7 +85,8 @@ TEST_CASE("caching allocator: chunks harvested from cached blocks of several reg
   const pvmm::cuda::fake::installed_table driver(recording_table());
   auto s = pvmm::stream::create(0).value();
   pvmm::caching_options o;
-  o.slack_percent = 0;  // a miss cuts chunks out of cached blocks before it creates any
+  o.slack_percent = 0;      // a miss cuts chunks out of cached blocks before it creates any
+  o.grow_in_place = false;  // else one of them grows by the others' chunks (the next case)
   auto cache = pvmm::caching_allocator::create(o).value();
   const std::size_t chunk = cache.chunk_size();
   constexpr std::size_t k = 4;
@@ -98,6 +102,30 @@ TEST_CASE("caching allocator: chunks harvested from cached blocks of several reg
   CHECK(after.chunks_reused == before.chunks_reused + k);
   CHECK(after.chunks_created == before.chunks_created);
   check_stitched(big, k, chunk);
+  REQUIRE(cache.deallocate(big, s).has_value());
+  REQUIRE(cache.release().has_value());
+  REQUIRE(s.release().has_value());
+}
+
+TEST_CASE("caching allocator: a region grown in place maps only the chunks it lacks, one grant over only them") {
+  const pvmm::cuda::fake::installed_table driver(recording_table());
+  auto s = pvmm::stream::create(0).value();
+  auto cache = pvmm::caching_allocator::create({}).value();
+  const std::size_t chunk = cache.chunk_size();
+  void* p = cache.allocate(2 * chunk, s).value();
+  REQUIRE(cache.deallocate(p, s).has_value());
+  const auto before = cache.stats();
+  clear();
+  void* big = cache.allocate(5 * chunk - 1000, s).value();  // p's block, grown by three chunks mapped after it
+  CHECK(big == p);
+  const auto at = reinterpret_cast<CUdeviceptr>(p) + 2 * chunk;
+  CHECK(maps.size() == 3);
+  REQUIRE(grants.size() == 1);
+  CHECK(grants[0].address == at);
+  CHECK(grants[0].size == 3 * chunk);
+  CHECK(back_to_back(at, 3 * chunk));
+  CHECK(cache.stats().stitches == before.stitches + 1);
+  CHECK(cache.stats().maps == before.maps + 3);
   REQUIRE(cache.deallocate(big, s).has_value());
   REQUIRE(cache.release().has_value());
   REQUIRE(s.release().has_value());

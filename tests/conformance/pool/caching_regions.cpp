@@ -16,7 +16,7 @@ using namespace std::chrono_literals;
 PVMM_CASE("caching allocator: idle chunks of freed blocks are stitched into a larger range, not reserved again") {
   PVMM_REQUIRE_CACHING();
   auto s = stream::create(0).value();  // before the allocator: its cache records events on it
-  auto a = make();
+  auto a = make(true, 0, 8, false);    // grown in place instead: the next case
   const std::size_t c = a.chunk_size();
   void* x = a.allocate(2 * c, s).value();
   void* y = a.allocate(2 * c, s).value();
@@ -196,7 +196,7 @@ PVMM_CASE(
 PVMM_CASE("caching allocator: chunks still in use in the taking stream's order are stitched, not created again") {
   PVMM_REQUIRE_CACHING();
   auto s = stream::create(0).value();
-  auto a = make(false, 0, 0);
+  auto a = make(false, 0, 0, false);  // a new region, not x grown in place
   const std::size_t c = a.chunk_size();
   void* x = a.allocate(2 * c, s).value();
   round_trip(x, 2 * c, s, 1);
@@ -233,6 +233,7 @@ PVMM_CASE("caching allocator: ghosts stay mapped on misses until their address s
     caching_options o;
     o.slack_percent = 0;
     o.max_ghost_bytes = bound_chunks * c;
+    o.grow_in_place = false;  // else each request grows the last one's region by one chunk: no ghost
     auto a = caching_allocator::create(o).value();
     for (std::size_t k = 2; k <= 4; ++k) PVMM_CHECK_OK(a.deallocate(a.allocate(k * c, s).value(), s));
     PVMM_CHECK_OK(s.synchronize());
@@ -280,10 +281,10 @@ PVMM_CASE("caching allocator: a miss within the slack creates chunks, so a free/
     n.end = a.stats();
     return n;
   };
-  auto cutting = make(true, 0, 0);
+  auto cutting = make(true, 0, 0, false);  // grown in place, a region needs no cut: no churn either
   const auto cut = cycles(cutting);
   CHECK(cut.end.maps > cut.warm.maps);  // the churn the slack removes
-  auto a = make();
+  auto a = make(true, 0, 8, false);
   const std::size_t c = a.chunk_size();
   const auto n = cycles(a);
   CHECK(n.end.maps == n.warm.maps);

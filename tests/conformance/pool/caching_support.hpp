@@ -31,8 +31,10 @@ inline void round_trip(void* p, std::size_t size, pvmm::stream_ref s, unsigned s
 inline void set_flag(void* p) { static_cast<std::atomic<bool>*>(p)->store(true); }
 
 /// slack_percent 0: a miss cuts chunks out of cached blocks before creating any (the stitching cases).
-inline pvmm::caching_allocator make(bool wait = true, std::size_t max_reserved = 0, unsigned slack_percent = 8) {
+inline pvmm::caching_allocator make(bool wait = true, std::size_t max_reserved = 0, unsigned slack_percent = 8,
+                                    bool grow_in_place = true) {
   pvmm::caching_options o;
+  o.grow_in_place = grow_in_place;
   o.wait_for_pending_frees = wait;
   o.max_reserved = max_reserved;
   o.slack_percent = slack_percent;
