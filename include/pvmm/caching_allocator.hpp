@@ -91,7 +91,8 @@ struct caching_options {
   std::size_t max_ghost_bytes = 0;
   /// A miss whose request a cached block at the end of its region's mapped run would fit once grown maps only the
   /// chunks it lacks after it (each region reserves address space to grow into) rather than a new region of every
-  /// chunk the request needs. false: every miss stitches a new region (C++ only for now: C and Python get true).
+  /// chunk the request needs. false: every miss stitches a new region (C: pvmm_caching_options::grow_in_place,
+  /// Python: CachingAllocator(grow_in_place=...)).
   bool grow_in_place = true;
 };
 

@@ -165,7 +165,7 @@ void bind_caching(nb::module_& m) {
       .def(
           "__init__",
           [](py_caching* self, int device, std::size_t chunk_size, std::size_t max_reserved,
-             bool wait_for_pending_frees, unsigned slack_percent, std::size_t max_ghost_bytes) {
+             bool wait_for_pending_frees, unsigned slack_percent, std::size_t max_ghost_bytes, bool grow_in_place) {
             pvmm::caching_options o;
             o.device = device;
             o.chunk_size = chunk_size;
@@ -173,10 +173,12 @@ void bind_caching(nb::module_& m) {
             o.wait_for_pending_frees = wait_for_pending_frees;
             o.slack_percent = slack_percent;
             o.max_ghost_bytes = max_ghost_bytes;
+            o.grow_in_place = grow_in_place;
             init_holding(self, pvmm::caching_allocator::create(o));
           },
           "device"_a = 0, "chunk_size"_a = 0, "max_reserved"_a = 0, "wait_for_pending_frees"_a = true,
-          "slack_percent"_a = 8, "max_ghost_bytes"_a = 0, "The options of pvmm::caching_options (0: its defaults).")
+          "slack_percent"_a = 8, "max_ghost_bytes"_a = 0, "grow_in_place"_a = true,
+          "The options of pvmm::caching_options (0: its defaults).")
       .def(
           "allocate",
           [](const py_caching& c, std::size_t size, nb::handle stream) {

@@ -203,3 +203,15 @@ def churn(arena):
 race(lambda: pvmm.GrowableArena(reserve_size=64 * MIB, chunk_size=2 * MIB), lambda a: [churn(a) for _ in range(4)])
 report()
 """, timeout=120))
+
+
+@pytest.mark.parametrize("grow, maps", [(True, 1), (False, 2)])
+def test_caching_allocator_grows_a_region_in_place_unless_told_not_to(stream, grow, maps):
+    """A free 4 MiB block at the end of its region and an 8 MiB request: grown in place, one chunk is mapped after
+    it; with grow_in_place=False, a new region of two chunks is stitched."""
+    with pvmm.CachingAllocator(chunk_size=4 * MIB, grow_in_place=grow) as cache:
+        cache.free(cache.allocate(4 * MIB, stream), stream)
+        before = cache.stats()["maps"]
+        p = cache.allocate(8 * MIB, stream)
+        assert cache.stats()["maps"] - before == maps
+        cache.free(p, stream)

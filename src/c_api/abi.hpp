@@ -26,6 +26,10 @@ template <>
 struct first_published<pvmm_bootstrap_ops> {
   static constexpr std::size_t size = offsetof(pvmm_bootstrap_ops, abort_status);  // appended in 0.2
 };
+template <>
+struct first_published<pvmm_caching_options> {
+  static constexpr std::size_t size = offsetof(pvmm_caching_options, grow_in_place);  // appended in 0.2
+};
 
 /// struct_size is one this library can read: from the first published size of T up to its own.
 template <class T>
@@ -77,6 +81,19 @@ pvmm_status optional_options_entry(const char* operation, const C* options, C de
     if (options != nullptr && !size_readable<C>(options->struct_size))
       return wrong_size(operation, c_name, options->struct_size, first_published<C>::size, sizeof(C));
     return make(options != nullptr ? *options : defaults);
+  });
+}
+
+/// optional_options_entry over a struct that grew: its struct_size checked from the first published size up, its
+/// prefix read over `defaults` (read_prefix), NULL read as `defaults`.
+template <class C, class Handle, class Make>
+pvmm_status grown_options_entry(const char* operation, const C* options, C defaults, const char* c_name, Handle* out,
+                                Make&& make) noexcept {
+  return guard(operation, [&]() -> pvmm_status {
+    if (out == nullptr) return null_argument(operation, "out");
+    if (options != nullptr && !size_readable<C>(options->struct_size))
+      return wrong_size(operation, c_name, options->struct_size, first_published<C>::size, sizeof(C));
+    return make(options != nullptr ? read_prefix(*options, defaults) : defaults);
   });
 }
 

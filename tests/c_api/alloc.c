@@ -38,7 +38,7 @@ static void caching(pvmm_stream_ref on) {
   CHECK_STATUS(pvmm_caching_deallocate(c, p, on), pvmm_status_invalid_argument, "already given back");
   CHECK_STATUS(pvmm_caching_allocate(c, 0, on, &p), pvmm_status_invalid_size, "size is 0");
   CHECK_STATUS(pvmm_caching_allocate(c, 1, on, NULL), pvmm_status_invalid_argument, "out");
-  size_t small = offsetof(pvmm_caching_stats, live);  /* an "older" caller: a prefix is written, nothing after */
+  size_t small = offsetof(pvmm_caching_stats, live); /* an "older" caller: a prefix is written, nothing after */
   st.live = 12345;
   st.struct_size = small - 1;
   CHECK_STATUS(pvmm_caching_stats_get(c, &st), pvmm_status_version_mismatch, "struct_size");
@@ -47,6 +47,47 @@ static void caching(pvmm_stream_ref on) {
   CHECK_OK(pvmm_caching_release(c));
   CHECK_STATUS(pvmm_caching_release(c), pvmm_status_already_released, "released");
   CHECK_STATUS(pvmm_caching_trim(c), pvmm_status_already_released, "released");
+}
+
+/* pvmm_caching_options as first published: a caller compiled before grow_in_place was appended. */
+typedef struct old_caching_options {
+  size_t struct_size;
+  int device;
+  size_t chunk_size, max_reserved;
+  int wait_for_pending_frees;
+  unsigned slack_percent;
+  size_t max_ghost_bytes;
+} old_caching_options;
+
+/* Chunks the second allocation maps: 4 MiB freed at the end of its region, then 8 MiB asked for (grown in place: 1
+ * chunk; stitched: 2). */
+static uint64_t maps_for_8_after_4(const pvmm_caching_options* o, pvmm_stream_ref on) {
+  pvmm_caching c = {0};
+  void *p = NULL, *q = NULL;
+  pvmm_caching_stats before = PVMM_INIT(pvmm_caching_stats), after = PVMM_INIT(pvmm_caching_stats);
+  CHECK_OK(pvmm_caching_create(o, &c));
+  CHECK_OK(pvmm_caching_allocate(c, 4 * MIB, on, &p));
+  CHECK_OK(pvmm_caching_deallocate(c, p, on));
+  CHECK_OK(pvmm_caching_stats_get(c, &before));
+  CHECK_OK(pvmm_caching_allocate(c, 8 * MIB, on, &q));
+  CHECK_OK(pvmm_caching_stats_get(c, &after));
+  CHECK_OK(pvmm_caching_deallocate(c, q, on));
+  CHECK_OK(pvmm_caching_release(c));
+  return after.maps - before.maps;
+}
+
+static void caching_growth(pvmm_stream_ref on) {
+  pvmm_caching_options o = PVMM_INIT(pvmm_caching_options);
+  CHECK(o.grow_in_place == 1);
+  o.chunk_size = 4 * MIB;
+  CHECK(maps_for_8_after_4(&o, on) == 1);
+  o.grow_in_place = 0;
+  CHECK(maps_for_8_after_4(&o, on) == 2);
+  old_caching_options old = {sizeof(old_caching_options), 0, 4 * MIB, 0, 1, 8, 0};
+  CHECK(maps_for_8_after_4((const pvmm_caching_options*)(const void*)&old, on) == 1); /* read as grow_in_place 1 */
+  o.struct_size = sizeof(old_caching_options) - 8;                                    /* shorter than ever published */
+  pvmm_caching c = {0};
+  CHECK_STATUS(pvmm_caching_create(&o, &c), pvmm_status_version_mismatch, "pvmm_caching_options");
 }
 
 static void arena(void) {
@@ -70,7 +111,7 @@ static void arena(void) {
   CHECK_OK(pvmm_arena_deallocate(a, x));
   CHECK_OK(pvmm_arena_stats_get(a, &st));
   CHECK(st.allocations == 0 && st.mapped_bytes == 0 && st.shrinks == 2);
-  pvmm_caching wrong = {a.id};  /* another kind's handle */
+  pvmm_caching wrong = {a.id}; /* another kind's handle */
   CHECK_STATUS(pvmm_caching_trim(wrong), pvmm_status_invalid_handle, "");
   CHECK_OK(pvmm_arena_release(a));
   CHECK_STATUS(pvmm_arena_allocate(a, 1, &x), pvmm_status_already_released, "released");
@@ -152,6 +193,7 @@ int main(void) {
   CHECK_OK(pvmm_stream_create(0, &stream));
   CHECK_OK(pvmm_stream_native(stream, &on));
   caching(on);
+  caching_growth(on);
   arena();
   sleeping(on);
   CHECK_OK(pvmm_stream_release(stream));

@@ -20,8 +20,10 @@ typedef struct pvmm_caching_options {
   int wait_for_pending_frees; /**< PVMM_INIT: 1 */
   unsigned slack_percent;     /**< PVMM_INIT: 8 */
   size_t max_ghost_bytes;     /**< 0: max(4 x reserved, 16 GiB) */
+  int grow_in_place;          /**< PVMM_INIT: 1; 0: every miss stitches a new region (appended: struct_size may end
+                                   before it, read as 1) */
 } pvmm_caching_options;
-#define PVMM_C_DEFAULTS_pvmm_caching_options(F) F(wait_for_pending_frees, 1) F(slack_percent, 8)
+#define PVMM_C_DEFAULTS_pvmm_caching_options(F) F(wait_for_pending_frees, 1) F(slack_percent, 8) F(grow_in_place, 1)
 
 /** What a caching allocator holds and has done (pvmm::caching_stats; written as far as struct_size holds). */
 typedef struct pvmm_caching_stats {
