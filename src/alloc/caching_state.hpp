@@ -243,6 +243,9 @@ struct caching_allocator::state {
   status fill_idle(std::size_t count, bool grow, std::uint32_t on, const detail::operation& op);
   /// Maps `n` idle chunks at slots [first, first + n) of r, one grant over them; a failure unmaps what it mapped.
   status map_chunks(region& r, std::size_t first, std::size_t n);
+  /// After a miss mapped `n` chunks (a region made or grown): the counters, and the gate its memory needs: chunks
+  /// taken as ghosts (more ghosts than `ghosts_before`) may still be in use in `on`'s order, so a fresh mark of `on`.
+  gate count_miss(std::size_t n, std::uint64_t created_before, std::size_t ghosts_before, std::uint32_t on);
   /// Slots a new region of `count` chunks reserves: its chunks and address space after them to grow into.
   std::size_t slots_for(std::size_t count) const;
   /// The cached block stream c may use now that, grown in place by whole chunks mapped after it, fits `bytes` with

@@ -56,6 +56,13 @@ auto caching_allocator::state::map_chunks(region& r, std::size_t first, std::siz
   return ok;
 }
 
+auto caching_allocator::state::count_miss(std::size_t n, std::uint64_t created_before, std::size_t ghosts_before,
+                                          std::uint32_t on) -> gate {
+  ++st.stitches;
+  st.chunks_reused += n - static_cast<std::size_t>(st.chunks_created - created_before);
+  return ghosts.size() > ghosts_before ? gate{on, ++streams[on].mark} : gate{};
+}
+
 auto caching_allocator::state::slots_for(std::size_t count) const -> std::size_t {
   // Address space is plentiful (47+ bits): four times what the region maps, at least 256 chunks, to grow into.
   const std::size_t most = static_cast<std::size_t>(-1) / chunk;
@@ -127,11 +134,8 @@ auto caching_allocator::state::stitch_or_fail(std::size_t bytes, std::size_t cou
       return std::move(grown).error();
     }
     for (std::size_t i = 0; i < add; ++i) detail::observe::nvtx::add_chunk(r.nvtx.get(), first / chunk + i);
-    ++st.stitches;
-    st.chunks_reused += add - static_cast<std::size_t>(st.chunks_created - created_before);
     tail->size += add * chunk;
-    // Chunks taken as ghosts may still be in use in `on`'s order: the block waits for a fresh mark of `on` too.
-    const gate fresh[2] = {ghosts.size() > ghosts_before ? gate{on, ++streams[on].mark} : gate{}, gate{}};
+    const gate fresh[2] = {count_miss(add, created_before, ghosts_before, on), gate{}};
     merge_gates(tail->gates, fresh, true);  // fits: growable checked that a gate of `on` does
     tail->home = on;
     return tail;
@@ -144,14 +148,11 @@ auto caching_allocator::state::stitch_or_fail(std::size_t bytes, std::size_t cou
   if (!range) return op.wrap(std::move(range).error());
   const std::uint64_t created_before = st.chunks_created;
   if (auto ok = fill_idle(count, *grow, on, op); !ok) return std::move(ok).error();
-  // Chunks taken as ghosts may still be in use in `on`'s order: the new region is gated on `on` (a fresh mark).
-  const gate fresh = ghosts.size() > ghosts_before ? gate{on, ++streams[on].mark} : gate{};
   auto r = std::make_unique<region>();
   r->range = std::move(*range);
   r->chunks.resize(r->range.size() / chunk);
   if (auto ok = map_chunks(*r, 0, count); !ok) return op.wrap(std::move(ok).error());  // the range goes with r
-  ++st.stitches;
-  st.chunks_reused += count - static_cast<std::size_t>(st.chunks_created - created_before);
+  const gate fresh = count_miss(count, created_before, ghosts_before, on);
   block* b = new_block();
   b->ptr = static_cast<char*>(r->range.address());
   b->size = count * chunk;

@@ -71,24 +71,11 @@ pvmm_status options_entry(const char* operation, const C* options, const char* c
   });
 }
 
-/// options_entry over an optional options struct: `out` required; NULL options read as `defaults` (PVMM_INIT's).
+/// options_entry over an optional options struct, which may have grown: `out` required; the caller's prefix read
+/// over `defaults` (PVMM_INIT's; read_prefix), NULL options read as `defaults`.
 template <class C, class Handle, class Make>
 pvmm_status optional_options_entry(const char* operation, const C* options, C defaults, const char* c_name, Handle* out,
                                    Make&& make) noexcept {
-  static_assert(first_published<C>::size == sizeof(C), "the struct grew: read it with read_prefix");
-  return guard(operation, [&]() -> pvmm_status {
-    if (out == nullptr) return null_argument(operation, "out");
-    if (options != nullptr && !size_readable<C>(options->struct_size))
-      return wrong_size(operation, c_name, options->struct_size, first_published<C>::size, sizeof(C));
-    return make(options != nullptr ? *options : defaults);
-  });
-}
-
-/// optional_options_entry over a struct that grew: its struct_size checked from the first published size up, its
-/// prefix read over `defaults` (read_prefix), NULL read as `defaults`.
-template <class C, class Handle, class Make>
-pvmm_status grown_options_entry(const char* operation, const C* options, C defaults, const char* c_name, Handle* out,
-                                Make&& make) noexcept {
   return guard(operation, [&]() -> pvmm_status {
     if (out == nullptr) return null_argument(operation, "out");
     if (options != nullptr && !size_readable<C>(options->struct_size))

@@ -13,18 +13,18 @@ extern "C" {
 // ---- the caching allocator ----
 
 pvmm_status pvmm_caching_create(const pvmm_caching_options* options, pvmm_caching* out) noexcept {
-  return grown_options_entry("pvmm_caching_create", options, PVMM_INIT(pvmm_caching_options), "pvmm_caching_options",
-                             out, [&](const pvmm_caching_options& o) {
-                               pvmm::caching_options c;
-                               c.device = o.device;
-                               c.chunk_size = o.chunk_size;
-                               c.max_reserved = o.max_reserved;
-                               c.wait_for_pending_frees = o.wait_for_pending_frees != 0;
-                               c.slack_percent = o.slack_percent;
-                               c.max_ghost_bytes = o.max_ghost_bytes;
-                               c.grow_in_place = o.grow_in_place != 0;
-                               return adopt_result(kind::caching, pvmm::caching_allocator::create(c), out);
-                             });
+  return optional_options_entry("pvmm_caching_create", options, PVMM_INIT(pvmm_caching_options), "pvmm_caching_options",
+                                out, [&](const pvmm_caching_options& o) {
+                                  pvmm::caching_options c;
+                                  c.device = o.device;
+                                  c.chunk_size = o.chunk_size;
+                                  c.max_reserved = o.max_reserved;
+                                  c.wait_for_pending_frees = o.wait_for_pending_frees != 0;
+                                  c.slack_percent = o.slack_percent;
+                                  c.max_ghost_bytes = o.max_ghost_bytes;
+                                  c.grow_in_place = o.grow_in_place != 0;
+                                  return adopt_result(kind::caching, pvmm::caching_allocator::create(c), out);
+                                });
 }
 
 pvmm_status pvmm_caching_release(pvmm_caching allocator) noexcept {

@@ -15,7 +15,7 @@ namespace pvmm::detail {
 namespace {
 
 std::atomic<bool> forked_after_init{false};
-std::atomic<long> initialised_by{0};  // the pid that initialised the driver (the first one, in a fork chain)
+std::atomic<long> initialised_by{0};  // the pid that initialised the driver (a forked child inherits it, and the once)
 
 void in_child() noexcept { forked_after_init.store(true, std::memory_order_relaxed); }
 
@@ -24,8 +24,7 @@ void in_child() noexcept { forked_after_init.store(true, std::memory_order_relax
 void note_driver_initialised() noexcept {
   static std::once_flag once;
   std::call_once(once, [] {
-    long none = 0;
-    initialised_by.compare_exchange_strong(none, static_cast<long>(::getpid()));
+    initialised_by.store(static_cast<long>(::getpid()), std::memory_order_relaxed);
     (void)::pthread_atfork(nullptr, nullptr, in_child);  // fails only without memory: then no hint, nothing worse
   });
 }

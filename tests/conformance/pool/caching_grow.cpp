@@ -9,7 +9,9 @@ using namespace pvmm;
 using namespace pvmm_test;
 using namespace caching_test;
 
-PVMM_CASE("caching allocator: a miss grows the free block ending its region in place, mapping only what it lacks") {
+PVMM_CASE(
+    "caching allocator: a miss grows the free block ending its region in place, mapping only what it lacks; "
+    "stitched (grow_in_place off), freed blocks' chunks make the new range, nothing is reserved again") {
   PVMM_REQUIRE_CACHING();
   auto s = stream::create(0).value();  // before the allocator: its cache records events on it
   for (bool grow : {true, false}) {
@@ -23,6 +25,7 @@ PVMM_CASE("caching allocator: a miss grows the free block ending its region in p
     PVMM_CHECK_OK(a.deallocate(z, s));
     PVMM_CHECK_OK(s.synchronize());
     const auto before = a.stats();
+    CHECK(before.reserved == 6 * c);
     auto big = a.allocate(4 * c, s);  // fits no cached block
     PVMM_REQUIRE_VALUE(big);
     const auto after = a.stats();
