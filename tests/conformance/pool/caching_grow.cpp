@@ -10,8 +10,8 @@ using namespace pvmm_test;
 using namespace caching_test;
 
 PVMM_CASE(
-    "caching allocator: a miss grows the free block ending its region in place, mapping only what it lacks; "
-    "stitched (grow_in_place off), freed blocks' chunks make the new range, nothing is reserved again") {
+    "caching allocator: a miss grows the free block ending its region in place, mapping only what it lacks, or "
+    "stitched (grow_in_place off): freed blocks' chunks make the new range, nothing is reserved again") {
   PVMM_REQUIRE_CACHING();
   auto s = stream::create(0).value();  // before the allocator: its cache records events on it
   for (bool grow : {true, false}) {
