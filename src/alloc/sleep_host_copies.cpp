@@ -20,11 +20,7 @@ result<std::shared_ptr<host_store>> host_store::create(const tag_policy& policy,
   s->kind = policy.policy;
   s->bytes = bytes;
   if (policy.policy == sleep_policy::offload_pinned) {
-    pinned_options o;
-    o.mapped = false;  // the device reaches it by copies, never by pointer
-    auto p = pinned_allocation::create(bytes, o);
-    if (!p) return op.wrap(std::move(p).error());
-    s->pinned = std::move(p).value();
+    if (auto ok = s->lock_fresh_pages(bytes, op); !ok) return ok.error();
   } else if (policy.policy == sleep_policy::offload_pageable) {
     void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED)
@@ -52,12 +48,13 @@ result<std::shared_ptr<host_store>> host_store::create(const tag_policy& policy,
 }
 
 host_store::~host_store() {
+  unlock_pages();
   if (pageable) ::munmap(pageable, bytes);
   if (fd >= 0) ::close(fd);
 }
 
 unsigned char* host_store::memory() const noexcept {
-  if (pinned.valid()) return static_cast<unsigned char*>(pinned.data());
+  if (locked) return locked;
   return static_cast<unsigned char*>(pageable);
 }
 

@@ -27,7 +27,10 @@ inline constexpr const char* empty_text = "this sleeping_allocator is empty (rel
 /// One tag's host copies made by one sleep: a page-locked allocation, anonymous memory or an unlinked file.
 struct host_store {
   sleep_policy kind = sleep_policy::offload_pinned;
-  pinned_allocation pinned;
+  unsigned char* locked = nullptr;  // offload_pinned: registered fresh pages (sleep_host_pages.cpp)
+  host_registration registration;
+  void* mapped_base = nullptr;  // offload_pinned: the mapping under `locked`
+  std::size_t mapped_length = 0;
   void* pageable = nullptr;  // mmap'ed
   int fd = -1;
   std::size_t bytes = 0;
@@ -39,6 +42,9 @@ struct host_store {
   ~host_store();
   /// Host memory to copy to or from directly (pinned and pageable), nullptr for a file.
   unsigned char* memory() const noexcept;
+  /// offload_pinned: `size` bytes of fresh page-locked memory into `locked`.
+  status lock_fresh_pages(std::size_t size, const operation& op);
+  void unlock_pages() noexcept;
   status write(std::size_t offset, const void* from, std::size_t size, const operation& op);
   status read(std::size_t offset, void* out, std::size_t size, const operation& op) const;
 };
