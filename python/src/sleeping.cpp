@@ -175,12 +175,21 @@ void bind_sleeping(nb::module_& m) {
           "copies are queued; `stream` waits for them on the device. OutOfMemoryError naming the tag when memory is "
           "short: nothing is lost and a later wake retries.")
       .def(
+          "prepare_host_memory",
+          [](const py_sleeping& s, const std::vector<std::string>& tags) {
+            call_unlocked(s.h, "pvmm.SleepingAllocator.prepare_host_memory",
+                          [&](auto& o) { return o.prepare_host_memory(tags); });
+          },
+          "tags"_a = std::vector<std::string>{},
+          "Page-locks now what the next sleep of the tags (all when empty) copies into for its pinned-policy tags, so "
+          "that sleep runs at the speed of the bus; held until a sleep takes it or trim_host_memory() frees it.")
+      .def(
           "trim_host_memory",
           [](const py_sleeping& s) {
             call_unlocked(s.h, "pvmm.SleepingAllocator.trim_host_memory",
                           [&](auto& o) { return o.trim_host_memory(); });
           },
-          "Frees the page-locked memory kept for reuse (keep_host_memory).")
+          "Frees the page-locked memory kept for reuse (keep_host_memory, prepare_host_memory).")
       .def(
           "drop_host_copies",
           [](const py_sleeping& s, const std::vector<std::string>& tags) {

@@ -122,6 +122,28 @@ def test_generations_change_with_the_backing_and_callbacks_see_the_old_one():
         assert len(seen) == 3
 
 
+def test_prepare_host_memory_page_locks_ahead_what_the_next_sleep_takes():
+    with pvmm.SleepingAllocator(staging_slot_bytes=64 << 10, staging_slots=3) as s:
+        s.set_policy("paged", "pageable")
+        w = s.allocate(3 * MIB, "weights")
+        p = s.allocate(MIB, "paged")
+        s.prepare_host_memory(["weights"])
+        kept = s.statistics()["kept_host_bytes"]
+        assert kept >= 3 * MIB
+        s.prepare_host_memory()  # "weights" is covered, "paged" is not pinned: nothing more
+        assert s.statistics()["kept_host_bytes"] == kept
+        s.sleep()
+        assert s.statistics()["kept_host_bytes"] == 0  # the sleep took it
+        s.wake()
+        s.prepare_host_memory()
+        s.trim_host_memory()
+        assert s.statistics()["kept_host_bytes"] == 0
+        s.free(w)
+        s.free(p)
+    with pytest.raises(pvmm.AlreadyReleasedError):
+        s.prepare_host_memory()
+
+
 def test_sleeping_allocator_errors():
     s = pvmm.SleepingAllocator()
     with pytest.raises(pvmm.InvalidArgumentError):

@@ -36,39 +36,6 @@ inline void add_pieces(std::vector<piece>& out, entry* e, host_store* store, std
 }
 }  // namespace detail::sleeping
 
-result<std::shared_ptr<host_store>> sleeping_allocator::state::pinned_store(const tag_policy& p, std::size_t bytes,
-                                                                            const detail::operation& op) {
-  {
-    std::lock_guard<std::mutex> guard(lock);
-    auto best = spare_pinned.end();
-    for (auto it = spare_pinned.begin(); it != spare_pinned.end(); ++it)
-      if ((*it)->bytes >= bytes && (best == spare_pinned.end() || (*it)->bytes < (*best)->bytes)) best = it;
-    if (best != spare_pinned.end()) {
-      auto s = std::move(*best);
-      spare_pinned.erase(best);
-      return s;
-    }
-  }
-  return host_store::create(p, bytes, op);
-}
-
-void sleeping_allocator::state::recycle(std::vector<std::shared_ptr<host_store>>& stores) {
-  if (!options.keep_host_memory) return;
-  // One store holds a tag's copies: kept once no entry holds it any more (every share left is in `stores`).
-  std::sort(stores.begin(), stores.end());
-  for (std::size_t i = 0; i < stores.size();) {
-    std::size_t j = i;
-    while (j < stores.size() && stores[j] == stores[i]) ++j;
-    auto& s = stores[i];
-    if (s && s->kind == sleep_policy::offload_pinned && static_cast<std::size_t>(s.use_count()) == j - i) {
-      auto keep = s;
-      for (std::size_t k = i; k < j; ++k) stores[k].reset();
-      spare_pinned.push_back(std::move(keep));
-    }
-    i = j;
-  }
-}
-
 result<event> sleeping_allocator::state::do_sleep(const std::vector<entry*>& moved, stream_ref* on,
                                                   const detail::operation& op) {
   using detail::sleeping::planned_copy;

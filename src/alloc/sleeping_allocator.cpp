@@ -326,16 +326,6 @@ status sleeping_allocator::wake(const std::vector<std::string>& tags) {
   return without_event(move_tags_of(state_, "pvmm::sleeping_allocator::wake", tags, false, nullptr));
 }
 
-status sleeping_allocator::trim_host_memory() {
-  const detail::operation op{"pvmm::sleeping_allocator::trim_host_memory"};
-  if (!state_) return op.fail(errc::already_released, empty_text);
-  std::vector<std::shared_ptr<detail::sleeping::host_store>> gone;  // freed after the lock
-  std::lock_guard<std::mutex> guard(state_->lock);
-  state_->reap_pending();
-  gone.swap(state_->spare_pinned);
-  return {};
-}
-
 status sleeping_allocator::drop_host_copies(const std::vector<std::string>& tags) {
   const detail::operation op{"pvmm::sleeping_allocator::drop_host_copies"};
   if (!state_) return op.fail(errc::already_released, empty_text);

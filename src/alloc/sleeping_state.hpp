@@ -125,10 +125,12 @@ struct sleeping_allocator::state {
   std::uint64_t next_generation = 1;
   bool transition = false;  // a sleep or wake runs (it alone uses `engine` and the entries it marked moving)
   std::vector<detail::sleeping::pending_release> pending;
-  std::vector<std::shared_ptr<detail::sleeping::host_store>> spare_pinned;  // keep_host_memory: reused by sleeps
+  std::vector<std::shared_ptr<detail::sleeping::host_store>> spare_pinned;  // kept or prepared: reused by sleeps
   /// A page-locked store of at least `bytes`: a kept one (the smallest that fits) or a new one.
   result<std::shared_ptr<detail::sleeping::host_store>> pinned_store(const tag_policy& p, std::size_t bytes,
                                                                      const detail::operation& op);
+  /// Makes the pinned stores the next sleep of `tags` would make, and keeps them (prepare_host_memory).
+  status prepare_pinned(const std::vector<std::string>& tags, const detail::operation& op);
   /// Stores a wake no longer needs: kept for reuse (keep_host_memory, pinned) or dropped. Lock held.
   void recycle(std::vector<std::shared_ptr<detail::sleeping::host_store>>& stores);
   detail::sleeping::copy_engine engine;

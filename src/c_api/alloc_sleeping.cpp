@@ -172,6 +172,13 @@ pvmm_status pvmm_sleeping_remove_backing_callback(pvmm_sleeping allocator, uint6
   });
 }
 
+pvmm_status pvmm_sleeping_prepare_host_memory(pvmm_sleeping allocator, const char* const* tags,
+                                              size_t tag_count) noexcept {
+  return on_tags(
+      allocator, tags, tag_count, "pvmm_sleeping_prepare_host_memory",
+      [](pvmm::sleeping_allocator& a, const tag_list& names) { return report(a.prepare_host_memory(names)); });
+}
+
 pvmm_status pvmm_sleeping_trim_host_memory(pvmm_sleeping allocator) noexcept {
   return on_sleeping(allocator, "pvmm_sleeping_trim_host_memory",
                      [](pvmm::sleeping_allocator& a) { return report(a.trim_host_memory()); });

@@ -170,7 +170,15 @@ static void sleeping(pvmm_stream_ref on) {
   CHECK_OK(pvmm_sleeping_sleep_async(s, NULL, 0, on, NULL));
   CHECK_OK(pvmm_sleeping_wake(s, NULL, 0));
   CHECK(holds(w, 2 * MIB, 3));
+  const char* others[] = {"default"}; /* pinned: page-locked ahead; "weights" is pageable */
+  CHECK_OK(pvmm_sleeping_prepare_host_memory(s, others, 1));
+  pvmm_sleeping_stats of_default = PVMM_INIT(pvmm_sleeping_stats);
+  CHECK_OK(pvmm_sleeping_stats_get(s, "default", &of_default));
+  CHECK_OK(pvmm_sleeping_stats_get(s, NULL, &st));
+  CHECK(st.kept_host_bytes == of_default.reserved_bytes && of_default.reserved_bytes >= MIB);
   CHECK_OK(pvmm_sleeping_trim_host_memory(s));
+  CHECK_OK(pvmm_sleeping_stats_get(s, NULL, &st));
+  CHECK(st.kept_host_bytes == 0);
   CHECK_OK(pvmm_sleeping_remove_backing_callback(s, id));
   CHECK_STATUS(pvmm_sleeping_remove_backing_callback(s, id), pvmm_status_invalid_argument, "no backing callback");
   const char* bad[] = {"weights", NULL};

@@ -25,8 +25,9 @@
 //   threshold (cuda) the release threshold (0, the working set, UINT64_MAX) on the default pool and a created pool:
 //             us per alloc+free with a synchronize per cycle, reserved bytes after it; pvmm vs the raw pool calls
 //   sleep     pvmm::sleeping_allocator's sleep and wake of --sleep-gib (8) GiB in --sleep-block-mib (128) MiB blocks,
-//             per policy (--sleep-policies=pinned,pinned-kept,pageable; also file, discard; pinned-kept reuses the
-//             page-locked memory of the last wake: keep_host_memory), --sleep-cycles (5) cycles, against
+//             per policy (--sleep-policies=pinned,pinned-kept,pinned-prepared,pageable; also file, discard;
+//             pinned-kept reuses the page-locked memory of the last wake: keep_host_memory; pinned-prepared also
+//             page-locks it before the first sleep: prepare_host_memory), --sleep-cycles (5) cycles, against
 //             the bus (the same bytes through one pinned buffer, D2H and H2D on one stream): time and GiB/s of the
 //             first cycle and the steady state, device memory given back asleep, every byte checked after each wake
 //   traces    allocation traces (a transformer training step, lognormal sizes, with and without cross-stream frees;

@@ -164,7 +164,11 @@ PVMM_C_API pvmm_status pvmm_sleeping_generation(pvmm_sleeping allocator, const v
 PVMM_C_API pvmm_status pvmm_sleeping_add_backing_callback(pvmm_sleeping allocator, pvmm_backing_callback callback,
                                                           void* user_data, uint64_t* id) PVMM_C_NOEXCEPT;
 PVMM_C_API pvmm_status pvmm_sleeping_remove_backing_callback(pvmm_sleeping allocator, uint64_t id) PVMM_C_NOEXCEPT;
-/** Frees the page-locked memory kept for reuse (keep_host_memory). */
+/** Page-locks now what the next sleep of `tags` (`tag_count`; 0: every tag) copies into for its pinned-policy tags,
+ * so that sleep runs at the speed of the bus; held until a sleep takes it or trim frees it. */
+PVMM_C_API pvmm_status pvmm_sleeping_prepare_host_memory(pvmm_sleeping allocator, const char* const* tags,
+                                                         size_t tag_count) PVMM_C_NOEXCEPT;
+/** Frees the page-locked memory kept for reuse (keep_host_memory, prepare_host_memory). */
 PVMM_C_API pvmm_status pvmm_sleeping_trim_host_memory(pvmm_sleeping allocator) PVMM_C_NOEXCEPT;
 /** `tag` NULL: every allocation. */
 PVMM_C_API pvmm_status pvmm_sleeping_stats_get(pvmm_sleeping allocator, const char* tag,

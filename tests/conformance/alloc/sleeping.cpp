@@ -259,3 +259,43 @@ PVMM_CASE("sleeping allocator: a pinned host copy is fresh registered memory, 2 
   PVMM_CHECK_OK(a.deallocate(big));
   PVMM_CHECK_OK(a.deallocate(small));
 }
+
+// prepare_host_memory makes ahead of a sleep the pinned stores that sleep takes (so it page-locks nothing), one per
+// pinned tag, sized by the awake allocations; a pageable tag gets none; what a kept store covers is not made again.
+PVMM_CASE("sleeping allocator: prepare_host_memory page-locks ahead what the next sleep takes, and only that") {
+  PVMM_REQUIRE_SLEEPING();
+  PVMM_REQUIRE_CAPABILITY(caps().host_memory.pinned, "page-locked host memory");
+  auto a = with_tag_policy("paged", sleep_policy::offload_pageable);
+  const std::size_t g = a.granularity();
+  void* w = a.allocate(3 * g, "weights").value();
+  void* k = a.allocate(g, "kv").value();
+  void* p = a.allocate(g, "paged").value();
+  sleep_fill(w, a.size_of(w), 1), sleep_fill(k, a.size_of(k), 2), sleep_fill(p, a.size_of(p), 3);
+  PVMM_CHECK_OK(a.sleep());  // warm: the ring and streams exist from here on
+  PVMM_CHECK_OK(a.wake());
+  const auto before = query_live_objects();
+  PVMM_CHECK_OK(a.prepare_host_memory({"weights"}));
+  CHECK(a.stats().kept_host_bytes >= 3 * g);
+  CHECK(query_live_objects().registrations == before.registrations + 1);
+  PVMM_CHECK_OK(a.prepare_host_memory({"weights"}));  // covered by the kept store: nothing more
+  CHECK(query_live_objects().registrations == before.registrations + 1);
+  PVMM_CHECK_OK(a.prepare_host_memory());  // kv now; paged is not pinned
+  CHECK(query_live_objects().registrations == before.registrations + 2);
+  const std::size_t prepared = a.stats().kept_host_bytes;
+  CHECK(prepared >= 4 * g);
+  PVMM_CHECK_OK(a.sleep());
+  CHECK(query_live_objects().registrations == before.registrations + 2);  // taken, none made
+  CHECK(a.stats().kept_host_bytes == 0);
+  PVMM_CHECK_OK(a.wake());  // without keep_host_memory the stores go back at wake
+  CHECK(query_live_objects() == before);
+  CHECK(sleep_holds(w, a.size_of(w), 1));
+  CHECK(sleep_holds(k, a.size_of(k), 2));
+  CHECK(sleep_holds(p, a.size_of(p), 3));
+  PVMM_CHECK_OK(a.prepare_host_memory());
+  PVMM_CHECK_OK(a.trim_host_memory());  // frees what was prepared
+  CHECK(a.stats().kept_host_bytes == 0);
+  CHECK(query_live_objects() == before);
+  sleeping_allocator moved = std::move(a);
+  CHECK(a.prepare_host_memory().code() == errc::already_released);
+  for (void* at : {w, k, p}) PVMM_CHECK_OK(moved.deallocate(at));
+}
