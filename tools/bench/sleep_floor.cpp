@@ -3,7 +3,7 @@
 //   the driver's page-locked allocation (pinned_allocation::create);
 //   4 KiB pages faulted in by one thread, then registered (host_registration);
 //   2 MiB pages (MADV_HUGEPAGE, 2 MiB-aligned) faulted in by 8 threads, then registered: what the pinned policy
-//   does (src/alloc/sleep_host_pages.cpp, on up to 16 threads), chosen from these rows (H200 host, 8 GiB: 4.08 s,
+//   does (src/alloc/sleep_host_pages.cpp, on up to 8 threads), chosen from these rows (H200 host, 8 GiB: 4.08 s,
 //   2.73 s, 0.98 s).
 #include <sys/mman.h>
 
