@@ -58,6 +58,9 @@ void fault_in_parallel(unsigned char* p, std::size_t n) noexcept {
 }  // namespace
 
 status host_store::lock_fresh_pages(std::size_t size, const operation& op) {
+  if (size > static_cast<std::size_t>(-1) - 2 * huge_page)
+    return op.fail(errc::out_of_memory,
+                   fmt::format("{:#x} bytes of host memory for the copies exceed the address space", size));
   // Below a huge page, whole 4 KiB pages: a small tag's copy does not lock 2 MiB against RLIMIT_MEMLOCK.
   const std::size_t unit = size >= huge_page ? huge_page : 4096;
   const std::size_t rounded = (size + unit - 1) / unit * unit;
