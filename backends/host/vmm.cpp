@@ -18,6 +18,7 @@
 #include "backend/process_maps.hpp"
 #include "backend/vmm.hpp"
 #include "core/checked_math.hpp"
+#include "core/host_meminfo.hpp"
 #include "core/propagate.hpp"
 #include "host.hpp"
 
@@ -40,17 +41,8 @@ status bind_to_node(int fd, std::size_t size, int node) {
 
 /// Physical memory the machine can still provide: free RAM, reclaimable cache and free swap.
 std::size_t providable_bytes() {
-  std::FILE* f = std::fopen("/proc/meminfo", "re");
-  if (!f) return std::numeric_limits<std::size_t>::max();  // cannot tell: let fallocate decide
-  std::size_t available = 0, swap_free = 0;
-  char key[64];
-  unsigned long long kib = 0;
-  while (std::fscanf(f, "%63s %llu kB\n", key, &kib) == 2) {
-    if (std::strcmp(key, "MemAvailable:") == 0) available = static_cast<std::size_t>(kib) << 10;
-    if (std::strcmp(key, "SwapFree:") == 0) swap_free = static_cast<std::size_t>(kib) << 10;
-  }
-  std::fclose(f);
-  return available + swap_free;
+  const auto m = detail::read_host_meminfo();
+  return m ? m->available + m->swap_free : std::numeric_limits<std::size_t>::max();  // cannot tell: fallocate decides
 }
 
 /// Commits the memfd's pages now, as a GPU commits device memory at cuMemCreate: a size the machine cannot

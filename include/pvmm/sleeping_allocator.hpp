@@ -8,9 +8,9 @@
 //
 // Policies (set_policy, per tag; default offload_pinned):
 // - discard: nothing is saved; after wake the contents are undefined (zero on the host backend);
-// - offload_pinned: one page-locked host range per tag and sleep holds the copies (fresh memory on 2 MiB pages where
-//   the kernel gives them, registered: live_objects counts it among registrations); the device copies into it
-//   directly (no staging);
+// - offload_pinned: one page-locked host range per tag and sleep holds the copies (fresh memory, from 2 MiB up on
+//   2 MiB pages where the kernel gives them, registered: live_objects counts it among registrations; a page-locked
+//   allocation where the backend offers no registration); the device copies into it directly (no staging);
 // - offload_pageable: ordinary anonymous host memory the kernel may swap or reclaim, filled through the staging ring;
 // - offload_file: an unlinked file in policy.file_directory (nothing stays on disk), written through the ring.
 // retain_host_copy keeps the host copy after wake: the next sleep of that allocation copies nothing (the caller
@@ -157,9 +157,11 @@ class sleeping_allocator : detail::move_only {
   result<event> wake(const std::vector<std::string>& tags, stream_ref on);
   /// Page-locks now the host memory the next sleep of `tags` (all when empty) copies into for its pinned-policy tags,
   /// so that sleep runs at the speed of the bus: page-locking fresh memory (about 8 GiB/s) is otherwise what a
-  /// sleep to pinned memory costs. Held as keep_host_memory holds it (stats().kept_host_bytes) until a sleep takes
-  /// it or trim_host_memory() frees it; what a kept store already covers is not made again. Sizes are those of the
-  /// awake allocations now. errc::out_of_memory naming the tag, nothing made, when host memory is short.
+  /// sleep to pinned memory costs. Held as keep_host_memory holds it (stats().kept_host_bytes) until a sleep of its
+  /// tag takes it (no other tag's does; a sleep that fails puts it back) or trim_host_memory() frees it; what a kept
+  /// store already covers is not made again. Sizes are those of the awake allocations now. errc::out_of_memory
+  /// naming the tag, nothing made, when host memory is short (checked against MemAvailable first: locked pages
+  /// cannot be swapped, and the kernel answers a fault it cannot serve with the OOM killer).
   status prepare_host_memory(const std::vector<std::string>& tags = {});
   /// Frees the page-locked host memory kept for reuse (keep_host_memory, prepare_host_memory).
   status trim_host_memory();

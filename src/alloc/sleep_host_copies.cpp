@@ -20,7 +20,16 @@ result<std::shared_ptr<host_store>> host_store::create(const tag_policy& policy,
   s->kind = policy.policy;
   s->bytes = bytes;
   if (policy.policy == sleep_policy::offload_pinned) {
-    if (auto ok = s->lock_fresh_pages(bytes, op); !ok) return ok.error();
+    if (auto ok = s->lock_fresh_pages(bytes, op); !ok) {
+      if (ok.error().code != errc::not_supported) return ok.error();
+      // No host registration here (a CUDA device without HOST_REGISTER_SUPPORTED): a page-locked allocation.
+      s->unlock_pages();
+      pinned_options o;
+      o.mapped = false;  // the device reaches it by copies, never by pointer
+      auto p = pinned_allocation::create(bytes, o);
+      if (!p) return op.wrap(std::move(p).error());
+      s->pinned = std::move(p).value();
+    }
   } else if (policy.policy == sleep_policy::offload_pageable) {
     void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED)
@@ -55,7 +64,12 @@ host_store::~host_store() {
 
 unsigned char* host_store::memory() const noexcept {
   if (locked) return locked;
+  if (pinned.valid()) return static_cast<unsigned char*>(pinned.data());
   return static_cast<unsigned char*>(pageable);
+}
+
+std::size_t host_store::page_locked_bytes() const noexcept {
+  return registration.valid() ? registration.size() : pinned.valid() ? pinned.size() : 0;
 }
 
 status host_store::write(std::size_t offset, const void* from, std::size_t size, const operation& op) {

@@ -4,6 +4,7 @@
 // 4.08 s, 4 KiB pages faulted in by one thread then registered 2.73 s, this 0.98 s. The kernel zeroes 2 MiB pages
 // on every faulting core at once, and the driver pins 512 times fewer pages.
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "alloc/sleeping_state.hpp"
+#include "core/host_meminfo.hpp"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels refuse it and the pages are touched instead
@@ -28,8 +30,8 @@ constexpr std::size_t share_floor = std::size_t{256} << 20;  // a thread is wort
 // 8 GiB on a 16-core H200 host: 0.85 s on 8 threads, 1.63 s on 16 (the memory bus, not the cores, limits).
 constexpr unsigned most_threads = 8;
 
-/// A refusal for want of memory leaves the pages to the registration, which faults them in itself and reports
-/// out_of_memory as an error (touching them here would wake the OOM killer instead).
+/// A refusal (no memory) leaves the pages to the registration, which faults them in itself: the size was checked
+/// against MemAvailable before (lock_fresh_pages), as the kernel answers a fault it cannot serve with the OOM killer.
 void fault_in(unsigned char* p, std::size_t n) noexcept {
   if (::madvise(p, n, MADV_POPULATE_WRITE) == 0 || errno != EINVAL) return;
   for (std::size_t at = 0; at < n; at += 4096) reinterpret_cast<volatile unsigned char*>(p)[at] = 0;
@@ -61,9 +63,15 @@ status host_store::lock_fresh_pages(std::size_t size, const operation& op) {
   if (size > static_cast<std::size_t>(-1) - 2 * huge_page)
     return op.fail(errc::out_of_memory,
                    fmt::format("{:#x} bytes of host memory for the copies exceed the address space", size));
-  // Below a huge page, whole 4 KiB pages: a small tag's copy does not lock 2 MiB against RLIMIT_MEMLOCK.
-  const std::size_t unit = size >= huge_page ? huge_page : 4096;
+  // Below a huge page, whole base pages: a small tag's copy does not lock 2 MiB against RLIMIT_MEMLOCK.
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const std::size_t unit = size >= huge_page ? huge_page : page > 0 ? static_cast<std::size_t>(page) : 4096;
   const std::size_t rounded = (size + unit - 1) / unit * unit;
+  if (const auto m = detail::read_host_meminfo(); m && rounded > m->available)
+    return op.fail(errc::out_of_memory,
+                   fmt::format("{:#x} bytes of host memory to page-lock, the host has {:#x} available (MemAvailable)",
+                               rounded, m->available),
+                   "free host memory, or choose the offload_pageable or offload_file policy for the tag");
   const std::size_t length = rounded + (unit == huge_page ? huge_page : 0);  // room to align the start
   void* raw = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);  // counted
   if (raw == MAP_FAILED)

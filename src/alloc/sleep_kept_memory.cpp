@@ -14,20 +14,41 @@ using detail::sleeping::empty_text;
 using detail::sleeping::host_store;
 using detail::sleeping::selected;
 
-result<std::shared_ptr<host_store>> sleeping_allocator::state::pinned_store(const tag_policy& p, std::size_t bytes,
+namespace {
+constexpr std::size_t none = static_cast<std::size_t>(-1);
+
+/// The kept store a sleep of `tag` needing `bytes` takes: the one prepared for the tag that fits, else the smallest
+/// that fits among those prepared for no tag (a store prepared for another tag stays for it); `none`: no store.
+std::size_t pick_kept(const std::vector<std::shared_ptr<host_store>>& kept, std::size_t bytes, const std::string& tag) {
+  std::size_t best = none;
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    const host_store& s = *kept[i];
+    if (s.bytes < bytes || (!s.prepared_for.empty() && s.prepared_for != tag)) continue;
+    if (!s.prepared_for.empty()) return i;
+    if (best == none || s.bytes < kept[best]->bytes) best = i;
+  }
+  return best;
+}
+}  // namespace
+
+result<std::shared_ptr<host_store>> sleeping_allocator::state::pinned_store(const tag_policy& p, const std::string& tag,
+                                                                            std::size_t bytes,
                                                                             const detail::operation& op) {
   {
     std::lock_guard<std::mutex> guard(lock);
-    auto best = spare_pinned.end();
-    for (auto it = spare_pinned.begin(); it != spare_pinned.end(); ++it)
-      if ((*it)->bytes >= bytes && (best == spare_pinned.end() || (*it)->bytes < (*best)->bytes)) best = it;
-    if (best != spare_pinned.end()) {
-      auto s = std::move(*best);
-      spare_pinned.erase(best);
+    if (const std::size_t i = pick_kept(spare_pinned, bytes, tag); i != none) {
+      auto s = std::move(spare_pinned[i]);
+      spare_pinned.erase(spare_pinned.begin() + static_cast<std::ptrdiff_t>(i));
       return s;
     }
   }
   return host_store::create(p, bytes, op);
+}
+
+void sleeping_allocator::state::keep_unused(std::map<std::string, std::shared_ptr<host_store>>& stores) {
+  std::lock_guard<std::mutex> guard(lock);
+  for (auto& [tag, s] : stores)
+    if (s && s->kept && s.use_count() == 1) spare_pinned.push_back(std::move(s));
 }
 
 void sleeping_allocator::state::recycle(std::vector<std::shared_ptr<host_store>>& stores) {
@@ -41,6 +62,8 @@ void sleeping_allocator::state::recycle(std::vector<std::shared_ptr<host_store>>
     if (s && s->kind == sleep_policy::offload_pinned && static_cast<std::size_t>(s.use_count()) == j - i) {
       auto keep = s;
       for (std::size_t k = i; k < j; ++k) stores[k].reset();
+      keep->prepared_for.clear();  // kept from a wake: any tag's next sleep may take it
+      keep->kept = true;
       spare_pinned.push_back(std::move(keep));
     }
     i = j;
@@ -60,13 +83,13 @@ status sleeping_allocator::state::prepare_pinned(const std::vector<std::string>&
       if (t.first.policy != sleep_policy::offload_pinned || (e->copy && t.first.retain_host_copy)) continue;
       t.second = e->size > static_cast<std::size_t>(-1) - t.second ? static_cast<std::size_t>(-1) : t.second + e->size;
     }
-    std::vector<std::size_t> kept;
-    for (const auto& s : spare_pinned) kept.push_back(s->bytes);
+    auto kept = spare_pinned;  // matched as pinned_store will take them
     for (auto& [tag, t] : need) {
-      auto best = kept.end();
-      for (auto it = kept.begin(); it != kept.end(); ++it)
-        if (*it >= t.second && (best == kept.end() || *it < *best)) best = it;
-      if (t.second && best != kept.end()) kept.erase(best), t.second = 0;
+      if (t.second == 0) continue;
+      if (const std::size_t i = pick_kept(kept, t.second, tag); i != none) {
+        kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(i));
+        t.second = 0;
+      }
     }
   }
   std::vector<std::shared_ptr<host_store>> made;  // dropped, all of them, when one fails
@@ -78,6 +101,8 @@ status sleeping_allocator::state::prepare_pinned(const std::vector<std::string>&
       err.detail = fmt::format("tag '{}': {}", tag, err.detail);
       return err;
     }
+    (*s)->prepared_for = tag;
+    (*s)->kept = true;
     made.push_back(std::move(s).value());
   }
   std::lock_guard<std::mutex> guard(lock);

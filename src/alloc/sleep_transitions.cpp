@@ -59,9 +59,14 @@ result<event> sleeping_allocator::state::do_sleep(const std::vector<entry*>& mov
     }
   }
   std::map<std::string, std::shared_ptr<host_store>> stores;
+  struct keep_on_failure {  // destroyed after the planned copies below: a store no entry took has one owner left
+    state& s;
+    std::map<std::string, std::shared_ptr<host_store>>& stores;
+    ~keep_on_failure() { s.keep_unused(stores); }
+  } keep_unused_stores{*this, stores};
   for (auto& [tag, t] : tags) {
     if (t.second == 0) continue;
-    auto s = t.first.policy == sleep_policy::offload_pinned ? pinned_store(t.first, t.second, op)
+    auto s = t.first.policy == sleep_policy::offload_pinned ? pinned_store(t.first, tag, t.second, op)
                                                             : host_store::create(t.first, t.second, op);
     if (!s) {
       error err = std::move(s).error();

@@ -29,6 +29,9 @@ struct host_store {
   sleep_policy kind = sleep_policy::offload_pinned;
   unsigned char* locked = nullptr;  // offload_pinned: registered fresh pages (sleep_host_pages.cpp)
   host_registration registration;
+  pinned_allocation pinned;     // offload_pinned where host registration is not offered
+  std::string prepared_for;     // prepare_host_memory: the tag it was made for (no other tag's sleep takes it)
+  bool kept = false;            // it has been in spare_pinned: a failed sleep that took it puts it back
   void* mapped_base = nullptr;  // offload_pinned: the mapping under `locked`
   std::size_t mapped_length = 0;
   void* pageable = nullptr;  // mmap'ed
@@ -42,6 +45,8 @@ struct host_store {
   ~host_store();
   /// Host memory to copy to or from directly (pinned and pageable), nullptr for a file.
   unsigned char* memory() const noexcept;
+  /// offload_pinned: the page-locked bytes it holds (the copies' size rounded up to its pages).
+  std::size_t page_locked_bytes() const noexcept;
   /// offload_pinned: `size` bytes of fresh page-locked memory into `locked`.
   status lock_fresh_pages(std::size_t size, const operation& op);
   void unlock_pages() noexcept;
@@ -126,9 +131,11 @@ struct sleeping_allocator::state {
   bool transition = false;  // a sleep or wake runs (it alone uses `engine` and the entries it marked moving)
   std::vector<detail::sleeping::pending_release> pending;
   std::vector<std::shared_ptr<detail::sleeping::host_store>> spare_pinned;  // kept or prepared: reused by sleeps
-  /// A page-locked store of at least `bytes`: a kept one (the smallest that fits) or a new one.
-  result<std::shared_ptr<detail::sleeping::host_store>> pinned_store(const tag_policy& p, std::size_t bytes,
-                                                                     const detail::operation& op);
+  /// A page-locked store of at least `bytes` for `tag`: a kept one (pick_kept) or a new one.
+  result<std::shared_ptr<detail::sleeping::host_store>> pinned_store(const tag_policy& p, const std::string& tag,
+                                                                     std::size_t bytes, const detail::operation& op);
+  /// A failed sleep's stores that no entry took and that were kept before go back to spare_pinned.
+  void keep_unused(std::map<std::string, std::shared_ptr<detail::sleeping::host_store>>& stores);
   /// Makes the pinned stores the next sleep of `tags` would make, and keeps them (prepare_host_memory).
   status prepare_pinned(const std::vector<std::string>& tags, const detail::operation& op);
   /// Stores a wake no longer needs: kept for reuse (keep_host_memory, pinned) or dropped. Lock held.

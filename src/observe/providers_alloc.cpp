@@ -92,11 +92,11 @@ void sleeping_allocator::state::describe(collector& c) {
         seg.blocks.push_back({address, e->size, e->size, block_state::active_allocated, {}});
       c.add(std::move(seg));
       // The tag's pinned host copy (one store per tag and sleep, shared by its entries): described once, here.
-      if (!e->moving && e->copy && e->copy->kind == sleep_policy::offload_pinned && e->copy->locked &&
-          !c.claimed(at(e->copy->locked))) {
+      if (!e->moving && e->copy && e->copy->kind == sleep_policy::offload_pinned && e->copy->memory() &&
+          !c.claimed(at(e->copy->memory()))) {
         snapshot_segment host;
-        host.address = at(e->copy->locked);
-        host.total_size = e->copy->registration.size();
+        host.address = at(e->copy->memory());
+        host.total_size = e->copy->page_locked_bytes();
         host.kind = "pinned";
         host.label = fmt::format("sleeping allocator {}: host copy of tag '{}'", number, e->tag);
         host.blocks.push_back({host.address, e->copy->bytes, e->copy->bytes, block_state::active_allocated, {}});

@@ -299,3 +299,45 @@ PVMM_CASE("sleeping allocator: prepare_host_memory page-locks ahead what the nex
   CHECK(a.prepare_host_memory().code() == errc::already_released);
   for (void* at : {w, k, p}) PVMM_CHECK_OK(moved.deallocate(at));
 }
+
+// What prepare_host_memory made stays for its tag: a failed prepare makes nothing, another tag's sleep does not take
+// it, and a sleep that fails after taking it puts it back.
+PVMM_CASE("sleeping allocator: prepared host memory stays for its tag, through failed prepares and sleeps") {
+  PVMM_REQUIRE_SLEEPING();
+  PVMM_REQUIRE_CAPABILITY(caps().host_memory.pinned, "page-locked host memory");
+  auto a = pvmm::sleeping_allocator::create(small_ring()).value();
+  const std::size_t g = a.granularity();
+  void* w = a.allocate(2 * g, "weights").value();
+  void* k = a.allocate(g, "kv").value();
+  sleep_fill(w, a.size_of(w), 6), sleep_fill(k, a.size_of(k), 7);
+  PVMM_CHECK_OK(a.sleep());  // warm
+  PVMM_CHECK_OK(a.wake());
+  const auto before = query_live_objects();
+  testing::fail_nth_backend_call(2);  // the second tag's registration ("weights", after "kv")
+  auto failed = a.prepare_host_memory();
+  testing::fail_nth_backend_call(0);
+  REQUIRE_FALSE(failed);
+  CHECK(failed.error().detail.find("tag 'weights'") != std::string::npos);
+  CHECK(a.stats().kept_host_bytes == 0);  // the first tag's store went too
+  CHECK(query_live_objects() == before);
+  PVMM_CHECK_OK(a.prepare_host_memory({"weights"}));
+  const std::size_t prepared = a.stats().kept_host_bytes;
+  CHECK(prepared == 2 * g);
+  PVMM_CHECK_OK(a.sleep({"kv"}));  // makes its own store: the prepared one is for "weights"
+  CHECK(a.stats().kept_host_bytes == prepared);
+  PVMM_CHECK_OK(a.wake({"kv"}));
+  testing::fail_nth_backend_call(1);  // the sleep's first backend call, after it took the prepared store
+  auto slept = a.sleep({"weights"});
+  testing::fail_nth_backend_call(0);
+  REQUIRE_FALSE(slept);
+  CHECK(a.stats().asleep == 0);
+  CHECK(a.stats().kept_host_bytes == prepared);  // put back
+  PVMM_CHECK_OK(a.sleep({"weights"}));
+  CHECK(a.stats().kept_host_bytes == 0);
+  PVMM_CHECK_OK(a.wake({"weights"}));
+  CHECK(sleep_holds(w, a.size_of(w), 6));
+  CHECK(sleep_holds(k, a.size_of(k), 7));
+  CHECK(query_live_objects() == before);
+  PVMM_CHECK_OK(a.deallocate(w));
+  PVMM_CHECK_OK(a.deallocate(k));
+}
