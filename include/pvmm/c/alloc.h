@@ -165,7 +165,8 @@ PVMM_C_API pvmm_status pvmm_sleeping_add_backing_callback(pvmm_sleeping allocato
                                                           void* user_data, uint64_t* id) PVMM_C_NOEXCEPT;
 PVMM_C_API pvmm_status pvmm_sleeping_remove_backing_callback(pvmm_sleeping allocator, uint64_t id) PVMM_C_NOEXCEPT;
 /** Page-locks now what the next sleep of `tags` (`tag_count`; 0: every tag) copies into for its pinned-policy tags,
- * so that sleep runs at the speed of the bus; held until a sleep takes it or trim frees it. */
+ * so that sleep runs at the speed of the bus; held for those tags until their sleep takes it (a failed sleep puts
+ * it back) or trim frees it. pvmm_status_out_of_memory naming the tag, nothing made, when host memory is short. */
 PVMM_C_API pvmm_status pvmm_sleeping_prepare_host_memory(pvmm_sleeping allocator, const char* const* tags,
                                                          size_t tag_count) PVMM_C_NOEXCEPT;
 /** Frees the page-locked memory kept for reuse (keep_host_memory, prepare_host_memory). */
