@@ -14,16 +14,15 @@
 
 namespace pvmm::detail::sleeping {
 
-result<std::shared_ptr<host_store>> host_store::create(const tag_policy& policy, std::size_t bytes,
+result<std::shared_ptr<host_store>> host_store::create(const tag_policy& policy, std::size_t bytes, bool register_host,
                                                        const operation& op) {
   auto s = std::make_shared<host_store>();
   s->kind = policy.policy;
   s->bytes = bytes;
   if (policy.policy == sleep_policy::offload_pinned) {
-    if (auto ok = s->lock_fresh_pages(bytes, op); !ok) {
-      if (ok.error().code != errc::not_supported) return ok.error();
-      // No host registration here (a CUDA device without HOST_REGISTER_SUPPORTED): a page-locked allocation.
-      s->unlock_pages();
+    if (register_host) {
+      if (auto ok = s->lock_fresh_pages(bytes, op); !ok) return ok.error();
+    } else {  // no host registration here (a CUDA device without HOST_REGISTER_SUPPORTED): a page-locked allocation
       pinned_options o;
       o.mapped = false;  // the device reaches it by copies, never by pointer
       auto p = pinned_allocation::create(bytes, o);

@@ -42,7 +42,7 @@ result<std::shared_ptr<host_store>> sleeping_allocator::state::pinned_store(cons
       return s;
     }
   }
-  return host_store::create(p, bytes, op);
+  return host_store::create(p, bytes, register_host, op);
 }
 
 void sleeping_allocator::state::keep_unused(std::map<std::string, std::shared_ptr<host_store>>& stores) {
@@ -73,18 +73,15 @@ void sleeping_allocator::state::recycle(std::vector<std::shared_ptr<host_store>>
 status sleeping_allocator::state::prepare_pinned(const std::vector<std::string>& tags, const detail::operation& op) {
   // What the next sleep of `tags` copies into a pinned store, per tag (as do_sleep plans it), less what a kept
   // store covers (taken in the order do_sleep takes them: by tag, the smallest that fits).
-  std::map<std::string, std::pair<tag_policy, std::size_t>> need;
+  copy_plan need;
   {
     std::lock_guard<std::mutex> guard(lock);
-    for (const auto& [address, e] : entries) {
-      if (e->asleep || e->moving || !selected(*e, tags)) continue;
-      auto& t = need[e->tag];
-      t.first = policy_of(e->tag);
-      if (t.first.policy != sleep_policy::offload_pinned || (e->copy && t.first.retain_host_copy)) continue;
-      t.second = e->size > static_cast<std::size_t>(-1) - t.second ? static_cast<std::size_t>(-1) : t.second + e->size;
-    }
+    for (const auto& [address, e] : entries)
+      if (!e->asleep && !e->moving && selected(*e, tags))
+        if (auto copied = plan_copy(need, *e, op); !copied) return std::move(copied).error();
     auto kept = spare_pinned;  // matched as pinned_store will take them
     for (auto& [tag, t] : need) {
+      if (t.first.policy != sleep_policy::offload_pinned) t.second = 0;  // its sleep page-locks nothing
       if (t.second == 0) continue;
       if (const std::size_t i = pick_kept(kept, t.second, tag); i != none) {
         kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(i));
@@ -95,7 +92,7 @@ status sleeping_allocator::state::prepare_pinned(const std::vector<std::string>&
   std::vector<std::shared_ptr<host_store>> made;  // dropped, all of them, when one fails
   for (auto& [tag, t] : need) {
     if (t.second == 0) continue;
-    auto s = host_store::create(t.first, t.second, op);
+    auto s = host_store::create(t.first, t.second, register_host, op);
     if (!s) {
       error err = std::move(s).error();
       err.detail = fmt::format("tag '{}': {}", tag, err.detail);

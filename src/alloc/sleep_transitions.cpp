@@ -36,26 +36,30 @@ inline void add_pieces(std::vector<piece>& out, entry* e, host_store* store, std
 }
 }  // namespace detail::sleeping
 
+auto sleeping_allocator::state::plan_copy(copy_plan& plan, const entry& e, const detail::operation& op) const
+    -> result<bool> {
+  auto& t = plan[e.tag];
+  t.first = policy_of(e.tag);
+  if (t.first.policy == sleep_policy::discard || (e.copy && t.first.retain_host_copy)) return false;
+  if (e.size > static_cast<std::size_t>(-1) - t.second)
+    return op.fail(errc::out_of_memory, fmt::format("the host copies of tag '{}' exceed the address space", e.tag));
+  t.second += e.size;
+  return true;
+}
+
 result<event> sleeping_allocator::state::do_sleep(const std::vector<entry*>& moved, stream_ref* on,
                                                   const detail::operation& op) {
   using detail::sleeping::planned_copy;
   auto& eng = engine;
   // Plan: per tag, one host store holding the copies of its allocations (a retained copy is reused as it is).
-  std::map<std::string, std::pair<tag_policy, std::size_t>> tags;
+  copy_plan tags;
   std::vector<entry*> keep;  // nothing to copy: discarded or retained
   {
     std::lock_guard<std::mutex> guard(lock);
     for (entry* e : moved) {
-      auto& t = tags[e->tag];
-      t.first = policy_of(e->tag);
-      if (t.first.policy == sleep_policy::discard || (e->copy && t.first.retain_host_copy)) {
-        keep.push_back(e);
-        continue;
-      }
-      if (e->size > static_cast<std::size_t>(-1) - t.second)
-        return op.fail(errc::out_of_memory,
-                       fmt::format("the host copies of tag '{}' exceed the address space", e->tag));
-      t.second += e->size;
+      auto copied = plan_copy(tags, *e, op);
+      if (!copied) return std::move(copied).error();
+      if (!*copied) keep.push_back(e);
     }
   }
   std::map<std::string, std::shared_ptr<host_store>> stores;
@@ -67,7 +71,7 @@ result<event> sleeping_allocator::state::do_sleep(const std::vector<entry*>& mov
   for (auto& [tag, t] : tags) {
     if (t.second == 0) continue;
     auto s = t.first.policy == sleep_policy::offload_pinned ? pinned_store(t.first, tag, t.second, op)
-                                                            : host_store::create(t.first, t.second, op);
+                                                            : host_store::create(t.first, t.second, register_host, op);
     if (!s) {
       error err = std::move(s).error();
       err.detail = fmt::format("tag '{}': {}", tag, err.detail);

@@ -199,6 +199,9 @@ result<sleeping_allocator> sleeping_allocator::create(const sleeping_options& op
   s->options = options;
   s->granularity = std::max<std::size_t>(g->minimum, 1);
   s->release_range = options.release_address_range.value_or(query_backend().name == "hip");
+  auto host = query_device(0);  // host memory's capabilities are device 0's, as pinned memory reads them
+  if (!host) return op.wrap(std::move(host).error());
+  s->register_host = host->capabilities.host_memory.registration;
   s->engine.device = options.device;
   s->engine.stream_count = options.copy_streams;
   s->engine.slots = options.staging_slots;

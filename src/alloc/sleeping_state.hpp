@@ -38,7 +38,9 @@ struct host_store {
   int fd = -1;
   std::size_t bytes = 0;
 
-  static result<std::shared_ptr<host_store>> create(const tag_policy& policy, std::size_t bytes, const operation& op);
+  /// register_host: the pinned policy registers fresh pages (lock_fresh_pages), else makes a page-locked allocation.
+  static result<std::shared_ptr<host_store>> create(const tag_policy& policy, std::size_t bytes, bool register_host,
+                                                    const operation& op);
   host_store() = default;
   host_store(const host_store&) = delete;
   host_store& operator=(const host_store&) = delete;
@@ -118,6 +120,7 @@ struct sleeping_allocator::state {
   sleeping_options options;
   std::size_t granularity = 0;
   bool release_range = false;
+  bool register_host = true;  // host memory can be registered here (read at create; else page-locked allocations)
   // Held by allocate's reservations (reserve_apart) and a wake's reservation of an entry's exact range (map_new),
   // before `lock`: a range allocate holds aside for a moment is never what a wake finds taken.
   std::mutex reserve_lock;
@@ -155,6 +158,11 @@ struct sleeping_allocator::state {
   /// tries than the entries' ranges could make collide.
   result<address_reservation> reserve_apart(std::size_t size, const detail::operation& op);
   tag_policy policy_of(const std::string& tag) const;  // lock held
+  /// Per tag: its policy and the bytes of the store a sleep copies the tag's allocations into.
+  using copy_plan = std::map<std::string, std::pair<tag_policy, std::size_t>>;
+  /// Adds e to the plan of a sleep (its bytes to its tag's store); false: nothing of it is copied (discarded, or
+  /// its retained copy reused). out_of_memory when a tag's copies exceed the address space. Lock held.
+  result<bool> plan_copy(copy_plan& plan, const entry& e, const detail::operation& op) const;
   /// Marks the selected entries moving (awake ones for sleep, asleep ones for wake); errc::busy when a transition
   /// runs. Also reaps pending releases seen done.
   result<std::vector<entry*>> begin(const std::vector<std::string>& tags, bool for_sleep, const detail::operation& op);

@@ -12,6 +12,7 @@
 #include "core/operation.hpp"
 
 #ifdef PVMM_NVTX
+#include <algorithm>
 #include <memory>
 
 #include "observe/nvtx_desc.hpp"
@@ -48,22 +49,14 @@ bool no_heap(nvtxMemHeapHandle_t h) noexcept {
 }  // namespace
 
 heaps* register_heaps(const void* base, std::size_t chunk, std::size_t count) noexcept {
-  const nvtxDomainHandle_t d = domain();
-  if (d == nullptr || base == nullptr || chunk == 0 || count == 0) return nullptr;
+  if (domain() == nullptr || base == nullptr || chunk == 0 || count == 0) return nullptr;
   try {
     auto h = std::make_unique<heaps>();
     h->base = static_cast<const char*>(base);
     h->chunk = chunk;
     h->heap.assign(count, nullptr);
-    bool any = false;
-    for (std::size_t i = 0; i < count; ++i) {
-      heap_desc desc;
-      if (!make_heap_desc(desc, h->base + i * chunk, chunk)) continue;
-      const nvtxMemHeapHandle_t made = nvtxMemHeapRegister(d, &desc.desc);
-      if (no_heap(made)) continue;
-      h->heap[i] = made;
-      any = true;
-    }
+    for (std::size_t i = 0; i < count; ++i) register_heap(h.get(), i);
+    const bool any = std::any_of(h->heap.begin(), h->heap.end(), [](void* x) { return x != nullptr; });
     return any ? h.release() : nullptr;  // none taken: no tool, nothing to keep
   } catch (...) {                        // std::bad_alloc: this range goes unregistered
     return nullptr;

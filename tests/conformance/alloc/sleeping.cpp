@@ -223,7 +223,7 @@ PVMM_CASE("sleeping allocator: keep_host_memory reuses the page-locked memory of
 // pages; a smaller one whole 4 KiB pages.
 PVMM_CASE("sleeping allocator: a pinned host copy is fresh registered memory, 2 MiB-aligned from 2 MiB up") {
   PVMM_REQUIRE_SLEEPING();
-  PVMM_REQUIRE_CAPABILITY(caps().host_memory.pinned, "page-locked host memory");
+  PVMM_REQUIRE_CAPABILITY(caps().host_memory.registration, "host memory registration (the pinned policy's stores)");
   constexpr std::size_t huge = std::size_t{2} << 20;
   auto a = with_tag_policy("big", sleep_policy::offload_pinned);
   pvmm::tag_policy p;
@@ -264,7 +264,7 @@ PVMM_CASE("sleeping allocator: a pinned host copy is fresh registered memory, 2 
 // pinned tag, sized by the awake allocations; a pageable tag gets none; what a kept store covers is not made again.
 PVMM_CASE("sleeping allocator: prepare_host_memory page-locks ahead what the next sleep takes, and only that") {
   PVMM_REQUIRE_SLEEPING();
-  PVMM_REQUIRE_CAPABILITY(caps().host_memory.pinned, "page-locked host memory");
+  PVMM_REQUIRE_CAPABILITY(caps().host_memory.registration, "host memory registration (the pinned policy's stores)");
   auto a = with_tag_policy("paged", sleep_policy::offload_pageable);
   const std::size_t g = a.granularity();
   void* w = a.allocate(3 * g, "weights").value();
@@ -304,7 +304,7 @@ PVMM_CASE("sleeping allocator: prepare_host_memory page-locks ahead what the nex
 // it, and a sleep that fails after taking it puts it back.
 PVMM_CASE("sleeping allocator: prepared host memory stays for its tag, through failed prepares and sleeps") {
   PVMM_REQUIRE_SLEEPING();
-  PVMM_REQUIRE_CAPABILITY(caps().host_memory.pinned, "page-locked host memory");
+  PVMM_REQUIRE_CAPABILITY(caps().host_memory.registration, "host memory registration (the pinned policy's stores)");
   auto a = pvmm::sleeping_allocator::create(small_ring()).value();
   const std::size_t g = a.granularity();
   void* w = a.allocate(2 * g, "weights").value();
