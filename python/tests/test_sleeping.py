@@ -144,6 +144,15 @@ def test_prepare_host_memory_page_locks_ahead_what_the_next_sleep_takes():
         s.prepare_host_memory()
 
 
+def test_prepare_host_memory_refuses_what_is_not_a_list_of_tags():
+    with pvmm.SleepingAllocator() as s:
+        with pytest.raises(TypeError):
+            s.prepare_host_memory("weights")  # type: ignore[arg-type]  # a tag, not a list of tags
+        with pytest.raises(TypeError):
+            s.prepare_host_memory([1])  # type: ignore[list-item]
+        assert s.statistics()["kept_host_bytes"] == 0
+
+
 def test_sleeping_allocator_errors():
     s = pvmm.SleepingAllocator()
     with pytest.raises(pvmm.InvalidArgumentError):

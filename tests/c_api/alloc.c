@@ -184,10 +184,13 @@ static void sleeping(pvmm_stream_ref on) {
   const char* bad[] = {"weights", NULL};
   CHECK_STATUS(pvmm_sleeping_sleep(s, bad, 2), pvmm_status_invalid_argument, "tags[1] is NULL");
   CHECK_STATUS(pvmm_sleeping_sleep(s, NULL, 1), pvmm_status_invalid_argument, "tags is NULL");
+  CHECK_STATUS(pvmm_sleeping_prepare_host_memory(s, bad, 2), pvmm_status_invalid_argument, "tags[1] is NULL");
+  CHECK_STATUS(pvmm_sleeping_prepare_host_memory(s, NULL, 1), pvmm_status_invalid_argument, "tags is NULL");
   CHECK_STATUS(pvmm_sleeping_allocate(s, SIZE_MAX, "t", &w), pvmm_status_out_of_memory, "granularity");
   CHECK_OK(pvmm_sleeping_deallocate(s, d));
   CHECK_OK(pvmm_sleeping_release(s)); /* frees what is left */
   CHECK_STATUS(pvmm_sleeping_wake(s, NULL, 0), pvmm_status_already_released, "released");
+  CHECK_STATUS(pvmm_sleeping_prepare_host_memory(s, NULL, 0), pvmm_status_already_released, "released");
 }
 
 int main(void) {
