@@ -15,7 +15,7 @@
 #   GPUs sets HIP up in about 6 s per test process: 534 tests at -j8 take > 10 min).
 #   PVMM_VERIFY_SECONDS (e.g. 560, under the call's limit): CTest starts no test after that point less a reserve for
 #   the one-at-a-time rerun (--stop-time), so it ends by itself, writes which tests failed and the rerun reads them
-#   (a CTest killed at the call's limit leaves no failed list: its rerun would run every test again).
+#   by name (a CTest killed at the call's limit leaves no failed list, and tools/ctest-rerun-failed.sh says so).
 #   Logs go to $OUT/gpu-verify-logs.tar.gz (one file: the device tool brings back only a few files a call), packed
 #   after each backend; the summary lines go to standard output.
 # PVMM_SUITE_SECONDS (400): the limit of the conformance suite's one process (run first, alone); 0 skips it (a
@@ -68,11 +68,11 @@ verify() {  # verify <name> <cmake args...>
   if [ $ctest_rc -ne 0 ] && [ "${PVMM_CTEST_JOBS:-1}" -gt 1 ]; then
     # Cases that check the process's fds or the device's free memory (the team cycles) read what the other test
     # processes beside them change, and loaded ranks can miss a deadline: the failed ones run again, one at a time.
-    echo "--- $name: the failed tests again, one at a time (ctest -j1 --rerun-failed) ---"
+    echo "--- $name: the failed tests again, one at a time, by name (tools/ctest-rerun-failed.sh) ---"
     # shellcheck disable=SC2046
-    ctest --test-dir "$build" -j1 --rerun-failed --output-on-failure $(stop_time_args 60) >"$log/ctest-rerun.log" 2>&1
+    bash tools/ctest-rerun-failed.sh "$build" --output-on-failure $(stop_time_args 60) >"$log/ctest-rerun.log" 2>&1
     ctest_rc=$?
-    grep -E "tests passed|Failed" "$log/ctest-rerun.log" | tail -10
+    grep -E "tests passed|Failed|ctest-rerun-failed" "$log/ctest-rerun.log" | tail -10
   fi
   echo "$name: pvmm-info rc=$info_rc ctest rc=$ctest_rc suite rc=$suite_rc"
   [ $info_rc -eq 0 ] && [ $ctest_rc -eq 0 ] && [ $suite_rc -eq 0 ] || overall=1

@@ -146,8 +146,8 @@ case "${1:-}" in
           # A case that failed beside the others (2 cores shared by the parallel run) runs again alone: one that
           # passes then is reported as flaky, by name, not counted as failed; one that fails again is a failure.
           names=$(junit_failed "build/$b/junit.xml" | tr '\n' ';' || true)
-          echo "--- backend $b: the failed tests again, one at a time (ctest -j1 --rerun-failed) ---"
-          if ctest --test-dir "build/$b" -j1 --rerun-failed --output-on-failure >"build/$b/rerun.log" 2>&1; then
+          echo "--- backend $b: the failed tests again, one at a time, by name (tools/ctest-rerun-failed.sh) ---"
+          if bash tools/ctest-rerun-failed.sh "build/$b" --output-on-failure >"build/$b/rerun.log" 2>&1; then
             summary+=("flaky (failed beside others, passed alone): backend $b: $names")
             status=0
           else
