@@ -249,7 +249,8 @@ struct caching_allocator::state {
   /// Slots a new region of `count` chunks reserves: its chunks and address space after them to grow into.
   std::size_t slots_for(std::size_t count) const;
   /// The cached block stream c may use now that, grown in place by whole chunks mapped after it, fits `bytes` with
-  /// the fewest new mappings (fewer than a new region's `count`); null if none. `add`: the chunks it lacks.
+  /// the fewest new mappings (fewer than a new region's `count`, or one where `count` is one); null if none. `add`:
+  /// the chunks it lacks.
   block* growable(std::size_t bytes, std::size_t count, std::uint32_t c, std::size_t* add);
   /// On a miss for `bytes` (`count` chunks): a cached block at the end of its region's mapped run grown in place
   /// (only the chunks it lacks mapped after it), else a new region of `count` chunks mapped back to back. Its

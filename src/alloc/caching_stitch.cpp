@@ -73,7 +73,12 @@ auto caching_allocator::state::slots_for(std::size_t count) const -> std::size_t
 auto caching_allocator::state::growable(std::size_t bytes, std::size_t count, std::uint32_t c, std::size_t* add)
     -> block* {
   block* best = nullptr;
-  std::size_t fewest = count;
+  // A request of one chunk or less takes a tail grown by that chunk rather than a region of its own: the same one
+  // mapping, and the tail's bytes serve it instead of staying stranded beside a live block (one region per expert
+  // weight held 1.155x the live bytes on the mixture-of-experts trace, 1.028x so). Larger requests take a growth
+  // only when it maps fewer chunks than their own region (host backend, 5 rounds: allowing equal ones for up to 2 or 4
+  // chunks mapped 11-36 % more on the lognormal traces and held 1.080x on the KV cache).
+  std::size_t fewest = count == 1 ? 2 : count;
   if (!options.grow_in_place) return nullptr;
   const gate only_c[2] = {gate{c, 0}, gate{}};
   for (auto& ps : streams)

@@ -104,3 +104,25 @@ PVMM_CASE(
   }
   CHECK(clean_pass);
 }
+
+PVMM_CASE(
+    "caching allocator: a small miss extends a free tail when a new region would map as many chunks: the tail's "
+    "bytes serve it and the next request fits what is left") {
+  PVMM_REQUIRE_CACHING();
+  auto s = stream::create(0).value();
+  auto a = make(true, 0, 8);
+  const std::size_t c = a.chunk_size();
+  char* x = static_cast<char*>(a.allocate(c + c / 2, s).value());  // two chunks: a free tail of half a chunk
+  const auto before = a.stats();
+  void* y = a.allocate(c / 2 + c / 4, s).value();  // one chunk either way: mapped after the tail, not in a new region
+  CHECK(y == x + c + c / 2);
+  CHECK(a.stats().maps == before.maps + 1);
+  void* z = a.allocate(c / 2 + c / 4, s).value();  // what is left of the grown tail holds it: no miss
+  CHECK(a.stats().stitches == before.stitches + 1);
+  CHECK(a.stats().reserved == 3 * c);  // a region per request held 4 chunks (MoE's expert weights: 1.155x live)
+  round_trip(x, c + c / 2, s, 3);
+  round_trip(y, c / 2 + c / 4, s, 4);
+  round_trip(z, c / 2 + c / 4, s, 5);
+  for (void* p : {static_cast<void*>(x), y, z}) PVMM_CHECK_OK(a.deallocate(p, s));
+  PVMM_CHECK_OK(a.release());
+}
