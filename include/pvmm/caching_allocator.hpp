@@ -18,11 +18,11 @@
 //   merges with its free address neighbours (PyTorch's splitting and merging, without its small/large pools: a
 //   partly used chunk is what costs reserved bytes, and one pool leaves fewer). A miss first looks for a free block
 //   s may use that ends its region's mapped run with enough reserved address space after it (each region reserves
-//   room to grow): grown in place, only the chunks it lacks are mapped after it (chunks of other free blocks s may
-//   use, then new ones), where that maps fewer chunks than a new region would, or as many for a request of one
-//   chunk or less (it then fills the tail's bytes rather than stranding them). Else it stitches ceil(size / chunk)
-//   chunks into a new region: new chunks while the bytes held stay within the slack (slack_percent of the live
-//   high mark, against map/unmap churn), else chunks of free blocks s may use, then new ones. What the request
+//   room to grow): grown in place, only the chunks it lacks are mapped after it, where that maps fewer chunks than a
+//   new region would, or as many for a request of one chunk or less (it then fills the tail's bytes rather than
+//   stranding them). Else it stitches ceil(size / chunk) chunks into a new region. Either way the chunks are new
+//   ones while the bytes held stay within the slack (slack_percent of the live high mark: cached blocks stay whole
+//   for the requests they fit), else chunks cut out of free blocks s may use, then new ones. What the request
 //   leaves is cached;
 // - deallocate(p, s) gives the block back in s's order, where s is the stream of its last use; it makes no driver
 //   call. s == the stream it was allocated on (its home): reusable there at once. s != home (an FSDP-style free,

@@ -11,12 +11,13 @@ using namespace caching_test;
 
 PVMM_CASE(
     "caching allocator: a miss grows the free block ending its region in place, mapping only what it lacks, or "
-    "stitched (grow_in_place off): freed blocks' chunks make the new range, nothing is reserved again") {
+    "stitched (grow_in_place off): without slack, freed blocks' chunks make the new range, nothing is reserved "
+    "again") {
   PVMM_REQUIRE_CACHING();
   auto s = stream::create(0).value();  // before the allocator: its cache records events on it
   for (bool grow : {true, false}) {
     INFO("grow_in_place = " << grow);
-    auto a = make(true, 0, 8, grow);
+    auto a = make(true, 0, 0, grow);  // no slack: chunks of cached blocks, never new ones
     const std::size_t c = a.chunk_size();
     void* x = a.allocate(2 * c, s).value();  // three regions of two chunks
     void* y = a.allocate(2 * c, s).value();
@@ -124,5 +125,31 @@ PVMM_CASE(
   round_trip(y, c / 2 + c / 4, s, 4);
   round_trip(z, c / 2 + c / 4, s, 5);
   for (void* p : {static_cast<void*>(x), y, z}) PVMM_CHECK_OK(a.deallocate(p, s));
+  PVMM_CHECK_OK(a.release());
+}
+
+PVMM_CASE(
+    "caching allocator: a growth within the slack takes new chunks and leaves the cached blocks whole: the next "
+    "request their size is a hit") {
+  PVMM_REQUIRE_CACHING();
+  auto s = stream::create(0).value();
+  auto a = make(true, 0, 100);  // slack: as many bytes again as the live high mark
+  const std::size_t c = a.chunk_size();
+  void* x = a.allocate(2 * c, s).value();
+  void* y = a.allocate(2 * c, s).value();  // a region of its own, cached whole once freed
+  PVMM_CHECK_OK(a.deallocate(y, s));
+  PVMM_CHECK_OK(a.deallocate(x, s));
+  PVMM_CHECK_OK(s.synchronize());
+  const auto before = a.stats();
+  void* big = a.allocate(3 * c, s).value();  // grows one free block by a chunk: a new one, not one of the other's
+  CHECK(a.stats().chunks_created == before.chunks_created + 1);
+  CHECK(a.stats().chunks_reused == before.chunks_reused);
+  void* again = a.allocate(2 * c, s).value();  // the other block, still whole: no miss (cut, it took a stitch)
+  CHECK(a.stats().stitches == before.stitches + 1);
+  CHECK(a.stats().reserved == 5 * c);
+  round_trip(big, 3 * c, s, 6);
+  round_trip(again, 2 * c, s, 7);
+  PVMM_CHECK_OK(a.deallocate(big, s));
+  PVMM_CHECK_OK(a.deallocate(again, s));
   PVMM_CHECK_OK(a.release());
 }
