@@ -128,9 +128,7 @@ PVMM_CASE(
   PVMM_CHECK_OK(a.release());
 }
 
-PVMM_CASE(
-    "caching allocator: a growth within the slack takes new chunks and leaves the cached blocks whole: the next "
-    "request their size is a hit") {
+PVMM_CASE("caching allocator: a growth within the slack takes new chunks: cached blocks stay whole for later hits") {
   PVMM_REQUIRE_CACHING();
   auto s = stream::create(0).value();
   auto a = make(true, 0, 100);  // slack: as many bytes again as the live high mark
