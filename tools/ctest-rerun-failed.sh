@@ -14,13 +14,11 @@ if [ ! -s "$list" ]; then
 fi
 # One anchored alternative per name, with CMake's regex characters escaped (names hold parentheses, dots, colons).
 regex=$(sed -e 's/^[0-9]*://' -e 's/[][().*+?^$|\\]/\\&/g' "$list" | paste -sd'|')
+# Each name must select exactly one test: a rerun of fewer tests than failed is no rerun.
 wanted=$(wc -l <"$list")
-"${CTEST:-ctest}" --test-dir "$build" -j1 -R "^($regex)\$" "$@"
-rc=$?
-# Each name must have matched exactly one test: a rerun of fewer tests than failed is no rerun.
-ran=$("${CTEST:-ctest}" --test-dir "$build" -N -R "^($regex)\$" | grep -cE "^ *Test +#")
-if [ "$ran" -ne "$wanted" ]; then
-  echo "ctest-rerun-failed: $wanted tests failed but the names select $ran"
+selected=$("${CTEST:-ctest}" --test-dir "$build" -N -R "^($regex)\$" | grep -cE "^ *Test +#")
+if [ "$selected" -ne "$wanted" ]; then
+  echo "ctest-rerun-failed: $wanted tests failed but the names select $selected"
   exit 1
 fi
-exit $rc
+exec "${CTEST:-ctest}" --test-dir "$build" -j1 -R "^($regex)\$" "$@"

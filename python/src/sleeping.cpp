@@ -183,9 +183,8 @@ void bind_sleeping(nb::module_& m) {
           "tags"_a = std::vector<std::string>{},
           "Page-locks now what the next sleep of the tags (all when empty) copies into for its pinned-policy tags, so "
           "that sleep runs at the speed of the bus; held for those tags until their sleep takes it (a failed sleep "
-          "puts "
-          "it back) or trim_host_memory() frees it. OutOfMemoryError naming the tag, nothing made, when host memory "
-          "is short.")
+          "puts it back) or trim_host_memory() frees it. OutOfMemoryError naming the tag, nothing made, when host "
+          "memory is short.")
       .def(
           "trim_host_memory",
           [](const py_sleeping& s) {
