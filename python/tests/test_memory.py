@@ -1,6 +1,7 @@
 """Owners, DLPack round trips with NumPy, lifetimes and errors (host backend in CI; every backend runs it)."""
 
 import ctypes
+import os
 import re
 from pathlib import Path
 
@@ -100,10 +101,17 @@ def test_context_managers_and_repr(stream):
     assert "owned" in repr(stream)
 
 
-def test_errors_are_generated_from_the_errc_list_and_carry_the_record(stream):
-    header = (Path(__file__).resolve().parents[2] / "include/pvmm/errc_list.h").read_text()
-    listed = re.findall(r"X\((\w+), (\d+),", header)
+def test_error_classes_are_the_errc_list() -> None:
+    # The list is read from the source tree (tests run from a copy elsewhere name it with PVMM_SOURCE_DIR).
+    root = Path(os.environ.get("PVMM_SOURCE_DIR") or Path(__file__).resolve().parents[2])
+    header = root / "include/pvmm/errc_list.h"
+    if not header.is_file():
+        pytest.skip(f"[pvmm-skip] {header} not found: run from the source tree or set PVMM_SOURCE_DIR")
+    listed = re.findall(r"X\((\w+), (\d+),", header.read_text())
     assert listed and {n: int(v) for n, v in listed} == {n: t[0] for n, t in pvmm.ERRC.items()}
+
+
+def test_errors_are_generated_from_the_errc_list_and_carry_the_record(stream):
     for name, (value, meaning, cls) in pvmm.ERRC.items():
         assert issubclass(cls, pvmm.PvmmError) and cls is pvmm.error_class(name)
         camel = "".join(w.capitalize() for w in name.split("_"))
