@@ -62,6 +62,8 @@ using cuMemPrefetchAsync_device_t = CUresult (*)(CUdeviceptr, size_t, CUdevice, 
   X(cuModuleLoadData, 2000, optional)                                                              \
   X(cuModuleGetFunction, 2000, optional)                                                           \
   X(cuLaunchKernel, 4000, optional)                                                                \
+  X(cuStreamWriteValue64, 12000, optional)                                                         \
+  X(cuStreamWaitValue64, 12000, optional)                                                          \
   X(cuMemcpyAsync, 4000, required)                                                                 \
   X(cuEventCreate, 2000, required)                                                                 \
   X(cuEventDestroy, 4000, required)                                                                \

@@ -1,5 +1,6 @@
 // CUDA backend, feature "team_signal": one-thread launches of the embedded signal module's kernel
-// (src/backend/signal_module.hpp). cuStreamWaitValue has no timeout, so waits are a kernel that reads %globaltimer.
+// (src/backend/signal_module.hpp), whose waits read %globaltimer, and the driver path's cuStreamWriteValue64 /
+// cuStreamWaitValue64 (no timeout of their own: src/team/stream_waits.cpp releases them at their deadline).
 #include "backend/team_signal.hpp"
 #include "backend/signal_module.hpp"
 #include "driver.hpp"
@@ -41,6 +42,30 @@ status enqueue_signal(const signal_work& work, stream_handle s, int device) {
   signal_kernel_arguments arguments(work);
   PVMM_CU(cuLaunchKernel, f, 1, 1, 1, 1, 1, 1, 0, native(s), arguments.params(), nullptr);
   keep_until_run(work, s, device);
+  return {};
+}
+
+const char* stream_memops_missing(int ordinal) noexcept {
+  if (const char* missing = stream_signals_missing(ordinal)) return missing;
+  const auto& a = api();
+  if (a.cuStreamWriteValue64 == nullptr || a.cuStreamWaitValue64 == nullptr)
+    return "the CUDA driver lacks cuStreamWriteValue64 / cuStreamWaitValue64 (CUDA 12.0)";
+  const auto has = has_attribute(ordinal, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS);
+  if (!has || !*has) return "this device does not take 64-bit stream memory operations";
+  return nullptr;
+}
+
+status enqueue_stream_write(std::uint64_t* at, std::uint64_t value, stream_handle s, int) {
+  PVMM_REQUIRE_DRIVER();
+  PVMM_TRY_ASSIGN(scope, context_scope::of_stream(native(s)));
+  PVMM_CU(cuStreamWriteValue64, native(s), reinterpret_cast<CUdeviceptr>(at), value, CU_STREAM_WRITE_VALUE_DEFAULT);
+  return {};
+}
+
+status enqueue_stream_wait(const std::uint64_t* at, std::uint64_t value, stream_handle s, int) {
+  PVMM_REQUIRE_DRIVER();
+  PVMM_TRY_ASSIGN(scope, context_scope::of_stream(native(s)));
+  PVMM_CU(cuStreamWaitValue64, native(s), reinterpret_cast<CUdeviceptr>(at), value, CU_STREAM_WAIT_VALUE_GEQ);
   return {};
 }
 

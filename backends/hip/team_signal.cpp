@@ -49,6 +49,28 @@ status enqueue_signal(const signal_work& work, stream_handle s, int device) {
   });
 }
 
+// hipDeviceAttributeCanUseStreamWaitValue reads CUDA's deprecated v1 attribute there (0 on CUDA 13, where the
+// operations work): HIP's NVIDIA headers forward the calls to cuStreamWriteValue64 / cuStreamWaitValue64, which
+// every device CUDA 12 supports takes.
+const char* stream_memops_missing(int) noexcept { return nullptr; }
+
+status enqueue_stream_write(std::uint64_t* at, std::uint64_t value, stream_handle s, int device) {
+  PVMM_REQUIRE_RUNTIME();
+  return on_device(device, [&]() -> status {
+    PVMM_HIP(hipStreamWriteValue64, native(s), at, static_cast<std::int64_t>(value), 0u);
+    return {};
+  });
+}
+
+status enqueue_stream_wait(const std::uint64_t* at, std::uint64_t value, stream_handle s, int device) {
+  PVMM_REQUIRE_RUNTIME();
+  return on_device(device, [&]() -> status {
+    PVMM_HIP(hipStreamWaitValue64, native(s), const_cast<std::uint64_t*>(at), static_cast<std::int64_t>(value),
+             static_cast<unsigned>(hipStreamWaitValueGte));
+    return {};
+  });
+}
+
 std::uint32_t wall_clock_khz(int) noexcept { return 0; }  // %globaltimer counts nanoseconds
 
 }  // namespace pvmm::detail::backend

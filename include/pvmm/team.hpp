@@ -138,6 +138,24 @@ class team : detail::move_only {
   std::shared_ptr<detail::team_state> state_;
 };
 
+/// How a window's stream-ordered put_signal, wait_signal and barrier run (the host API; kernels always use
+/// pvmm/team_device.hpp's functions). Measured in docs/performance.md ("Stream-ordered signals: kernel or driver").
+enum class stream_signal_path : int {
+  /// A one-thread kernel running team_device.hpp's bounded spin per call. Its counters are the ones device code
+  /// uses, so host calls and kernels may share a channel; it can be captured in a graph. A spinning kernel holds
+  /// the GPU: processes that time-share a GPU pay a time slice (milliseconds) per wait.
+  kernel = 0,
+  /// The driver's stream memory operations (cuStreamWriteValue64 / cuStreamWaitValue64): a wait costs no GPU time
+  /// while it waits, so processes sharing a GPU pay microseconds, not a time slice. The driver's waits have no
+  /// deadline, so a watchdog thread of this window keeps each one's: at its deadline, at team::abort or when the
+  /// waited-for peer's process exits, it releases the wait and records the failure as the kernel path does
+  /// (signal_status: the same timeout and peer_lost errors). Its counters are the host API's own (the pad's
+  /// stream inbox): a channel used this way is not also used by device code; not capturable in a graph
+  /// (not_supported: the counts are fixed when enqueued). Every wait holds the window until its stream has passed
+  /// it, seen by the next pvmm call or the watchdog.
+  driver = 1,
+};
+
 struct window_options {
   std::size_t size = 0;  ///< bytes this rank contributes (> 0; rounded up to the granularity; may differ per rank)
   /// Room each slot keeps for grow(): the same on every rank that passes one; 0 means the largest size any rank
@@ -149,6 +167,10 @@ struct window_options {
   /// returns anywhere (no signal can land before the zeroing), and a device-resident pointer table. The same on
   /// every rank (else team_mismatch). 0 (the default): no pad, one collective step and one granule less per rank.
   int signal_channels = 0;
+  /// How put_signal, wait_signal and barrier run (above): the same on every rank (else team_mismatch); `driver`
+  /// needs a backend with the driver's stream memory operations (else not_supported on every rank). No effect
+  /// without signal channels.
+  stream_signal_path stream_signals = stream_signal_path::kernel;
 };
 
 /// Memory every rank contributes and maps. Move-only.

@@ -77,6 +77,8 @@ struct warp_scope {};
 struct block_scope {};
 
 namespace detail {
+struct signal_release;
+
 /// Whether a counter reading satisfies a value wait.
 PVMM_HOST_DEVICE inline bool compare_holds(std::uint64_t seen, compare c, std::uint64_t value) {
   const auto ahead = static_cast<std::int64_t>(seen - value);
@@ -124,11 +126,18 @@ struct window_view {
   }
   PVMM_HOST_DEVICE void* local() const { return peer(rank); }
 
-  // Layouts (the host side's pad_bytes() / own_bytes() agree). A rank's pad, peer-writable: inbox[channels][size].
-  // Its owner-only block: expected[channels][size], one signal_error, then the pointer table (size entries).
+  // Layouts (the host side's pad_bytes() / own_bytes() agree). A rank's pad, peer-writable: inbox[channels][size],
+  // then stream_inbox[channels][size]. Its owner-only block: expected[channels][size], one signal_error, then the
+  // pointer table (size entries).
   PVMM_HOST_DEVICE std::uint64_t* inbox(int owner, int channel, int src) const {
     return reinterpret_cast<std::uint64_t*>(pad_base + static_cast<std::uint64_t>(owner) * pad_stride) +
            static_cast<std::uint64_t>(channel) * size + src;
+  }
+  /// The driver path's counter (window_options::stream_signals = driver: the host API's put_signal writes how many
+  /// signals rank `src` has sent `owner` on `channel`, and the driver's stream wait compares it). Device code uses
+  /// inbox(); the two never mix.
+  PVMM_HOST_DEVICE std::uint64_t* stream_inbox(int owner, int channel, int src) const {
+    return inbox(owner, channel, src) + static_cast<std::uint64_t>(channels) * size;
   }
   PVMM_HOST_DEVICE std::uint64_t* expected(int channel, int src) const {
     return own + static_cast<std::uint64_t>(channel) * size + src;
@@ -136,9 +145,10 @@ struct window_view {
   PVMM_HOST_DEVICE signal_error* error() const {
     return reinterpret_cast<signal_error*>(own + static_cast<std::uint64_t>(channels) * size);
   }
-  /// Bytes of one rank's pad (peer-writable: the inbox counters) for `channels` channels and `ranks` ranks.
+  /// Bytes of one rank's pad (peer-writable: the inbox and stream-inbox counters) for `channels` channels and
+  /// `ranks` ranks.
   static constexpr std::uint64_t pad_bytes(int channels, int ranks) {
-    return 8 * static_cast<std::uint64_t>(channels) * static_cast<std::uint64_t>(ranks);
+    return 16 * static_cast<std::uint64_t>(channels) * static_cast<std::uint64_t>(ranks);
   }
   /// Where the pointer table starts in the owner-only block, and the block's bytes.
   static constexpr std::uint64_t table_offset(int channels, int ranks) {
@@ -255,19 +265,25 @@ struct window_view {
         detail::fence_system();
         const std::uint64_t last = detail::signal_load_acquire(counter);
         if (detail::compare_holds(last, c, value)) return true;
-        signal_error* e = error();
-        if (e->failed == 0) {  // the first failure wins (a benign race between two channels' waiters)
-          e->rank = from;
-          e->channel = channel;
-          e->aborted_by = aborted;
-          e->seen = last;
-          e->expected = value;
-          e->failed = 1;
-        }
+        record_failure(from, channel, aborted, last, value);
         return false;
       }
     }
   }
+
+  // The error record's first failure (a benign race between two channels' waiters: the first wins).
+  PVMM_HOST_DEVICE void record_failure(int from, int channel, std::uint32_t aborted, std::uint64_t seen,
+                                       std::uint64_t value) const {
+    signal_error* e = error();
+    if (e->failed != 0) return;
+    e->rank = from;
+    e->channel = channel;
+    e->aborted_by = aborted;
+    e->seen = seen;
+    e->expected = value;
+    e->failed = 1;
+  }
+  friend struct detail::signal_release;
 
   // What ends a wait for rank `from` early: its team aborted (abort_word[0]: the aborting rank + 1), or `from`'s
   // process exited (abort_word[1 + from]: from + 1 with signal_error::exited_bit); 0 while neither.
@@ -289,14 +305,32 @@ struct window_view {
 };
 
 namespace detail {
-/// The stream-ordered operations the host API enqueues (symmetric_window::put_signal / wait_signal / barrier).
-enum class signal_op : std::uint32_t { put = 0, wait = 1, barrier = 2 };
+/// The stream-ordered operations the host API enqueues (symmetric_window::put_signal / wait_signal / barrier), and
+/// the driver path's release of a stream wait at its deadline or abort (src/team/stream_waits.cpp).
+enum class signal_op : std::uint32_t { put = 0, wait = 1, barrier = 2, release = 3 };
+
+/// The driver path's deadline: the host's watchdog raises rank `from`'s stream counter on `channel` in this rank's
+/// pad to `target` (an atomic max: a peer's later, higher count is kept, and its late write of `target` changes
+/// nothing, so a late signal never satisfies a later step), which releases the driver's stream wait. A counter
+/// that was below `target` is the wait's failure, recorded as a spin's (`aborted_by` as signal_error's).
+struct signal_release {
+  PVMM_HOST_DEVICE static bool run(const window_view& v, int from, int channel, std::uint64_t target,
+                                   std::uint32_t aborted_by) {
+    const std::uint64_t seen = signal_max(v.stream_inbox(v.rank, channel, from), target);
+    if (compare_holds(seen, compare::ge, target)) return true;
+    v.record_failure(from, channel, aborted_by, seen, target);
+    return false;
+  }
+};
 
 /// Runs one of them: the one dispatch shared by the signal kernel (signal_kernels.cu) and the host backend's host
-/// function. An expiry is in the view's error record, and false.
+/// function. An expiry is in the view's error record, and false. `value` and `aborted_by` are a release's.
 PVMM_HOST_DEVICE inline bool run_signal_op(const window_view& view, signal_op op, int peer, int channel,
-                                           std::uint64_t timeout_ns) {
+                                           std::uint64_t timeout_ns, std::uint64_t value = 0,
+                                           std::uint32_t aborted_by = 0) {
   switch (op) {
+    case signal_op::release:
+      return signal_release::run(view, peer, channel, value, aborted_by);
     case signal_op::put:
       view.signal(peer, channel);
       return true;

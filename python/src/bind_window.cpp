@@ -22,18 +22,28 @@ void bind_window(nb::module_& m) {
   closable(nb::class_<py_window>(m, "Window", "A symmetric window: every rank's slot mapped in every rank."))
       .def_static(
           "create",
-          [](const py_team& t, std::size_t size, std::size_t max_size, std::int64_t timeout_ms, int signal_channels) {
+          [](const py_team& t, std::size_t size, std::size_t max_size, std::int64_t timeout_ms, int signal_channels,
+             const std::string& stream_signals) {
             pvmm::window_options o;
             o.size = size;
             o.max_size = max_size;
             o.signal_channels = signal_channels;
+            if (stream_signals == "driver")
+              o.stream_signals = pvmm::stream_signal_path::driver;
+            else if (stream_signals != "kernel")
+              raise(pvmm::errc::invalid_argument, "pvmm.Window.create",
+                    "stream_signals '" + stream_signals + "' is neither 'kernel' nor 'driver'");
             o.timeout = checked_timeout(timeout_ms, "pvmm.Window.create");
             auto team = t.h.use("Window.create");
             return make_collective<py_window, pvmm::symmetric_window>(
                 team, [team, o] { return pvmm::symmetric_window::create(*team, o); });
           },
           "team"_a, "size"_a, "max_size"_a = 0, "timeout_ms"_a = 30000, "signal_channels"_a = 0,
+          "stream_signals"_a = "kernel",
           "Collective: every rank calls it. signal_channels > 0 gives signal pads (put_signal, wait_signal, barrier). "
+          "stream_signals: 'kernel' (a bounded-spin kernel per call; mixes with device code) or 'driver' (the "
+          "driver's stream waits, deadlines kept by a watchdog thread: cheap when processes share a GPU); the same on "
+          "every rank. "
           "Ctrl-C aborts the team (peers get peer_lost naming this rank).")
       .def_prop_ro("rank", [](const py_window& w) { return w.h.use("rank")->object.rank(); })
       .def_prop_ro("size", [](const py_window& w) { return w.h.use("size")->object.size(); })

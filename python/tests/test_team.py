@@ -120,6 +120,9 @@ def test_team_of_threads_over_a_python_allgather():
         pvmm.Team.over_allgather(lambda data: [data], 0, 2, timeout_ms=2000)
     with pytest.raises(pvmm.InvalidArgumentError):
         pvmm.Team.over_allgather(lambda data: [data], 2, 2)
+    with pvmm.Team.over_allgather(lambda data: [data], 0, 1) as team:  # the signal path is checked before any exchange
+        with pytest.raises(pvmm.InvalidArgumentError, match="neither 'kernel' nor 'driver'"):
+            pvmm.Window.create(team, 1 << 16, signal_channels=1, stream_signals="spin")
 
 
 def test_team_over_pvmm_endpoints():
@@ -144,10 +147,12 @@ def test_team_over_pvmm_endpoints():
     assert results == {0: [1, 2], 1: [1, 2]}
 
 
-def signal_rank_main(rank, path, q):
+def signal_rank_main(rank, path, q, stream_signals):
     try:
         with pvmm.Team.over_store(FileStore(path), rank, 2, prefix="s", timeout_ms=30000) as team:
-            with pvmm.Window.create(team, 1 << 16, signal_channels=1) as window, pvmm.Stream.create(0) as stream:
+            with pvmm.Window.create(
+                team, 1 << 16, signal_channels=1, stream_signals=stream_signals
+            ) as window, pvmm.Stream.create(0) as stream:
                 assert window.device_pointer_table() != 0
                 mine = np.from_dlpack(window.get_buffer(rank, "int64", (16,)))
                 mine[:] = rank + 100
@@ -171,10 +176,11 @@ def signal_rank_main(rank, path, q):
         q.put((rank, repr(e)))
 
 
-def test_window_signals_between_two_processes(tmp_path):
+@pytest.mark.parametrize("stream_signals", ["kernel", "driver"])
+def test_window_signals_between_two_processes(tmp_path, stream_signals):
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=signal_rank_main, args=(r, str(tmp_path), q)) for r in range(2)]
+    procs = [ctx.Process(target=signal_rank_main, args=(r, str(tmp_path), q, stream_signals)) for r in range(2)]
     for p in procs:
         p.start()
     results = sorted(q.get(timeout=60) for _ in procs)

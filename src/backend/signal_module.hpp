@@ -36,7 +36,9 @@ class signal_kernel_arguments {
         op_(static_cast<unsigned>(w.op)),
         peer_(w.peer),
         channel_(w.channel),
-        timeout_ns_(w.timeout_ns) {}
+        timeout_ns_(w.timeout_ns),
+        value_(w.value),
+        aborted_by_(w.aborted_by) {}
   signal_kernel_arguments(const signal_kernel_arguments&) = delete;
   signal_kernel_arguments& operator=(const signal_kernel_arguments&) = delete;
   void** params() { return params_; }
@@ -47,7 +49,9 @@ class signal_kernel_arguments {
   int peer_;
   int channel_;
   unsigned long long timeout_ns_;
-  void* params_[5] = {&view_, &op_, &peer_, &channel_, &timeout_ns_};
+  unsigned long long value_;
+  unsigned aborted_by_;
+  void* params_[7] = {&view_, &op_, &peer_, &channel_, &timeout_ns_, &value_, &aborted_by_};
 };
 
 /// After the kernel was launched on `s`: a host function behind it hands `work.keep` to the deferred list once the

@@ -22,6 +22,8 @@ struct signal_work {
   std::int32_t peer = 0;  ///< put: the rank signalled; wait: the rank waited for; barrier: unused
   std::int32_t channel = 0;
   std::uint64_t timeout_ns = 0;
+  std::uint64_t value = 0;       ///< release: the target the stream counter is raised to
+  std::uint32_t aborted_by = 0;  ///< release: what ended the wait (signal_error::aborted_by; 0: its deadline)
   /// What the view points into (the window's pads and owner-only block), held until the work has run: a window
   /// released, or a team aborted, while the work is queued leaves its memory in place until then.
   std::shared_ptr<const void> keep;
@@ -35,6 +37,15 @@ const char* stream_signals_missing(int ordinal) noexcept;
 const char* same_context_waits_missing(int ordinal) noexcept;
 /// Enqueues `work` on stream `s` of device `device`; `work.keep` is let go once the work has run.
 status enqueue_signal(const signal_work& work, stream_handle s, int device);
+/// Whether this backend has the driver's stream memory operations on a device (empty: it has; else why not):
+/// window_options::stream_signals = driver.
+const char* stream_memops_missing(int ordinal) noexcept;
+/// Enqueues a 64-bit write of `value` to `at` (device-visible memory) on stream `s`, ordered after the stream's
+/// earlier work and its writes (the driver's default flag fences first).
+status enqueue_stream_write(std::uint64_t* at, std::uint64_t value, stream_handle s, int device);
+/// Enqueues a wait, on stream `s`, until the 64-bit word at `at` is at least `value` (wrap-safe: the driver's GEQ
+/// compares the difference's sign). It has no deadline of its own: the driver path's watchdog releases it.
+status enqueue_stream_wait(const std::uint64_t* at, std::uint64_t value, stream_handle s, int device);
 /// AMD's wall clock rate (kHz) for the view; 0 where the device clock is in nanoseconds.
 std::uint32_t wall_clock_khz(int ordinal) noexcept;
 

@@ -110,6 +110,7 @@ pvmm_status pvmm_window_create(pvmm_team team, const pvmm_window_options* option
                                o.max_size = given.max_size;
                                o.timeout = timeout;
                                o.signal_channels = given.signal_channels;
+                               o.stream_signals = static_cast<pvmm::stream_signal_path>(given.stream_signals);
                                PVMM_C_TRY(w, pvmm::symmetric_window::create(*t, o));
                                return adopt(kind::window, window_entry{t, std::move(*w)}, out);
                              });

@@ -91,15 +91,20 @@ result<std::size_t> agree_max_size(window_state& w, const window_options& option
   else if (options.max_size != 0 && options.max_size < options.size)
     refused = op.fail(errc::invalid_argument, fmt::format("rank {}: max_size {:#x} is below size {:#x}", w.rank(),
                                                           options.max_size, options.size));
+  else
+    refused =
+        signal_path_refusal(w.rank(), w.team->options.device, options.signal_channels, options.stream_signals, op);
   PVMM_TRY(check_aborted(*w.team, op));
   const window_request mine{options.size, options.max_size,
-                            static_cast<std::uint64_t>(std::max(options.signal_channels, 0))};
+                            static_cast<std::uint64_t>(std::max(options.signal_channels, 0)),
+                            static_cast<std::uint64_t>(options.stream_signals)};
   PVMM_TRY_ASSIGN(all, all_gather(*w.team->ranks, w.team->next_step++, mine, refused, "allgather window sizes", until,
                                   op, exchanged));
   for (int r = 1; r < static_cast<int>(all.size()); ++r)
     if (all[r].signal_channels != all[0].signal_channels)
       return op.fail(errc::team_mismatch, fmt::format("rank {} asked for {} signal channel(s), rank 0 for {}", r,
                                                       all[r].signal_channels, all[0].signal_channels));
+  PVMM_TRY(check_same_path(all, op));
   return stride_of(all, w.team->slot_unit, op);
 }
 
@@ -141,7 +146,7 @@ result<symmetric_window> symmetric_window::create(const team& members, const win
         PVMM_TRY(detail::reserve_range(*w, until, op));
         PVMM_TRY(grow_slot(*w, round_up(options.size, w->team->slot_unit), until, op));
         if (options.signal_channels > 0)
-          PVMM_TRY(detail::attach_signals(members, *w, options.signal_channels, until, op));
+          PVMM_TRY(detail::attach_signals(members, *w, options.signal_channels, options.stream_signals, until, op));
         return symmetric_window(std::move(w));
       });
 }

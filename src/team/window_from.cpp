@@ -37,6 +37,8 @@ std::optional<error> refusal(const detail::team_state& t, const std::vector<cons
   if (o.signal_channels < 0 || o.signal_channels > detail::max_signal_channels)
     return op.fail(errc::invalid_argument, fmt::format("rank {}: signal_channels {} is outside 0..{}", me,
                                                        o.signal_channels, detail::max_signal_channels));
+  if (auto path = detail::signal_path_refusal(me, t.options.device, o.signal_channels, o.stream_signals, op))
+    return path;
   if (memory.empty()) return op.fail(errc::invalid_argument, fmt::format("rank {}: the memory holds no chunk", me));
   handles = t.handles;
   for (const physical_allocation* c : memory) {
@@ -104,7 +106,8 @@ result<symmetric_window> symmetric_window::create_over(const team& members,
     requests.reserve(static_cast<std::size_t>(t.size()));  // before the agreement: nothing after it allocates
     PVMM_TRY(detail::check_aborted(t, op));
     const std::uint64_t channels = refused ? 0 : static_cast<std::uint64_t>(options.signal_channels);
-    const from_request mine{refused ? 0 : total, options.max_size, refused ? 0 : memory.size(), channels};
+    const from_request mine{refused ? 0 : total, options.max_size, refused ? 0 : memory.size(), channels,
+                            static_cast<std::uint64_t>(options.stream_signals)};
     bool exchanged = false;
     auto gathered =
         detail::all_gather(*t.ranks, t.next_step++, mine, refused, "allgather window memory", until, op, &exchanged);
@@ -123,9 +126,10 @@ result<symmetric_window> symmetric_window::create_over(const team& members,
         if (all[r].signal_channels != all[0].signal_channels)
           return op.fail(errc::team_mismatch, fmt::format("rank {} asked for {} signal channel(s), rank 0 for {}", r,
                                                           all[r].signal_channels, all[0].signal_channels));
-        requests.push_back({all[r].size, all[r].max_size, 0});
+        requests.push_back({all[r].size, all[r].max_size, 0, all[r].stream_signals});
         steps = std::max(steps, all[r].chunks);
       }
+      PVMM_TRY(detail::check_same_path(all, op));
       PVMM_TRY_ASSIGN(stride, detail::stride_of(requests, t.slot_unit, op));
       w->max_size = stride;
       w->stride = stride;
@@ -156,7 +160,8 @@ result<symmetric_window> symmetric_window::create_over(const team& members,
                                                          all[r].size, w->slots[r].size));
     // The signal pads, as create makes them (issue 48 item 10: create_from took the option and made none).
     if (all[0].signal_channels > 0)
-      PVMM_TRY(detail::attach_signals(members, *w, static_cast<int>(all[0].signal_channels), until, op));
+      PVMM_TRY(detail::attach_signals(members, *w, static_cast<int>(all[0].signal_channels),
+                                      static_cast<stream_signal_path>(all[0].stream_signals), until, op));
     return symmetric_window(std::move(w));
   });
 }

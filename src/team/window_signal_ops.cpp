@@ -85,6 +85,10 @@ status enqueue(const std::shared_ptr<detail::window_state>& state, detail::backe
                        fmt::format("rank {}'s signal pad is not mapped here: {}", r, s->pads.unmapped_reason(r)));
     }
   }
+  if (s->driver) {  // the driver path (team/stream_waits.hpp)
+    detail::release_deferred();
+    return s->driver->enqueue(make_view(*state, *s), what, peer, channel, on, timeout, state, op);
+  }
   detail::backend::signal_work work;
   work.view = make_view(*state, *s);
   work.op = what;

@@ -74,9 +74,15 @@ status make_abort_word(window_signals& s, int device, int ranks, const operation
 
 // Everything of this rank's signals that can fail, before the step's agreement: the owner-only block made, it and
 // this rank's pad zeroed, the pointer table written, the abort word made.
-status prepare_signals(const team& members, window_state& w, window_signals& s, const operation& op) {
+status prepare_signals(const team& members, window_state& w, window_signals& s, stream_signal_path path,
+                       const operation& op) {
   const int n = members.size();
   PVMM_TRY(make_abort_word(s, w.team->options.device, n, op));
+  if (path == stream_signal_path::driver) {
+    PVMM_TRY_ASSIGN(driver, stream_waits::create(w.team->options.device, s.channels, n,
+                                                 static_cast<const std::uint32_t*>(s.abort_memory.data()), op));
+    s.driver = std::move(driver);
+  }
   const std::size_t own = static_cast<std::size_t>(window_view::own_bytes(s.channels, n));
   const std::size_t table = static_cast<std::size_t>(window_view::table_offset(s.channels, n));
   PVMM_TRY(make_own_block(s, w.team->options.device, own, op));
@@ -97,14 +103,29 @@ void window_signals::raise_abort(int rank, bool exited) noexcept {
   if (exited) {  // that rank's word: it ends the waits for that rank only
     if (rank >= 0 && static_cast<std::size_t>(rank) + 1 < abort_words)
       __atomic_store_n(words + 1 + rank, 1u, __ATOMIC_RELEASE);
-    return;
+  } else {
+    std::uint32_t none = 0;  // the team's abort: the first rank to abort is the one named
+    __atomic_compare_exchange_n(words, &none, static_cast<std::uint32_t>(rank) + 1, false, __ATOMIC_RELEASE,
+                                __ATOMIC_RELAXED);
   }
-  std::uint32_t none = 0;  // the team's abort: the first rank to abort is the one named
-  __atomic_compare_exchange_n(words, &none, static_cast<std::uint32_t>(rank) + 1, false, __ATOMIC_RELEASE,
-                              __ATOMIC_RELAXED);
+  if (driver) driver->wake();  // the driver path's waits are released by its watchdog, which reads the same words
 }
 
-status attach_signals(const team& members, window_state& w, int channels, deadline until, const operation& op) {
+std::optional<error> signal_path_refusal(int rank, int device, int channels, stream_signal_path path,
+                                         const operation& op) {
+  if (path != stream_signal_path::kernel && path != stream_signal_path::driver)
+    return op.fail(
+        errc::invalid_argument,
+        fmt::format("rank {}: stream_signals {} is neither kernel (0) nor driver (1)", rank, static_cast<int>(path)));
+  if (path == stream_signal_path::driver && channels > 0)
+    if (const char* missing = backend::stream_memops_missing(device))
+      return op.fail(errc::not_supported, fmt::format("rank {}: stream_signals = driver: {}", rank, missing),
+                     "use stream_signal_path::kernel");
+  return std::nullopt;
+}
+
+status attach_signals(const team& members, window_state& w, int channels, stream_signal_path path, deadline until,
+                      const operation& op) {
   const int n = members.size();
   window_options pad_options;
   pad_options.size = static_cast<std::size_t>(window_view::pad_bytes(channels, n));
@@ -127,7 +148,7 @@ status attach_signals(const team& members, window_state& w, int channels, deadli
     s = std::make_unique<window_signals>();
     s->pads = std::move(pads);
     s->channels = channels;
-    return prepare_signals(members, w, *s, op);
+    return prepare_signals(members, w, *s, path, op);
   });
   if (!prepared) failed = std::move(prepared).error();
   // The closing agreement that every pad is zero and every rank's signals are ready (outcomes only: the channels

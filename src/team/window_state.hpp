@@ -6,8 +6,11 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include <pvmm/allocation.hpp>
 #include <pvmm/pinned.hpp>
@@ -15,6 +18,7 @@
 
 #include "core/operation.hpp"
 #include "observe/observe.hpp"
+#include "team/stream_waits.hpp"
 #include "team/team_state.hpp"
 
 namespace pvmm::detail {
@@ -24,6 +28,7 @@ struct window_request {
   std::uint64_t size = 0;
   std::uint64_t max_size = 0;
   std::uint64_t signal_channels = 0;  // window_options::signal_channels: the same on every rank
+  std::uint64_t stream_signals = 0;   // window_options::stream_signals: the same on every rank
 };
 
 // What each rank contributes to a window over its own memory (create_from; fixed layout, a size unlike
@@ -34,6 +39,7 @@ struct from_request {
   std::uint64_t max_size = 0;         // as window_options::max_size
   std::uint64_t chunks = 0;           // how many chunk steps this rank needs
   std::uint64_t signal_channels = 0;  // window_options::signal_channels: the same on every rank
+  std::uint64_t stream_signals = 0;   // window_options::stream_signals: the same on every rank
 };
 
 // What each rank says of its new chunk (fixed layout; travels in the step's all_gather).
@@ -70,6 +76,9 @@ struct window_signals {
   int channels = 0;
   std::uint32_t wall_clock_khz = 0;
   std::array<int, 2> same_context_ranks{-1, -1};  // the first two ranks in one process on one device (-1: none)
+  // The driver path (window_options::stream_signals = driver), else null. Last: destroyed first, it waits for the
+  // releases it enqueued, which touch the pads and the owner-only block.
+  std::unique_ptr<stream_waits> driver;
 
   std::uint64_t* own() const noexcept { return static_cast<std::uint64_t*>(own_range.address()); }
   /// Raises the abort word (team_device.hpp: r + 1 when rank r aborted, with signal_error::exited_bit when its
@@ -141,7 +150,22 @@ constexpr int max_signal_channels = 1024;
 /// Collective, the last step of create: every rank's pad made, its owner-only block made, both zeroed and the
 /// pointer table written, then one agreement, so no rank returns (and signals) before every pad is zero; nothing
 /// after that agreement can fail. The channels were agreed before.
-status attach_signals(const team& members, window_state& w, int channels, deadline until, const operation& op);
+status attach_signals(const team& members, window_state& w, int channels, stream_signal_path path, deadline until,
+                      const operation& op);
+/// Why this rank cannot take `path` for a window with `channels` signal channels (invalid value, or the backend
+/// lacks the driver's stream memory operations), or nothing: checked before the window's first exchange.
+std::optional<error> signal_path_refusal(int rank, int device, int channels, stream_signal_path path,
+                                         const operation& op);
+/// Every rank's stream_signals (window_request or from_request records) is rank 0's, else team_mismatch naming both.
+template <class Records>
+status check_same_path(const Records& all, const operation& op) {
+  for (std::size_t r = 1; r < all.size(); ++r)
+    if (all[r].stream_signals != all[0].stream_signals)
+      return op.fail(errc::team_mismatch,
+                     fmt::format("rank {} asked for stream_signals {}, rank 0 for {} (0: kernel, 1: driver)", r,
+                                 all[r].stream_signals, all[0].stream_signals));
+  return {};
+}
 /// Rewrites this rank's device-resident pointer table from the slots (after a grow), then agrees: every rank
 /// returns the same outcome (a copy that failed on one rank fails the step on every rank).
 status refresh_pointer_table(window_state& w, deadline until, const operation& op);

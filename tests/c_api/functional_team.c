@@ -14,6 +14,8 @@
 /* Whether the backend is a GPU's (not "host"): its stream-ordered waits between thread ranks are refused. Set once
    by everything() before any thread starts. */
 static int on_gpu_backend;
+/* The windows' signal path (a pvmm_stream_signal_path): team_over_c_bootstrap runs with each. */
+static int signal_path;
 enum { ranks = 3 };
 
 /* One rank's team and window over the C bootstrap; 1 when all it saw was right. */
@@ -28,6 +30,7 @@ static int run_rank(tb_rank* self) {
   wopts.size = 4096;
   wopts.timeout_ms = 20000;
   wopts.signal_channels = 1;
+  wopts.stream_signals = signal_path;
   if (tb_join(self, &topts, &wopts, &m) != pvmm_status_ok) {
     fprintf(stderr, "rank %d: %s\n", self->rank, pvmm_last_error_message());
     return 0;
@@ -125,6 +128,9 @@ static void failing_callbacks(void) {
 static void everything(const pvmm_backend_info* backend, const pvmm_device_info* device) {
   (void)device;
   on_gpu_backend = strcmp(backend->name, "host") != 0; /* before any thread starts */
+  signal_path = pvmm_stream_signals_kernel;
+  team_over_c_bootstrap();
+  signal_path = pvmm_stream_signals_driver;
   team_over_c_bootstrap();
   failing_callbacks();
 }

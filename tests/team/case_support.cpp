@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -147,6 +148,19 @@ void use_every_device_once() {
   (void)used;
 }
 
+namespace {
+std::atomic<int> signal_path{0};  // every rank thread of a case stores the same value
+}  // namespace
+
+std::pair<std::string, pvmm::stream_signal_path> signal_case_path(const std::string& name) {
+  const std::string suffix = ":driver";
+  if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return {name.substr(0, name.size() - suffix.size()), pvmm::stream_signal_path::driver};
+  return {name, pvmm::stream_signal_path::kernel};
+}
+
+void use_signal_path(pvmm::stream_signal_path path) { signal_path.store(static_cast<int>(path)); }
+
 bool make_signal_setup(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b, std::size_t bytes, int channels,
                        signal_setup& out) {
   auto t = pvmm::team::create(b, team_options_for(*b));
@@ -154,6 +168,7 @@ bool make_signal_setup(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b, st
   pvmm::window_options o;
   o.size = bytes;
   o.signal_channels = channels;
+  o.stream_signals = static_cast<pvmm::stream_signal_path>(signal_path.load());
   o.timeout = std::chrono::seconds(20);
   auto w = pvmm::symmetric_window::create(*t, o);
   if (!w) return v.check(false, where(*b) + "window create: " + w.error().message()), false;

@@ -82,10 +82,15 @@ struct signal_setup {
   pvmm::symmetric_window window;
   pvmm::stream stream;
 };
-/// Makes a signal_setup with a window of `bytes` per rank and `channels` signal channels; false (reported in `v`)
-/// on failure.
+/// Makes a signal_setup with a window of `bytes` per rank and `channels` signal channels, on the signal path the
+/// case's name asks for (signal_case_path); false (reported in `v`) on failure.
 bool make_signal_setup(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b, std::size_t bytes, int channels,
                        signal_setup& out);
+/// A signal case's name without its path suffix ("sig-data:driver" is "sig-data" on stream_signal_path::driver),
+/// and the path; the suffix is how exec'd and mpirun'd ranks hear it.
+std::pair<std::string, pvmm::stream_signal_path> signal_case_path(const std::string& name);
+/// The path make_signal_setup uses (set by run_signal_case for the case it runs; every rank sets the same).
+void use_signal_path(pvmm::stream_signal_path path);
 /// "success", or the failure's message.
 inline std::string outcome_text(const pvmm::status& s) { return s ? std::string("success") : s.error().message(); }
 

@@ -252,7 +252,7 @@ int killed_victim(const std::string& name, int size) {
 
 int dying_rank(const std::string& name, int size) {
   if (name.rfind("killed-", 0) == 0) return killed_victim(name, size);
-  if (name == "sig-killed") return size - 1;
+  if (signal_case_path(name).first == "sig-killed") return size - 1;
   return -1;
 }
 

@@ -43,6 +43,10 @@ bool run_signal_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::boo
 /// `p.name` is none of them.
 bool run_signal_guard_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks);
 
+/// The driver path's own cases (signal_driver_cases.cpp: "sig-path-mismatch", "sig-path-abort"): false when
+/// `p.name` is none of them.
+bool run_signal_driver_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks);
+
 /// "killed-<step>": the rank that dies, and the last step (dying_bootstrap in cases.cpp says what each is).
 int killed_victim(const std::string& name, int size);
 /// The rank that case `name` kills with SIGKILL ("killed-<step>", "sig-killed"), or -1 where none dies.

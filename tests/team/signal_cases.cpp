@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <pvmm/device.hpp>
@@ -294,14 +295,18 @@ void bad_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
 
 }  // namespace
 
-bool run_signal_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
+bool run_signal_case(verdict& v, const case_params& given, std::shared_ptr<pvmm::bootstrap> ranks) {
+  case_params p = given;
+  pvmm::stream_signal_path path;
+  std::tie(p.name, path) = signal_case_path(given.name);
+  use_signal_path(path);
   return run_named(p.name, {{"sig-data", [&] { data_case(v, ranks); }},
                             {"sig-silent", [&] { silent_case(v, ranks); }},
                             {"sig-absent", [&] { absent_case(v, ranks); }},
                             {"sig-bad", [&] { bad_case(v, ranks); }},
                             {"sig-deadline", [&] { deadline_case(v, ranks); }},
                             {"sig-killed", [&] { killed_at_barrier_case(v, ranks); }}}) ||
-         run_signal_guard_case(v, p, std::move(ranks));
+         run_signal_guard_case(v, p, ranks) || run_signal_driver_case(v, p, std::move(ranks));
 }
 
 }  // namespace pvmm_team_test

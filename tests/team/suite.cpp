@@ -228,7 +228,32 @@ void killed_at_each_step(const std::string& adapter, void (*run)(const case_para
   PVMM_TEAM_CASE(adapter, "clear_signal_status reads and clears the error record, and later barriers report afresh", \
                  "sig-clear", 0, body)
 
+// The driver path (window_options::stream_signals = driver): the shared signal cases on it, and its own.
+#define PVMM_TEAM_DRIVER_CASES(adapter, body)                                                                          \
+  PVMM_TEAM_CASE(adapter, "driver path: put/wait-signal order data across ranks, and barriers", "sig-data:driver", 0,  \
+                 body)                                                                                                 \
+  PVMM_TEAM_CASE(adapter, "driver path: a silent rank's waiters time out naming it, a late signal ends no later wait", \
+                 "sig-silent:driver", 0, body)                                                                         \
+  PVMM_TEAM_CASE(adapter, "driver path: a barrier no other rank joins ends at its one deadline",                       \
+                 "sig-deadline:driver", 0, body)                                                                       \
+  PVMM_TEAM_CASE(adapter, "driver path: a peer forging every word of a rank's pad changes nothing it reads",           \
+                 "sig-forger:driver", 0, body)                                                                         \
+  PVMM_TEAM_CASE(adapter, "driver path: clear_signal_status, and later barriers report afresh", "sig-clear:driver", 0, \
+                 body)                                                                                                 \
+  PVMM_TEAM_CASE(adapter, "the signal path is agreed: a rank asking another is team_mismatch on every rank",           \
+                 "sig-path-mismatch", 0, body)                                                                         \
+  PVMM_TEAM_CASE(adapter, "driver path: team::abort releases a wait at once, peer_lost naming the aborting rank",      \
+                 "sig-path-abort", 0, body)
+
 TEST_SUITE("team") {
+  PVMM_TEAM_DRIVER_CASES("threads", [](const case_params& p, int n) { threads_adapter(p, n, false); })
+  PVMM_TEAM_DRIVER_CASES("endpoints", endpoint_processes)
+  TEST_CASE("endpoints: driver path: a rank killed while the others wait at a barrier: each returns naming it") {
+    for_each_size("endpoints", "sig-killed:driver", 0, endpoint_processes);
+  }
+  TEST_CASE("endpoints: driver path: team::abort and release while a barrier is queued: nothing faults") {
+    for_each_size("endpoints", "sig-abort-queued:driver", 0, endpoint_processes);
+  }
   PVMM_TEAM_SIGNAL_CASES("threads", [](const case_params& p, int n) { threads_adapter(p, n, false); })
   PVMM_TEAM_SIGNAL_CASES("store (in-process)", [](const case_params& p, int n) { threads_adapter(p, n, true); })
   PVMM_TEAM_SIGNAL_CASES("endpoints", endpoint_processes)

@@ -1,6 +1,7 @@
 // pvmm-bench teams, signals: barrier and put/wait-signal latency between N = 2, 4, 8 endpoint processes, one GPU
 // each where the machine has N GPUs that reach each other, else all on device 0 (team_ranks.hpp), in µs per
-// operation: pvmm's stream-ordered calls against the same steps written on the raw calls.
+// operation: pvmm's stream-ordered calls, on each path (window_options::stream_signals: kernel and driver, a window
+// each), against the same steps written on the raw calls.
 //   barrier   pvmm: symmetric_window::barrier(channel, stream, timeout) (cuda: one one-thread kernel per call; host: a
 //   host
 //             function on the stream's worker). Raw: every rank writes its epoch into each peer's inbox, then waits
@@ -22,6 +23,7 @@
 // synchronises the stream; ranks line up at a bootstrap barrier before every block; a round counts its slowest rank;
 // rounds alternate the sides in a seeded order. Checked after the rounds: pvmm's signal_status() (no wait expired) and
 // every raw inbox holding the last epoch its peer wrote.
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -119,25 +121,36 @@ int team_sync_rank(const rank_args& a) {
   check(stream->synchronize().has_value(), "stream synchronize");
   sync_point(*ranks);
 
+  // The driver path's side: a second window, its calls the same as the kernel path's (pvmm_step below).
+  pvmm::window_options driver_options;
+  driver_options.size = 4096;
+  driver_options.signal_channels = 2;
+  driver_options.stream_signals = pvmm::stream_signal_path::driver;
+  auto driver_window = pvmm::symmetric_window::create(joined.team, driver_options);
+  check(driver_window.has_value(), "symmetric_window::create (driver path)");
   const raw_signals raw(*window, *stream);
   std::uint32_t raw_epoch[2] = {0, 0};
-  const auto pvmm_finish = [&] { check(stream->synchronize().has_value(), "stream synchronize"); };
-  const auto raw_finish = [&] { raw.finish(); };
-  const std::function<void()> pvmm_step[2] = {
-      [&] { check(window->barrier(barrier_kind, *stream, wait_limit).has_value(), "symmetric_window::barrier"); },
-      [&] {
-        const auto put = [&] {
-          check(window->put_signal(partner, ping_pong_kind, *stream).has_value(), "symmetric_window::put_signal");
-        };
-        const auto wait = [&] {
-          check(window->wait_signal(partner, ping_pong_kind, *stream, wait_limit).has_value(),
-                "symmetric_window::wait_signal");
-        };
-        if (me % 2 == 0)
-          put(), wait();
-        else
-          wait(), put();
-      }};
+  const std::function<void()> pvmm_finish = [&] { check(stream->synchronize().has_value(), "stream synchronize"); };
+  const std::function<void()> raw_finish = [&] { raw.finish(); };
+  const auto pvmm_steps = [&](const pvmm::symmetric_window& w) {
+    return std::array<std::function<void()>, 2>{
+        [&] { check(w.barrier(barrier_kind, *stream, wait_limit).has_value(), "symmetric_window::barrier"); },
+        [&] {
+          const auto put = [&] {
+            check(w.put_signal(partner, ping_pong_kind, *stream).has_value(), "symmetric_window::put_signal");
+          };
+          const auto wait = [&] {
+            check(w.wait_signal(partner, ping_pong_kind, *stream, wait_limit).has_value(),
+                  "symmetric_window::wait_signal");
+          };
+          if (me % 2 == 0)
+            put(), wait();
+          else
+            wait(), put();
+        }};
+  };
+  const auto pvmm_step = pvmm_steps(*window);
+  const auto driver_step = pvmm_steps(*driver_window);
   const std::function<void()> raw_step[2] = {
       [&] {
         const std::uint32_t e = ++raw_epoch[barrier_kind];
@@ -158,22 +171,23 @@ int team_sync_rank(const rank_args& a) {
   for (int kind : {barrier_kind, ping_pong_kind}) {
     const double per_op = kind == ping_pong_kind ? 0.5 : 1.0;  // a round trip is two one-way signals
     for (int round = -1; round < rounds; ++round) {            // round -1 warms both sides up, uncounted
-      double pvmm_s = 0, raw_s = 0;
-      const auto run_pvmm = [&] { pvmm_s = timed_block(*ranks, ops, pvmm_step[kind], pvmm_finish) * per_op; };
-      const auto run_raw = [&] { raw_s = timed_block(*ranks, ops, raw_step[kind], raw_finish) * per_op; };
-      if (pvmm_first(round, kind))
-        run_pvmm(), run_raw();
-      else
-        run_raw(), run_pvmm();
-      if (round >= 0) emit(fmt::format("{} {} {} {} {}\n", kind_names[kind], me, round, pvmm_s, raw_s));
+      double seconds[3] = {0, 0, 0};                           // kernel path, raw, driver path
+      const std::function<void()>* steps[3] = {&pvmm_step[kind], &raw_step[kind], &driver_step[kind]};
+      for (int side : side_order(round, kind, 3))
+        seconds[side] = timed_block(*ranks, ops, *steps[side], side == 1 ? raw_finish : pvmm_finish) * per_op;
+      if (round >= 0) {
+        emit(fmt::format("{} {} {} {} {}\n", kind_names[kind], me, round, seconds[0], seconds[1]));
+        emit(fmt::format("{}/driver {} {} {} {}\n", kind_names[kind], me, round, seconds[2], seconds[1]));
+      }
     }
   }
 
-  // No pvmm wait expired, and every raw inbox holds its peer's last epoch.
-  if (auto s = window->signal_status(); !s) {
-    std::fprintf(stderr, "pvmm-bench: FAIL: teams sync rank %d: %s\n", me, s.error().message().c_str());
-    return 1;
-  }
+  // No pvmm wait expired (either path), and every raw inbox holds its peer's last epoch.
+  for (const pvmm::symmetric_window* w : {window, static_cast<const pvmm::symmetric_window*>(&*driver_window)})
+    if (auto s = w->signal_status(); !s) {
+      std::fprintf(stderr, "pvmm-bench: FAIL: teams sync rank %d: %s\n", me, s.error().message().c_str());
+      return 1;
+    }
   std::vector<std::uint32_t> inboxes(zeros.size());
   check(stream->copy_async(inboxes.data(), window->local(), inboxes.size() * 4).has_value(), "read the inboxes");
   check(stream->synchronize().has_value(), "stream synchronize");
@@ -203,15 +217,16 @@ void team_sync(const team_flags& flags) {
       "__atomic store / acquire spin inline, no stream"
 #endif
   );
-  fmt::print("  {:<9} {:>2}  {:<26} {:<26} {}\n", "operation", "N", "pvmm", "raw", "pvmm/raw [IQR]");
+  fmt::print("  {:<16} {:>2}  {:<26} {:<26} {}\n", "operation", "N", "pvmm", "raw", "pvmm/raw [IQR]");
   for (int n : team_sizes(flags)) {
     const auto rows =
         slowest_per_round(run_rank_processes("sync", n, {flags.quick ? "1" : "0"}, std::chrono::seconds(120)));
-    for (const char* kind : kind_names) {
-      const auto at = rows.find(kind);
-      check(at != rows.end(), "a teams sync result");
-      fmt::print("  {:<9} {:>2}  {}\n", kind, n, latency_columns(at->second, 1e6));
-    }
+    for (const char* kind : kind_names)
+      for (const std::string path : {"", "/driver"}) {  // the kernel path's row, then the driver path's
+        const auto at = rows.find(kind + path);
+        check(at != rows.end(), "a teams sync result");
+        fmt::print("  {:<16} {:>2}  {}\n", kind + path, n, latency_columns(at->second, 1e6));
+      }
   }
 }
 

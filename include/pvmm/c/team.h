@@ -85,12 +85,19 @@ PVMM_C_API pvmm_status pvmm_team_abort(pvmm_team team) PVMM_C_NOEXCEPT;
 PVMM_C_API pvmm_status pvmm_team_info(pvmm_team team, int* rank, int* size, int* device,
                                       int* node_count) PVMM_C_NOEXCEPT;
 
+/** How a window's stream-ordered put_signal, wait_signal and barrier run (pvmm::stream_signal_path, team.hpp). */
+typedef enum pvmm_stream_signal_path {
+  pvmm_stream_signals_kernel = 0, /**< a one-thread bounded-spin kernel per call; mixes with device code */
+  pvmm_stream_signals_driver = 1  /**< the driver's stream memory operations, deadlines kept by a watchdog */
+} pvmm_stream_signal_path;
+
 typedef struct pvmm_window_options {
   size_t struct_size;
   size_t size;
   size_t max_size;     /**< 0: the largest size any rank asks for */
   int64_t timeout_ms;  /**< bounds the collective create; PVMM_INIT: 30000 */
   int signal_channels; /**< > 0: signal pads of that many channels per peer (the same on every rank) */
+  int stream_signals;  /**< a pvmm_stream_signal_path (the same on every rank); PVMM_INIT: kernel */
 } pvmm_window_options;
 #define PVMM_C_DEFAULTS_pvmm_window_options(F) F(timeout_ms, 30000)
 

@@ -57,6 +57,22 @@ PVMM_HOST_DEVICE inline void signal_store_release(std::uint64_t* p, std::uint64_
   __atomic_store_n(p, value, __ATOMIC_RELEASE);
 #endif
 }
+/// Raises `*p` to at least `value` (system-scope atomic max, acquire-release) and returns what it held before: the
+/// driver path's deadline (team_device.hpp, release_stream_wait) keeps a peer's later, higher write.
+PVMM_HOST_DEVICE inline std::uint64_t signal_max(std::uint64_t* p, std::uint64_t value) {
+#if defined(PVMM_DEVICE_CUDA)
+  std::uint64_t old;
+  asm volatile("atom.acq_rel.sys.global.max.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(value) : "memory");
+  return old;
+#elif defined(PVMM_DEVICE_HIP)
+  return __hip_atomic_fetch_max(p, value, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_SYSTEM);
+#else
+  std::uint64_t old = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+  while (old < value && !__atomic_compare_exchange_n(p, &old, value, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  }
+  return old;
+#endif
+}
 /// A full system-scope fence (a wait's last look at its counter comes after its look at the abort words).
 PVMM_HOST_DEVICE inline void fence_system() {
 #if defined(PVMM_DEVICE_CUDA) || defined(PVMM_DEVICE_HIP)

@@ -18,6 +18,16 @@ status enqueue_signal(const signal_work&, stream_handle, int) {
   return make_error(errc::not_supported, stream_signals_missing(0));
 }
 
+const char* stream_memops_missing(int) noexcept { return stream_signals_missing(0); }
+
+status enqueue_stream_write(std::uint64_t*, std::uint64_t, stream_handle, int) {
+  return make_error(errc::not_supported, stream_signals_missing(0));
+}
+
+status enqueue_stream_wait(const std::uint64_t*, std::uint64_t, stream_handle, int) {
+  return make_error(errc::not_supported, stream_signals_missing(0));
+}
+
 std::uint32_t wall_clock_khz(int) noexcept { return 0; }
 
 }  // namespace pvmm::detail::backend
