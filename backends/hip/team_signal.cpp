@@ -49,15 +49,27 @@ status enqueue_signal(const signal_work& work, stream_handle s, int device) {
   });
 }
 
-// hipDeviceAttributeCanUseStreamWaitValue reads CUDA's deprecated v1 attribute there (0 on CUDA 13, where the
-// operations work): HIP's NVIDIA headers forward the calls to cuStreamWriteValue64 / cuStreamWaitValue64, which
-// every device CUDA 12 supports takes.
+// The driver path's stream memory operations. HIP's NVIDIA headers declare hipStreamWriteValue64 /
+// hipStreamWaitValue64 for nvcc only (as hipLaunchHostFunc), so the backend calls the driver entry points they forward
+// to (hipStream_t is CUstream there). hipDeviceAttributeCanUseStreamWaitValue reads CUDA's deprecated v1 attribute (0
+// on CUDA 13, where the operations work): every device CUDA 12 supports takes them.
+namespace {
+hipError_t stream_write_value64(hipStream_t s, std::uint64_t* at, std::uint64_t value) {
+  return hipCUResultTohipError(
+      cuStreamWriteValue64(s, reinterpret_cast<CUdeviceptr>(at), value, CU_STREAM_WRITE_VALUE_DEFAULT));
+}
+hipError_t stream_wait_value64(hipStream_t s, const std::uint64_t* at, std::uint64_t value) {
+  return hipCUResultTohipError(
+      cuStreamWaitValue64(s, reinterpret_cast<CUdeviceptr>(at), value, CU_STREAM_WAIT_VALUE_GEQ));
+}
+}  // namespace
+
 const char* stream_memops_missing(int) noexcept { return nullptr; }
 
 status enqueue_stream_write(std::uint64_t* at, std::uint64_t value, stream_handle s, int device) {
   PVMM_REQUIRE_RUNTIME();
   return on_device(device, [&]() -> status {
-    PVMM_HIP(hipStreamWriteValue64, native(s), at, static_cast<std::int64_t>(value), 0u);
+    PVMM_HIP(stream_write_value64, native(s), at, value);
     return {};
   });
 }
@@ -65,8 +77,7 @@ status enqueue_stream_write(std::uint64_t* at, std::uint64_t value, stream_handl
 status enqueue_stream_wait(const std::uint64_t* at, std::uint64_t value, stream_handle s, int device) {
   PVMM_REQUIRE_RUNTIME();
   return on_device(device, [&]() -> status {
-    PVMM_HIP(hipStreamWaitValue64, native(s), const_cast<std::uint64_t*>(at), static_cast<std::int64_t>(value),
-             static_cast<unsigned>(hipStreamWaitValueGte));
+    PVMM_HIP(stream_wait_value64, native(s), at, value);
     return {};
   });
 }

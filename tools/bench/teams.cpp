@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -184,6 +185,9 @@ int team_create_rank(const rank_args& a) {
 }
 
 void teams(const team_flags& flags) {
+  // PVMM_BENCH_TEAMS=signals: the signals table alone (its time-shared rows are what issue 51 item 1 measures).
+  if (const char* only = std::getenv("PVMM_BENCH_TEAMS"); only != nullptr && std::string(only) == "signals")
+    return team_sync(flags);
   // A 1 GiB slot is committed at create: 3 repetitions keep the table under a minute. --quick: 2 MiB slots only.
   const int reps = flags.quick ? 2 : 7, reps_of_1_gib = 3;
   const std::size_t mib = std::size_t{1} << 20;
