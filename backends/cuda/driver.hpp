@@ -61,6 +61,8 @@ class context_scope {
   static result<context_scope> primary(int ordinal);
   /// The context `stream` belongs to.
   static result<context_scope> of_stream(CUstream stream);
+  /// `context` itself.
+  static result<context_scope> of_context(CUcontext context) { return enter(context); }
   context_scope(context_scope&& other) noexcept : pushed_(other.pushed_) { other.pushed_ = false; }
   context_scope& operator=(context_scope&&) = delete;
   context_scope(const context_scope&) = delete;

@@ -21,6 +21,8 @@ enum class entry_need {
 // drivers older than 12.2 have.
 using cuMemAdvise_device_t = CUresult (*)(CUdeviceptr, size_t, CUmem_advise, CUdevice);
 using cuMemPrefetchAsync_device_t = CUresult (*)(CUdeviceptr, size_t, CUdevice, CUstream);
+// cuCtxCreate's ABI before CUDA 13's params argument (CUDA 3.2 to 12.x; 13's drivers still answer it).
+using cuCtxCreate_v2_t = CUresult (*)(CUcontext*, unsigned int, CUdevice);
 
 // Every entry point pvmm uses, in one list (as NCCL's cudawrap lists its symbols):
 //   X(name, version, need): `name` in the prototype cuda.h declares, resolved at exactly `version`, the CUDA version
@@ -63,6 +65,7 @@ using cuMemPrefetchAsync_device_t = CUresult (*)(CUdeviceptr, size_t, CUdevice, 
   X(cuModuleGetFunction, 2000, optional)                                                           \
   X(cuLaunchKernel, 4000, optional)                                                                \
   X(cuStreamWriteValue64, 12000, optional)                                                         \
+  X_AS(cuCtxCreate_v2, cuCtxCreate, cuCtxCreate_v2_t, 3020, optional)                              \
   X(cuStreamWaitValue64, 12000, optional)                                                          \
   X(cuMemcpyAsync, 4000, required)                                                                 \
   X(cuEventCreate, 2000, required)                                                                 \

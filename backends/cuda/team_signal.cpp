@@ -69,6 +69,42 @@ status enqueue_stream_wait(const std::uint64_t* at, std::uint64_t value, stream_
   return {};
 }
 
+namespace {
+using lane = release_lane<CUcontext, CUstream, CUfunction>;
+
+// The lane's context (cuCtxCreate leaves it current on this thread: popped before returning), a non-blocking stream
+// and the kernel in it.
+result<lane> make_lane(int ordinal) {
+  if (api().cuCtxCreate_v2 == nullptr) return make_error(errc::not_supported, "the CUDA driver lacks cuCtxCreate");
+  PVMM_TRY_ASSIGN(dev, device_of(ordinal));
+  lane l;
+  PVMM_CU(cuCtxCreate_v2, &l.context, 0, dev);
+  PVMM_CU(cuCtxPopCurrent, &l.context);
+  PVMM_TRY_ASSIGN(scope, context_scope::of_context(l.context));
+  PVMM_CU(cuStreamCreate, &l.stream, CU_STREAM_NON_BLOCKING);
+  PVMM_TRY_ASSIGN(f, kernel_of_current_context());
+  l.kernel = f;
+  return l;
+}
+}  // namespace
+
+status enqueue_release(const signal_work& work, int device) {
+  PVMM_REQUIRE_DRIVER();
+  PVMM_TRY_ASSIGN(l, release_lane_of<lane>(device, [&] { return make_lane(device); }));
+  PVMM_TRY_ASSIGN(scope, context_scope::of_context(l.context));
+  signal_kernel_arguments arguments(work);
+  PVMM_CU(cuLaunchKernel, l.kernel, 1, 1, 1, 1, 1, 1, 0, l.stream, arguments.params(), nullptr);
+  return {};
+}
+
+status finish_releases(int device) {
+  PVMM_REQUIRE_DRIVER();
+  PVMM_TRY_ASSIGN(l, release_lane_of<lane>(device, [&] { return make_lane(device); }));
+  PVMM_TRY_ASSIGN(scope, context_scope::of_context(l.context));
+  PVMM_CU(cuStreamSynchronize, l.stream);
+  return {};
+}
+
 std::uint32_t wall_clock_khz(int) noexcept { return 0; }
 
 }  // namespace pvmm::detail::backend

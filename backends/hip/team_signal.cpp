@@ -82,6 +82,59 @@ status enqueue_stream_wait(const std::uint64_t* at, std::uint64_t value, stream_
   });
 }
 
+namespace {
+using lane = release_lane<CUcontext, hipStream_t, hipFunction_t>;
+
+hipError_t create_context(CUcontext* out, int ordinal) {
+  CUdevice dev = 0;
+  if (CUresult rc = cuDeviceGet(&dev, ordinal); rc != CUDA_SUCCESS) return hipCUResultTohipError(rc);
+#if CUDA_VERSION >= 13000
+  return hipCUResultTohipError(cuCtxCreate(out, nullptr, 0, dev));
+#else
+  return hipCUResultTohipError(cuCtxCreate(out, 0, dev));
+#endif
+}
+hipError_t push_context(CUcontext c) { return hipCUResultTohipError(cuCtxPushCurrent(c)); }
+hipError_t pop_context() {
+  CUcontext popped = nullptr;
+  return hipCUResultTohipError(cuCtxPopCurrent(&popped));
+}
+
+// The lane's context (the driver's cuCtxCreate, which HIP forwards to and leaves current: kept current while the
+// stream and module are made in it, then popped), a non-blocking stream and the kernel in it.
+result<lane> make_lane(int ordinal) {
+  lane l;
+  PVMM_HIP(create_context, &l.context, ordinal);
+  auto made = [&]() -> result<lane> {
+    PVMM_HIP(hipStreamCreateWithFlags, &l.stream, hipStreamNonBlocking);
+    hipModule_t module = nullptr;
+    PVMM_HIP(hipModuleLoadData, &module, signal_ptx);
+    PVMM_HIP(hipModuleGetFunction, &l.kernel, module, signal_kernel_name);
+    return l;
+  }();
+  (void)pop_context();
+  return made;
+}
+}  // namespace
+
+status enqueue_release(const signal_work& work, int device) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_TRY_ASSIGN(l, release_lane_of<lane>(device, [&] { return make_lane(device); }));
+  PVMM_HIP(push_context, l.context);
+  signal_kernel_arguments arguments(work);
+  const hipError_t rc = hipModuleLaunchKernel(l.kernel, 1, 1, 1, 1, 1, 1, 0, l.stream, arguments.params(), nullptr);
+  (void)pop_context();
+  if (rc != hipSuccess) return failure(rc, "hipModuleLaunchKernel");
+  return {};
+}
+
+status finish_releases(int device) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_TRY_ASSIGN(l, release_lane_of<lane>(device, [&] { return make_lane(device); }));
+  PVMM_HIP(hipStreamSynchronize, l.stream);
+  return {};
+}
+
 std::uint32_t wall_clock_khz(int) noexcept { return 0; }  // %globaltimer counts nanoseconds
 
 }  // namespace pvmm::detail::backend

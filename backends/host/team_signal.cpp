@@ -75,6 +75,13 @@ status enqueue_signal(const signal_work& work, stream_handle s, int device) {
   return launched;
 }
 
+status enqueue_release(const signal_work& work, int) {
+  (void)run_signal_op(work.view, work.op, work.peer, work.channel, work.timeout_ns, work.value, work.aborted_by);
+  return {};
+}
+
+status finish_releases(int) { return {}; }
+
 std::uint32_t wall_clock_khz(int) noexcept { return 0; }
 
 }  // namespace pvmm::detail::backend

@@ -312,13 +312,17 @@ enum class signal_op : std::uint32_t { put = 0, wait = 1, barrier = 2, release =
 /// The driver path's deadline: the host's watchdog raises rank `from`'s stream counter on `channel` in this rank's
 /// pad to `target` (an atomic max: a peer's later, higher count is kept, and its late write of `target` changes
 /// nothing, so a late signal never satisfies a later step), which releases the driver's stream wait. A counter
-/// that was below `target` is the wait's failure, recorded as a spin's (`aborted_by` as signal_error's).
+/// below `target` is the wait's failure, recorded first as a spin's (`aborted_by` as signal_error's).
 struct signal_release {
   PVMM_HOST_DEVICE static bool run(const window_view& v, int from, int channel, std::uint64_t target,
                                    std::uint32_t aborted_by) {
-    const std::uint64_t seen = signal_max(v.stream_inbox(v.rank, channel, from), target);
+    std::uint64_t* const counter = v.stream_inbox(v.rank, channel, from);
+    const std::uint64_t seen = signal_load_acquire(counter);
     if (compare_holds(seen, compare::ge, target)) return true;
+    // Recorded before the stream is let go: the host that synchronises the stream then reads the failure.
     v.record_failure(from, channel, aborted_by, seen, target);
+    fence_system();
+    (void)signal_max(counter, target);
     return false;
   }
 };

@@ -95,4 +95,31 @@ result<Function> signal_kernel_in(Context context, Load&& load) {
   return f;
 }
 
+/// Where a backend launches the driver path's releases (team_signal.hpp, enqueue_release): a context of its own on
+/// the device, a stream in it and the signal kernel loaded there.
+template <class Context, class Stream, class Function>
+struct release_lane {
+  Context context{};
+  Stream stream{};
+  Function kernel{};
+};
+
+/// Device `ordinal`'s lane, made by `make()` (a result<Lane>) the first time it is asked for, then kept for the
+/// process's life (one per backend library and device; a context costs device memory, so only a process that
+/// uses the driver path pays for one).
+template <class Lane, class Make>
+result<Lane> release_lane_of(int ordinal, Make&& make) {
+  static std::mutex lock;
+  static std::vector<std::pair<int, Lane>> made;
+  const std::lock_guard<std::mutex> hold(lock);
+  for (const auto& [device, lane] : made)
+    if (device == ordinal) return lane;
+  PVMM_TRY_ASSIGN(lane, make());
+  try {
+    made.emplace_back(ordinal, lane);
+  } catch (...) {  // not listed: made again next time (a second context; the first is kept, never destroyed)
+  }
+  return lane;
+}
+
 }  // namespace pvmm::detail::backend

@@ -46,6 +46,14 @@ status enqueue_stream_write(std::uint64_t* at, std::uint64_t value, stream_handl
 /// Enqueues a wait, on stream `s`, until the 64-bit word at `at` is at least `value` (wrap-safe: the driver's GEQ
 /// compares the difference's sign). It has no deadline of its own: the driver path's watchdog releases it.
 status enqueue_stream_wait(const std::uint64_t* at, std::uint64_t value, stream_handle s, int device);
+/// Enqueues `work` (a release: signal_op::release) where no stream of the caller's can hold it up. A driver stream
+/// wait blocks the hardware queue its stream was given, which other streams of the same context may share
+/// (CUDA_DEVICE_MAX_CONNECTIONS: 8 by default), so a release on another stream of that context can sit behind the
+/// very wait it is meant to end. The GPU backends launch it in a context of their own on the device (made once per
+/// device per process, kept for its life); the host backend runs it at once on the calling thread.
+status enqueue_release(const signal_work& work, int device);
+/// Waits until every release enqueued on `device` has run (what they touch may go after).
+status finish_releases(int device);
 /// AMD's wall clock rate (kHz) for the view; 0 where the device clock is in nanoseconds.
 std::uint32_t wall_clock_khz(int ordinal) noexcept;
 

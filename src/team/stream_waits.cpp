@@ -55,7 +55,7 @@ stream_waits::~stream_waits() {
   woken_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
   // The releases it enqueued touch the pads and the error record, which go after this object.
-  if (watch_stream_) (void)watch_stream_->synchronize();
+  if (released_any_) (void)backend::finish_releases(device_);
 }
 
 void stream_waits::wake() noexcept {
@@ -85,8 +85,6 @@ result<std::size_t> stream_waits::slot_of(stream_ref s, const operation& op) {
 
 status stream_waits::start_watchdog(const operation& op) {
   if (started_) return {};
-  PVMM_TRY_ASSIGN(st, op.step("stream::create (the watchdog's)", [&] { return stream::create(device_); }));
-  watch_stream_.emplace(std::move(st));
   try {
     watchdog_ = std::thread([this] { watch(); });
   } catch (const std::system_error& e) {
@@ -209,8 +207,9 @@ void stream_waits::release_locked(entry& e, int only_rank, std::uint32_t aborted
     w.channel = e.channel;
     w.value = t.value;
     w.aborted_by = aborted_by;
-    // A release that cannot be enqueued is tried again at the watchdog's next look.
-    t.released = static_cast<bool>(backend::enqueue_signal(w, watch_stream_->native_handle(), device_));
+    // A release that cannot be enqueued is tried again at the watchdog's next look (within 10 ms).
+    t.released = static_cast<bool>(backend::enqueue_release(w, device_));
+    released_any_ = released_any_ || t.released;
   }
   if (!e.observable && std::all_of(e.targets.begin(), e.targets.end(), [](const target& t) { return t.released; }))
     e.targets.clear();  // nothing says when the stream passes: retired now that it will
@@ -230,7 +229,8 @@ void stream_waits::watch() noexcept {
           release_locked(e, t.rank, (static_cast<std::uint32_t>(t.rank) + 1) | signal_error::exited_bit);
       if (now >= e.deadline) release_locked(e, -1, 0);
       const bool open = std::any_of(e.targets.begin(), e.targets.end(), [](const target& t) { return !t.released; });
-      if (open) next = std::min(next, e.deadline);
+      // An open target past its deadline is one whose release could not be enqueued: tried again in 10 ms.
+      if (open) next = std::min(next, e.deadline > now ? e.deadline : now + std::chrono::milliseconds(10));
       // A released entry, or one whose stream has not yet reported passing it, is looked at again soon.
       if (!open && e.observable) next = std::min(next, now + std::chrono::milliseconds(10));
     }

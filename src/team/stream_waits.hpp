@@ -4,9 +4,9 @@
 // inbox holds the count it expects; a barrier is both, for every peer. The driver's waits cost no GPU time while
 // they wait (the stream's front end holds them; no kernel spins), so processes that time-share a GPU pay no time
 // slice for them. They have no deadline of their own, so a watchdog thread keeps every wait's: at its deadline, at
-// a team abort, or when the waited-for peer's process exits, it enqueues the release on a stream of its own
-// (team_device.hpp, signal_release: the failure recorded as a spin's expiry, then the counter raised to the
-// target). What the host counts (sent, expected) lives here, in this rank's host memory, where no peer writes.
+// a team abort, or when the waited-for peer's process exits, it enqueues the release where no stream of the
+// caller's can hold it up (backend/team_signal.hpp, enqueue_release; team_device.hpp, signal_release: the failure
+// recorded as a spin's expiry, then the counter raised to the target). What the host counts (sent, expected) lives here, in this rank's host memory, where no peer writes.
 // Each enqueue ends with a stream write of a ticket into page-locked host memory (one word per stream), which says
 // when the stream has passed it: until then the entry holds the window (its pads stay mapped).
 #pragma once
@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -93,10 +92,10 @@ class stream_waits final : deferred_source {
   std::vector<entry> pending_;
   std::uint64_t tickets_ = 0;
   window_view view_{};  // the latest enqueue's (the releases' view)
-  std::optional<stream> watch_stream_;
   std::thread watchdog_;
   bool stop_ = false;
   bool started_ = false;
+  bool released_any_ = false;  // a release was enqueued: the destructor waits for the releases to finish
 };
 
 }  // namespace pvmm::detail

@@ -28,6 +28,10 @@ status enqueue_stream_wait(const std::uint64_t*, std::uint64_t, stream_handle, i
   return make_error(errc::not_supported, stream_signals_missing(0));
 }
 
+status enqueue_release(const signal_work&, int) { return make_error(errc::not_supported, stream_signals_missing(0)); }
+
+status finish_releases(int) { return {}; }
+
 std::uint32_t wall_clock_khz(int) noexcept { return 0; }
 
 }  // namespace pvmm::detail::backend
