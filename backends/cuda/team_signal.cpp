@@ -97,6 +97,12 @@ status enqueue_release(const signal_work& work, int device) {
   return {};
 }
 
+status prepare_releases(int device) {
+  PVMM_REQUIRE_DRIVER();
+  PVMM_TRY(release_lane_of<lane>(device, [&] { return make_lane(device); }));
+  return {};
+}
+
 status finish_releases(int device) {
   PVMM_REQUIRE_DRIVER();
   PVMM_TRY_ASSIGN(l, release_lane_of<lane>(device, [&] { return make_lane(device); }));

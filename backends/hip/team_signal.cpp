@@ -128,6 +128,12 @@ status enqueue_release(const signal_work& work, int device) {
   return {};
 }
 
+status prepare_releases(int device) {
+  PVMM_REQUIRE_RUNTIME();
+  PVMM_TRY(release_lane_of<lane>(device, [&] { return make_lane(device); }));
+  return {};
+}
+
 status finish_releases(int device) {
   PVMM_REQUIRE_RUNTIME();
   PVMM_TRY_ASSIGN(l, release_lane_of<lane>(device, [&] { return make_lane(device); }));

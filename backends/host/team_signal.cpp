@@ -82,6 +82,8 @@ status enqueue_release(const signal_work& work, int) {
 
 status finish_releases(int) { return {}; }
 
+status prepare_releases(int) { return {}; }
+
 std::uint32_t wall_clock_khz(int) noexcept { return 0; }
 
 }  // namespace pvmm::detail::backend

@@ -52,6 +52,9 @@ status enqueue_stream_wait(const std::uint64_t* at, std::uint64_t value, stream_
 /// very wait it is meant to end. The GPU backends launch it in a context of their own on the device (made once per
 /// device per process, kept for its life); the host backend runs it at once on the calling thread.
 status enqueue_release(const signal_work& work, int device);
+/// Makes what enqueue_release needs on `device` now (the GPU backends' context, its stream and the kernel JIT'd in
+/// it: up to seconds), so that no release pays for it: called when a driver-path window is made.
+status prepare_releases(int device);
 /// Waits until every release enqueued on `device` has run (what they touch may go after).
 status finish_releases(int device);
 /// AMD's wall clock rate (kHz) for the view; 0 where the device clock is in nanoseconds.

@@ -32,6 +32,7 @@ result<std::unique_ptr<stream_waits>> stream_waits::create(int device, int chann
   } catch (const std::bad_alloc&) {
     return op.fail(errc::out_of_memory, "no memory for the driver path's counts");
   }
+  PVMM_TRY(op.step("prepare the releases", [&] { return backend::prepare_releases(device); }));
   pinned_options o;
   o.mapped = true;
   PVMM_TRY_ASSIGN(memory, op.step("pinned_allocation::create (stream tickets)",

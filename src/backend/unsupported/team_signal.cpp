@@ -32,6 +32,8 @@ status enqueue_release(const signal_work&, int) { return make_error(errc::not_su
 
 status finish_releases(int) { return {}; }
 
+status prepare_releases(int) { return make_error(errc::not_supported, stream_signals_missing(0)); }
+
 std::uint32_t wall_clock_khz(int) noexcept { return 0; }
 
 }  // namespace pvmm::detail::backend
