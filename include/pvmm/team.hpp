@@ -223,13 +223,14 @@ class symmetric_window : detail::move_only {
 
   // ---- Signals (the window made with window_options::signal_channels > 0; else invalid_argument) ----
   // Stream-ordered: each call enqueues on `on` (a stream of this rank's team device) and returns; the work runs
-  // when the stream reaches it (host backend: a host function; cuda and hip on HIP's NVIDIA platform: a one-thread
-  // kernel of the embedded PTX signal module; hip on AMD: not_supported, which needs a code object per gfx target).
+  // when the stream reaches it (window_options::stream_signals: on the kernel path, host backend: a host function;
+  // cuda and hip on HIP's NVIDIA platform: a one-thread kernel of the embedded PTX signal module; on the driver path,
+  // the driver's stream write and wait; hip on AMD: not_supported, which needs a code object per gfx target).
   // A wait that expires on the stream records it and lets the stream go on: signal_status() reports it. Every wait
   // is bounded by its timeout (a dead peer never holds a stream, or a GPU, forever), and ends at once when this
   // rank's team aborts or a node-local peer's process exits (the abort word, team_device.hpp); bad peers, channels
-  // or timeouts are refused before anything is enqueued. The device functions of pvmm/team_device.hpp use the same
-  // counters (view()). Queued work holds the window until it has run; a window (or team) released meanwhile is
+  // or timeouts are refused before anything is enqueued. On the kernel path the device functions of
+  // pvmm/team_device.hpp use the same counters (view()). Queued work holds the window until it has run; a window (or team) released meanwhile is
   // given back on a caller's thread after that: at the next enqueue, release or query_live_objects().
   // Ranks sharing a process and a device (thread ranks on one GPU): on the GPU backends, wait_signal and barrier
   // are not_supported on every rank of such a window, naming two such ranks (checked before the arguments). CUDA

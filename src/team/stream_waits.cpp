@@ -16,12 +16,12 @@ namespace {
 constexpr std::size_t stream_slots = 512;
 }  // namespace
 
-stream_waits::stream_waits(int device, int channels, int ranks, const std::uint32_t* abort_words) noexcept
-    : device_(device), channels_(channels), ranks_(ranks), abort_words_(abort_words) {}
+stream_waits::stream_waits(int device, int ranks, const std::uint32_t* abort_words) noexcept
+    : device_(device), ranks_(ranks), abort_words_(abort_words) {}
 
 result<std::unique_ptr<stream_waits>> stream_waits::create(int device, int channels, int ranks,
                                                            const std::uint32_t* abort_words, const operation& op) {
-  std::unique_ptr<stream_waits> w(new (std::nothrow) stream_waits(device, channels, ranks, abort_words));
+  std::unique_ptr<stream_waits> w(new (std::nothrow) stream_waits(device, ranks, abort_words));
   if (!w) return op.fail(errc::out_of_memory, "no memory for the driver path's state");
   const auto counts = static_cast<std::size_t>(channels) * static_cast<std::size_t>(ranks);
   try {

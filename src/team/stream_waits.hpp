@@ -70,7 +70,7 @@ class stream_waits final : deferred_source {
     std::size_t pending = 0;  // entries of this slot not retired
   };
 
-  stream_waits(int device, int channels, int ranks, const std::uint32_t* abort_words) noexcept;
+  stream_waits(int device, int ranks, const std::uint32_t* abort_words) noexcept;
   result<std::size_t> slot_of(stream_ref s, const operation& op);
   status start_watchdog(const operation& op);
   void retire_locked() noexcept;
@@ -81,7 +81,7 @@ class stream_waits final : deferred_source {
     return expected_[static_cast<std::size_t>(channel * ranks_ + rank)];
   }
 
-  const int device_, channels_, ranks_;
+  const int device_, ranks_;
   const std::uint32_t* const abort_words_;
   pinned_allocation done_memory_;  // one ticket word per stream slot, written by the streams
   std::uint64_t* done_on_device_ = nullptr;
