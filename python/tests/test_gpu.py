@@ -305,6 +305,26 @@ def test_signal_barrier_captured_in_a_cuda_graph_replays_10000_times(tmp_path):
         del g
 
 
+def test_driver_path_barrier_runs_and_refuses_graph_capture(tmp_path):
+    """Issue 51 item 1: a window on the driver path (stream_signals="driver") runs its barrier on torch's streams, and
+    refuses to be captured (its counts are fixed when enqueued, so a replay would wait for counts already met)."""
+    import torch.distributed as dist
+
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    with pvmm.Team.over_store(store, 0, 1, prefix="driver") as team, \
+            pvmm.Window.create(team, 1 << 20, signal_channels=1, stream_signals="driver") as window:
+        s = torch.cuda.Stream()
+        for _ in range(100):
+            window.barrier(0, s, timeout_ms=1000)
+        s.synchronize()
+        window.signal_status()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            with pytest.raises(pvmm.NotSupportedError, match="capturing"):
+                window.barrier(0, s, timeout_ms=1000)
+        del g
+
+
 def test_torch_default_stream_is_the_legacy_stream_not_an_empty_one(tmp_path):
     """torch's default stream reports handle 0 (CUDA's legacy default stream): a barrier and a pool allocation on it
     run on the cuda backend, where 0 was refused as "the stream is empty"."""
