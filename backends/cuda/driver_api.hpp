@@ -66,6 +66,7 @@ using cuCtxCreate_v2_t = CUresult (*)(CUcontext*, unsigned int, CUdevice);
   X(cuLaunchKernel, 4000, optional)                                                                \
   X(cuStreamWriteValue64, 12000, optional)                                                         \
   X_AS(cuCtxCreate_v2, cuCtxCreate, cuCtxCreate_v2_t, 3020, optional)                              \
+  X(cuCtxDestroy, 4000, optional)                                                                  \
   X(cuStreamWaitValue64, 12000, optional)                                                          \
   X(cuMemcpyAsync, 4000, required)                                                                 \
   X(cuEventCreate, 2000, required)                                                                 \

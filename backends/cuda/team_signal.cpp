@@ -75,16 +75,22 @@ using lane = release_lane<CUcontext, CUstream, CUfunction>;
 // The lane's context (cuCtxCreate leaves it current on this thread: popped before returning), a non-blocking stream
 // and the kernel in it.
 result<lane> make_lane(int ordinal) {
-  if (api().cuCtxCreate_v2 == nullptr) return make_error(errc::not_supported, "the CUDA driver lacks cuCtxCreate");
+  if (api().cuCtxCreate_v2 == nullptr || api().cuCtxDestroy == nullptr)
+    return make_error(errc::not_supported, "the CUDA driver lacks cuCtxCreate / cuCtxDestroy");
   PVMM_TRY_ASSIGN(dev, device_of(ordinal));
   lane l;
   PVMM_CU(cuCtxCreate_v2, &l.context, 0, dev);
-  PVMM_CU(cuCtxPopCurrent, &l.context);
-  PVMM_TRY_ASSIGN(scope, context_scope::of_context(l.context));
-  PVMM_CU(cuStreamCreate, &l.stream, CU_STREAM_NON_BLOCKING);
-  PVMM_TRY_ASSIGN(f, kernel_of_current_context());
-  l.kernel = f;
-  return l;
+  CUcontext popped = nullptr;
+  (void)api().cuCtxPopCurrent(&popped);  // cuCtxCreate made it current here
+  auto made = [&]() -> result<lane> {
+    PVMM_TRY_ASSIGN(scope, context_scope::of_context(l.context));
+    PVMM_CU(cuStreamCreate, &l.stream, CU_STREAM_NON_BLOCKING);
+    PVMM_TRY_ASSIGN(f, kernel_of_current_context());
+    l.kernel = f;
+    return l;
+  }();
+  if (!made) (void)api().cuCtxDestroy(l.context);  // with its stream and module: nothing of it is kept
+  return made;
 }
 }  // namespace
 

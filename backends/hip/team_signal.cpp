@@ -99,6 +99,12 @@ hipError_t pop_context() {
   CUcontext popped = nullptr;
   return hipCUResultTohipError(cuCtxPopCurrent(&popped));
 }
+hipError_t synchronize_in(CUcontext c, hipStream_t s) {
+  if (CUresult rc = cuCtxPushCurrent(c); rc != CUDA_SUCCESS) return hipCUResultTohipError(rc);
+  const hipError_t rc = hipStreamSynchronize(s);
+  (void)pop_context();
+  return rc;
+}
 
 // The lane's context (the driver's cuCtxCreate, which HIP forwards to and leaves current: kept current while the
 // stream and module are made in it, then popped), a non-blocking stream and the kernel in it.
@@ -113,6 +119,7 @@ result<lane> make_lane(int ordinal) {
     return l;
   }();
   (void)pop_context();
+  if (!made) (void)cuCtxDestroy(l.context);  // with its stream and module: nothing of it is kept
   return made;
 }
 }  // namespace
@@ -137,7 +144,7 @@ status prepare_releases(int device) {
 status finish_releases(int device) {
   PVMM_REQUIRE_RUNTIME();
   PVMM_TRY_ASSIGN(l, release_lane_of<lane>(device, [&] { return make_lane(device); }));
-  PVMM_HIP(hipStreamSynchronize, l.stream);
+  PVMM_HIP(synchronize_in, l.context, l.stream);
   return {};
 }
 

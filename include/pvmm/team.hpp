@@ -150,7 +150,8 @@ enum class stream_signal_path : int {
   /// deadline, so a watchdog thread of this window keeps each one's: at its deadline, at team::abort or when the
   /// waited-for peer's process exits, it releases the wait and records the failure as the kernel path does
   /// (signal_status: the same timeout and peer_lost errors). Its counters are the host API's own (the pad's
-  /// stream inbox): a channel used this way is not also used by device code; not capturable in a graph
+  /// stream inbox): a channel used this way is not also used by device code, and a rank's puts to one peer on one
+  /// channel come from one stream (each writes a count fixed when enqueued); not capturable in a graph
   /// (not_supported: the counts are fixed when enqueued). Every wait holds the window until its stream has passed
   /// it, seen by the next pvmm call or the watchdog.
   driver = 1,
@@ -230,14 +231,14 @@ class symmetric_window : detail::move_only {
   // is bounded by its timeout (a dead peer never holds a stream, or a GPU, forever), and ends at once when this
   // rank's team aborts or a node-local peer's process exits (the abort word, team_device.hpp); bad peers, channels
   // or timeouts are refused before anything is enqueued. On the kernel path the device functions of
-  // pvmm/team_device.hpp use the same counters (view()). Queued work holds the window until it has run; a window (or team) released meanwhile is
-  // given back on a caller's thread after that: at the next enqueue, release or query_live_objects().
-  // Ranks sharing a process and a device (thread ranks on one GPU): on the GPU backends, wait_signal and barrier
-  // are not_supported on every rank of such a window, naming two such ranks (checked before the arguments). CUDA
-  // does not guarantee that kernels on different streams of one context run at the same time, and a waiting
-  // kernel can keep its sibling from starting until the wait expires. The host backend's streams are threads, so
-  // it allows them. Processes sharing a GPU are time-sliced, which runs each one's kernels: to share a GPU, run
-  // one process per rank.
+  // pvmm/team_device.hpp use the same counters (view()). Queued work holds the window until it has run; a window (or
+  // team) released meanwhile is given back on a caller's thread after that: at the next enqueue, release or
+  // query_live_objects(). Ranks sharing a process and a device (thread ranks on one GPU): on the GPU backends,
+  // wait_signal and barrier are not_supported on every rank of such a window, naming two such ranks (checked before the
+  // arguments). CUDA does not guarantee that kernels on different streams of one context run at the same time, and a
+  // waiting kernel can keep its sibling from starting until the wait expires. The host backend's streams are threads,
+  // so it allows them. Processes sharing a GPU are time-sliced, which runs each one's kernels: to share a GPU, run one
+  // process per rank.
 
   /// The window as kernels see it: pass by value (pvmm/team_device.hpp). peers points at device_pointer_table().
   result<window_view> view() const;

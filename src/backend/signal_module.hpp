@@ -109,16 +109,22 @@ struct release_lane {
 /// uses the driver path pays for one).
 template <class Lane, class Make>
 result<Lane> release_lane_of(int ordinal, Make&& make) {
-  static std::mutex lock;
-  static std::vector<std::pair<int, Lane>> made;
-  const std::lock_guard<std::mutex> hold(lock);
-  for (const auto& [device, lane] : made)
+  struct lanes {
+    std::mutex lock;
+    std::vector<std::pair<int, Lane>> made;
+  };
+  static auto* all = new (std::nothrow) lanes;  // never destroyed: a watchdog may release while the process exits
+  if (all == nullptr) return make_error(errc::out_of_memory, "no memory for the release lanes");
+  const std::lock_guard<std::mutex> hold(all->lock);
+  for (const auto& [device, lane] : all->made)
     if (device == ordinal) return lane;
-  PVMM_TRY_ASSIGN(lane, make());
   try {
-    made.emplace_back(ordinal, lane);
-  } catch (...) {  // not listed: made again next time (a second context; the first is kept, never destroyed)
+    all->made.reserve(all->made.size() + 1);  // before the context is made: listing it cannot fail after
+  } catch (...) {
+    return make_error(errc::out_of_memory, "no memory for the release lanes");
   }
+  PVMM_TRY_ASSIGN(lane, make());
+  all->made.emplace_back(ordinal, lane);
   return lane;
 }
 

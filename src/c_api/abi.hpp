@@ -27,6 +27,10 @@ struct first_published<pvmm_bootstrap_ops> {
   static constexpr std::size_t size = offsetof(pvmm_bootstrap_ops, abort_status);  // appended in 0.2
 };
 template <>
+struct first_published<pvmm_window_options> {
+  static constexpr std::size_t size = offsetof(pvmm_window_options, stream_signals);  // appended in 0.3
+};
+template <>
 struct first_published<pvmm_caching_options> {
   static constexpr std::size_t size = offsetof(pvmm_caching_options, grow_in_place);  // appended in 0.2
 };

@@ -1,5 +1,8 @@
 // The C interface: teams and symmetric windows (pvmm/c/team.h over pvmm/team.hpp).
+#include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -110,7 +113,10 @@ pvmm_status pvmm_window_create(pvmm_team team, const pvmm_window_options* option
                                o.max_size = given.max_size;
                                o.timeout = timeout;
                                o.signal_channels = given.signal_channels;
-                               o.stream_signals = static_cast<pvmm::stream_signal_path>(given.stream_signals);
+                               // Out of int's range is still out of the enum's: create refuses it on this rank
+                               // while taking part, so every rank fails at once naming it.
+                               o.stream_signals = static_cast<pvmm::stream_signal_path>(
+                                   static_cast<int>(std::clamp<std::int64_t>(given.stream_signals, INT_MIN, INT_MAX)));
                                PVMM_C_TRY(w, pvmm::symmetric_window::create(*t, o));
                                return adopt(kind::window, window_entry{t, std::move(*w)}, out);
                              });

@@ -3,6 +3,7 @@
  * Plain C11. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -14,8 +15,10 @@
 /* Whether the backend is a GPU's (not "host"): its stream-ordered waits between thread ranks are refused. Set once
    by everything() before any thread starts. */
 static int on_gpu_backend;
-/* The windows' signal path (a pvmm_stream_signal_path): team_over_c_bootstrap runs with each. */
-static int signal_path;
+/* The windows' signal path (a pvmm_stream_signal_path): team_over_c_bootstrap runs with each. With old_caller, the
+   options' struct_size ends before stream_signals (a caller compiled before it) and the field holds garbage: it must
+   not be read (the kernel path). Before the field was 64-bit it lay in the old struct's padding and was read. */
+static int signal_path, old_caller;
 enum { ranks = 3 };
 
 /* One rank's team and window over the C bootstrap; 1 when all it saw was right. */
@@ -31,6 +34,7 @@ static int run_rank(tb_rank* self) {
   wopts.timeout_ms = 20000;
   wopts.signal_channels = 1;
   wopts.stream_signals = signal_path;
+  if (old_caller) wopts.struct_size = offsetof(pvmm_window_options, stream_signals);
   if (tb_join(self, &topts, &wopts, &m) != pvmm_status_ok) {
     fprintf(stderr, "rank %d: %s\n", self->rank, pvmm_last_error_message());
     return 0;
@@ -131,6 +135,9 @@ static void everything(const pvmm_backend_info* backend, const pvmm_device_info*
   signal_path = pvmm_stream_signals_kernel;
   team_over_c_bootstrap();
   signal_path = pvmm_stream_signals_driver;
+  team_over_c_bootstrap();
+  signal_path = 99;
+  old_caller = 1;
   team_over_c_bootstrap();
   failing_callbacks();
 }

@@ -94,10 +94,12 @@ typedef enum pvmm_stream_signal_path {
 typedef struct pvmm_window_options {
   size_t struct_size;
   size_t size;
-  size_t max_size;     /**< 0: the largest size any rank asks for */
-  int64_t timeout_ms;  /**< bounds the collective create; PVMM_INIT: 30000 */
-  int signal_channels; /**< > 0: signal pads of that many channels per peer (the same on every rank) */
-  int stream_signals;  /**< a pvmm_stream_signal_path (the same on every rank); PVMM_INIT: kernel */
+  size_t max_size;        /**< 0: the largest size any rank asks for */
+  int64_t timeout_ms;     /**< bounds the collective create; PVMM_INIT: 30000 */
+  int signal_channels;    /**< > 0: signal pads of that many channels per peer (the same on every rank) */
+  int64_t stream_signals; /**< a pvmm_stream_signal_path (the same on every rank); PVMM_INIT: kernel (appended in
+                             0.3, 64-bit so that it lies past the old struct's end: a struct_size that ends before
+                             it reads as kernel) */
 } pvmm_window_options;
 #define PVMM_C_DEFAULTS_pvmm_window_options(F) F(timeout_ms, 30000)
 
