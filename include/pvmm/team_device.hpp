@@ -310,7 +310,7 @@ namespace detail {
 enum class signal_op : std::uint32_t { put = 0, wait = 1, barrier = 2, release = 3 };
 
 /// The driver path's deadline: the host's watchdog raises rank `from`'s stream counter on `channel` in this rank's
-/// pad to `target` (an atomic max: a peer's later, higher count is kept, and its late write of `target` changes
+/// pad to `target` (signal_raise: a peer's later count is kept, and its late write of `target` changes
 /// nothing, so a late signal never satisfies a later step), which releases the driver's stream wait. A counter
 /// below `target` is the wait's failure, recorded first as a spin's (`aborted_by` as signal_error's).
 struct signal_release {
@@ -322,7 +322,7 @@ struct signal_release {
     // Recorded before the stream is let go: the host that synchronises the stream then reads the failure.
     v.record_failure(from, channel, aborted_by, seen, target);
     fence_system();
-    (void)signal_max(counter, target);
+    (void)signal_raise(counter, target);
     return false;
   }
 };

@@ -2,6 +2,7 @@
 // signal cases run on it too, named with the ":driver" suffix (suite.cpp). Here: the path agreed by every rank, and
 // team::abort releasing a driver wait at once.
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -95,11 +96,41 @@ void abort_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
   v.check(!late && late.code() == errc::peer_lost, where(*b) + "a wait after the abort: " + outcome_text(late));
 }
 
+// "sig-path-forged": rank 1 writes into rank 0's stream inbox a count far ahead in unsigned terms but behind in the
+// wrap-safe order the driver's wait compares in (its top bit set); rank 0's wait for rank 1 still ends at its
+// deadline, as a timeout naming rank 1. (An unsigned atomic max kept the forged value, and the wait went on for good.)
+void forged_case(verdict& v, const std::shared_ptr<pvmm::bootstrap>& b) {
+  use_signal_path(pvmm::stream_signal_path::driver);
+  signal_setup s;
+  if (!make_signal_setup(v, b, 4096, 1, s) || !waits_run_here(b, s.window, s.stream)) return;
+  auto view = s.window.view();
+  if (!view) return v.check(false, where(*b) + "view: " + view.error().message());
+  if (b->rank() == 1) {
+    const std::uint64_t forged = 0xC1C1C1C1C1C1C1C1ull;
+    v.check(s.stream.copy_async(view->stream_inbox(0, 0, 1), &forged, sizeof forged) && s.stream.synchronize(),
+            where(*b) + "the forged count written into rank 0's stream inbox");
+  }
+  v.check(b->barrier(pvmm::deadline_in(20s)).has_value(), where(*b) + "bootstrap barrier after the forgery");
+  if (b->rank() == 0) {
+    const auto start = std::chrono::steady_clock::now();
+    v.check(s.window.wait_signal(1, 0, s.stream, 300ms) && s.stream.synchronize(), where(*b) + "wait enqueued");
+    const auto took = std::chrono::steady_clock::now() - start;
+    v.check(took < 5s, where(*b) + "the wait past a forged count took " +
+                           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()) + " ms");
+    auto st = s.window.signal_status();
+    v.check(
+        !st && st.code() == errc::timeout && st.error().message().find("for rank 1 on channel 0") != std::string::npos,
+        where(*b) + "signal_status after the forged count: " + outcome_text(st));
+  }
+  v.check(b->barrier(pvmm::deadline_in(20s)).has_value(), where(*b) + "bootstrap barrier before release");
+}
+
 }  // namespace
 
 bool run_signal_driver_case(verdict& v, const case_params& p, std::shared_ptr<pvmm::bootstrap> ranks) {
   return run_named(p.name, {{"sig-path-mismatch", [&] { mismatch_case(v, ranks); }},
-                            {"sig-path-abort", [&] { abort_case(v, ranks); }}});
+                            {"sig-path-abort", [&] { abort_case(v, ranks); }},
+                            {"sig-path-forged", [&] { forged_case(v, ranks); }}});
 }
 
 }  // namespace pvmm_team_test

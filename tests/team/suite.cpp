@@ -243,7 +243,9 @@ void killed_at_each_step(const std::string& adapter, void (*run)(const case_para
   PVMM_TEAM_CASE(adapter, "the signal path is agreed: a rank asking another is team_mismatch on every rank",           \
                  "sig-path-mismatch", 0, body)                                                                         \
   PVMM_TEAM_CASE(adapter, "driver path: team::abort releases a wait at once, peer_lost naming the aborting rank",      \
-                 "sig-path-abort", 0, body)
+                 "sig-path-abort", 0, body)                                                                            \
+  PVMM_TEAM_CASE(adapter, "driver path: a forged count behind in wrap-safe order holds no wait past its deadline",     \
+                 "sig-path-forged", 0, body)
 
 TEST_SUITE("team") {
   PVMM_TEAM_DRIVER_CASES("threads", [](const case_params& p, int n) { threads_adapter(p, n, false); })

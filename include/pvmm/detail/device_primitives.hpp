@@ -57,21 +57,31 @@ PVMM_HOST_DEVICE inline void signal_store_release(std::uint64_t* p, std::uint64_
   __atomic_store_n(p, value, __ATOMIC_RELEASE);
 #endif
 }
-/// Raises `*p` to at least `value` (system-scope atomic max, acquire-release) and returns what it held before: the
-/// driver path's deadline (team_device.hpp, release_stream_wait) keeps a peer's later, higher write.
-PVMM_HOST_DEVICE inline std::uint64_t signal_max(std::uint64_t* p, std::uint64_t value) {
+/// Raises `*p` to `value` unless it already compares at or past it (wrap-safe, as the driver's GEQ stream wait:
+/// the difference's sign), with acquire-release compare-and-swaps; returns what it held before. A peer's later
+/// count is kept, and a value a peer wrote that is "behind" in the wrap-safe order (even one far above in unsigned
+/// terms) is replaced. Gives up after 64 contended tries (the driver path repeats its releases).
+PVMM_HOST_DEVICE inline std::uint64_t signal_raise(std::uint64_t* p, std::uint64_t value) {
+  std::uint64_t old = signal_load_acquire(p);
+  const std::uint64_t first = old;
+  for (int tries = 0; tries < 64 && static_cast<std::int64_t>(old - value) < 0; ++tries) {
 #if defined(PVMM_DEVICE_CUDA)
-  std::uint64_t old;
-  asm volatile("atom.acq_rel.sys.global.max.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(value) : "memory");
-  return old;
+    std::uint64_t prev;
+    asm volatile("atom.acq_rel.sys.global.cas.b64 %0, [%1], %2, %3;"
+                 : "=l"(prev)
+                 : "l"(p), "l"(old), "l"(value)
+                 : "memory");
+    if (prev == old) break;
+    old = prev;
 #elif defined(PVMM_DEVICE_HIP)
-  return __hip_atomic_fetch_max(p, value, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_SYSTEM);
+    if (__hip_atomic_compare_exchange_strong(p, &old, value, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE,
+                                             __HIP_MEMORY_SCOPE_SYSTEM))
+      break;
 #else
-  std::uint64_t old = __atomic_load_n(p, __ATOMIC_ACQUIRE);
-  while (old < value && !__atomic_compare_exchange_n(p, &old, value, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-  }
-  return old;
+    if (__atomic_compare_exchange_n(p, &old, value, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) break;
 #endif
+  }
+  return first;
 }
 /// A full system-scope fence (a wait's last look at its counter comes after its look at the abort words).
 PVMM_HOST_DEVICE inline void fence_system() {
