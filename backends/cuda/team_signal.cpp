@@ -55,10 +55,11 @@ const char* stream_memops_missing(int ordinal) noexcept {
   return nullptr;
 }
 
-status enqueue_stream_write(std::uint64_t* at, std::uint64_t value, stream_handle s, int) {
+status enqueue_stream_write(std::uint64_t* at, std::uint64_t value, stream_handle s, int, bool fenced) {
   PVMM_REQUIRE_DRIVER();
   PVMM_TRY_ASSIGN(scope, context_scope::of_stream(native(s)));
-  PVMM_CU(cuStreamWriteValue64, native(s), reinterpret_cast<CUdeviceptr>(at), value, CU_STREAM_WRITE_VALUE_DEFAULT);
+  PVMM_CU(cuStreamWriteValue64, native(s), reinterpret_cast<CUdeviceptr>(at), value,
+          fenced ? CU_STREAM_WRITE_VALUE_DEFAULT : CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER);
   return {};
 }
 
@@ -87,6 +88,13 @@ result<lane> make_lane(int ordinal) {
     PVMM_CU(cuStreamCreate, &l.stream, CU_STREAM_NON_BLOCKING);
     PVMM_TRY_ASSIGN(f, kernel_of_current_context());
     l.kernel = f;
+    // One launch that does nothing (an operation the kernel does not know), so the context's first launch, and
+    // whatever the driver opens for it, comes now and not with the first release.
+    signal_work idle;
+    idle.op = static_cast<signal_op>(0xff);
+    signal_kernel_arguments arguments(idle);
+    PVMM_CU(cuLaunchKernel, l.kernel, 1, 1, 1, 1, 1, 1, 0, l.stream, arguments.params(), nullptr);
+    PVMM_CU(cuStreamSynchronize, l.stream);
     return l;
   }();
   if (!made) (void)api().cuCtxDestroy(l.context);  // with its stream and module: nothing of it is kept

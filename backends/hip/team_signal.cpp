@@ -54,9 +54,10 @@ status enqueue_signal(const signal_work& work, stream_handle s, int device) {
 // to (hipStream_t is CUstream there). hipDeviceAttributeCanUseStreamWaitValue reads CUDA's deprecated v1 attribute (0
 // on CUDA 13, where the operations work): every device CUDA 12 supports takes them.
 namespace {
-hipError_t stream_write_value64(hipStream_t s, std::uint64_t* at, std::uint64_t value) {
+hipError_t stream_write_value64(hipStream_t s, std::uint64_t* at, std::uint64_t value, bool fenced) {
   return hipCUResultTohipError(
-      cuStreamWriteValue64(s, reinterpret_cast<CUdeviceptr>(at), value, CU_STREAM_WRITE_VALUE_DEFAULT));
+      cuStreamWriteValue64(s, reinterpret_cast<CUdeviceptr>(at), value,
+                           fenced ? CU_STREAM_WRITE_VALUE_DEFAULT : CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER));
 }
 hipError_t stream_wait_value64(hipStream_t s, const std::uint64_t* at, std::uint64_t value) {
   return hipCUResultTohipError(
@@ -66,10 +67,10 @@ hipError_t stream_wait_value64(hipStream_t s, const std::uint64_t* at, std::uint
 
 const char* stream_memops_missing(int) noexcept { return nullptr; }
 
-status enqueue_stream_write(std::uint64_t* at, std::uint64_t value, stream_handle s, int device) {
+status enqueue_stream_write(std::uint64_t* at, std::uint64_t value, stream_handle s, int device, bool fenced) {
   PVMM_REQUIRE_RUNTIME();
   return on_device(device, [&]() -> status {
-    PVMM_HIP(stream_write_value64, native(s), at, value);
+    PVMM_HIP(stream_write_value64, native(s), at, value, fenced);
     return {};
   });
 }
@@ -116,6 +117,12 @@ result<lane> make_lane(int ordinal) {
     hipModule_t module = nullptr;
     PVMM_HIP(hipModuleLoadData, &module, signal_ptx);
     PVMM_HIP(hipModuleGetFunction, &l.kernel, module, signal_kernel_name);
+    // One launch that does nothing, so the context's first launch comes now, not with the first release.
+    signal_work idle;
+    idle.op = static_cast<signal_op>(0xff);
+    signal_kernel_arguments arguments(idle);
+    PVMM_HIP(hipModuleLaunchKernel, l.kernel, 1, 1, 1, 1, 1, 1, 0, l.stream, arguments.params(), nullptr);
+    PVMM_HIP(hipStreamSynchronize, l.stream);
     return l;
   }();
   (void)pop_context();

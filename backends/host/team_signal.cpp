@@ -57,7 +57,7 @@ const char* stream_signals_missing(int) noexcept { return nullptr; }
 
 const char* stream_memops_missing(int) noexcept { return nullptr; }
 
-status enqueue_stream_write(std::uint64_t* at, std::uint64_t value, stream_handle s, int device) {
+status enqueue_stream_write(std::uint64_t* at, std::uint64_t value, stream_handle s, int device, bool) {
   return enqueue_memop({at, value, false}, s, device);
 }
 

@@ -40,9 +40,10 @@ status enqueue_signal(const signal_work& work, stream_handle s, int device);
 /// Whether this backend has the driver's stream memory operations on a device (empty: it has; else why not):
 /// window_options::stream_signals = driver.
 const char* stream_memops_missing(int ordinal) noexcept;
-/// Enqueues a 64-bit write of `value` to `at` (device-visible memory) on stream `s`, ordered after the stream's
-/// earlier work and its writes (the driver's default flag fences first).
-status enqueue_stream_write(std::uint64_t* at, std::uint64_t value, stream_handle s, int device);
+/// Enqueues a 64-bit write of `value` to `at` (device-visible memory) on stream `s`, after the stream's earlier
+/// work; `fenced`: after that work's writes too (the driver's default flag, a memory fence first), which a signal
+/// needs and a ticket saying only where the stream is does not.
+status enqueue_stream_write(std::uint64_t* at, std::uint64_t value, stream_handle s, int device, bool fenced = true);
 /// Enqueues a wait, on stream `s`, until the 64-bit word at `at` is at least `value` (wrap-safe: the driver's GEQ
 /// compares the difference's sign). It has no deadline of its own: the driver path's watchdog releases it.
 status enqueue_stream_wait(const std::uint64_t* at, std::uint64_t value, stream_handle s, int device);

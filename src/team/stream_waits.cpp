@@ -158,16 +158,18 @@ status stream_waits::enqueue(const window_view& view, signal_op what, int peer, 
   for (int r = 0; what == signal_op::barrier && r < ranks_ && done; ++r)
     if (r != me) done = put(r);
   // The deadline runs from when the stream reaches the waits (the kernel path's starts when its kernel does).
+  // Tickets say where the stream is, so they need no fence; a passed ticket behind puts does (the puts' writes
+  // land before the window may go).
   const bool reached_written =
-      waits && done && backend::enqueue_stream_write(words_on_device_ + e.reached, e.ticket, on, device_);
+      waits && done && backend::enqueue_stream_write(words_on_device_ + e.reached, e.ticket, on, device_, false);
   enqueued = enqueued || reached_written;
   if (what == signal_op::wait && done) done = wait(peer);
   for (int r = 0; what == signal_op::barrier && r < ranks_ && done; ++r)
     if (r != me) done = wait(r);
   // The passed ticket also for a call that enqueued nothing else (a barrier of one rank): the call's work is on the
   // stream either way, and the entry is how the caller's window is held until then.
-  e.observable =
-      (enqueued || done) && backend::enqueue_stream_write(words_on_device_ + e.passed, e.ticket, on, device_);
+  e.observable = (enqueued || done) && backend::enqueue_stream_write(words_on_device_ + e.passed, e.ticket, on, device_,
+                                                                     what != signal_op::wait);
   enqueued = enqueued || e.observable;
 
   const std::lock_guard<std::mutex> hold(lock_);

@@ -20,7 +20,7 @@ status enqueue_signal(const signal_work&, stream_handle, int) {
 
 const char* stream_memops_missing(int) noexcept { return stream_signals_missing(0); }
 
-status enqueue_stream_write(std::uint64_t*, std::uint64_t, stream_handle, int) {
+status enqueue_stream_write(std::uint64_t*, std::uint64_t, stream_handle, int, bool) {
   return make_error(errc::not_supported, stream_signals_missing(0));
 }
 
