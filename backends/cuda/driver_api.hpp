@@ -30,8 +30,9 @@ using cuCtxCreate_v2_t = CUresult (*)(CUcontext*, unsigned int, CUdevice);
 //     CUDA 13's cuCtxSynchronize takes a context);
 //   X_AS(field, name, prototype, version, need): `name` resolved at `version` into `field`, for an older ABI than
 //     the one cuda.h declares under the name.
-// Pools (CUDA 11.2), multicast (12.1) and the location ABI of advice and prefetch (12.2) are optional: older drivers
-// report those capabilities absent. Everything else is required.
+// Pools (CUDA 11.2), multicast (12.1), the location ABI of advice and prefetch (12.2) and what the driver path of team
+// signals needs (64-bit stream memory operations, a context of its own) are optional: older drivers report those
+// capabilities absent. Everything else is required.
 #define PVMM_CUDA_ENTRY_POINTS(X, X_AS)                                                            \
   X(cuInit, 2000, required)                                                                        \
   X(cuDriverGetVersion, 2020, required)                                                            \
@@ -50,6 +51,7 @@ using cuCtxCreate_v2_t = CUresult (*)(CUcontext*, unsigned int, CUdevice);
   X(cuCtxPushCurrent, 4000, required)                                                              \
   X(cuCtxPopCurrent, 4000, required)                                                               \
   X(cuCtxSynchronize, 2000, required)                                                              \
+  X(cuCtxDestroy, 4000, optional)                                                                  \
   X(cuMemGetInfo, 3020, required)                                                                  \
   X(cuMemcpyHtoD, 3020, required)                                                                  \
   X(cuMemcpyDtoH, 3020, required)                                                                  \
@@ -57,6 +59,8 @@ using cuCtxCreate_v2_t = CUresult (*)(CUcontext*, unsigned int, CUdevice);
   X(cuStreamDestroy, 4000, required)                                                               \
   X(cuStreamSynchronize, 2000, required)                                                           \
   X(cuStreamQuery, 2000, required)                                                                 \
+  X(cuStreamWriteValue64, 12000, optional)                                                         \
+  X(cuStreamWaitValue64, 12000, optional)                                                          \
   X(cuStreamWaitEvent, 3020, required)                                                             \
   X(cuStreamGetCtx, 9020, required)                                                                \
   X(cuLaunchHostFunc, 10000, required)                                                             \
@@ -64,10 +68,6 @@ using cuCtxCreate_v2_t = CUresult (*)(CUcontext*, unsigned int, CUdevice);
   X(cuModuleLoadData, 2000, optional)                                                              \
   X(cuModuleGetFunction, 2000, optional)                                                           \
   X(cuLaunchKernel, 4000, optional)                                                                \
-  X(cuStreamWriteValue64, 12000, optional)                                                         \
-  X_AS(cuCtxCreate_v2, cuCtxCreate, cuCtxCreate_v2_t, 3020, optional)                              \
-  X(cuCtxDestroy, 4000, optional)                                                                  \
-  X(cuStreamWaitValue64, 12000, optional)                                                          \
   X(cuMemcpyAsync, 4000, required)                                                                 \
   X(cuEventCreate, 2000, required)                                                                 \
   X(cuEventDestroy, 4000, required)                                                                \
@@ -94,6 +94,7 @@ using cuCtxCreate_v2_t = CUresult (*)(CUcontext*, unsigned int, CUdevice);
   X(cuMemPrefetchAsync, 12020, optional_exact)                                                     \
   X_AS(cuMemAdvise_device, cuMemAdvise, cuMemAdvise_device_t, 8000, optional)                      \
   X_AS(cuMemPrefetchAsync_device, cuMemPrefetchAsync, cuMemPrefetchAsync_device_t, 8000, optional) \
+  X_AS(cuCtxCreate_v2, cuCtxCreate, cuCtxCreate_v2_t, 3020, optional)                              \
   X(cuMemRangeGetAttribute, 8000, required)                                                        \
   X(cuStreamAttachMemAsync, 6000, required)                                                        \
   X(cuMemHostAlloc, 2020, required)                                                                \

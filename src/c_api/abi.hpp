@@ -18,22 +18,17 @@ template <class T>
 struct first_published {
   static constexpr std::size_t size = sizeof(T);
 };
-template <>
-struct first_published<pvmm_team_options> {
-  static constexpr std::size_t size = offsetof(pvmm_team_options, access_devices);  // appended in 0.2
-};
-template <>
-struct first_published<pvmm_bootstrap_ops> {
-  static constexpr std::size_t size = offsetof(pvmm_bootstrap_ops, abort_status);  // appended in 0.2
-};
-template <>
-struct first_published<pvmm_window_options> {
-  static constexpr std::size_t size = offsetof(pvmm_window_options, stream_signals);  // appended in 0.3
-};
-template <>
-struct first_published<pvmm_caching_options> {
-  static constexpr std::size_t size = offsetof(pvmm_caching_options, grow_in_place);  // appended in 0.2
-};
+// A struct that grew: its first published size ends where `first_appended` begins.
+#define PVMM_C_FIRST_PUBLISHED(T, first_appended)                    \
+  template <>                                                        \
+  struct first_published<T> {                                        \
+    static constexpr std::size_t size = offsetof(T, first_appended); \
+  };
+PVMM_C_FIRST_PUBLISHED(pvmm_team_options, access_devices)    // appended in 0.2
+PVMM_C_FIRST_PUBLISHED(pvmm_bootstrap_ops, abort_status)     // appended in 0.2
+PVMM_C_FIRST_PUBLISHED(pvmm_window_options, stream_signals)  // appended in 0.3
+PVMM_C_FIRST_PUBLISHED(pvmm_caching_options, grow_in_place)  // appended in 0.2
+#undef PVMM_C_FIRST_PUBLISHED
 
 /// struct_size is one this library can read: from the first published size of T up to its own.
 template <class T>
