@@ -3,6 +3,7 @@
 #include "team/stream_waits.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <new>
 
 #include <fmt/format.h>
@@ -154,49 +155,67 @@ status stream_waits::enqueue(const window_view& view, signal_op what, int peer, 
     return {};
   };
   status done;
-  if (what == signal_op::put) done = put(peer);
-  for (int r = 0; what == signal_op::barrier && r < ranks_ && done; ++r)
-    if (r != me) done = put(r);
-  // The deadline runs from when the stream reaches the waits (the kernel path's starts when its kernel does).
-  // Tickets say where the stream is, so they need no fence; a passed ticket behind puts does (the puts' writes
-  // land before the window may go).
-  const bool reached_written =
-      waits && done && backend::enqueue_stream_write(words_on_device_ + e.reached, e.ticket, on, device_, false);
-  enqueued = enqueued || reached_written;
-  if (what == signal_op::wait && done) done = wait(peer);
-  for (int r = 0; what == signal_op::barrier && r < ranks_ && done; ++r)
-    if (r != me) done = wait(r);
-  // The passed ticket also for a call that enqueued nothing else (a barrier of one rank): the call's work is on the
-  // stream either way, and the entry is how the caller's window is held until then.
-  e.observable = (enqueued || done) && backend::enqueue_stream_write(words_on_device_ + e.passed, e.ticket, on, device_,
-                                                                     what != signal_op::wait);
-  enqueued = enqueued || e.observable;
-
-  const std::lock_guard<std::mutex> hold(lock_);
-  const auto now = clock::now();
-  if (!enqueued) {  // nothing of it is on the stream
-    free_words_.push_back(e.passed);
-    if (e.reached != no_word) free_words_.push_back(e.reached);
+  bool reached_written = false;
+  // Building a failure's text may throw (no memory) after part of the call is on the stream: what was enqueued is
+  // recorded all the same (the entry holds the window), then the exception goes on to the caller's no_throw.
+  std::exception_ptr thrown;
+  try {
+    if (what == signal_op::put) done = put(peer);
+    for (int r = 0; what == signal_op::barrier && r < ranks_ && done; ++r)
+      if (r != me) done = put(r);
+    // The deadline runs from when the stream reaches the waits (the kernel path's starts when its kernel does).
+    // Tickets say where the stream is, so they need no fence; a passed ticket behind puts does (the puts' writes
+    // land before the window may go).
+    reached_written =
+        waits && done && backend::enqueue_stream_write(words_on_device_ + e.reached, e.ticket, on, device_, false);
+    enqueued = enqueued || reached_written;
+    if (what == signal_op::wait && done) done = wait(peer);
+    for (int r = 0; what == signal_op::barrier && r < ranks_ && done; ++r)
+      if (r != me) done = wait(r);
+    // The passed ticket also for a call that enqueued nothing else (a barrier of one rank): the call's work is on
+    // the stream either way, and the entry is how the caller's window is held until then.
+    e.observable = (enqueued || done) && backend::enqueue_stream_write(words_on_device_ + e.passed, e.ticket, on,
+                                                                       device_, what != signal_op::wait);
+    enqueued = enqueued || e.observable;
+  } catch (...) {
+    thrown = std::current_exception();
+    e.observable = false;  // its passed ticket was not enqueued: held for good below
+  }
+  const auto record = [&]() -> status {
+    const std::lock_guard<std::mutex> hold(lock_);
+    const auto now = clock::now();
+    if (!enqueued) {  // nothing of it is on the stream
+      free_words_.push_back(e.passed);
+      if (e.reached != no_word) free_words_.push_back(e.reached);
+      return done;
+    }
+    if (!reached_written && e.reached != no_word) {  // never written: free again; the deadline runs from now
+      free_words_.push_back(e.reached);
+      e.reached = no_word;
+    }
+    e.armed = e.reached == no_word;
+    if (e.armed) e.deadline = now + e.timeout;
+    if (!e.observable && e.keep) {
+      // Nothing will say when the stream has passed it: the window is held for the process's life (as captured
+      // kernel-path work is; the holder is never deleted), and the entry goes once its waits are released. No memory
+      // for the holder: the reference stays in the entry, which then stays for good.
+      (void)new (std::nothrow) std::shared_ptr<const void>(std::move(e.keep));
+    }
+    pending_.push_back(std::move(e));  // reserved above: cannot throw
+    // The watchdog looks again when this entry needs it sooner than it planned: its deadline, or the look for its
+    // stream reaching it, or at once where a peer it waits for has already exited.
+    const entry& added = pending_.back();
+    auto due = added.armed ? added.deadline : now + look_every;
+    for (const target& t : added.targets)
+      if (abort_words_ && (__atomic_load_n(abort_words_, __ATOMIC_ACQUIRE) != 0 ||
+                           __atomic_load_n(abort_words_ + 1 + t.rank, __ATOMIC_ACQUIRE) != 0))
+        due = now;
+    if (!added.targets.empty() && due < planned_wake_) woken_.notify_all();
     return done;
-  }
-  if (!reached_written) e.reached = no_word;  // cannot be seen: the deadline runs from now
-  e.armed = e.reached == no_word;
-  if (e.armed) e.deadline = now + e.timeout;
-  if (!e.observable && e.keep) {
-    // Nothing will say when the stream has passed it: the window is held for the process's life (as captured
-    // kernel-path work is; the holder is never deleted), and the entry goes once its waits are released. No memory
-    // for the holder: the reference stays in the entry, which then stays for good.
-    (void)new (std::nothrow) std::shared_ptr<const void>(std::move(e.keep));
-  }
-  pending_.push_back(std::move(e));  // reserved above: cannot throw
-  // The watchdog looks again when this entry needs it sooner than it planned: its deadline, or the look for its
-  // stream reaching it, or at once where a peer it waits for has already exited.
-  const entry& added = pending_.back();
-  auto due = added.armed ? added.deadline : now + look_every;
-  for (const target& t : added.targets)
-    if (abort_words_ && __atomic_load_n(abort_words_ + 1 + t.rank, __ATOMIC_ACQUIRE) != 0) due = now;
-  if (!added.targets.empty() && due < planned_wake_) woken_.notify_all();
-  return done;
+  };
+  const status recorded = record();
+  if (thrown) std::rethrow_exception(thrown);
+  return recorded;
 }
 
 void stream_waits::retire_locked() noexcept {
@@ -231,16 +250,18 @@ void stream_waits::retire_locked() noexcept {
   pending_.erase(kept, pending_.end());
 }
 
-void stream_waits::release_locked(entry& e, int only_rank, std::uint32_t aborted_by, clock::time_point now) noexcept {
+void stream_waits::release_locked(entry& e, int only_rank, std::uint32_t aborted_by, clock::time_point now) {
+  bool marked = false;
   for (target& t : e.targets) {
     if (t.released || (only_rank >= 0 && t.rank != only_rank)) continue;
     t.released = true;
     t.aborted_by = aborted_by;
+    marked = true;
   }
-  send_releases_locked(e, now);
+  if (marked) send_releases_locked(e, now);  // repeats are paced by the watchdog's look (look_every)
 }
 
-void stream_waits::send_releases_locked(entry& e, clock::time_point now) noexcept {
+void stream_waits::send_releases_locked(entry& e, clock::time_point now) {
   // Every released target again (a slow peer's late, lower write may have lowered its counter since): the kernel
   // does nothing where the counter already holds the target.
   for (const target& t : e.targets) {
@@ -257,7 +278,7 @@ void stream_waits::send_releases_locked(entry& e, clock::time_point now) noexcep
   e.last_release = now;
 }
 
-stream_waits::clock::time_point stream_waits::look_locked(clock::time_point now) noexcept {
+stream_waits::clock::time_point stream_waits::look_locked(clock::time_point now) {
   retire_locked();
   const std::uint32_t team_aborted = abort_words_ ? __atomic_load_n(abort_words_, __ATOMIC_ACQUIRE) : 0;
   auto next = clock::time_point::max();

@@ -80,9 +80,10 @@ class stream_waits final : deferred_source {
   bool seen(std::uint32_t word, std::uint64_t ticket) const noexcept;
   void retire_locked() noexcept;
   /// Marks `e`'s targets (only `only_rank`'s where >= 0) released, then sends every released target's release.
-  void release_locked(entry& e, int only_rank, std::uint32_t aborted_by, clock::time_point now) noexcept;
-  void send_releases_locked(entry& e, clock::time_point now) noexcept;
-  clock::time_point look_locked(clock::time_point now) noexcept;
+  /// (These may throw where an error's text cannot be built: watch() catches it and looks again soon.)
+  void release_locked(entry& e, int only_rank, std::uint32_t aborted_by, clock::time_point now);
+  void send_releases_locked(entry& e, clock::time_point now);
+  clock::time_point look_locked(clock::time_point now);
   void watch() noexcept;
   std::uint64_t& sent(int channel, int rank) { return sent_[static_cast<std::size_t>(channel * ranks_ + rank)]; }
   std::uint64_t& expected(int channel, int rank) {
