@@ -147,13 +147,16 @@ enum class stream_signal_path : int {
   kernel = 0,
   /// The driver's stream memory operations (cuStreamWriteValue64 / cuStreamWaitValue64): a wait costs no GPU time
   /// while it waits, so processes sharing a GPU pay microseconds, not a time slice. The driver's waits have no
-  /// deadline, so a watchdog thread of this window keeps each one's: at its deadline, at team::abort or when the
+  /// deadline, so a watchdog thread of this window keeps each one's (timed, as the kernel path's, from when the
+  /// stream reaches the wait; looked at every 10 ms): at its deadline, at team::abort or when the
   /// waited-for peer's process exits, it releases the wait and records the failure as the kernel path does
   /// (signal_status: the same timeout and peer_lost errors). Its counters are the host API's own (the pad's
   /// stream inbox): a channel used this way is not also used by device code, and a rank's puts to one peer on one
   /// channel come from one stream (each writes a count fixed when enqueued); not capturable in a graph
-  /// (not_supported: the counts are fixed when enqueued). Every wait holds the window until its stream has passed
-  /// it, seen by the next pvmm call or the watchdog.
+  /// (not_supported: the counts are fixed when enqueued). Every call holds the window until its stream has passed
+  /// it, seen by the next pvmm call or the watchdog. The first such window of a process makes a context of pvmm's own
+  /// on the device for the releases (a stream wait blocks its hardware queue, which other streams of the caller's
+  /// context may share), which costs device memory and up to a second once.
   driver = 1,
 };
 
