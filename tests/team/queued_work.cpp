@@ -139,3 +139,34 @@ TEST_CASE("a stream-ordered barrier from a thread that never used the device run
   CHECK(ran.has_value());
   CHECK(window.signal_status().has_value());
 }
+
+TEST_CASE("driver path: operations in flight beyond its ticket words are busy, and run again once the stream passed") {
+  if (const auto why = pvmm_team_test::no_device_reason(); !why.empty()) {
+    std::printf("[pvmm-skip] %s\n", why.c_str());
+    return;
+  }
+  auto ranks = pvmm::make_thread_bootstraps(1).value();
+  auto team = pvmm::team::create(ranks[0]).value();
+  pvmm::window_options o;
+  o.size = 4096;
+  o.signal_channels = 1;
+  o.stream_signals = pvmm::stream_signal_path::driver;
+  auto window = pvmm::symmetric_window::create(team, o).value();
+  auto on = pvmm::stream::create(team.device()).value();
+  std::atomic<bool> gate{false};
+  REQUIRE(on.launch_host_function(hold_until_open, &gate).has_value());
+  // A barrier of one rank takes one ticket word (it waits for no one) until its stream has passed it: the words
+  // are 8192, so the next one is refused, on this thread, before anything of it is enqueued.
+  int queued = 0;
+  pvmm::status last;
+  while (queued < 10000 && (last = window.barrier(0, on, 5s))) ++queued;
+  CHECK(queued == 8192);
+  CHECK(last.code() == pvmm::errc::busy);
+  CHECK_MESSAGE(last.error().message().find("in flight") != std::string::npos, last.error().message());
+  gate.store(true);
+  REQUIRE(on.synchronize().has_value());
+  (void)pvmm::query_live_objects();  // collects what the stream passed
+  CHECK(window.barrier(0, on, 5s).has_value());
+  CHECK(on.synchronize().has_value());
+  CHECK(window.signal_status().has_value());
+}
