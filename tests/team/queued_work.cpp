@@ -131,7 +131,9 @@ TEST_CASE("a stream-ordered barrier from a thread that never used the device run
     std::printf("[pvmm-skip] %s\n", why.c_str());
     return;
   }
-  auto [team, window, on] = make_one_rank(pvmm::stream_signal_path::kernel);
+  auto made = make_one_rank(pvmm::stream_signal_path::kernel);
+  const auto& window = made.window;  // named references: a lambda below captures them (not structured bindings)
+  const pvmm::stream_ref on = made.stream;
   // A fresh thread has no device context current (hip on NVIDIA answered device 0 and then failed to load the
   // signal module for want of one).
   pvmm::status queued, ran;
