@@ -100,11 +100,16 @@ result<lane> make_lane(int ordinal) {
   if (!made) (void)api().cuCtxDestroy(l.context);  // with its stream and module: nothing of it is kept
   return made;
 }
+
+// The device's lane, made the first time (prepare_releases, with the first driver-path window).
+result<lane> lane_of(int device) {
+  return release_lane_of<lane>(device, [&] { return make_lane(device); });
+}
 }  // namespace
 
 status enqueue_release(const signal_work& work, int device) {
   PVMM_REQUIRE_DRIVER();
-  PVMM_TRY_ASSIGN(l, release_lane_of<lane>(device, [&] { return make_lane(device); }));
+  PVMM_TRY_ASSIGN(l, lane_of(device));
   PVMM_TRY_ASSIGN(scope, context_scope::of_context(l.context));
   signal_kernel_arguments arguments(work);
   PVMM_CU(cuLaunchKernel, l.kernel, 1, 1, 1, 1, 1, 1, 0, l.stream, arguments.params(), nullptr);
@@ -113,13 +118,13 @@ status enqueue_release(const signal_work& work, int device) {
 
 status prepare_releases(int device) {
   PVMM_REQUIRE_DRIVER();
-  PVMM_TRY(release_lane_of<lane>(device, [&] { return make_lane(device); }));
+  PVMM_TRY(lane_of(device));
   return {};
 }
 
 status finish_releases(int device) {
   PVMM_REQUIRE_DRIVER();
-  PVMM_TRY_ASSIGN(l, release_lane_of<lane>(device, [&] { return make_lane(device); }));
+  PVMM_TRY_ASSIGN(l, lane_of(device));
   PVMM_TRY_ASSIGN(scope, context_scope::of_context(l.context));
   PVMM_CU(cuStreamSynchronize, l.stream);
   return {};

@@ -129,11 +129,16 @@ result<lane> make_lane(int ordinal) {
   if (!made) (void)cuCtxDestroy(l.context);  // with its stream and module: nothing of it is kept
   return made;
 }
+
+// The device's lane, made the first time (prepare_releases, with the first driver-path window).
+result<lane> lane_of(int device) {
+  return release_lane_of<lane>(device, [&] { return make_lane(device); });
+}
 }  // namespace
 
 status enqueue_release(const signal_work& work, int device) {
   PVMM_REQUIRE_RUNTIME();
-  PVMM_TRY_ASSIGN(l, release_lane_of<lane>(device, [&] { return make_lane(device); }));
+  PVMM_TRY_ASSIGN(l, lane_of(device));
   PVMM_HIP(push_context, l.context);
   signal_kernel_arguments arguments(work);
   const hipError_t rc = hipModuleLaunchKernel(l.kernel, 1, 1, 1, 1, 1, 1, 0, l.stream, arguments.params(), nullptr);
@@ -144,13 +149,13 @@ status enqueue_release(const signal_work& work, int device) {
 
 status prepare_releases(int device) {
   PVMM_REQUIRE_RUNTIME();
-  PVMM_TRY(release_lane_of<lane>(device, [&] { return make_lane(device); }));
+  PVMM_TRY(lane_of(device));
   return {};
 }
 
 status finish_releases(int device) {
   PVMM_REQUIRE_RUNTIME();
-  PVMM_TRY_ASSIGN(l, release_lane_of<lane>(device, [&] { return make_lane(device); }));
+  PVMM_TRY_ASSIGN(l, lane_of(device));
   PVMM_HIP(synchronize_in, l.context, l.stream);
   return {};
 }

@@ -85,18 +85,16 @@ status enqueue(const std::shared_ptr<detail::window_state>& state, detail::backe
                        fmt::format("rank {}'s signal pad is not mapped here: {}", r, s->pads.unmapped_reason(r)));
     }
   }
-  if (s->driver) {  // the driver path (team/stream_waits.hpp)
-    detail::release_deferred();
+  detail::release_deferred();  // what earlier work held once it ran (core/deferred_release.hpp), on this thread
+  if (s->driver)               // the driver path (team/stream_waits.hpp)
     return s->driver->enqueue(make_view(*state, *s), what, peer, channel, on, timeout, state, op);
-  }
   detail::backend::signal_work work;
   work.view = make_view(*state, *s);
   work.op = what;
   work.peer = peer;
   work.channel = channel;
   work.timeout_ns = timeout_ns(timeout);
-  work.keep = state;           // the pads and the owner-only block stay until the work has run (window released or not)
-  detail::release_deferred();  // what earlier work held once it ran (core/deferred_release.hpp), on this thread
+  work.keep = state;  // the pads and the owner-only block stay until the work has run (window released or not)
   return op.step("enqueue", [&] { return detail::backend::enqueue_signal(work, on.native_handle(), on.device()); });
 }
 // Reads this rank's error record (owner-only memory: no peer can write it), and with `clear` zeroes it after.
